@@ -1,0 +1,88 @@
+/* extent: the self-describing on-segment (and on-spill-file) format of one
+ * object replica, and the scanner that finds every live extent without the
+ * master. Pure functions over caller-owned memory; no locks.
+ *
+ * Layout, little-endian, at an aligned offset:
+ *   0  u32 magic (EXT_MAGIC live, EXT_TOMB tombstoned)
+ *   4  u16 version      6  u16 flags
+ *   8  u32 key_len     12  u32 reserved (0)
+ *  16  u64 value_len   24  u64 value_checksum (xxh3-64 of the value)
+ *  32  u64 generation  40  u64 seg_uuid (of the segment/spill file it lives in)
+ *  48  u64 put_time_ns 56  u64 header_checksum (xxh3-64 of bytes 0..55 + key)
+ *  64  key bytes, then value bytes, then padding to the alignment.
+ * A reader trusts nothing: decode checks magic, version, lengths against the
+ * space available, the header checksum, and (ext_verify) the value checksum.
+ */
+#ifndef KVP_EXTENT_H
+#define KVP_EXTENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXT_MAGIC 0x5850564bu	/* "KVPX" */
+#define EXT_TOMB 0x5450564bu	/* "KVPT" */
+#define EXT_VERSION 1
+#define EXT_HDR_SIZE 64
+
+struct ext_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint32_t key_len;
+	uint64_t value_len;
+	uint64_t value_checksum;
+	uint64_t generation;
+	uint64_t seg_uuid;
+	uint64_t put_time_ns;
+};
+
+/* Checksum used for values and headers (xxh3-64). */
+uint64_t ext_checksum(const void *p, size_t n);
+
+/* Streaming checksum, for values copied in pieces. */
+struct ext_csum { void *state; };
+int ext_csum_init(struct ext_csum *c);
+void ext_csum_update(struct ext_csum *c, const void *p, size_t n);
+uint64_t ext_csum_final(struct ext_csum *c);	/* also frees the state */
+
+/* Bytes an extent of this key/value takes, before alignment. */
+static inline uint64_t ext_size(uint32_t key_len, uint64_t value_len)
+{
+	return EXT_HDR_SIZE + (uint64_t)key_len + value_len;
+}
+
+/* Writes header + key at dst (EXT_HDR_SIZE + key_len bytes); the caller
+ * places the value at dst + EXT_HDR_SIZE + key_len. h->magic/version are set
+ * by this function. */
+void ext_encode(void *dst, const struct ext_hdr *h, const void *key);
+
+/* Decodes a header from at most avail bytes at src: 0, or -EINVAL (bad
+ * magic/version/checksum), -ENOENT (tombstone; *h still filled),
+ * -ERANGE (lengths exceed avail or max_value). *key points into src. */
+int ext_decode(const void *src, uint64_t avail, uint64_t max_value,
+	       struct ext_hdr *h, const uint8_t **key);
+
+/* Full check of a decoded extent at src: value checksum matches. */
+bool ext_verify(const void *src, const struct ext_hdr *h);
+
+/* Marks the extent at dst tombstoned (keeps lengths so scans skip it). */
+void ext_tombstone(void *dst);
+
+struct ext_found {
+	uint64_t off;		/* offset of the header from the scan base */
+	uint64_t alloc_len;	/* ext_size rounded up to the alignment */
+	struct ext_hdr h;
+	const uint8_t *key;	/* points into the scanned memory */
+	bool checksum_ok;	/* value checksum verified */
+};
+
+/* Walks [base+start, base+end) at the given alignment and calls cb for every
+ * complete live extent whose seg_uuid matches (0 = any). Extents with a bad
+ * value checksum are reported with checksum_ok = false only if
+ * report_bad is set. cb returns 0 to continue, non-zero to stop (returned). */
+int ext_scan(const void *base, uint64_t start, uint64_t end, uint32_t align,
+	     uint64_t seg_uuid, uint64_t max_value, bool report_bad,
+	     int (*cb)(const struct ext_found *f, void *arg), void *arg);
+
+#endif

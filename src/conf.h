@@ -1,0 +1,142 @@
+/* conf: the one INI configuration of every kvpool process (inih), described
+ * by a single table (conf.c): section/key -> offset in struct kvp_conf, type,
+ * range, default, help. The same table parses the file, applies
+ * KVPOOL_<SECTION>_<KEY> and Mooncake's variables, prints --print-config and
+ * generates conf/kvpool.ini. Load order: defaults, file, environment,
+ * overrides (command line). Not thread-safe while loading; read-only after.
+ */
+#ifndef KVP_CONF_H
+#define KVP_CONF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CONF_DEFAULT_FILE "/etc/kvpool/kvpool.ini"
+#define CONF_STR 256
+
+enum conf_src { CONF_SRC_DEFAULT, CONF_SRC_FILE, CONF_SRC_ENV, CONF_SRC_CMDLINE };
+
+/* Durations are stored in milliseconds, sizes in bytes, ratios as doubles. */
+struct kvp_conf {
+	struct {
+		char master[CONF_STR];		/* host:port of kvpool-master RPC */
+		char token_file[CONF_STR];	/* "" = no token: loopback only */
+		char token[CONF_STR];		/* loaded from token_file (not a key) */
+		uint64_t max_object_size;
+		uint64_t max_frame;
+		int64_t max_batch;
+	} cluster;
+	struct {
+		char listen[CONF_STR];		/* RPC, default 0.0.0.0:15001 */
+		char http_listen[CONF_STR];	/* /metrics /health, default :15003 */
+		bool metadata_server;		/* Mooncake HTTP metadata store */
+		char metadata_listen[CONF_STR];	/* default 0.0.0.0:15002 */
+		uint64_t lease_ttl;		/* ms */
+		uint64_t put_timeout;		/* ms */
+		uint64_t client_ttl;		/* ms: node heartbeat timeout */
+		double eviction_high_watermark;
+		double eviction_ratio;
+		char allocation_strategy[CONF_STR];	/* random | free_ratio */
+		int64_t max_connections;
+	} master;
+	struct {
+		char name[CONF_STR];		/* "" = host name */
+		char listen[CONF_STR];		/* data server, default 0.0.0.0:15010 */
+		char advertise[CONF_STR];	/* host:port clients use; "" = derived */
+		char http_listen[CONF_STR];	/* default 0.0.0.0:15011 */
+		char segment[CONF_STR];		/* shm file name; "" = kvpool-<name> */
+		uint64_t segment_size;
+		uint64_t align;
+		char numa_node[CONF_STR];	/* none | auto | N */
+		bool hugepages;
+		bool populate;
+		bool remove_segment_on_exit;
+		char shm_group[CONF_STR];	/* "" = mode 0600, else 0660 + group */
+		uint64_t heartbeat_interval;	/* ms */
+		int64_t max_connections;
+	} node;
+	struct {
+		char protocol[CONF_STR];	/* auto | local | tcp | rdma */
+		int64_t connections_per_node;
+		uint64_t timeout;		/* ms, per operation */
+		int64_t replicas;		/* default replica count of a put */
+		uint64_t local_buffer_size;	/* bounce/staging buffer */
+		char host_id[CONF_STR];		/* "" = boot id (tests override) */
+	} client;
+	struct {
+		char path[CONF_STR];		/* "" = no spill tier */
+		uint64_t size;
+		bool direct_io;
+		int64_t queue_depth;
+		bool promote_on_hit;
+	} spill;
+	struct {
+		char mountpoint[CONF_STR];	/* "" = no FUSE view in the node */
+		bool allow_other;
+		bool ro;
+		uint64_t attr_timeout;		/* ms */
+		uint64_t entry_timeout;		/* ms */
+		int64_t mode;			/* file mode bits, e.g. 0644 */
+		uint64_t max_read;
+	} fuse;
+	struct {
+		bool enabled;
+		char devices[CONF_STR];		/* "" = all active ports */
+		int64_t qps_per_peer;
+	} rdma;
+	struct {
+		char level[CONF_STR];		/* err warning notice info debug */
+	} log;
+
+	/* where each key's value came from, indexed like the table */
+	uint8_t src[128];
+	char file[CONF_STR];			/* the file that was loaded, "" none */
+};
+
+enum conf_type { CONF_T_STRING, CONF_T_INT, CONF_T_BOOL, CONF_T_SIZE,
+		 CONF_T_DURATION, CONF_T_RATIO, CONF_T_HOSTPORT };
+
+struct conf_key {
+	const char *section;
+	const char *key;
+	enum conf_type type;
+	size_t off;			/* offsetof(struct kvp_conf, ...) */
+	double min, max;		/* numeric range (bytes, ms, ratio) */
+	const char *def;		/* default, as written in the INI */
+	const char *help;
+	bool live;			/* SIGHUP can change it without a restart */
+};
+
+extern const struct conf_key conf_table[];
+extern const size_t conf_table_len;
+
+/* Defaults only. */
+void conf_defaults(struct kvp_conf *c);
+/* Defaults, then file (path NULL: CONF_DEFAULT_FILE if it exists; a named
+ * file must exist), then the environment, then the overrides (NULL-terminated
+ * "section.key=value"). On error returns -1 with "FILE:LINE: [section] key:
+ * message" (or "env KVPOOL_X_Y: ..." / "override ...: ...") in err. */
+int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides,
+	      char *err, size_t errlen);
+/* Sets one key from text with validation; 0 or -1 with a message. */
+int conf_set(struct kvp_conf *c, const char *section, const char *key,
+	     const char *value, enum conf_src src, char *err, size_t errlen);
+/* "section.key=value" */
+int conf_set_override(struct kvp_conf *c, const char *kv, char *err, size_t errlen);
+/* Effective configuration, one "section.key = value   # source" per line. */
+void conf_print(const struct kvp_conf *c, FILE *out);
+/* The documented example INI (every key, default, help) — conf/kvpool.ini. */
+void conf_write_example(FILE *out);
+/* Value of a key as text (for printing and tests). */
+void conf_format(const struct kvp_conf *c, const struct conf_key *k, char *buf, size_t len);
+const struct conf_key *conf_find(const char *section, const char *key);
+
+/* Parsers shared with the CLI: "64K", "1G", "1048576" -> bytes;
+ * "500ms", "5s", "2m", "1h", "1000" (ms) -> ms; 0 or -1. */
+int conf_parse_size(const char *s, uint64_t *out);
+int conf_parse_duration(const char *s, uint64_t *out);
+/* "host:port" / "[v6]:port" / ":port" -> host (may be "") and port. */
+int conf_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+#endif

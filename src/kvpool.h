@@ -1,0 +1,196 @@
+/* kvpool.h — the public client API of kvpool (libkvpool).
+ *
+ * A handle (struct kvp) talks to one kvpool-master for metadata and to the
+ * nodes for bytes: same host -> memcpy through a MAP_SHARED mapping of the
+ * node's /dev/shm segment; other hosts -> TCP (RDMA where available).
+ *
+ * Threads: a handle may be used from any number of threads at once. Each call
+ * borrows a master connection and node connections from per-handle pools
+ * (guarded by one mutex held only to take/return a connection), so calls from
+ * different threads run in parallel. kvp_close() must not race other calls.
+ *
+ * Errors: every call returns 0 (or a documented non-negative value) or a
+ * negative KVP_E* code; kvp_strerror() names it. The same codes travel on the
+ * wire, become CLI exit messages and Python exceptions.
+ *
+ * Keys: 1..1024 bytes, NUL-terminated, no NUL inside. Values are immutable:
+ * putting an existing key fails with KVP_EEXIST (first writer wins). Engines
+ * that put the same prefix block twice may treat KVP_EEXIST as success.
+ */
+#ifndef KVPOOL_H
+#define KVPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVP_MAX_KEY 1024
+
+enum kvp_err {
+	KVP_OK = 0,
+	KVP_ENOTFOUND = -1,	/* no such object */
+	KVP_EEXIST = -2,	/* object already exists (or a put of it is in progress) */
+	KVP_ENOSPC = -3,	/* no segment has room, even after eviction */
+	KVP_EINVAL = -4,	/* invalid argument */
+	KVP_EKEY = -5,		/* invalid key (empty, too long, contains NUL) */
+	KVP_ELEASED = -6,	/* object has a read lease (remove refused) */
+	KVP_ELEASE = -7,	/* read lease expired before the read completed */
+	KVP_ENOSEG = -8,	/* segment not found (node gone) */
+	KVP_ECHECKSUM = -9,	/* value or header checksum mismatch on every replica */
+	KVP_ETIMEDOUT = -10,	/* operation timed out */
+	KVP_EAUTH = -11,	/* wrong or missing cluster token */
+	KVP_EPROTO = -12,	/* malformed frame or protocol violation */
+	KVP_EINTERNAL = -13,	/* internal error */
+	KVP_EIO = -14,		/* transfer failed (node I/O error) */
+	KVP_ECONN = -15,	/* cannot connect / connection lost */
+	KVP_ENOTSUP = -16,	/* not supported here (no CUDA, no RDMA, ...) */
+	KVP_EBUSY = -17,	/* object not complete yet (put in progress) */
+	KVP_ETOOBIG = -18,	/* value, frame or buffer too large / too small */
+	KVP_ENOMEM = -19,	/* out of memory */
+	KVP_EGRANT = -20,	/* write without a valid grant from the master */
+	KVP_ELIMIT = -21,	/* resource limit (connections, batch size) */
+	KVP_ESTALE = -22,	/* extent was reused or put revoked */
+	KVP_ERR_MIN = -22,
+};
+
+/* Name of a KVP_E* code ("not found"); never NULL. */
+const char *kvp_strerror(int err);
+/* Symbolic name ("KVP_ENOTFOUND"); never NULL. */
+const char *kvp_errname(int err);
+/* Mooncake's ErrorCode value for a KVP_E* code (e.g. KVP_ENOTFOUND -> -704). */
+int kvp_to_mooncake(int err);
+
+struct kvp;
+
+struct kvp_open_opts {
+	const char *config_file;	/* NULL: defaults + /etc/kvpool/kvpool.ini if present */
+	const char *master;		/* "host:port", overrides [client] master */
+	/* NULL-terminated "section.key=value" strings applied after the file and
+	 * the environment, e.g. "client.protocol=tcp". */
+	const char *const *overrides;
+};
+
+/* Connects to the master. Returns NULL with *err set on failure
+ * (KVP_ECONN, KVP_EAUTH, KVP_EINVAL for a bad configuration). */
+struct kvp *kvp_open(const struct kvp_open_opts *opts, int *err);
+void kvp_close(struct kvp *kvp);
+
+/* Single-object calls. */
+int kvp_put(struct kvp *kvp, const char *key, const void *buf, size_t len);
+int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len);
+/* Allocates *buf (free with kvp_free). */
+int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len);
+/* Copies the value into buf; returns its length (>= 0) or a KVP_E* code
+ * (KVP_ETOOBIG when cap is smaller than the value). */
+int64_t kvp_get_into(struct kvp *kvp, const char *key, void *buf, size_t cap);
+/* 1 exists, 0 does not, < 0 error. Incomplete puts do not exist. */
+int kvp_exists(struct kvp *kvp, const char *key);
+int kvp_size(struct kvp *kvp, const char *key, uint64_t *size);
+#define KVP_REMOVE_FORCE 1	/* remove even while read leases are held */
+int kvp_remove(struct kvp *kvp, const char *key, int flags);
+void kvp_free(void *buf);
+
+/* Batch calls: one master round trip for n keys, transfers overlapped across
+ * nodes and connections. The return value is 0 when every item was tried
+ * (per-item results in the array) or a KVP_E* code when the whole batch
+ * failed. results[i] is 0 or KVP_E* (exists: 1/0/KVP_E*; get_into: the
+ * value length or KVP_E*). */
+int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *results);
+int kvp_batch_size(struct kvp *kvp, size_t n, const char *const *keys, int64_t *results);
+int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
+		       const void *const *bufs, const size_t *lens, int *results);
+int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
+		       void *const *bufs, const size_t *caps, int64_t *results);
+int kvp_batch_remove(struct kvp *kvp, size_t n, const char *const *keys, int flags,
+		     int *results);
+
+/* Registers a buffer that put_from/get_into will use (pinned / RDMA
+ * registered / CUDA host-registered where available). Buffers need not be
+ * registered; registered ones take the fastest path. */
+int kvp_register_buffer(struct kvp *kvp, void *buf, size_t len);
+int kvp_unregister_buffer(struct kvp *kvp, void *buf);
+
+/* Administration: used by the CLI, the FUSE view and the Python module. */
+int kvp_remove_prefix(struct kvp *kvp, const char *prefix, int flags, uint64_t *count);
+int kvp_remove_all(struct kvp *kvp, int flags, uint64_t *count);
+/* Pins an object against eviction for ttl_ms (0 unpins). */
+int kvp_pin(struct kvp *kvp, const char *key, uint64_t ttl_ms);
+
+enum kvp_tier { KVP_TIER_MEM = 0, KVP_TIER_DISK = 1 };
+
+struct kvp_replica {
+	uint32_t segment_id;
+	uint8_t tier;			/* enum kvp_tier */
+	uint64_t offset;
+	uint64_t alloc_len;
+	char node[64];			/* node name */
+};
+
+#define KVP_MAX_REPLICAS 8
+
+struct kvp_stat {
+	uint64_t size;
+	uint64_t generation;
+	uint64_t checksum;		/* xxh3-64 of the value */
+	uint64_t put_time_ns;		/* CLOCK_REALTIME */
+	uint64_t access_time_ns;
+	int64_t lease_ms;		/* remaining read lease, 0 if none */
+	int64_t pin_ms;			/* remaining pin, 0 if none */
+	uint32_t nreplicas;
+	struct kvp_replica replicas[KVP_MAX_REPLICAS];
+};
+int kvp_stat(struct kvp *kvp, const char *key, struct kvp_stat *st);
+
+/* Listing with S3 semantics: keys starting with prefix; with a delimiter,
+ * keys that have it after the prefix are rolled up into one common prefix
+ * (is_prefix = 1, name ends with the delimiter). Entries come in byte order,
+ * after the cursor; *next is "" at the end. Stable under concurrent inserts. */
+struct kvp_list_entry {
+	char *name;
+	uint64_t size;
+	uint64_t put_time_ns;
+	int is_prefix;
+};
+struct kvp_list {
+	size_t n;
+	struct kvp_list_entry *entries;
+	char *next;			/* cursor for the next page, "" at the end */
+};
+int kvp_list(struct kvp *kvp, const char *prefix, char delimiter, const char *cursor,
+	     uint32_t limit, struct kvp_list *out);
+void kvp_list_free(struct kvp_list *l);
+
+struct kvp_node_info {
+	uint32_t segment_id;
+	char name[64];
+	char host_id[64];
+	char endpoint[128];		/* host:port of its data server */
+	char shm_path[256];
+	uint64_t capacity;
+	uint64_t used;
+	uint64_t objects;
+	uint64_t spill_capacity;
+	uint64_t spill_used;
+	int draining;
+	int numa_node;			/* -1 unbound */
+};
+struct kvp_info {
+	uint64_t keys;
+	uint64_t bytes_used;
+	uint64_t capacity;
+	uint64_t evictions;
+	uint64_t demotions;
+	uint64_t leases;
+	size_t nnodes;
+	struct kvp_node_info *nodes;
+};
+int kvp_info(struct kvp *kvp, struct kvp_info *out);
+void kvp_info_free(struct kvp_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+/* net: socket helpers shared by daemons and the client: listen on
+ * host:port, connect with a timeout, full-length blocking send/recv with a
+ * deadline, and host identity. Stateless; thread-safe.
+ */
+#ifndef KVP_NET_H
+#define KVP_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* Listening TCP socket (SO_REUSEADDR, non-blocking, CLOEXEC) on "host:port"
+ * ("" or "0.0.0.0" = all IPv4, "::" = all). Returns fd or -errno; err gets a
+ * message naming the address ("127.0.0.1:15001: Address already in use"). */
+int net_listen(const char *hostport, char *err, size_t errlen);
+/* Bound port of a socket (for ":0" listeners). */
+int net_local_port(int fd);
+/* Blocking TCP connect with timeout_ms; TCP_NODELAY set. fd or -errno. */
+int net_connect(const char *hostport, uint64_t timeout_ms, char *err, size_t errlen);
+/* Send/receive exactly n bytes before deadline (CLOCK_MONOTONIC ms, 0 =
+ * none): 0, -ETIMEDOUT, -ECONNRESET (peer closed), or -errno. Work on
+ * blocking or non-blocking fds (polls). */
+int net_send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
+int net_sendv_all(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
+int net_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms);
+uint64_t net_now_ms(void);	/* CLOCK_MONOTONIC */
+uint64_t net_realtime_ns(void);	/* CLOCK_REALTIME */
+/* This host's identity: /proc/sys/kernel/random/boot_id (36 chars). */
+int net_host_id(char *out, size_t len);
+/* true if the host part of "host:port" is a loopback address or empty-host
+ * would bind all (false). */
+bool net_is_loopback(const char *hostport);
+/* Random bytes (getrandom). */
+int net_random(void *p, size_t n);
+
+#endif

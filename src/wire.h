@@ -1,0 +1,249 @@
+/* wire: kvpool's binary framing and body codec, shared by master, node and
+ * client. Pure functions over caller-owned buffers: no I/O, no locks.
+ *
+ * A frame is a 32-byte little-endian header, then body_len bytes of body
+ * (small, buffered), then payload_len bytes of payload (value bytes, streamed
+ * straight from/to their final place). Requests may be pipelined; a reply
+ * carries the request's reqid and may come out of order. The header status is
+ * 0 or a frame-level KVP_E* code (EAUTH, EPROTO, ETOOBIG); per-key results are
+ * in the body.
+ *
+ * Every connection starts with HELLO; anything else first -> EAUTH and close.
+ * Every key opcode is a batch: the body carries n items, the reply n results.
+ * Body layouts (u8/u16/u32/u64/i32/i64 little-endian; str = u16 len + bytes;
+ * blob = u32 len + bytes; "n x {...}" = u32 n then n items):
+ *
+ * HELLO      req: u16 role(WIRE_ROLE_*) str token str name str host_id
+ *            rep: u64 server_epoch u16 proto_version
+ * MOUNT      req: str node_name str host_id str shm_path u64 shm_dev u64 shm_ino
+ *                 u64 seg_size u64 seg_uuid u64 data_off u32 align str endpoint
+ *                 blob rdma_info u64 spill_capacity i32 numa_node
+ *            rep: u32 segment_id blob grant_secret(32 bytes)
+ * REPORT     req: u32 segment_id, n x {WIRE_EXTENT}   (after MOUNT, any number)
+ *            rep: u32 adopted u32 rejected  (rejected ones get a FREE)
+ * UNMOUNT    req: u32 segment_id u8 drain            rep: -
+ * HEARTBEAT  req: u32 segment_id u64 used_by_node u64 spill_used   rep: -
+ * FREE       (master -> node request on the node's connection)
+ *            req: u32 segment_id, n x {u8 tier u64 off u64 generation}
+ *            rep: -   (the master reuses the space only after this reply)
+ * SEGMENTS   req: -   rep: n x {WIRE_SEGMENT}
+ * PUT_START  req: u8 replicas u32 preferred_segment(0 none, WIRE_SEG_LOCAL:
+ *                 a segment whose host_id equals the HELLO's), n x {str key u64 value_len}
+ *            rep: n x {i32 status u64 generation u8 nrep, nrep x
+ *                 {u32 segment_id u64 off u64 alloc_len u8 grant[16]}}
+ * PUT_END    req: n x {str key u64 generation u64 checksum}   rep: n x {i32}
+ * PUT_REVOKE req: n x {str key u64 generation}                rep: n x {i32}
+ * GET        req: n x {str key}
+ *            rep: n x {i32 status u64 value_len u64 generation u64 checksum
+ *                 u64 lease_ms u8 nrep, nrep x {u32 segment_id u8 tier u64 off u64 alloc_len}}
+ * EXISTS     req: n x {str key}           rep: n x {i32 1|0|err}
+ * SIZE       req: n x {str key}           rep: n x {i32 status u64 size}
+ * REMOVE     req: u8 force, n x {str key} rep: n x {i32}
+ * REMOVE_PREFIX req: str prefix u8 force  rep: u64 count   (empty prefix = all)
+ * LIST       req: str prefix str delimiter(0/1 byte) str cursor u32 limit
+ *            rep: n x {u8 is_prefix str name u64 size u64 put_time_ns} str next_cursor
+ * STAT       req: n x {str key}
+ *            rep: n x {i32 status u64 size u64 generation u64 checksum u64 put_time_ns
+ *                 u64 access_time_ns i64 lease_ms i64 pin_ms u8 nrep,
+ *                 nrep x {u32 segment_id u8 tier u64 off u64 alloc_len}}
+ * PIN        req: u64 ttl_ms, n x {str key}  rep: n x {i32}
+ * INFO       req: -   rep: u64 keys u64 bytes_used u64 capacity u64 evictions
+ *                 u64 demotions u64 leases
+ * Node data server (client -> node):
+ * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
+ * WRITE      req: u32 segment_id u64 generation u64 off u64 alloc_len u8 grant[16]
+ *            payload = extent image (header+key+value, <= alloc_len)   rep: -
+ *
+ * WIRE_EXTENT = str key u8 tier u64 off u64 alloc_len u64 value_len u64 checksum
+ *               u64 generation u64 put_time_ns
+ * WIRE_SEGMENT = u32 segment_id str node_name str host_id str shm_path u64 shm_dev
+ *               u64 shm_ino u64 seg_size u64 seg_uuid str endpoint blob rdma_info
+ *               u8 draining u64 used u64 objects u64 spill_capacity u64 spill_used
+ *               i32 numa_node
+ *
+ * grant = first 16 bytes of HMAC-SHA256(grant_secret,
+ *         u32 segment_id u64 generation u64 off u64 alloc_len)   (wire_grant()).
+ */
+#ifndef KVP_WIRE_H
+#define KVP_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define WIRE_MAGIC 0x3150564bu		/* "KVP1" */
+#define WIRE_VERSION 1
+#define WIRE_HDR_SIZE 32
+#define WIRE_GRANT_LEN 16
+#define WIRE_SECRET_LEN 32
+#define WIRE_SEG_LOCAL 0xffffffffu
+
+enum wire_flag {
+	WIRE_F_REPLY = 1,
+};
+
+enum wire_role {
+	WIRE_ROLE_CLIENT = 1,
+	WIRE_ROLE_NODE = 2,
+	WIRE_ROLE_ADMIN = 3,
+};
+
+enum wire_op {
+	WIRE_OP_HELLO = 1,
+	WIRE_OP_MOUNT = 2,
+	WIRE_OP_REPORT = 3,
+	WIRE_OP_UNMOUNT = 4,
+	WIRE_OP_HEARTBEAT = 5,
+	WIRE_OP_FREE = 6,
+	WIRE_OP_SEGMENTS = 7,
+	WIRE_OP_PUT_START = 16,
+	WIRE_OP_PUT_END = 17,
+	WIRE_OP_PUT_REVOKE = 18,
+	WIRE_OP_GET = 19,
+	WIRE_OP_EXISTS = 20,
+	WIRE_OP_SIZE = 21,
+	WIRE_OP_REMOVE = 22,
+	WIRE_OP_REMOVE_PREFIX = 23,
+	WIRE_OP_LIST = 24,
+	WIRE_OP_STAT = 25,
+	WIRE_OP_PIN = 26,
+	WIRE_OP_INFO = 27,
+	WIRE_OP_READ = 48,
+	WIRE_OP_WRITE = 49,
+	WIRE_OP_MAX = 64,
+};
+
+const char *wire_op_name(unsigned op);
+
+struct wire_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t flags;
+	uint16_t opcode;
+	int32_t status;
+	uint32_t body_len;
+	uint64_t reqid;
+	uint64_t payload_len;
+};
+
+void wire_hdr_encode(const struct wire_hdr *h, uint8_t out[WIRE_HDR_SIZE]);
+/* 0, KVP_EPROTO (bad magic/version/opcode) or KVP_ETOOBIG (over the limits). */
+int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
+		    uint32_t max_body, uint64_t max_payload);
+
+/* Computes a write grant (see above) into out[WIRE_GRANT_LEN]. */
+void wire_grant(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
+		uint64_t generation, uint64_t off, uint64_t alloc_len,
+		uint8_t out[WIRE_GRANT_LEN]);
+/* Constant-time compare of a received grant with the expected one. */
+bool wire_grant_ok(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
+		   uint64_t generation, uint64_t off, uint64_t alloc_len,
+		   const uint8_t grant[WIRE_GRANT_LEN]);
+
+/* Growable write buffer. On allocation failure oom is set and further
+ * writes are dropped; check it once before sending. */
+struct wbuf {
+	uint8_t *p;
+	size_t len, cap;
+	bool oom;
+};
+
+void wb_init(struct wbuf *b);
+void wb_free(struct wbuf *b);
+void wb_reset(struct wbuf *b);
+bool wb_grow(struct wbuf *b, size_t more);
+void wb_bytes(struct wbuf *b, const void *src, size_t n);
+
+static inline void wb_u8(struct wbuf *b, uint8_t v) { wb_bytes(b, &v, 1); }
+static inline void wb_u16(struct wbuf *b, uint16_t v) { wb_bytes(b, &v, 2); }
+static inline void wb_u32(struct wbuf *b, uint32_t v) { wb_bytes(b, &v, 4); }
+static inline void wb_u64(struct wbuf *b, uint64_t v) { wb_bytes(b, &v, 8); }
+static inline void wb_i32(struct wbuf *b, int32_t v) { wb_bytes(b, &v, 4); }
+static inline void wb_i64(struct wbuf *b, int64_t v) { wb_bytes(b, &v, 8); }
+/* str: u16 length + bytes (n must be <= 65535, else oom is set). */
+void wb_str(struct wbuf *b, const void *s, size_t n);
+static inline void wb_cstr(struct wbuf *b, const char *s) { wb_str(b, s, strlen(s)); }
+void wb_blob(struct wbuf *b, const void *s, size_t n);
+
+/* Frame building: wire_begin() reserves the header; wire_finish() fills it
+ * with body_len = bytes written since wire_begin. Several frames may be
+ * appended to one wbuf (pipelining). Returns the frame's start offset. */
+size_t wire_begin(struct wbuf *b);
+void wire_finish(struct wbuf *b, size_t start, uint16_t opcode, uint8_t flags,
+		 int32_t status, uint64_t reqid, uint64_t payload_len);
+
+/* Bounds-checked reader: reading past the end sets err and yields zeros. */
+struct rbuf {
+	const uint8_t *p, *end;
+	bool err;
+};
+
+static inline void rb_init(struct rbuf *r, const void *p, size_t n)
+{
+	r->p = (const uint8_t *)p;
+	r->end = r->p + n;
+	r->err = false;
+}
+
+static inline const uint8_t *rb_take(struct rbuf *r, size_t n)
+{
+	if (r->err || (size_t)(r->end - r->p) < n) {
+		r->err = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p;
+	r->p += n;
+	return p;
+}
+
+#define RB_GETTER(name, type)					\
+	static inline type rb_##name(struct rbuf *r)		\
+	{							\
+		type v = 0;					\
+		const uint8_t *p = rb_take(r, sizeof(type));	\
+		if (p)						\
+			memcpy(&v, p, sizeof(type));		\
+		return v;					\
+	}
+RB_GETTER(u8, uint8_t)
+RB_GETTER(u16, uint16_t)
+RB_GETTER(u32, uint32_t)
+RB_GETTER(u64, uint64_t)
+RB_GETTER(i32, int32_t)
+RB_GETTER(i64, int64_t)
+#undef RB_GETTER
+
+/* str: returns a pointer into the buffer (not NUL-terminated) and its length. */
+static inline const uint8_t *rb_str(struct rbuf *r, size_t *n)
+{
+	*n = rb_u16(r);
+	const uint8_t *p = rb_take(r, *n);
+	if (!p)
+		*n = 0;
+	return p;
+}
+
+static inline const uint8_t *rb_blob(struct rbuf *r, size_t *n)
+{
+	*n = rb_u32(r);
+	const uint8_t *p = rb_take(r, *n);
+	if (!p)
+		*n = 0;
+	return p;
+}
+
+/* Copies a str into dst (NUL-terminated); sets err if it does not fit. */
+void rb_cstr(struct rbuf *r, char *dst, size_t cap);
+
+/* A count of items that each take at least min_item bytes: sets err when
+ * the remaining body cannot hold that many (so callers can allocate n). */
+uint32_t rb_count(struct rbuf *r, size_t min_item);
+
+static inline bool rb_ok(const struct rbuf *r) { return !r->err; }
+static inline bool rb_done(const struct rbuf *r) { return !r->err && r->p == r->end; }
+
+/* Key validity: 1..KVP_MAX_KEY bytes, no NUL. */
+bool wire_key_ok(const uint8_t *key, size_t n);
+
+#endif

@@ -1,0 +1,65 @@
+#!/bin/bash
+# tests/run.sh BUILD [NAME...] — runs every test: the unit programs
+# (BUILD/tests/t_*), the end-to-end scripts (tests/e2e/*.sh) and, when built,
+# each fuzz target for a few seconds. One line per test, then
+# "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
+# Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10).
+set -u
+build=${1:-build}
+shift || true
+cd "$(dirname "$0")/.." || exit 1
+root=$(pwd)
+export KVP_BUILD="$root/$build"
+logdir="$root/$build/test-logs"
+mkdir -p "$logdir"
+timeout_s=${TEST_TIMEOUT:-300}
+fuzz_s=${FUZZ_SECONDS:-10}
+
+tests=()
+for t in "$build"/tests/t_*; do [ -x "$t" ] && tests+=("$t"); done
+for t in tests/e2e/*.sh; do [ -f "$t" ] && tests+=("$t"); done
+if [ -d build-fuzz/fuzz ]; then
+	for t in build-fuzz/fuzz/fuzz_*; do [ -x "$t" ] && tests+=("fuzz:$t"); done
+fi
+if [ $# -gt 0 ]; then
+	sel=()
+	for t in "${tests[@]}"; do
+		for n in "$@"; do case "$t" in *"$n"*) sel+=("$t"); break ;; esac; done
+	done
+	tests=("${sel[@]}")
+fi
+
+pass=0 fail=0 skip=0 failed=()
+for t in "${tests[@]}"; do
+	name=$(basename "${t#fuzz:}")
+	log="$logdir/$name.log"
+	start=$(date +%s%N)
+	case "$t" in
+	fuzz:*)
+		f=${t#fuzz:}
+		corpus="tests/fuzz/corpus/${name#fuzz_}"
+		work=$(mktemp -d)
+		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
+		timeout -k 10 $((fuzz_s + 60)) "$f" -max_total_time="$fuzz_s" -rss_limit_mb=2048 \
+			-print_final_stats=1 "$work" >"$log" 2>&1
+		rc=$?
+		rm -rf "$work"
+		;;
+	*.sh) timeout -k 10 "$timeout_s" bash "$t" >"$log" 2>&1; rc=$? ;;
+	*) timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1; rc=$? ;;
+	esac
+	secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+	case $rc in
+	0) pass=$((pass + 1)); echo "PASS  $name (${secs}s)" ;;
+	77) skip=$((skip + 1)); echo "SKIP  $name: $(tail -n 1 "$log")" ;;
+	*)
+		fail=$((fail + 1)); failed+=("$name")
+		[ $rc = 124 ] && why="timeout after ${timeout_s}s" || why="exit $rc"
+		echo "FAIL  $name ($why, ${secs}s) — last lines of $log:"
+		tail -n 25 "$log" | sed 's/^/    /'
+		;;
+	esac
+done
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

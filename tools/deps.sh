@@ -1,0 +1,40 @@
+#!/bin/sh
+# deps.sh GROUP... — make sure the Debian packages of each group are installed.
+# As root, missing ones are installed with apt-get; otherwise the exact
+# apt-get line is printed and the script fails.
+set -u
+build="gcc make pkg-config libfuse3-dev liburing-dev libibverbs-dev librdmacm-dev libnuma-dev libinih-dev libmicrohttpd-dev libsystemd-dev libxxhash-dev libssl-dev"
+test="fuse3 attr iproute2 nftables procps psmisc curl python3 python3-dev clang"
+bench="redis-server redis-tools iperf3 fio memcached"
+want=""
+for g in "$@"; do
+	case "$g" in
+	build) want="$want $build" ;;
+	test) want="$want $test" ;;
+	bench) want="$want $bench" ;;
+	*) echo "deps.sh: unknown group '$g' (build, test, bench)" >&2; exit 2 ;;
+	esac
+done
+missing=""
+for p in $want; do
+	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
+	case "$s" in *" installed") ;; *) missing="$missing $p" ;; esac
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	echo "deps: installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y -q --no-install-recommends $missing >/tmp/kvpool-apt.log 2>&1; then
+		apt-get update -q >/tmp/kvpool-apt.log 2>&1
+		apt-get install -y -q --no-install-recommends $missing >>/tmp/kvpool-apt.log 2>&1 || {
+			echo "deps: apt-get failed, see /tmp/kvpool-apt.log" >&2; tail -5 /tmp/kvpool-apt.log >&2; exit 1; }
+	fi
+	# Debian starts these services on install; benchmarks start their own.
+	for s in redis-server memcached; do
+		case "$missing" in *"$s"*) (systemctl stop "$s" || service "$s" stop || pkill -x "$s") >/dev/null 2>&1 ;; esac
+	done
+	exit 0
+fi
+echo "kvpool needs these Debian packages; run as root:" >&2
+echo "  apt-get install -y$missing" >&2
+exit 1
