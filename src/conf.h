@@ -23,6 +23,7 @@ struct kvp_conf {
 		char master[CONF_STR];		/* host:port of kvpool-master RPC */
 		char token_file[CONF_STR];	/* "" = no token: loopback only */
 		char token[CONF_STR];		/* loaded from token_file (not a key) */
+		char metadata_server[CONF_STR];	/* MOONCAKE_METADATA_SERVER, recorded only */
 		uint64_t max_object_size;
 		uint64_t max_frame;
 		int64_t max_batch;
@@ -106,7 +107,14 @@ struct conf_key {
 	const char *def;		/* default, as written in the INI */
 	const char *help;
 	bool live;			/* SIGHUP can change it without a restart */
+	const char *choices;		/* strings: "a|b|c", a token "N..M" = integer range */
+	unsigned flags;			/* CONF_F_* */
 };
+
+#define CONF_F_OCTAL	0x1u	/* int read as octal (a file mode), printed 0NNN */
+#define CONF_F_POW2	0x2u	/* size must be a power of two */
+#define CONF_F_LOGLEVEL	0x4u	/* string checked by log_level_parse, stored canonical */
+#define CONF_F_FILENAME	0x8u	/* string is one path component: no '/', not . or .. */
 
 extern const struct conf_key conf_table[];
 extern const size_t conf_table_len;
@@ -115,10 +123,15 @@ extern const size_t conf_table_len;
 void conf_defaults(struct kvp_conf *c);
 /* Defaults, then file (path NULL: CONF_DEFAULT_FILE if it exists; a named
  * file must exist), then the environment, then the overrides (NULL-terminated
- * "section.key=value"). On error returns -1 with "FILE:LINE: [section] key:
- * message" (or "env KVPOOL_X_Y: ..." / "override ...: ...") in err. */
+ * "section.key=value"), then cluster.token from cluster.token_file. On error
+ * returns -1 with "FILE:LINE: [section] key: message" (or "env KVPOOL_X_Y:
+ * ..." / "override ...: ..." / "[cluster] token_file: ...") in err. */
 int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides,
 	      char *err, size_t errlen);
+/* Parses one INI stream into @c on top of what it holds (conf_load calls it
+ * after conf_defaults); @name is used in messages and recorded as c->file.
+ * Errors as conf_load: "NAME:LINE: [section] key: message". */
+int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, size_t errlen);
 /* Sets one key from text with validation; 0 or -1 with a message. */
 int conf_set(struct kvp_conf *c, const char *section, const char *key,
 	     const char *value, enum conf_src src, char *err, size_t errlen);
@@ -131,6 +144,10 @@ void conf_write_example(FILE *out);
 /* Value of a key as text (for printing and tests). */
 void conf_format(const struct kvp_conf *c, const struct conf_key *k, char *buf, size_t len);
 const struct conf_key *conf_find(const char *section, const char *key);
+/* SIGHUP: copies the live keys that differ from @next into @cur (logging each
+ * change) and leaves the others; returns how many non-live keys differ (they
+ * need a restart; each is logged). The caller re-applies log.level itself. */
+int conf_apply_live(struct kvp_conf *cur, const struct kvp_conf *next);
 
 /* Parsers shared with the CLI: "64K", "1G", "1048576" -> bytes;
  * "500ms", "5s", "2m", "1h", "1000" (ms) -> ms; 0 or -1. */
