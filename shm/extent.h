@@ -57,16 +57,28 @@ static inline uint64_t ext_size(uint32_t key_len, uint64_t value_len)
  * by this function. */
 void ext_encode(void *dst, const struct ext_hdr *h, const void *key);
 
+/* Copies n bytes from src to dst and feeds the copied bytes (read back from
+ * dst while they are still in cache, 64 KiB at a time) to c: one pass over
+ * memory instead of two. Verifies what the caller actually received. */
+void ext_copy_csum(void *dst, const void *src, size_t n, struct ext_csum *c);
+/* One-shot form: copies and returns the xxh3-64 of the bytes copied (equal
+ * to ext_checksum(dst, n)). */
+uint64_t ext_copy_checksum(void *dst, const void *src, size_t n);
+
 /* Decodes a header from at most avail bytes at src: 0, or -EINVAL (bad
- * magic/version/checksum), -ENOENT (tombstone; *h still filled),
- * -ERANGE (lengths exceed avail or max_value). *key points into src. */
+ * magic/version/reserved/key_len/checksum), -ENOENT (tombstone; *h still
+ * filled), -ERANGE (lengths exceed avail or max_value; max_value 0 = no
+ * limit). *key points into src. The header checksum is computed with the
+ * live magic in bytes 0..3, so a tombstone still proves its header intact. */
 int ext_decode(const void *src, uint64_t avail, uint64_t max_value,
 	       struct ext_hdr *h, const uint8_t **key);
 
 /* Full check of a decoded extent at src: value checksum matches. */
 bool ext_verify(const void *src, const struct ext_hdr *h);
 
-/* Marks the extent at dst tombstoned (keeps lengths so scans skip it). */
+/* Marks the extent at dst tombstoned: only the magic changes, so a scan can
+ * still tell (and count) a tombstone; it never trusts a tombstone's length,
+ * since the range may already hold newer extents. */
 void ext_tombstone(void *dst);
 
 struct ext_found {
@@ -84,5 +96,23 @@ struct ext_found {
 int ext_scan(const void *base, uint64_t start, uint64_t end, uint32_t align,
 	     uint64_t seg_uuid, uint64_t max_value, bool report_bad,
 	     int (*cb)(const struct ext_found *f, void *arg), void *arg);
+
+/* What a scan saw, for listings and recovery logs. */
+struct ext_scan_stats {
+	uint64_t live;		/* extents reported (good or bad checksum) */
+	uint64_t live_bytes;	/* sum of their alloc_len */
+	uint64_t value_bytes;	/* sum of their value_len */
+	uint64_t bad_checksum;	/* live headers whose value checksum failed */
+	uint64_t tombstones;	/* tombstoned headers with a valid checksum */
+	uint64_t foreign;	/* valid headers of another seg_uuid (skipped) */
+};
+
+/* ext_scan with counters (st may be NULL; it is zeroed first). verify =
+ * false skips the value checksums: checksum_ok is then false for every
+ * extent, and a live header's length is trusted to jump over its value. */
+int ext_scan_ex(const void *base, uint64_t start, uint64_t end, uint32_t align,
+		uint64_t seg_uuid, uint64_t max_value, bool report_bad, bool verify,
+		int (*cb)(const struct ext_found *f, void *arg), void *arg,
+		struct ext_scan_stats *st);
 
 #endif

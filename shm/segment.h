@@ -43,8 +43,11 @@ struct segment_opts {
 /* Opens or creates the segment. An existing file with a valid header and
  * the same size and alignment is reused (its extents survive); a file whose
  * header is invalid or whose size differs is an error unless reset is set,
- * in which case it is re-created. Space is reserved with fallocate so a full
- * tmpfs fails here with a message naming how much is free (errbuf). */
+ * in which case it is re-created (a valid matching file is kept even with
+ * reset). Space is reserved with fallocate so a full tmpfs fails here with a
+ * message naming how much is free (errbuf). The file is flock()ed while
+ * open: a second segment_open of it fails with -EBUSY. seg->created tells
+ * whether the file was (re-)created, i.e. holds nothing to recover. */
 int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 		 char *errbuf, size_t errlen);
 /* Maps an existing segment file created by a node (clients, kvpool scan);
@@ -56,5 +59,32 @@ void segment_close(struct segment *seg);
 int segment_unlink(struct segment *seg);
 /* Path of a segment name ("/dev/shm/<name>" unless name is absolute). */
 void segment_path(const char *name, char *out, size_t len);
+
+/* The segment header (first 4 KiB of the file; fields little-endian):
+ *    0 u32 magic SEG_MAGIC      4 u32 version
+ *    8 u64 size (whole file)   16 u64 uuid (random, never 0)
+ *   24 u32 align               28 u32 data_off (SEG_DATA_OFF)
+ *   32 u64 created (ns since the epoch, CLOCK_REALTIME)
+ *   40 char name[SEG_NAME_MAX] (NUL-terminated, NUL-padded)
+ *  248 u64 header checksum (xxh3-64 of bytes 0..247); the rest is zero. */
+#define SEG_NAME_MAX 208
+#define SEG_HDR_BYTES 256
+
+struct segment_info {
+	uint32_t version;
+	uint32_t align;
+	uint64_t size;
+	uint64_t uuid;
+	uint64_t created_ns;
+	char name[SEG_NAME_MAX];
+};
+
+/* Checks a segment header of n bytes at p (untrusted: from a file). 0 and
+ * *info filled (info may be NULL), or -EINVAL (not a segment, bad checksum,
+ * impossible field) / -EPROTONOSUPPORT (other version) with a message. */
+int segment_header_check(const void *p, size_t n, struct segment_info *info,
+			 char *errbuf, size_t errlen);
+/* Writes a fresh header for *info into the 4096 bytes at p. */
+void segment_header_write(void *p, const struct segment_info *info);
 
 #endif

@@ -1,0 +1,567 @@
+/* alloc: see alloc.h. TLSF (two-level segregated fit) over granules of
+ * `align` bytes. Blocks (free and used) are 24-byte descriptors in a chunked
+ * pool, linked in physical order; free blocks sit in per-size-class lists
+ * found through two bitmaps, used blocks in a hash keyed by offset.
+ * Not thread-safe: the master's event loop owns every allocator.
+ *
+ * Memory: 24 bytes per block + 4..8 bytes of hash bucket per used block.
+ * Free blocks never outnumber used blocks + 1 (neighbours coalesce), so one
+ * live allocation costs at most ~56 bytes, typically 30..45, plus a fixed
+ * ~32 KiB per allocator (list heads, first hash table, first pool chunk).
+ */
+#include "alloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL UINT32_MAX
+#define SL_BITS 5
+#define SL_COUNT (1u << SL_BITS)
+#define CHUNK_BITS 10		/* descriptors per pool chunk: 1024 (24 KiB) */
+#define CHUNK_SIZE (1u << CHUNK_BITS)
+#define MAX_FREE_PROBE 64	/* linear probes when the O(1) search fails */
+
+/* Flag bits in blk.off (granule offsets are < 2^58 since align >= 64). */
+#define BLK_FREE (1ull << 63)
+#define BLK_DEAD (1ull << 62)	/* descriptor is in the pool's free chain */
+#define BLK_OFF_MASK (BLK_DEAD - 1)
+
+struct blk {
+	uint64_t off;		/* granule offset | BLK_FREE | BLK_DEAD */
+	uint32_t prev_phys, next_phys;	/* physical neighbours; next = pool chain when dead */
+	union {
+		struct { uint32_t prev_free, next_free; };	/* when free */
+		uint32_t hnext;			/* hash chain when used */
+	};
+};
+
+struct alloc {
+	uint64_t base;		/* first managed byte (aligned) */
+	uint64_t ngran;		/* managed granules */
+	uint32_t align;
+	unsigned shift;		/* log2(align) */
+	unsigned fl_count;
+	uint32_t first;		/* block at granule 0: never released */
+	uint32_t hint;		/* where alloc_reserve starts looking */
+
+	uint64_t free_gran;
+	uint64_t nused, nfree;
+
+	uint64_t fl_map;
+	uint32_t *sl_map;	/* [fl_count] */
+	uint32_t *heads;	/* [fl_count * SL_COUNT] */
+
+	struct blk **chunks;	/* descriptor pool */
+	uint32_t nchunks, chunk_cap;
+	uint32_t pool_next;	/* descriptors handed out so far */
+	uint32_t pool_free;	/* chain of released descriptors */
+
+	uint32_t *buckets;	/* used blocks by offset */
+	uint64_t hmask;
+	unsigned hbits;		/* log2(buckets) */
+};
+
+static inline struct blk *B(const struct alloc *a, uint32_t i)
+{
+	return &a->chunks[i >> CHUNK_BITS][i & (CHUNK_SIZE - 1)];
+}
+
+static inline uint64_t boff(const struct blk *b)
+{
+	return b->off & BLK_OFF_MASK;
+}
+
+static inline uint64_t blen(const struct alloc *a, const struct blk *b)
+{
+	uint64_t end = b->next_phys == NIL ? a->ngran : boff(B(a, b->next_phys));
+
+	return end - boff(b);
+}
+
+static inline unsigned fls64(uint64_t v)	/* index of the highest set bit */
+{
+	return 63u - (unsigned)__builtin_clzll(v);
+}
+
+static void mapping(uint64_t n, unsigned *fl, unsigned *sl)
+{
+	if (n < SL_COUNT) {
+		*fl = 0;
+		*sl = (unsigned)n;
+	} else {
+		unsigned f = fls64(n);
+
+		*sl = (unsigned)(n >> (f - SL_BITS)) ^ SL_COUNT;
+		*fl = f - SL_BITS + 1;
+	}
+}
+
+/* ---- descriptor pool ---- */
+
+/* Makes the next k blk_new calls infallible, so that a split half-way
+ * through an operation never has to be undone. */
+static int pool_ensure(struct alloc *a, unsigned k)
+{
+	uint32_t i = a->pool_free;
+
+	while (k && i != NIL) {
+		k--;
+		i = B(a, i)->next_phys;
+	}
+	if (!k)
+		return 0;
+	if ((uint64_t)a->pool_next + k >= NIL)
+		return -ENOMEM;
+	while (((a->pool_next + k - 1) >> CHUNK_BITS) >= a->nchunks) {
+		if (a->nchunks == a->chunk_cap) {
+			uint32_t cap = a->chunk_cap ? a->chunk_cap * 2 : 8;
+			struct blk **c = realloc(a->chunks, cap * sizeof(*c));
+
+			if (!c)
+				return -ENOMEM;
+			a->chunks = c;
+			a->chunk_cap = cap;
+		}
+		a->chunks[a->nchunks] = malloc(CHUNK_SIZE * sizeof(struct blk));
+		if (!a->chunks[a->nchunks])
+			return -ENOMEM;
+		a->nchunks++;
+	}
+	return 0;
+}
+
+static uint32_t blk_new(struct alloc *a)
+{
+	uint32_t i;
+
+	if (a->pool_free != NIL) {
+		i = a->pool_free;
+		a->pool_free = B(a, i)->next_phys;
+		return i;
+	}
+	if (pool_ensure(a, 1) < 0)
+		return NIL;
+	return a->pool_next++;
+}
+
+static void blk_release(struct alloc *a, uint32_t i)
+{
+	struct blk *b = B(a, i);
+
+	b->off = BLK_DEAD;
+	b->next_phys = a->pool_free;
+	a->pool_free = i;
+}
+
+/* ---- free lists ---- */
+
+static void free_insert(struct alloc *a, uint32_t i)
+{
+	struct blk *b = B(a, i);
+	unsigned fl, sl;
+	uint32_t *head;
+
+	mapping(blen(a, b), &fl, &sl);
+	head = &a->heads[fl * SL_COUNT + sl];
+	b->off |= BLK_FREE;
+	b->prev_free = NIL;
+	b->next_free = *head;
+	if (*head != NIL)
+		B(a, *head)->prev_free = i;
+	*head = i;
+	a->fl_map |= 1ull << fl;
+	a->sl_map[fl] |= 1u << sl;
+	a->nfree++;
+}
+
+/* Must run before the block's length changes (it selects the list). */
+static void free_remove(struct alloc *a, uint32_t i)
+{
+	struct blk *b = B(a, i);
+	unsigned fl, sl;
+	uint32_t *head;
+
+	mapping(blen(a, b), &fl, &sl);
+	head = &a->heads[fl * SL_COUNT + sl];
+	if (b->prev_free != NIL)
+		B(a, b->prev_free)->next_free = b->next_free;
+	else
+		*head = b->next_free;
+	if (b->next_free != NIL)
+		B(a, b->next_free)->prev_free = b->prev_free;
+	if (*head == NIL) {
+		a->sl_map[fl] &= ~(1u << sl);
+		if (!a->sl_map[fl])
+			a->fl_map &= ~(1ull << fl);
+	}
+	b->off &= ~BLK_FREE;
+	a->nfree--;
+}
+
+/* ---- hash of used blocks ---- */
+
+static inline uint64_t hslot(const struct alloc *a, uint64_t g)
+{
+	return (g * 0x9e3779b97f4a7c15ull) >> (64 - a->hbits);
+}
+
+static int hash_grow(struct alloc *a)
+{
+	uint64_t n = (a->hmask + 1) * 2;
+	uint32_t *nb = malloc(n * sizeof(*nb));
+	uint64_t old = a->hmask + 1;
+
+	if (!nb)
+		return -ENOMEM;
+	memset(nb, 0xff, n * sizeof(*nb));
+	a->hmask = n - 1;
+	a->hbits++;
+	for (uint64_t s = 0; s < old; s++) {
+		uint32_t i = a->buckets[s];
+
+		while (i != NIL) {
+			struct blk *b = B(a, i);
+			uint32_t nx = b->hnext;
+			uint64_t h = hslot(a, boff(b));
+
+			b->hnext = nb[h];
+			nb[h] = i;
+			i = nx;
+		}
+	}
+	free(a->buckets);
+	a->buckets = nb;
+	return 0;
+}
+
+static void hash_insert(struct alloc *a, uint32_t i)
+{
+	struct blk *b = B(a, i);
+	uint64_t h = hslot(a, boff(b));
+
+	b->hnext = a->buckets[h];
+	a->buckets[h] = i;
+	a->nused++;
+}
+
+static uint32_t hash_find(const struct alloc *a, uint64_t g)
+{
+	uint32_t i = a->buckets[hslot(a, g)];
+
+	while (i != NIL && boff(B(a, i)) != g)
+		i = B(a, i)->hnext;
+	return i;
+}
+
+static void hash_remove(struct alloc *a, uint32_t i)
+{
+	uint32_t *pp = &a->buckets[hslot(a, boff(B(a, i)))];
+
+	while (*pp != i)
+		pp = &B(a, *pp)->hnext;
+	*pp = B(a, i)->hnext;
+	a->nused--;
+}
+
+/* ---- public ---- */
+
+struct alloc *alloc_create(uint64_t base, uint64_t size, uint32_t align)
+{
+	struct alloc *a;
+	uint64_t start, end;
+	unsigned fl, sl;
+
+	if (align == 0)
+		align = 4096;
+	if (align < 64 || (align & (align - 1)) || size == 0 || base > UINT64_MAX - size)
+		return NULL;
+	/* Offsets are aligned in absolute terms, so trim both ends. */
+	start = base + align - 1 < base ? UINT64_MAX : (base + align - 1) & ~(uint64_t)(align - 1);
+	end = (base + size) & ~(uint64_t)(align - 1);
+	if (start >= end)
+		return NULL;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->base = start;
+	a->align = align;
+	a->shift = fls64(align);
+	a->ngran = (end - start) >> a->shift;
+	mapping(a->ngran, &fl, &sl);
+	a->fl_count = fl + 1;
+	a->pool_free = NIL;
+	a->sl_map = calloc(a->fl_count, sizeof(*a->sl_map));
+	a->heads = malloc((size_t)a->fl_count * SL_COUNT * sizeof(*a->heads));
+	a->hmask = 1023;
+	a->hbits = 10;
+	a->buckets = malloc((a->hmask + 1) * sizeof(*a->buckets));
+	if (!a->sl_map || !a->heads || !a->buckets)
+		goto out_free;
+	memset(a->heads, 0xff, (size_t)a->fl_count * SL_COUNT * sizeof(*a->heads));
+	memset(a->buckets, 0xff, (a->hmask + 1) * sizeof(*a->buckets));
+
+	a->first = blk_new(a);
+	if (a->first == NIL)
+		goto out_free;
+	*B(a, a->first) = (struct blk){ .off = 0, .prev_phys = NIL, .next_phys = NIL };
+	free_insert(a, a->first);
+	a->free_gran = a->ngran;
+	a->hint = a->first;
+	return a;
+
+out_free:
+	alloc_destroy(a);
+	return NULL;
+}
+
+void alloc_destroy(struct alloc *a)
+{
+	if (!a)
+		return;
+	for (uint32_t c = 0; c < a->nchunks; c++)
+		free(a->chunks[c]);
+	free(a->chunks);
+	free(a->buckets);
+	free(a->heads);
+	free(a->sl_map);
+	free(a);
+}
+
+/* Head of the first non-empty list whose blocks are all >= n granules. */
+static uint32_t find_fit(const struct alloc *a, uint64_t n)
+{
+	unsigned fl, sl;
+	uint32_t slm;
+	uint64_t flm;
+
+	if (n >= SL_COUNT) {
+		uint64_t r = n + (1ull << (fls64(n) - SL_BITS)) - 1;
+
+		if (r < n)
+			return NIL;
+		n = r;
+	}
+	mapping(n, &fl, &sl);
+	if (fl >= a->fl_count)
+		return NIL;
+	slm = a->sl_map[fl] & (~0u << sl);
+	if (!slm) {
+		flm = fl + 1 < 64 ? a->fl_map & (~0ull << (fl + 1)) : 0;
+		if (!flm)
+			return NIL;
+		fl = (unsigned)__builtin_ctzll(flm);
+		slm = a->sl_map[fl];
+	}
+	sl = (unsigned)__builtin_ctz(slm);
+	return a->heads[fl * SL_COUNT + sl];
+}
+
+/* The rounded search skips the request's own size class, whose blocks may
+ * be smaller; when nothing larger exists look there too (bounded, so a
+ * full allocator stays fast). */
+static uint32_t find_in_class(const struct alloc *a, uint64_t n)
+{
+	unsigned fl, sl;
+	uint32_t i;
+	int probes = MAX_FREE_PROBE;
+
+	mapping(n, &fl, &sl);
+	if (fl >= a->fl_count)
+		return NIL;
+	for (i = a->heads[fl * SL_COUNT + sl]; i != NIL && probes--; i = B(a, i)->next_free)
+		if (blen(a, B(a, i)) >= n)
+			return i;
+	return NIL;
+}
+
+/* Splits the front n granules off free-list-detached block i; the rest
+ * becomes a new free block. The caller made blk_new infallible. */
+static void split(struct alloc *a, uint32_t i, uint64_t n)
+{
+	struct blk *b = B(a, i);
+	uint32_t r;
+	struct blk *rb;
+
+	if (blen(a, b) == n)
+		return;
+	r = blk_new(a);
+	rb = B(a, r);
+	rb->off = boff(b) + n;
+	rb->prev_phys = i;
+	rb->next_phys = b->next_phys;
+	if (b->next_phys != NIL)
+		B(a, b->next_phys)->prev_phys = r;
+	b->next_phys = r;
+	free_insert(a, r);
+}
+
+static int hash_room(struct alloc *a)
+{
+	if (a->nused + 1 > a->hmask + 1)
+		return hash_grow(a);
+	return 0;
+}
+
+uint64_t alloc_alloc(struct alloc *a, uint64_t len, uint64_t *alloc_len)
+{
+	uint64_t n;
+	uint32_t i;
+
+	if (len == 0 || len > a->ngran << a->shift)
+		return UINT64_MAX;
+	n = (len + a->align - 1) >> a->shift;
+	if (n > a->free_gran)
+		return UINT64_MAX;
+	i = find_fit(a, n);
+	if (i == NIL)
+		i = find_in_class(a, n);
+	if (i == NIL || hash_room(a) < 0 || pool_ensure(a, 1) < 0)
+		return UINT64_MAX;
+	free_remove(a, i);
+	split(a, i, n);
+	hash_insert(a, i);
+	a->free_gran -= n;
+	if (alloc_len)
+		*alloc_len = n << a->shift;
+	return a->base + (boff(B(a, i)) << a->shift);
+}
+
+/* Offset (bytes) -> granule, or UINT64_MAX when not an aligned offset in range. */
+static uint64_t to_gran(const struct alloc *a, uint64_t off)
+{
+	if (off < a->base || (off - a->base) & (a->align - 1))
+		return UINT64_MAX;
+	off = (off - a->base) >> a->shift;
+	return off < a->ngran ? off : UINT64_MAX;
+}
+
+int alloc_free(struct alloc *a, uint64_t off)
+{
+	uint64_t g = to_gran(a, off);
+	uint32_t i, p, nx;
+	struct blk *b;
+
+	if (g == UINT64_MAX || (i = hash_find(a, g)) == NIL)
+		return -EINVAL;
+	hash_remove(a, i);
+	b = B(a, i);
+	a->free_gran += blen(a, b);
+
+	nx = b->next_phys;
+	if (nx != NIL && (B(a, nx)->off & BLK_FREE)) {
+		free_remove(a, nx);
+		b->next_phys = B(a, nx)->next_phys;
+		if (b->next_phys != NIL)
+			B(a, b->next_phys)->prev_phys = i;
+		blk_release(a, nx);
+	}
+	p = b->prev_phys;
+	if (p != NIL && (B(a, p)->off & BLK_FREE)) {
+		struct blk *pb = B(a, p);
+
+		free_remove(a, p);
+		pb->next_phys = b->next_phys;
+		if (b->next_phys != NIL)
+			B(a, b->next_phys)->prev_phys = p;
+		blk_release(a, i);
+		if (a->hint == i)
+			a->hint = p;
+		i = p;
+	}
+	free_insert(a, i);
+	return 0;
+}
+
+/* Block containing granule g: walks the physical list from the hint, which
+ * is O(1) for the ascending order in which a scan reports extents. */
+static uint32_t find_containing(const struct alloc *a, uint64_t g)
+{
+	uint32_t i = a->hint;
+
+	if (B(a, i)->off & BLK_DEAD)
+		i = a->first;
+	if (g < boff(B(a, i)) && g < boff(B(a, i)) / 2)
+		i = a->first;	/* closer from the start */
+	while (g < boff(B(a, i)))
+		i = B(a, i)->prev_phys;
+	while (g >= boff(B(a, i)) + blen(a, B(a, i)))
+		i = B(a, i)->next_phys;
+	return i;
+}
+
+int alloc_reserve(struct alloc *a, uint64_t off, uint64_t len)
+{
+	uint64_t g = to_gran(a, off), n, bo;
+	uint32_t i, m;
+
+	if (g == UINT64_MAX || len == 0 || len > UINT64_MAX - a->align)
+		return -EINVAL;
+	n = (len + a->align - 1) >> a->shift;
+	if (n > a->ngran - g)
+		return -EINVAL;
+	i = find_containing(a, g);
+	if (!(B(a, i)->off & BLK_FREE))
+		return -EEXIST;
+	bo = boff(B(a, i));
+	/* Free blocks are maximal, so a range running past this one overlaps
+	 * the used block that follows. */
+	if (g + n > bo + blen(a, B(a, i)))
+		return -EEXIST;
+	if (hash_room(a) < 0 || pool_ensure(a, 2) < 0)
+		return -ENOMEM;
+
+	free_remove(a, i);
+	m = i;
+	if (g > bo) {
+		split(a, i, g - bo);
+		m = B(a, i)->next_phys;
+		free_remove(a, m);
+		free_insert(a, i);
+	}
+	split(a, m, n);
+	hash_insert(a, m);
+	a->free_gran -= n;
+	a->hint = B(a, m)->next_phys != NIL ? B(a, m)->next_phys : m;
+	return 0;
+}
+
+uint64_t alloc_len_at(const struct alloc *a, uint64_t off)
+{
+	uint64_t g = to_gran(a, off);
+	uint32_t i;
+
+	if (g == UINT64_MAX || (i = hash_find(a, g)) == NIL)
+		return 0;
+	return blen(a, B(a, i)) << a->shift;
+}
+
+void alloc_stats(const struct alloc *a, struct alloc_stats *st)
+{
+	uint64_t largest = 0;
+
+	st->size = a->ngran << a->shift;
+	st->free_bytes = a->free_gran << a->shift;
+	st->nalloc = a->nused;
+	st->nfree = a->nfree;
+	/* The largest block is in the highest non-empty list; that list spans
+	 * one size class, so look at each of its blocks. */
+	if (a->fl_map) {
+		unsigned fl = fls64(a->fl_map);
+		unsigned sl = 31u - (unsigned)__builtin_clz(a->sl_map[fl]);
+
+		for (uint32_t i = a->heads[fl * SL_COUNT + sl]; i != NIL; i = B(a, i)->next_free) {
+			uint64_t l = blen(a, B(a, i));
+
+			if (l > largest)
+				largest = l;
+		}
+	}
+	st->largest_free = largest << a->shift;
+}
+
+uint32_t alloc_align(const struct alloc *a)
+{
+	return a->align;
+}
