@@ -64,7 +64,8 @@ struct ev_conn_limits {
 	uint64_t idle_ms;		/* close after this long without a frame; 0 = never */
 };
 
-/* Takes ownership of fd (made non-blocking here). */
+/* Takes ownership of fd (made non-blocking here; closed on failure). lim may
+ * be NULL; a 0 field takes its default. */
 struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_conn_ops *ops,
 			       const struct ev_conn_limits *lim, void *udata);
 void *ev_conn_udata(const struct ev_conn *c);
@@ -74,11 +75,13 @@ int ev_conn_fd(const struct ev_conn *c);
 /* "ip:port" of the peer. */
 const char *ev_conn_peer(const struct ev_conn *c);
 
-/* Queue bytes for sending (copied). 0 or -ENOMEM; sending errors close. */
+/* Queue bytes for sending (copied). 0 or -ENOMEM (-EPIPE once closed or
+ * closing); sending errors close. */
 int ev_conn_send(struct ev_conn *c, const void *p, size_t n);
 /* Queue a frame's header+body (copied) and a payload that is referenced, not
  * copied: release(arg) is called once it has been sent or the connection
- * closed. */
+ * closed. On a non-zero return nothing was queued and release is not called
+ * (the caller still owns the payload). */
 int ev_conn_send_ref(struct ev_conn *c, const void *frame, size_t n,
 		     const void *payload, size_t plen, void (*release)(void *), void *arg);
 /* Receive the announced payload straight into dst (len = payload_len);
@@ -92,6 +95,8 @@ void ev_conn_close(struct ev_conn *c);
 /* Pauses / resumes reading frames (backpressure). */
 void ev_conn_pause(struct ev_conn *c, bool pause);
 size_t ev_conn_count(struct ev_loop *loop);
+/* Bytes queued for output and not yet sent (backpressure, tests). */
+size_t ev_conn_queued(const struct ev_conn *c);
 
 /* Convenience: encode and queue a reply frame with the given body. */
 int ev_conn_reply(struct ev_conn *c, const struct wire_hdr *req, int32_t status,

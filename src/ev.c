@@ -1,0 +1,1275 @@
+/* ev: epoll loop, timers and framed connections; see ev.h for the contract.
+ * Owns: the epoll fd, the wake eventfd, the timer heap and every ev_conn.
+ * Thread: everything runs on the ev_run() thread; only ev_stop()/ev_wake()
+ * come from elsewhere (an atomic flag + an eventfd write). No locks.
+ *
+ * Level-triggered epoll: a connection may stop early (read budget, pause,
+ * backpressure, a handler that holds a frame) and simply get the event again
+ * later, without the edge-triggered "drain until EAGAIN" obligation. The
+ * price is one epoll_ctl per interest change (EPOLLIN on pause/resume,
+ * EPOLLOUT only while a write hit EAGAIN), which is cheap and rare.
+ *
+ * Nothing is freed while a callback or an epoll batch may still point at it:
+ * closed connections and deleted fds go on dead lists emptied at the end of
+ * each iteration. Replies are queued and written once per iteration (pending
+ * list), so pipelined replies coalesce into one writev.
+ */
+#include "ev.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpool.h"
+#include "log.h"
+
+#define EV_BATCH 64			/* epoll events per epoll_wait */
+#define EV_IOV 64			/* chunks per sendmsg */
+#define EV_RBUF_MIN (16u * 1024)	/* read buffer; also bounds payload bytes copied */
+#define EV_RBUF_KEEP (256u * 1024)	/* shrink the read buffer back above this */
+#define EV_CHUNK_MIN (16u * 1024)	/* copied chunks coalesce small sends */
+#define EV_READ_BUDGET (4u << 20)	/* bytes read per readiness event (fairness) */
+#define EV_WRITE_BUDGET (4u << 20)	/* bytes written per flush (fairness) */
+#define EV_LINGER_MS 1000		/* drain input this long after a graceful close */
+#define EV_SWEEP_MS 250			/* idle/linger sweep period (upper bound) */
+
+#define EV_DEF_MAX_BODY (16u << 20)
+#define EV_DEF_MAX_PAYLOAD (1ull << 30)
+#define EV_DEF_MAX_OUTBUF (64ull << 20)
+
+enum io_kind { IO_RAW, IO_CONN, IO_WAKE };
+
+/* What epoll_event.data.ptr points at. */
+struct ev_io {
+	enum io_kind kind;
+	int fd;
+	bool dead;			/* unregistered; freed at the end of the iteration */
+	ev_fd_cb cb;			/* IO_RAW */
+	void *arg;
+	struct ev_io *dead_next;
+};
+
+struct ev_timer {
+	uint64_t id;
+	uint64_t deadline;		/* ev_now() ms */
+	uint64_t period;		/* 0 = one-shot */
+	ev_timer_cb cb;
+	void *arg;
+	size_t idx;			/* position in the heap */
+};
+
+struct ev_loop {
+	int epfd;
+	int wakefd;
+	atomic_int stop;
+	uint64_t now;
+	bool running;
+	struct ev_io wake_io;
+	ev_timer_cb wake_cb;
+	void *wake_arg;
+
+	struct ev_io **fds;		/* raw fds by number */
+	size_t nfds;
+	struct ev_io *dead_ios;
+
+	struct ev_timer **heap;		/* min-heap on (deadline, id) */
+	size_t nheap, heapcap;
+	uint64_t next_timer_id;
+	uint64_t firing_id;		/* timer whose callback runs now */
+	bool firing_cancelled;		/* ... and it deleted itself */
+
+	struct ev_conn *conns;		/* every conn until freed (dead ones too) */
+	size_t nlive;			/* not yet closed (on_close not called) */
+	struct ev_conn *pending;	/* conns with work to do before epoll_wait */
+	struct ev_conn *dead_conns;
+	uint64_t sweep_id, sweep_ms;
+};
+
+struct ev_chunk {
+	struct ev_chunk *next;
+	const uint8_t *p;		/* copied: buf; referenced: the caller's bytes */
+	size_t len, off, cap;		/* off = bytes already sent */
+	void (*release)(void *);	/* referenced chunks only */
+	void *arg;
+	bool ref;
+	uint8_t buf[];
+};
+
+enum rstate { RS_FRAME, RS_PAYLOAD };
+
+struct ev_conn {
+	struct ev_io io;		/* first: epoll data.ptr */
+	struct ev_loop *loop;
+	const struct ev_conn_ops *ops;
+	struct ev_conn_limits lim;
+	void *udata;
+	char peer[64];
+	struct ev_conn *prev, *next;	/* loop->conns */
+	struct ev_conn *pend_next;
+	struct ev_conn *dead_next;
+	uint32_t mask;			/* epoll interest currently registered */
+
+	bool closed;			/* on_close called; user-visible end */
+	bool lingering;			/* closed, fd still open: draining input */
+	bool close_after_send;
+	bool user_paused, bp_paused;
+	bool want_out;			/* a write hit EAGAIN: EPOLLOUT armed */
+	bool on_pending, want_flush, want_input;
+	bool in_frame;			/* on_frame runs for hdr */
+	bool payload_set;		/* ... and it called recv/discard_payload */
+
+	/* input: unparsed bytes are rbuf[rpos, rlen) */
+	uint8_t *rbuf;
+	size_t rcap, rpos, rlen;
+	size_t need;			/* bytes from rpos needed for the next step */
+	enum rstate rstate;
+	struct wire_hdr hdr;		/* the frame being handled */
+	uint8_t *pdst;			/* payload destination, NULL = discard */
+	uint64_t premain, pdone;
+	void *parg;
+
+	/* output */
+	struct ev_chunk *qhead, *qtail;
+	size_t qbytes;
+
+	uint64_t last_active, linger_until;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- timers ---------------------------------------------------------- */
+
+static bool tm_before(const struct ev_timer *a, const struct ev_timer *b)
+{
+	return a->deadline < b->deadline || (a->deadline == b->deadline && a->id < b->id);
+}
+
+static void heap_set(struct ev_loop *loop, size_t i, struct ev_timer *t)
+{
+	loop->heap[i] = t;
+	t->idx = i;
+}
+
+static void heap_up(struct ev_loop *loop, size_t i)
+{
+	struct ev_timer *t = loop->heap[i];
+
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+		if (!tm_before(t, loop->heap[parent]))
+			break;
+		heap_set(loop, i, loop->heap[parent]);
+		i = parent;
+	}
+	heap_set(loop, i, t);
+}
+
+static void heap_down(struct ev_loop *loop, size_t i)
+{
+	struct ev_timer *t = loop->heap[i];
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		const struct ev_timer *best = t;
+		if (l < loop->nheap && tm_before(loop->heap[l], best)) {
+			m = l;
+			best = loop->heap[l];
+		}
+		if (l + 1 < loop->nheap && tm_before(loop->heap[l + 1], best))
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_set(loop, i, loop->heap[m]);
+		i = m;
+	}
+	heap_set(loop, i, t);
+}
+
+static int heap_push(struct ev_loop *loop, struct ev_timer *t)
+{
+	if (loop->nheap == loop->heapcap) {
+		size_t cap = loop->heapcap ? loop->heapcap * 2 : 16;
+		struct ev_timer **h = realloc(loop->heap, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		loop->heap = h;
+		loop->heapcap = cap;
+	}
+	heap_set(loop, loop->nheap++, t);
+	heap_up(loop, t->idx);
+	return 0;
+}
+
+static void heap_remove(struct ev_loop *loop, size_t i)
+{
+	struct ev_timer *last = loop->heap[--loop->nheap];
+
+	if (i == loop->nheap)
+		return;
+	heap_set(loop, i, last);
+	heap_down(loop, i);
+	heap_up(loop, last->idx);
+}
+
+uint64_t ev_timer_add(struct ev_loop *loop, uint64_t ms, bool periodic,
+		      ev_timer_cb cb, void *arg)
+{
+	struct ev_timer *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return 0;
+	if (!loop->running)
+		loop->now = mono_ms();
+	if (periodic && ms == 0)
+		ms = 1;		/* a 0 ms period would spin */
+	t->id = ++loop->next_timer_id;
+	t->deadline = loop->now + ms;
+	t->period = periodic ? ms : 0;
+	t->cb = cb;
+	t->arg = arg;
+	if (heap_push(loop, t) < 0) {
+		free(t);
+		return 0;
+	}
+	return t->id;
+}
+
+void ev_timer_del(struct ev_loop *loop, uint64_t id)
+{
+	if (id == 0)
+		return;
+	if (id == loop->firing_id) {
+		loop->firing_cancelled = true;
+		return;
+	}
+	/* Linear: loops hold a handful of timers (idle timeouts are one sweep). */
+	for (size_t i = 0; i < loop->nheap; i++) {
+		struct ev_timer *t = loop->heap[i];
+		if (t->id == id) {
+			heap_remove(loop, i);
+			free(t);
+			return;
+		}
+	}
+}
+
+static void run_timers(struct ev_loop *loop)
+{
+	/* Timers added by callbacks in this pass wait for the next one, so a
+	 * callback re-adding a 0 ms timer cannot starve the loop. */
+	uint64_t first_new = loop->next_timer_id + 1;
+
+	while (loop->nheap && loop->heap[0]->deadline <= loop->now &&
+	       loop->heap[0]->id < first_new && !atomic_load(&loop->stop)) {
+		struct ev_timer *t = loop->heap[0];
+
+		heap_remove(loop, 0);
+		loop->firing_id = t->id;
+		loop->firing_cancelled = false;
+		t->cb(loop, t->arg);
+		loop->firing_id = 0;
+		if (t->period && !loop->firing_cancelled) {
+			t->deadline += t->period;
+			if (t->deadline <= loop->now)
+				t->deadline = loop->now + t->period;	/* late: no burst */
+			if (heap_push(loop, t) == 0)
+				continue;
+			log_err("ev: cannot re-arm periodic timer: out of memory");
+		}
+		free(t);
+	}
+}
+
+static int next_timeout(const struct ev_loop *loop)
+{
+	if (!loop->nheap)
+		return -1;
+	uint64_t d = loop->heap[0]->deadline;
+	uint64_t now = mono_ms();
+	if (d <= now)
+		return 0;
+	return d - now > INT_MAX ? INT_MAX : (int)(d - now);
+}
+
+/* ---- loop ------------------------------------------------------------ */
+
+struct ev_loop *ev_create(void)
+{
+	struct ev_loop *loop = calloc(1, sizeof(*loop));
+
+	if (!loop)
+		return NULL;
+	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (loop->epfd < 0)
+		goto out_free;
+	loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (loop->wakefd < 0)
+		goto out_epoll;
+	loop->wake_io.kind = IO_WAKE;
+	loop->wake_io.fd = loop->wakefd;
+	struct epoll_event ee = { .events = EPOLLIN, .data.ptr = &loop->wake_io };
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ee) < 0)
+		goto out_wake;
+	atomic_init(&loop->stop, 0);
+	loop->now = mono_ms();
+	return loop;
+
+out_wake:
+	close(loop->wakefd);
+out_epoll:
+	close(loop->epfd);
+out_free:
+	free(loop);
+	return NULL;
+}
+
+static void conn_close(struct ev_conn *c);
+static void conn_free(struct ev_conn *c);
+static void conn_flush(struct ev_conn *c);
+static void conn_parse(struct ev_conn *c);
+static void conn_read(struct ev_conn *c);
+static void conn_update_mask(struct ev_conn *c);
+static void conn_teardown(struct ev_conn *c);
+
+static void free_dead(struct ev_loop *loop)
+{
+	while (loop->dead_ios) {
+		struct ev_io *io = loop->dead_ios;
+		loop->dead_ios = io->dead_next;
+		free(io);
+	}
+	while (loop->dead_conns) {
+		struct ev_conn *c = loop->dead_conns;
+		loop->dead_conns = c->dead_next;
+		conn_free(c);
+	}
+}
+
+void ev_destroy(struct ev_loop *loop)
+{
+	if (!loop)
+		return;
+	for (struct ev_conn *c = loop->conns; c; c = c->next)
+		conn_close(c);
+	for (struct ev_conn *c = loop->conns; c; c = c->next)
+		if (!c->io.dead)
+			conn_teardown(c);	/* lingering ones */
+	loop->pending = NULL;
+	free_dead(loop);
+	for (size_t i = 0; i < loop->nfds; i++)
+		free(loop->fds[i]);
+	free(loop->fds);
+	for (size_t i = 0; i < loop->nheap; i++)
+		free(loop->heap[i]);
+	free(loop->heap);
+	close(loop->wakefd);
+	close(loop->epfd);
+	free(loop);
+}
+
+uint64_t ev_now(struct ev_loop *loop)
+{
+	return loop->now;
+}
+
+/* eventfd writes are async-signal-safe; errno is preserved for handlers. */
+static void wake_fd(struct ev_loop *loop)
+{
+	int saved = errno;
+	uint64_t one = 1;
+	ssize_t w = write(loop->wakefd, &one, sizeof(one));
+
+	(void)w;	/* EAGAIN: the counter is already non-zero, a wake is pending */
+	errno = saved;
+}
+
+void ev_stop(struct ev_loop *loop)
+{
+	atomic_store(&loop->stop, 1);
+	wake_fd(loop);
+}
+
+void ev_wake(struct ev_loop *loop)
+{
+	wake_fd(loop);
+}
+
+void ev_on_wake(struct ev_loop *loop, ev_timer_cb cb, void *arg)
+{
+	loop->wake_cb = cb;
+	loop->wake_arg = arg;
+}
+
+static void run_pending(struct ev_loop *loop)
+{
+	while (loop->pending) {
+		struct ev_conn *c = loop->pending;
+		loop->pending = c->pend_next;
+		c->on_pending = false;
+		if (c->closed)
+			continue;
+		if (c->want_flush) {
+			c->want_flush = false;
+			conn_flush(c);
+		}
+		if (!c->closed && c->want_input) {
+			c->want_input = false;
+			conn_parse(c);
+		}
+		if (!c->closed)
+			conn_update_mask(c);
+	}
+}
+
+static void dispatch(struct ev_loop *loop, struct ev_io *io, uint32_t events)
+{
+	if (io->dead)
+		return;
+	switch (io->kind) {
+	case IO_RAW:
+		io->cb(loop, io->fd, events, io->arg);
+		break;
+	case IO_WAKE: {
+		uint64_t v;
+		ssize_t r = read(loop->wakefd, &v, sizeof(v));
+		(void)r;
+		if (loop->wake_cb && !atomic_load(&loop->stop))
+			loop->wake_cb(loop, loop->wake_arg);
+		break;
+	}
+	case IO_CONN: {
+		struct ev_conn *c = (struct ev_conn *)io;
+		if (events & EPOLLOUT)
+			conn_flush(c);
+		if (io->dead)
+			break;
+		if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+			if (c->mask & EPOLLIN)
+				conn_read(c);
+			else if (events & (EPOLLERR | EPOLLHUP))
+				conn_close(c);	/* broken while not reading: nothing to save */
+		}
+		if (!c->closed)
+			conn_update_mask(c);
+		else if (c->lingering && (events & (EPOLLERR | EPOLLHUP)) && !io->dead)
+			conn_teardown(c);
+		break;
+	}
+	}
+}
+
+int ev_run(struct ev_loop *loop)
+{
+	struct epoll_event evs[EV_BATCH];
+	int rc = 0;
+
+	loop->running = true;
+	loop->now = mono_ms();
+	while (!atomic_load(&loop->stop)) {
+		run_pending(loop);
+		free_dead(loop);
+		int n = epoll_wait(loop->epfd, evs, EV_BATCH, next_timeout(loop));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			log_err("ev: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		loop->now = mono_ms();
+		for (int i = 0; i < n && !atomic_load(&loop->stop); i++)
+			dispatch(loop, evs[i].data.ptr, evs[i].events);
+		run_timers(loop);
+	}
+	/* Replies queued by the last callbacks still go out before returning. */
+	run_pending(loop);
+	free_dead(loop);
+	loop->running = false;
+	atomic_store(&loop->stop, 0);
+	return rc;
+}
+
+/* ---- raw fds --------------------------------------------------------- */
+
+int ev_add_fd(struct ev_loop *loop, int fd, uint32_t events, ev_fd_cb cb, void *arg)
+{
+	if (fd < 0 || !cb)
+		return -EINVAL;
+	if ((size_t)fd >= loop->nfds) {
+		size_t n = loop->nfds ? loop->nfds : 64;
+		while (n <= (size_t)fd)
+			n *= 2;
+		struct ev_io **fds = realloc(loop->fds, n * sizeof(*fds));
+		if (!fds)
+			return -ENOMEM;
+		memset(fds + loop->nfds, 0, (n - loop->nfds) * sizeof(*fds));
+		loop->fds = fds;
+		loop->nfds = n;
+	}
+	if (loop->fds[fd])
+		return -EEXIST;
+	struct ev_io *io = calloc(1, sizeof(*io));
+	if (!io)
+		return -ENOMEM;
+	io->kind = IO_RAW;
+	io->fd = fd;
+	io->cb = cb;
+	io->arg = arg;
+	struct epoll_event ee = { .events = events, .data.ptr = io };
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ee) < 0) {
+		int err = -errno;
+		free(io);
+		return err;
+	}
+	loop->fds[fd] = io;
+	return 0;
+}
+
+int ev_mod_fd(struct ev_loop *loop, int fd, uint32_t events)
+{
+	if (fd < 0 || (size_t)fd >= loop->nfds || !loop->fds[fd])
+		return -ENOENT;
+	struct epoll_event ee = { .events = events, .data.ptr = loop->fds[fd] };
+	return epoll_ctl(loop->epfd, EPOLL_CTL_MOD, fd, &ee) < 0 ? -errno : 0;
+}
+
+int ev_del_fd(struct ev_loop *loop, int fd)
+{
+	if (fd < 0 || (size_t)fd >= loop->nfds || !loop->fds[fd])
+		return -ENOENT;
+	struct ev_io *io = loop->fds[fd];
+	loop->fds[fd] = NULL;
+	/* Fails harmlessly if the caller closed the fd first. */
+	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, fd, NULL);
+	io->dead = true;
+	io->dead_next = loop->dead_ios;
+	loop->dead_ios = io;
+	return 0;
+}
+
+/* ---- connections ----------------------------------------------------- */
+
+static void sweep(struct ev_loop *loop, void *arg)
+{
+	(void)arg;
+	for (struct ev_conn *c = loop->conns; c; c = c->next) {
+		if (c->io.dead)
+			continue;
+		if (c->closed) {
+			if (c->lingering && loop->now >= c->linger_until)
+				conn_teardown(c);
+			continue;
+		}
+		if (c->lim.idle_ms && loop->now - c->last_active >= c->lim.idle_ms) {
+			log_info("ev: %s: idle for %llu ms, closing", c->peer,
+				 (unsigned long long)(loop->now - c->last_active));
+			conn_close(c);
+		}
+	}
+}
+
+/* One periodic sweep serves every connection's idle timeout and linger end;
+ * its period follows the shortest idle timeout seen. */
+static void sweep_arm(struct ev_loop *loop, uint64_t idle_ms)
+{
+	uint64_t p = EV_SWEEP_MS;
+
+	if (idle_ms) {
+		p = idle_ms / 4;
+		p = p < 10 ? 10 : p > EV_SWEEP_MS ? EV_SWEEP_MS : p;
+	}
+	if (loop->sweep_id && p >= loop->sweep_ms)
+		return;
+	ev_timer_del(loop, loop->sweep_id);
+	loop->sweep_id = ev_timer_add(loop, p, true, sweep, NULL);
+	loop->sweep_ms = p;
+}
+
+static void peer_name(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	snprintf(out, len, "?");
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+		snprintf(out, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+		snprintf(out, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else if (ss.ss_family == AF_UNIX) {
+		snprintf(out, len, "unix");
+	}
+}
+
+struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_conn_ops *ops,
+			       const struct ev_conn_limits *lim, void *udata)
+{
+	struct ev_conn *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c)
+		goto out_fd;
+	c->rbuf = malloc(EV_RBUF_MIN);
+	if (!c->rbuf)
+		goto out_conn;
+	c->rcap = EV_RBUF_MIN;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		goto out_rbuf;
+	/* Replies are whole frames written at once; Nagle would only delay them.
+	 * Fails (harmlessly) on socketpairs. */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+
+	c->io.kind = IO_CONN;
+	c->io.fd = fd;
+	c->loop = loop;
+	c->ops = ops;
+	c->udata = udata;
+	if (lim)
+		c->lim = *lim;
+	if (!c->lim.max_body)
+		c->lim.max_body = EV_DEF_MAX_BODY;
+	if (!c->lim.max_payload)
+		c->lim.max_payload = EV_DEF_MAX_PAYLOAD;
+	if (!c->lim.max_outbuf)
+		c->lim.max_outbuf = EV_DEF_MAX_OUTBUF;
+	if (c->lim.max_body > UINT32_MAX - WIRE_HDR_SIZE)
+		c->lim.max_body = UINT32_MAX - WIRE_HDR_SIZE;
+	c->need = WIRE_HDR_SIZE;
+	c->rstate = RS_FRAME;
+	peer_name(fd, c->peer, sizeof(c->peer));
+	if (!loop->running)
+		loop->now = mono_ms();
+	c->last_active = loop->now;
+	c->mask = EPOLLIN;
+	struct epoll_event ee = { .events = EPOLLIN, .data.ptr = &c->io };
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ee) < 0)
+		goto out_rbuf;
+	c->next = loop->conns;
+	if (loop->conns)
+		loop->conns->prev = c;
+	loop->conns = c;
+	loop->nlive++;
+	sweep_arm(loop, c->lim.idle_ms);
+	return c;
+
+out_rbuf:
+	free(c->rbuf);
+out_conn:
+	free(c);
+out_fd:
+	close(fd);
+	return NULL;
+}
+
+void *ev_conn_udata(const struct ev_conn *c) { return c->udata; }
+void ev_conn_set_udata(struct ev_conn *c, void *udata) { c->udata = udata; }
+struct ev_loop *ev_conn_loop(const struct ev_conn *c) { return c->loop; }
+int ev_conn_fd(const struct ev_conn *c) { return c->io.dead ? -1 : c->io.fd; }
+const char *ev_conn_peer(const struct ev_conn *c) { return c->peer; }
+size_t ev_conn_count(struct ev_loop *loop) { return loop->nlive; }
+size_t ev_conn_queued(const struct ev_conn *c) { return c->qbytes; }
+
+static void conn_schedule(struct ev_conn *c)
+{
+	if (c->on_pending)
+		return;
+	c->on_pending = true;
+	c->pend_next = c->loop->pending;
+	c->loop->pending = c;
+}
+
+static bool conn_reading(const struct ev_conn *c)
+{
+	return !c->closed && !c->user_paused && !c->bp_paused && !c->close_after_send;
+}
+
+static void conn_update_mask(struct ev_conn *c)
+{
+	uint32_t want = 0;
+
+	if (c->io.dead)
+		return;
+	if (c->lingering || conn_reading(c))
+		want |= EPOLLIN;
+	if (c->want_out && !c->lingering)
+		want |= EPOLLOUT;
+	if (want == c->mask)
+		return;
+	struct epoll_event ee = { .events = want, .data.ptr = &c->io };
+	if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->io.fd, &ee) == 0)
+		c->mask = want;
+	else
+		log_err("ev: %s: epoll_ctl: %s", c->peer, strerror(errno));
+}
+
+/* Removes the fd; the struct is freed at the end of the iteration. */
+static void conn_teardown(struct ev_conn *c)
+{
+	if (c->io.dead)
+		return;
+	epoll_ctl(c->loop->epfd, EPOLL_CTL_DEL, c->io.fd, NULL);
+	close(c->io.fd);
+	c->io.dead = true;
+	c->lingering = false;
+	c->dead_next = c->loop->dead_conns;
+	c->loop->dead_conns = c;
+}
+
+static void conn_free(struct ev_conn *c)
+{
+	struct ev_loop *loop = c->loop;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		loop->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c->rbuf);
+	free(c);
+}
+
+static void chunk_release(struct ev_chunk *k)
+{
+	if (k->ref && k->release)
+		k->release(k->arg);
+	free(k);
+}
+
+/* The user-visible end: aborts a payload in progress, releases referenced
+ * chunks, calls on_close. Runs at most once. */
+static void conn_finish(struct ev_conn *c)
+{
+	c->closed = true;
+	c->loop->nlive--;
+	if (c->rstate == RS_PAYLOAD) {
+		c->rstate = RS_FRAME;
+		if (c->pdst && c->ops->on_payload)
+			c->ops->on_payload(c, false, c->parg);
+	}
+	while (c->qhead) {
+		struct ev_chunk *k = c->qhead;
+		c->qhead = k->next;
+		c->qbytes -= k->len - k->off;
+		chunk_release(k);
+	}
+	c->qtail = NULL;
+	if (c->ops->on_close)
+		c->ops->on_close(c);
+}
+
+static void conn_close(struct ev_conn *c)
+{
+	if (c->closed)
+		return;
+	conn_finish(c);
+	conn_teardown(c);
+}
+
+void ev_conn_close(struct ev_conn *c)
+{
+	conn_close(c);
+}
+
+/* Graceful end: the queue is empty. Half-close, then read and drop whatever
+ * the peer still sends until it closes (or EV_LINGER_MS): closing a socket
+ * with unread input sends RST, which can destroy the reply (an error frame)
+ * before the peer reads it. */
+static void conn_linger(struct ev_conn *c)
+{
+	conn_finish(c);
+	if (c->io.dead)
+		return;
+	if (shutdown(c->io.fd, SHUT_WR) < 0) {
+		conn_teardown(c);
+		return;
+	}
+	c->lingering = true;
+	c->want_out = false;
+	c->linger_until = c->loop->now + EV_LINGER_MS;
+	conn_update_mask(c);
+}
+
+void ev_conn_close_after_send(struct ev_conn *c)
+{
+	if (c->closed || c->close_after_send)
+		return;
+	c->close_after_send = true;
+	if (c->rstate == RS_PAYLOAD && !c->in_frame) {
+		c->rstate = RS_FRAME;
+		if (c->pdst && c->ops->on_payload)
+			c->ops->on_payload(c, false, c->parg);
+	}
+	if (c->closed)
+		return;
+	c->want_flush = true;	/* the flush notices the empty queue and lingers */
+	conn_schedule(c);
+	conn_update_mask(c);
+}
+
+void ev_conn_pause(struct ev_conn *c, bool pause)
+{
+	if (c->closed || c->user_paused == pause)
+		return;
+	c->user_paused = pause;
+	if (!pause) {
+		/* Frames already buffered get no epoll event: parse them soon. */
+		c->want_input = true;
+		conn_schedule(c);
+	}
+	conn_update_mask(c);
+}
+
+static int queue_copy(struct ev_conn *c, const void *a, size_t an, const void *b, size_t bn)
+{
+	size_t n = an + bn;
+	struct ev_chunk *k = c->qtail;
+
+	if (n < an)
+		return -ENOMEM;
+	if (!k || k->ref || k->cap - k->len < n) {
+		size_t cap = n < EV_CHUNK_MIN ? EV_CHUNK_MIN : n;
+		if (cap > SIZE_MAX - sizeof(*k))
+			return -ENOMEM;
+		k = malloc(sizeof(*k) + cap);
+		if (!k)
+			return -ENOMEM;
+		memset(k, 0, sizeof(*k));
+		k->p = k->buf;
+		k->cap = cap;
+		if (c->qtail)
+			c->qtail->next = k;
+		else
+			c->qhead = k;
+		c->qtail = k;
+	}
+	if (an)
+		memcpy(k->buf + k->len, a, an);
+	if (bn)
+		memcpy(k->buf + k->len + an, b, bn);
+	k->len += n;
+	c->qbytes += n;
+	c->want_flush = true;
+	conn_schedule(c);
+	return 0;
+}
+
+int ev_conn_send(struct ev_conn *c, const void *p, size_t n)
+{
+	if (c->closed || c->close_after_send)
+		return -EPIPE;
+	if (!n)
+		return 0;
+	return queue_copy(c, p, n, NULL, 0);
+}
+
+int ev_conn_send_ref(struct ev_conn *c, const void *frame, size_t n,
+		     const void *payload, size_t plen, void (*release)(void *), void *arg)
+{
+	if (c->closed || c->close_after_send)
+		return -EPIPE;
+	struct ev_chunk *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	if (n && queue_copy(c, frame, n, NULL, 0) < 0) {
+		free(k);
+		return -ENOMEM;
+	}
+	k->p = payload;
+	k->len = plen;
+	k->ref = true;
+	k->release = release;
+	k->arg = arg;
+	if (c->qtail)
+		c->qtail->next = k;
+	else
+		c->qhead = k;
+	c->qtail = k;
+	c->qbytes += plen;
+	c->want_flush = true;
+	conn_schedule(c);
+	return 0;
+}
+
+int ev_conn_reply(struct ev_conn *c, const struct wire_hdr *req, int32_t status,
+		  const void *body, size_t n)
+{
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC,
+		.version = WIRE_VERSION,
+		.flags = WIRE_F_REPLY,
+		.opcode = req->opcode,
+		.status = status,
+		.body_len = (uint32_t)n,
+		.reqid = req->reqid,
+		.payload_len = 0,
+	};
+	uint8_t hb[WIRE_HDR_SIZE];
+
+	if (c->closed || c->close_after_send)
+		return -EPIPE;
+	wire_hdr_encode(&h, hb);
+	return queue_copy(c, hb, sizeof(hb), body, n);
+}
+
+void ev_conn_recv_payload(struct ev_conn *c, void *dst, uint64_t len, void *arg)
+{
+	if (!c->in_frame || c->payload_set || c->closed) {
+		log_err("ev: %s: recv_payload outside on_frame or twice", c->peer);
+		return;
+	}
+	if (len < c->hdr.payload_len || (!dst && c->hdr.payload_len)) {
+		log_err("ev: %s: payload buffer of %llu bytes for a %llu-byte payload",
+			c->peer, (unsigned long long)len,
+			(unsigned long long)c->hdr.payload_len);
+		conn_close(c);
+		return;
+	}
+	c->payload_set = true;
+	c->rstate = RS_PAYLOAD;
+	/* A non-NULL marker even for 0 bytes, so on_payload is called. */
+	c->pdst = dst ? dst : (uint8_t *)c->rbuf;
+	c->premain = c->hdr.payload_len;
+	c->pdone = 0;
+	c->parg = arg;
+}
+
+void ev_conn_discard_payload(struct ev_conn *c)
+{
+	if (!c->in_frame || c->payload_set || c->closed)
+		return;
+	c->payload_set = true;
+	c->rstate = RS_PAYLOAD;
+	c->pdst = NULL;
+	c->premain = c->hdr.payload_len;
+	c->pdone = 0;
+	c->parg = NULL;
+}
+
+static void payload_done(struct ev_conn *c)
+{
+	c->rstate = RS_FRAME;
+	c->need = WIRE_HDR_SIZE;
+	c->last_active = c->loop->now;
+	if (c->pdst && c->ops->on_payload)
+		c->ops->on_payload(c, true, c->parg);
+}
+
+/* A header we refuse: reply with the error, then close once it is sent.
+ * The reply echoes the opcode and reqid when the header is a kvpool one;
+ * otherwise it says HELLO (what a connection must start with), so that the
+ * peer's own header decoder still accepts the reply and sees the status. */
+static void conn_bad_header(struct ev_conn *c, int status, const struct wire_hdr *bad)
+{
+	bool framed = bad->magic == WIRE_MAGIC && bad->version == WIRE_VERSION;
+	struct wire_hdr req = {
+		.opcode = framed && wire_op_name(bad->opcode) ? bad->opcode : WIRE_OP_HELLO,
+		.reqid = framed ? bad->reqid : 0,
+	};
+
+	log_info("ev: %s: bad frame header (%s: magic %#x version %u opcode %u flags %#x "
+		 "status %d body %u payload %llu), closing", c->peer,
+		 status == KVP_ETOOBIG ? "too big" : "malformed", bad->magic, bad->version,
+		 bad->opcode, bad->flags, bad->status, bad->body_len,
+		 (unsigned long long)bad->payload_len);
+	c->rpos = c->rlen = 0;
+	if (ev_conn_reply(c, &req, status, NULL, 0) < 0) {
+		conn_close(c);
+		return;
+	}
+	ev_conn_close_after_send(c);
+}
+
+/* Dispatches what the read buffer holds: frames, and payload bytes that
+ * arrived with them. Never reads the socket. */
+static void conn_parse(struct ev_conn *c)
+{
+	while (!c->closed && conn_reading(c)) {
+		size_t avail = c->rlen - c->rpos;
+
+		if (c->rstate == RS_PAYLOAD) {
+			size_t take = avail < c->premain ? avail : (size_t)c->premain;
+			if (take) {
+				if (c->pdst)
+					memcpy(c->pdst + c->pdone, c->rbuf + c->rpos, take);
+				c->rpos += take;
+				c->pdone += take;
+				c->premain -= take;
+			}
+			if (c->premain)
+				break;
+			payload_done(c);
+			continue;
+		}
+		if (avail < WIRE_HDR_SIZE) {
+			c->need = WIRE_HDR_SIZE;
+			break;
+		}
+		int rc = wire_hdr_decode(c->rbuf + c->rpos, &c->hdr, c->lim.max_body,
+					 c->lim.max_payload);
+		if (rc) {
+			conn_bad_header(c, rc, &c->hdr);
+			return;
+		}
+		c->need = WIRE_HDR_SIZE + (size_t)c->hdr.body_len;
+		if (avail < c->need)
+			break;
+		/* Backpressure: replies pile up faster than the peer reads them. */
+		if (c->qbytes > c->lim.max_outbuf) {
+			c->bp_paused = true;
+			break;
+		}
+		const uint8_t *body = c->rbuf + c->rpos + WIRE_HDR_SIZE;
+		c->rpos += c->need;
+		c->need = WIRE_HDR_SIZE;
+		c->last_active = c->loop->now;
+		c->payload_set = false;
+		c->in_frame = true;
+		rc = c->ops->on_frame(c, &c->hdr, body);
+		c->in_frame = false;
+		if (c->closed)
+			return;
+		if (rc < 0) {
+			log_debug("ev: %s: handler refused %s frame (%d), closing", c->peer,
+				  wire_op_name(c->hdr.opcode), rc);
+			conn_close(c);
+			return;
+		}
+		if (!c->payload_set && c->hdr.payload_len) {
+			log_warn("ev: %s: %s handler ignored a %llu-byte payload; discarding",
+				 c->peer, wire_op_name(c->hdr.opcode),
+				 (unsigned long long)c->hdr.payload_len);
+			c->rstate = RS_PAYLOAD;
+			c->pdst = NULL;
+			c->premain = c->hdr.payload_len;
+			c->pdone = 0;
+		}
+		if (c->close_after_send && c->rstate == RS_PAYLOAD) {
+			c->rstate = RS_FRAME;
+			if (c->pdst && c->ops->on_payload)
+				c->ops->on_payload(c, false, c->parg);
+			return;
+		}
+	}
+	if (c->rpos == c->rlen) {
+		c->rpos = c->rlen = 0;
+		if (c->rcap > EV_RBUF_KEEP) {
+			uint8_t *p = realloc(c->rbuf, EV_RBUF_MIN);
+			if (p) {
+				c->rbuf = p;
+				c->rcap = EV_RBUF_MIN;
+			}
+		}
+	}
+}
+
+static void linger_read(struct ev_conn *c)
+{
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(c->io.fd, c->rbuf, c->rcap, MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		conn_teardown(c);	/* EOF or error: the peer is done */
+		return;
+	}
+}
+
+/* Makes room in the read buffer for the next recv: compacts, and grows it to
+ * hold the current frame's header + body. 0 or -ENOMEM. */
+static int rbuf_room(struct ev_conn *c)
+{
+	if (c->rpos) {
+		memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+		c->rlen -= c->rpos;
+		c->rpos = 0;
+	}
+	if (c->need > c->rcap) {
+		uint8_t *p = realloc(c->rbuf, c->need);
+		if (!p)
+			return -ENOMEM;
+		c->rbuf = p;
+		c->rcap = c->need;
+	}
+	return 0;
+}
+
+static void conn_read(struct ev_conn *c)
+{
+	size_t budget = EV_READ_BUDGET;
+
+	while (budget > 0 && !c->io.dead) {
+		ssize_t n;
+
+		if (c->lingering) {
+			linger_read(c);
+			return;
+		}
+		if (!conn_reading(c))
+			break;
+		if (c->rstate == RS_PAYLOAD && c->pdst && c->rpos == c->rlen) {
+			/* Straight into the destination: no staging copy. */
+			size_t want = c->premain < budget ? (size_t)c->premain : budget;
+			n = recv(c->io.fd, c->pdst + c->pdone, want, MSG_DONTWAIT);
+			if (n > 0) {
+				c->pdone += (size_t)n;
+				c->premain -= (size_t)n;
+				budget -= (size_t)n;
+				c->last_active = c->loop->now;
+				conn_parse(c);	/* completes the payload when it is all here */
+				continue;
+			}
+		} else {
+			if (rbuf_room(c) < 0) {
+				log_err("ev: %s: no memory for a %zu-byte frame", c->peer, c->need);
+				conn_close(c);
+				return;
+			}
+			/* Read what the current frame needs (at least EV_RBUF_MIN): a
+			 * payload behind it is then mostly received in place. */
+			size_t room = c->rcap - c->rlen;
+			if (!room)
+				break;	/* a whole frame waits to be dispatched */
+			size_t want = c->need > c->rlen ? c->need - c->rlen : 0;
+			if (c->rstate == RS_PAYLOAD && !c->pdst)
+				want = c->premain < room ? (size_t)c->premain : room;
+			if (want < EV_RBUF_MIN)
+				want = EV_RBUF_MIN;
+			if (want > room)
+				want = room;
+			n = recv(c->io.fd, c->rbuf + c->rlen, want, MSG_DONTWAIT);
+			if (n > 0) {
+				c->rlen += (size_t)n;
+				budget -= (size_t)n < budget ? (size_t)n : budget;
+				if (c->rstate == RS_PAYLOAD)
+					c->last_active = c->loop->now;
+				conn_parse(c);
+				continue;
+			}
+		}
+		if (n == 0) {
+			log_debug("ev: %s: peer closed", c->peer);
+			conn_close(c);
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		log_debug("ev: %s: recv: %s", c->peer, strerror(errno));
+		conn_close(c);
+		return;
+	}
+}
+
+/* Pops chunks that are completely sent, releasing referenced ones. Returns
+ * false if a release callback closed the connection. */
+static bool pop_sent(struct ev_conn *c)
+{
+	while (c->qhead && c->qhead->off == c->qhead->len) {
+		struct ev_chunk *k = c->qhead;
+		c->qhead = k->next;
+		if (!c->qhead)
+			c->qtail = NULL;
+		chunk_release(k);
+		if (c->closed)
+			return false;
+	}
+	return true;
+}
+
+static void conn_flush(struct ev_conn *c)
+{
+	struct iovec iov[EV_IOV];
+	size_t budget = EV_WRITE_BUDGET;
+
+	if (c->closed)
+		return;
+	for (;;) {
+		if (!pop_sent(c))
+			return;
+		if (!c->qhead)
+			break;
+		if (!budget) {
+			/* a fast reader of a big payload must not starve the others:
+			 * level-triggered EPOLLOUT brings us back next iteration */
+			c->want_out = true;
+			break;
+		}
+		int n_iov = 0;
+		for (struct ev_chunk *k = c->qhead; k && n_iov < EV_IOV; k = k->next) {
+			if (k->len == k->off)
+				continue;
+			iov[n_iov].iov_base = (void *)(k->p + k->off);
+			iov[n_iov].iov_len = k->len - k->off;
+			n_iov++;
+		}
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+		ssize_t n = n_iov ? sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				c->want_out = true;
+				break;
+			}
+			log_debug("ev: %s: send: %s", c->peer, strerror(errno));
+			conn_close(c);
+			return;
+		}
+		size_t left = (size_t)n;
+		c->qbytes -= left;
+		budget -= left < budget ? left : budget;
+		if (left)
+			c->last_active = c->loop->now;
+		for (struct ev_chunk *k = c->qhead; k && left; k = k->next) {
+			size_t t = k->len - k->off;
+			t = t < left ? t : left;
+			k->off += t;
+			left -= t;
+		}
+	}
+	if (!c->qhead) {
+		c->want_out = false;
+		if (c->close_after_send) {
+			conn_linger(c);
+			return;
+		}
+	}
+	if (c->bp_paused && c->qbytes <= c->lim.max_outbuf / 2) {
+		c->bp_paused = false;
+		c->want_input = true;
+		conn_schedule(c);
+	}
+	conn_update_mask(c);
+}

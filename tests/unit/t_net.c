@@ -1,0 +1,335 @@
+/* t_net: listen/connect, full-length I/O with deadlines, address parsing and
+ * host identity (src/net.c). Loopback only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net.h"
+
+static int failures;
+
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+		failures++; \
+	} \
+} while (0)
+
+static int accept_one(int lfd)
+{
+	/* the listener is non-blocking: wait for the connection */
+	for (int i = 0; i < 5000; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			return fd;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+struct sink {
+	int fd;
+	size_t n;
+	uint64_t sum;
+};
+
+static void *sink_thread(void *arg)
+{
+	struct sink *s = arg;
+	uint8_t buf[65536];
+
+	for (;;) {
+		ssize_t r = recv(s->fd, buf, sizeof(buf), 0);
+		if (r <= 0)
+			break;
+		for (ssize_t i = 0; i < r; i++)
+			s->sum += buf[i];
+		s->n += (size_t)r;
+	}
+	return NULL;
+}
+
+static void test_listen_connect(void)
+{
+	char err[256], addr[64];
+	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+
+	CHECK(lfd >= 0);
+	if (lfd < 0) {
+		fprintf(stderr, "listen: %s\n", err);
+		return;
+	}
+	CHECK(fcntl(lfd, F_GETFL) & O_NONBLOCK);
+	CHECK(fcntl(lfd, F_GETFD) & FD_CLOEXEC);
+	int port = net_local_port(lfd);
+	CHECK(port > 0 && port < 65536);
+
+	/* the same port again: in use, and the message names the address */
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	int l2 = net_listen(addr, err, sizeof(err));
+	CHECK(l2 == -EADDRINUSE);
+	CHECK(strstr(err, addr) != NULL && strstr(err, strerror(EADDRINUSE)) != NULL);
+
+	int cfd = net_connect(addr, 2000, err, sizeof(err));
+	CHECK(cfd >= 0);
+	int sfd = accept_one(lfd);
+	CHECK(sfd >= 0);
+	if (cfd < 0 || sfd < 0)
+		goto out;
+	CHECK(!(fcntl(cfd, F_GETFL) & O_NONBLOCK));	/* blocking, as documented */
+	CHECK(net_local_port(sfd) == port);
+
+	/* exact-length transfers in both directions */
+	const char msg[] = "hello, kvpool";
+	char got[sizeof(msg)];
+	uint64_t dl = net_now_ms() + 5000;
+	CHECK(net_send_all(cfd, msg, sizeof(msg), dl) == 0);
+	CHECK(net_recv_all(sfd, got, sizeof(got), dl) == 0);
+	CHECK(memcmp(msg, got, sizeof(msg)) == 0);
+
+	/* a large vectored send (more than the socket buffers hold) against a
+	 * reader thread; iovecs with empty entries and a partial advance */
+	size_t big = 8u << 20;
+	uint8_t *a = malloc(big), *b = malloc(big / 2);
+	uint64_t want = 0;
+	for (size_t i = 0; i < big; i++) {
+		a[i] = (uint8_t)(i * 7);
+		want += a[i];
+	}
+	for (size_t i = 0; i < big / 2; i++) {
+		b[i] = (uint8_t)(i * 13);
+		want += b[i];
+	}
+	struct sink s = { .fd = sfd };
+	pthread_t th;
+	pthread_create(&th, NULL, sink_thread, &s);
+	struct iovec iov[4] = {
+		{ .iov_base = NULL, .iov_len = 0 },
+		{ .iov_base = a, .iov_len = big },
+		{ .iov_base = NULL, .iov_len = 0 },
+		{ .iov_base = b, .iov_len = big / 2 },
+	};
+	CHECK(net_sendv_all(cfd, iov, 4, net_now_ms() + 20000) == 0);
+	shutdown(cfd, SHUT_WR);
+	pthread_join(th, NULL);
+	CHECK(s.n == big + big / 2);
+	CHECK(s.sum == want);
+	free(a);
+	free(b);
+
+	/* peer closed: recv says -ECONNRESET, send fails without SIGPIPE */
+	close(sfd);
+	sfd = -1;
+	CHECK(net_recv_all(cfd, got, 1, net_now_ms() + 2000) == -ECONNRESET);
+	int rc = 0;
+	for (int i = 0; i < 100 && rc == 0; i++)
+		rc = net_send_all(cfd, msg, sizeof(msg), net_now_ms() + 2000);
+	CHECK(rc == -ECONNRESET || rc == -EPIPE);
+out:
+	if (cfd >= 0)
+		close(cfd);
+	if (sfd >= 0)
+		close(sfd);
+	close(lfd);
+}
+
+static void test_deadlines(void)
+{
+	char err[256], addr[64];
+	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+
+	CHECK(lfd >= 0);
+	if (lfd < 0)
+		return;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
+	int cfd = net_connect(addr, 2000, err, sizeof(err));
+	int sfd = accept_one(lfd);
+	CHECK(cfd >= 0 && sfd >= 0);
+	if (cfd < 0 || sfd < 0)
+		goto out;
+
+	/* a silent peer: recv times out near the deadline (generous bounds) */
+	char c;
+	uint64_t t0 = net_now_ms();
+	CHECK(net_recv_all(cfd, &c, 1, t0 + 300) == -ETIMEDOUT);
+	uint64_t el = net_now_ms() - t0;
+	CHECK(el >= 290 && el < 10000);
+	/* an expired deadline fails at once instead of blocking */
+	CHECK(net_recv_all(cfd, &c, 1, net_now_ms() - 1) == -ETIMEDOUT);
+
+	/* a peer that never reads: send times out once the buffers are full */
+	size_t n = 64u << 20;
+	uint8_t *p = calloc(1, n);
+	t0 = net_now_ms();
+	CHECK(net_send_all(cfd, p, n, t0 + 300) == -ETIMEDOUT);
+	el = net_now_ms() - t0;
+	CHECK(el >= 290 && el < 10000);
+	free(p);
+	/* n = 0 is a no-op that succeeds */
+	CHECK(net_send_all(cfd, NULL, 0, 1) == 0);
+	CHECK(net_recv_all(cfd, NULL, 0, 1) == 0);
+out:
+	if (cfd >= 0)
+		close(cfd);
+	if (sfd >= 0)
+		close(sfd);
+	close(lfd);
+}
+
+static void test_refused(void)
+{
+	char err[256], addr[64];
+	/* a port that was just free: bind, read it, close */
+	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+	CHECK(lfd >= 0);
+	if (lfd < 0)
+		return;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
+	close(lfd);
+	uint64_t t0 = net_now_ms();
+	int fd = net_connect(addr, 5000, err, sizeof(err));
+	CHECK(fd == -ECONNREFUSED);
+	CHECK(net_now_ms() - t0 < 4000);	/* fails fast, not at the timeout */
+	CHECK(strstr(err, addr) != NULL);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void test_addresses(void)
+{
+	char err[256];
+	static const char *const bad[] = {
+		"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:65536",
+		"127.0.0.1:123456", "127.0.0.1:-1", "[::1]", "[::1]x:80", "[::1:80",
+		"127.0.0.1:80 ", "host:8 0",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		int fd = net_listen(bad[i], err, sizeof(err));
+		CHECK(fd < 0);
+		if (fd >= 0) {
+			fprintf(stderr, "accepted bad address '%s'\n", bad[i]);
+			close(fd);
+		}
+		CHECK(err[0] != '\0');
+		fd = net_connect(bad[i], 1000, err, sizeof(err));
+		CHECK(fd < 0);
+		if (fd >= 0)
+			close(fd);
+	}
+	CHECK(net_listen(NULL, err, sizeof(err)) == -EINVAL);
+	CHECK(net_listen("x", NULL, 0) == -EINVAL);	/* err is optional */
+
+	/* ":port" and "0.0.0.0:port" = all IPv4; reachable through loopback */
+	int fd = net_listen(":0", err, sizeof(err));
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		char addr[64];
+		snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(fd));
+		int c = net_connect(addr, 2000, err, sizeof(err));
+		CHECK(c >= 0);
+		if (c >= 0)
+			close(c);
+		/* connect with an empty host goes to loopback */
+		snprintf(addr, sizeof(addr), ":%d", net_local_port(fd));
+		c = net_connect(addr, 2000, err, sizeof(err));
+		CHECK(c >= 0);
+		if (c >= 0)
+			close(c);
+		close(fd);
+	}
+	fd = net_listen("localhost:0", err, sizeof(err));
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	/* IPv6 only where the host has it */
+	int s6 = socket(AF_INET6, SOCK_STREAM, 0);
+	if (s6 >= 0) {
+		close(s6);
+		fd = net_listen("[::1]:0", err, sizeof(err));
+		if (fd >= 0) {
+			char addr[64];
+			snprintf(addr, sizeof(addr), "[::1]:%d", net_local_port(fd));
+			int c = net_connect(addr, 2000, err, sizeof(err));
+			CHECK(c >= 0);
+			if (c >= 0)
+				close(c);
+			close(fd);
+		} else {
+			printf("note: no ::1 here (%s), IPv6 listen not tested\n", err);
+		}
+	}
+
+	CHECK(net_is_loopback("127.0.0.1:15001"));
+	CHECK(net_is_loopback("127.1.2.3:1"));
+	CHECK(net_is_loopback("localhost:80"));
+	CHECK(net_is_loopback("LOCALHOST:80"));
+	CHECK(net_is_loopback("[::1]:80"));
+	CHECK(net_is_loopback("::1"));
+	CHECK(net_is_loopback("127.0.0.1"));
+	CHECK(net_is_loopback("[::ffff:127.0.0.1]:80"));
+	CHECK(!net_is_loopback(":15001"));
+	CHECK(!net_is_loopback("0.0.0.0:15001"));
+	CHECK(!net_is_loopback("[::]:15001"));
+	CHECK(!net_is_loopback("10.0.0.1:15001"));
+	CHECK(!net_is_loopback("128.0.0.1:15001"));
+	CHECK(!net_is_loopback("example.com:80"));
+	CHECK(!net_is_loopback(""));
+	CHECK(!net_is_loopback(NULL));
+}
+
+static void test_misc(void)
+{
+	char id[64], want[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	if (f) {
+		if (!fgets(want, sizeof(want), f))
+			want[0] = '\0';
+		fclose(f);
+		want[strcspn(want, "\n")] = '\0';
+	}
+	CHECK(net_host_id(id, sizeof(id)) == 0);
+	CHECK(strlen(id) == 36);
+	CHECK(strcmp(id, want) == 0);
+	CHECK(net_host_id(id, 36) == -ENOSPC);	/* no room for the NUL */
+	CHECK(net_host_id(id, 37) == 0);
+
+	uint8_t r1[32] = { 0 }, r2[32] = { 0 }, zero[32] = { 0 };
+	CHECK(net_random(r1, sizeof(r1)) == 0);
+	CHECK(net_random(r2, sizeof(r2)) == 0);
+	CHECK(memcmp(r1, r2, sizeof(r1)) != 0);
+	CHECK(memcmp(r1, zero, sizeof(r1)) != 0);
+
+	uint64_t a = net_now_ms();
+	usleep(20000);
+	uint64_t b = net_now_ms();
+	CHECK(b >= a + 15);
+	CHECK(net_realtime_ns() > 1600000000ull * 1000000000ull);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_DFL);	/* a SIGPIPE would kill the test: MSG_NOSIGNAL must work */
+	test_listen_connect();
+	test_deadlines();
+	test_refused();
+	test_addresses();
+	test_misc();
+	if (failures) {
+		fprintf(stderr, "t_net: %d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("t_net: ok\n");
+	return 0;
+}

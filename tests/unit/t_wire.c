@@ -1,0 +1,337 @@
+/* t_wire: the frame header codec, the bounds-checked body reader/writer,
+ * write grants and key validation (src/wire.c). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvpool.h"
+#include "wire.h"
+
+static int failures;
+
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+		failures++; \
+	} \
+} while (0)
+
+static struct wire_hdr good_hdr(void)
+{
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC,
+		.version = WIRE_VERSION,
+		.flags = WIRE_F_REPLY,
+		.opcode = WIRE_OP_GET,
+		.status = KVP_ENOTFOUND,
+		.body_len = 1234,
+		.reqid = 0x0102030405060708ull,
+		.payload_len = 0x1122334455ull,
+	};
+	return h;
+}
+
+static int decode_mod(void (*mod)(struct wire_hdr *h), uint32_t max_body, uint64_t max_payload)
+{
+	struct wire_hdr h = good_hdr(), out;
+	uint8_t b[WIRE_HDR_SIZE];
+
+	mod(&h);
+	wire_hdr_encode(&h, b);
+	return wire_hdr_decode(b, &out, max_body, max_payload);
+}
+
+static void m_none(struct wire_hdr *h) { (void)h; }
+static void m_magic(struct wire_hdr *h) { h->magic ^= 1; }
+static void m_version(struct wire_hdr *h) { h->version = WIRE_VERSION + 1; }
+static void m_version0(struct wire_hdr *h) { h->version = 0; }
+static void m_op0(struct wire_hdr *h) { h->opcode = 0; }
+static void m_op_gap(struct wire_hdr *h) { h->opcode = 8; }	/* between SEGMENTS and PUT_START */
+static void m_op_max(struct wire_hdr *h) { h->opcode = WIRE_OP_MAX; }
+static void m_op_huge(struct wire_hdr *h) { h->opcode = 0xffff; }
+static void m_flag(struct wire_hdr *h) { h->flags |= 2; }
+static void m_flag_hi(struct wire_hdr *h) { h->flags = 0x80; }
+static void m_status_pos(struct wire_hdr *h) { h->status = 1; }
+static void m_status_low(struct wire_hdr *h) { h->status = KVP_ERR_MIN - 1; }
+static void m_status_min(struct wire_hdr *h) { h->status = KVP_ERR_MIN; }
+static void m_body_big(struct wire_hdr *h) { h->body_len = 4097; }
+static void m_body_edge(struct wire_hdr *h) { h->body_len = 4096; }
+static void m_payload_big(struct wire_hdr *h) { h->payload_len = (1ull << 20) + 1; }
+static void m_payload_edge(struct wire_hdr *h) { h->payload_len = 1ull << 20; }
+static void m_payload_max(struct wire_hdr *h) { h->payload_len = UINT64_MAX; }
+
+static void test_header(void)
+{
+	struct wire_hdr h = good_hdr(), out;
+	uint8_t b[WIRE_HDR_SIZE];
+
+	wire_hdr_encode(&h, b);
+	/* little-endian layout, as wire.h documents */
+	CHECK(b[0] == 'K' && b[1] == 'V' && b[2] == 'P' && b[3] == '1');
+	CHECK(b[4] == WIRE_VERSION && b[5] == WIRE_F_REPLY);
+	CHECK(b[6] == WIRE_OP_GET && b[7] == 0);
+	CHECK(b[16] == 0x08 && b[23] == 0x01);
+	memset(&out, 0xa5, sizeof(out));
+	CHECK(wire_hdr_decode(b, &out, UINT32_MAX, UINT64_MAX) == 0);
+	CHECK(out.magic == h.magic && out.version == h.version && out.flags == h.flags);
+	CHECK(out.opcode == h.opcode && out.status == h.status && out.body_len == h.body_len);
+	CHECK(out.reqid == h.reqid && out.payload_len == h.payload_len);
+
+	/* every opcode with a name decodes, every other one is refused */
+	for (unsigned op = 0; op < 0x10000; op++) {
+		h = good_hdr();
+		h.opcode = (uint16_t)op;
+		wire_hdr_encode(&h, b);
+		int rc = wire_hdr_decode(b, &out, UINT32_MAX, UINT64_MAX);
+		CHECK(rc == (wire_op_name(op) ? 0 : KVP_EPROTO));
+	}
+	CHECK(wire_op_name(WIRE_OP_HELLO) && strcmp(wire_op_name(WIRE_OP_HELLO), "hello") == 0);
+	CHECK(wire_op_name(WIRE_OP_WRITE) != NULL);
+	CHECK(wire_op_name(WIRE_OP_MAX) == NULL && wire_op_name(1000) == NULL);
+
+	const uint32_t mb = 4096;
+	const uint64_t mp = 1ull << 20;
+	CHECK(decode_mod(m_none, mb + 10000, mp * 2000000) == 0);
+	CHECK(decode_mod(m_magic, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_version, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_version0, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_op0, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_op_gap, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_op_max, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_op_huge, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_flag, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_flag_hi, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_status_pos, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_status_low, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	CHECK(decode_mod(m_status_min, UINT32_MAX, UINT64_MAX) == 0);
+	CHECK(decode_mod(m_body_big, mb, UINT64_MAX) == KVP_ETOOBIG);
+	CHECK(decode_mod(m_body_edge, mb, UINT64_MAX) == 0);
+	CHECK(decode_mod(m_payload_big, UINT32_MAX, mp) == KVP_ETOOBIG);
+	CHECK(decode_mod(m_payload_edge, UINT32_MAX, mp) == 0);
+	CHECK(decode_mod(m_payload_max, UINT32_MAX, UINT64_MAX - 1) == KVP_ETOOBIG);
+	/* a malformed header is EPROTO even if it is also too big */
+	h = good_hdr();
+	h.magic = 0;
+	h.body_len = UINT32_MAX;
+	wire_hdr_encode(&h, b);
+	CHECK(wire_hdr_decode(b, &out, 16, 16) == KVP_EPROTO);
+	/* all-zero and all-ones headers */
+	memset(b, 0, sizeof(b));
+	CHECK(wire_hdr_decode(b, &out, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+	memset(b, 0xff, sizeof(b));
+	CHECK(wire_hdr_decode(b, &out, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
+}
+
+static void test_frames(void)
+{
+	struct wbuf w;
+	struct wire_hdr h;
+
+	wb_init(&w);
+	size_t f1 = wire_begin(&w);
+	wb_u32(&w, 7);
+	wb_cstr(&w, "hello");
+	wire_finish(&w, f1, WIRE_OP_EXISTS, 0, 0, 42, 0);
+	size_t f2 = wire_begin(&w);
+	wire_finish(&w, f2, WIRE_OP_INFO, WIRE_F_REPLY, KVP_EAUTH, 43, 99);
+	CHECK(!w.oom);
+	CHECK(f1 == 0 && f2 == WIRE_HDR_SIZE + 4 + 2 + 5);
+	CHECK(w.len == f2 + WIRE_HDR_SIZE);
+	CHECK(wire_hdr_decode(w.p + f1, &h, 1024, 1024) == 0);
+	CHECK(h.opcode == WIRE_OP_EXISTS && h.body_len == 11 && h.reqid == 42 && h.flags == 0);
+	CHECK(wire_hdr_decode(w.p + f2, &h, 1024, 1024) == 0);
+	CHECK(h.opcode == WIRE_OP_INFO && h.body_len == 0 && h.reqid == 43);
+	CHECK(h.status == KVP_EAUTH && h.payload_len == 99 && h.flags == WIRE_F_REPLY);
+	wb_free(&w);
+	CHECK(w.p == NULL && w.len == 0 && w.cap == 0);
+}
+
+static void test_wb_rb(void)
+{
+	struct wbuf w;
+	struct rbuf r;
+	size_t n;
+	char s[16];
+
+	wb_init(&w);
+	wb_u8(&w, 0xab);
+	wb_u16(&w, 0xbeef);
+	wb_u32(&w, 0xdeadbeef);
+	wb_u64(&w, 0x0123456789abcdefull);
+	wb_i32(&w, -5);
+	wb_i64(&w, -6);
+	wb_cstr(&w, "key/1");
+	wb_blob(&w, "\0\1\2", 3);
+	wb_str(&w, "", 0);
+	CHECK(!w.oom);
+	CHECK(w.len == 1 + 2 + 4 + 8 + 4 + 8 + 2 + 5 + 4 + 3 + 2);
+	/* little-endian on the wire */
+	CHECK(w.p[1] == 0xef && w.p[2] == 0xbe);
+
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_u8(&r) == 0xab);
+	CHECK(rb_u16(&r) == 0xbeef);
+	CHECK(rb_u32(&r) == 0xdeadbeef);
+	CHECK(rb_u64(&r) == 0x0123456789abcdefull);
+	CHECK(rb_i32(&r) == -5);
+	CHECK(rb_i64(&r) == -6);
+	rb_cstr(&r, s, sizeof(s));
+	CHECK(strcmp(s, "key/1") == 0);
+	const uint8_t *b = rb_blob(&r, &n);
+	CHECK(b && n == 3 && b[0] == 0 && b[2] == 2);
+	const uint8_t *e = rb_str(&r, &n);
+	CHECK(e && n == 0);
+	CHECK(rb_ok(&r) && rb_done(&r));
+	/* past the end: err, zeros, and it sticks */
+	CHECK(rb_u8(&r) == 0);
+	CHECK(!rb_ok(&r) && !rb_done(&r));
+	CHECK(rb_take(&r, 0) == NULL);
+
+	/* Reads from a heap buffer of exactly the body size (ASan would flag an
+	 * over-read): a u64 with 7 bytes left fails without touching them. */
+	uint8_t *seven = malloc(7);
+	memset(seven, 0x11, 7);
+	rb_init(&r, seven, 7);
+	CHECK(rb_u64(&r) == 0 && r.err);
+	rb_init(&r, seven, 7);
+	CHECK(rb_u32(&r) == 0x11111111u && rb_u16(&r) == 0x1111 && rb_u8(&r) == 0x11);
+	CHECK(rb_done(&r));
+	CHECK(rb_u8(&r) == 0 && r.err);
+	free(seven);
+
+	/* str/blob whose length runs past the end */
+	uint8_t bad_str[] = { 10, 0, 'a', 'b' };
+	rb_init(&r, bad_str, sizeof(bad_str));
+	CHECK(rb_str(&r, &n) == NULL && n == 0 && r.err);
+	uint8_t bad_blob[] = { 0xff, 0xff, 0xff, 0xff, 'a' };
+	rb_init(&r, bad_blob, sizeof(bad_blob));
+	CHECK(rb_blob(&r, &n) == NULL && n == 0 && r.err);
+	/* a truncated length prefix */
+	rb_init(&r, bad_str, 1);
+	CHECK(rb_str(&r, &n) == NULL && n == 0 && r.err);
+	rb_init(&r, NULL, 0);
+	CHECK(rb_done(&r));
+	CHECK(rb_u16(&r) == 0 && r.err);
+
+	/* rb_cstr: exact fit, one too long, and err on a short body */
+	wb_reset(&w);
+	wb_cstr(&w, "0123456789");
+	rb_init(&r, w.p, w.len);
+	rb_cstr(&r, s, 11);
+	CHECK(rb_ok(&r) && strcmp(s, "0123456789") == 0);
+	rb_init(&r, w.p, w.len);
+	strcpy(s, "junk");
+	rb_cstr(&r, s, 10);
+	CHECK(r.err && s[0] == '\0');
+	rb_init(&r, w.p, w.len - 1);
+	rb_cstr(&r, s, sizeof(s));
+	CHECK(r.err && s[0] == '\0');
+
+	/* rb_count: refuses counts the rest of the body cannot hold */
+	wb_reset(&w);
+	wb_u32(&w, 3);
+	for (int i = 0; i < 3; i++)
+		wb_u64(&w, (uint64_t)i);
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_count(&r, 8) == 3 && rb_ok(&r));
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_count(&r, 9) == 0 && r.err);
+	rb_init(&r, w.p, w.len - 1);
+	CHECK(rb_count(&r, 8) == 0 && r.err);
+	wb_reset(&w);
+	wb_u32(&w, UINT32_MAX);
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_count(&r, 1) == 0 && r.err);
+	rb_init(&r, w.p, 3);
+	CHECK(rb_count(&r, 1) == 0 && r.err);
+	wb_reset(&w);
+	wb_u32(&w, 0);
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_count(&r, 100) == 0 && rb_done(&r));
+
+	/* wb_str refuses > 65535 bytes; oom sticks and drops later writes */
+	char *big = calloc(1, 70000);
+	wb_reset(&w);
+	wb_str(&w, big, 65535);
+	CHECK(!w.oom && w.len == 2 + 65535);
+	wb_str(&w, big, 65536);
+	CHECK(w.oom);
+	size_t len = w.len;
+	wb_u32(&w, 1);
+	CHECK(w.len == len);
+	wb_reset(&w);
+	CHECK(!w.oom && w.len == 0);
+	free(big);
+	wb_free(&w);
+}
+
+static void test_grant(void)
+{
+	uint8_t secret[WIRE_SECRET_LEN], other[WIRE_SECRET_LEN];
+	uint8_t g1[WIRE_GRANT_LEN], g2[WIRE_GRANT_LEN];
+
+	for (int i = 0; i < WIRE_SECRET_LEN; i++) {
+		secret[i] = (uint8_t)i;
+		other[i] = (uint8_t)i;
+	}
+	other[31] ^= 0x80;
+	wire_grant(secret, 7, 100, 4096, 65536, g1);
+	wire_grant(secret, 7, 100, 4096, 65536, g2);
+	CHECK(memcmp(g1, g2, sizeof(g1)) == 0);
+	CHECK(wire_grant_ok(secret, 7, 100, 4096, 65536, g1));
+	CHECK(!wire_grant_ok(secret, 8, 100, 4096, 65536, g1));
+	CHECK(!wire_grant_ok(secret, 7, 101, 4096, 65536, g1));
+	CHECK(!wire_grant_ok(secret, 7, 100, 4097, 65536, g1));
+	CHECK(!wire_grant_ok(secret, 7, 100, 4096, 65537, g1));
+	CHECK(!wire_grant_ok(other, 7, 100, 4096, 65536, g1));
+	/* fields are not interchangeable (off/len swapped) */
+	CHECK(!wire_grant_ok(secret, 7, 100, 65536, 4096, g1));
+	/* every single-bit flip of the grant is refused */
+	for (int i = 0; i < WIRE_GRANT_LEN * 8; i++) {
+		memcpy(g2, g1, sizeof(g2));
+		g2[i / 8] ^= (uint8_t)(1u << (i % 8));
+		CHECK(!wire_grant_ok(secret, 7, 100, 4096, 65536, g2));
+	}
+	/* a different input gives a different grant */
+	wire_grant(secret, 7, 100, 4096, 65537, g2);
+	CHECK(memcmp(g1, g2, sizeof(g1)) != 0);
+	memset(g2, 0, sizeof(g2));
+	CHECK(!wire_grant_ok(secret, 7, 100, 4096, 65536, g2));
+}
+
+static void test_keys(void)
+{
+	uint8_t *k = malloc(KVP_MAX_KEY + 1);
+
+	memset(k, 'a', KVP_MAX_KEY + 1);
+	CHECK(!wire_key_ok(k, 0));
+	CHECK(!wire_key_ok(NULL, 5));
+	CHECK(wire_key_ok(k, 1));
+	CHECK(wire_key_ok(k, KVP_MAX_KEY));
+	CHECK(KVP_MAX_KEY == 1024);
+	CHECK(!wire_key_ok(k, KVP_MAX_KEY + 1));
+	k[500] = '\0';
+	CHECK(!wire_key_ok(k, KVP_MAX_KEY));
+	CHECK(wire_key_ok(k, 500));
+	k[0] = '\0';
+	CHECK(!wire_key_ok(k, 1));
+	CHECK(wire_key_ok((const uint8_t *)"abc@/x_0_k", 10));
+	CHECK(wire_key_ok((const uint8_t *)"\xff\x01", 2));
+	free(k);
+}
+
+int main(void)
+{
+	test_header();
+	test_frames();
+	test_wb_rb();
+	test_grant();
+	test_keys();
+	if (failures) {
+		fprintf(stderr, "t_wire: %d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("t_wire: ok\n");
+	return 0;
+}
