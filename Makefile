@@ -87,7 +87,7 @@ endif
 DEPS_OK := $(BUILD)/.deps-ok
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak
+	install uninstall clean soak run
 
 all: progs libs tests benches
 
@@ -165,6 +165,10 @@ test check:
 	tools/deps.sh test
 	tests/run.sh $(BUILD)
 
+# The quick start: a master, a node and the FUSE view on loopback, until Ctrl-C.
+run:
+	tools/quickstart.sh
+
 soak: all
 	tests/soak.sh $(BUILD)
 
@@ -180,3 +184,4 @@ clean:
 ALL_OBJS := $(CORE_OBJS) $(MASTER_OBJS) $(BUILD)/master/master_main.o $(BUILD)/src/node_main.o \
 	$(BUILD)/src/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
+-include python/Makefile.inc
