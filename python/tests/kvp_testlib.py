@@ -1,0 +1,237 @@
+"""kvp_testlib: a private pool for the Python tests — a real kvpool-master and
+N kvpool-node processes on free loopback ports, /dev/shm segments and a temp
+directory named after the test process's pid. Everything started is stopped
+and removed in stop(), which also runs at exit and on SIGTERM (the runner's
+timeout), so a failing test still cleans up.
+
+Binaries come from $KVP_BUILD (tests/run.sh and tests/e2e/python.sh set it)
+or build/; the module from PYTHONPATH. A missing binary skips the test.
+"""
+import atexit
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("KVP_BUILD") or os.path.join(ROOT, "build")
+
+# The host's own settings must not leak into the tests.
+for _v in list(os.environ):
+    if _v.startswith("MOONCAKE_") or _v.startswith("KVPOOL_"):
+        del os.environ[_v]
+
+try:
+    import kvpool  # noqa: F401
+except ImportError as e:  # pragma: no cover - reported as a skip
+    kvpool = None
+    IMPORT_ERROR = str(e)
+else:
+    IMPORT_ERROR = ""
+
+_pools = []
+_seq = [0]
+
+
+def free_ports(n):
+    """n distinct free loopback ports (bound together so they differ)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def require_module(case):
+    if kvpool is None:
+        raise unittest.SkipTest("kvpool module not importable: " + IMPORT_ERROR)
+    for b in ("kvpool-master", "kvpool-node"):
+        if not os.access(os.path.join(BUILD, b), os.X_OK):
+            raise unittest.SkipTest(os.path.join(BUILD, b) + " is not built")
+
+
+class Pool:
+    """A master and `nodes` node daemons. conf is the INI every process (and
+    the stores, through config_file) reads."""
+
+    def __init__(self, nodes=1, segment_size="256M", master_extra="", client_extra=""):
+        _seq[0] += 1
+        self.tag = "kvpt-py-%d-%d" % (os.getpid(), _seq[0])
+        self.dir = tempfile.mkdtemp(prefix=self.tag + ".")
+        self.procs = []
+        self.segments = []
+        self.nodes = nodes
+        ports = free_ports(2 + 2 * nodes)
+        self.mport, self.mhttp = ports[0], ports[1]
+        self.master = "127.0.0.1:%d" % self.mport
+        self.conf = os.path.join(self.dir, "pool.ini")
+        common = (
+            "[cluster]\nmaster = %s\n"
+            "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
+            "metadata_server = false\nlease_ttl = 1s\nclient_ttl = 3s\n%s\n"
+            "[client]\ntimeout = 10s\n%s\n"
+            "[log]\nlevel = notice\n"
+            % (self.master, self.mport, self.mhttp, master_extra, client_extra)
+        )
+        with open(self.conf, "w") as f:
+            f.write(common)
+        self.node_confs = []
+        for i in range(nodes):
+            seg = "%s-n%d" % (self.tag, i)
+            self.segments.append(seg)
+            path = os.path.join(self.dir, "n%d.ini" % i)
+            with open(path, "w") as f:
+                f.write(common + (
+                    "[node]\nname = %s-n%d\nlisten = 127.0.0.1:%d\n"
+                    "http_listen = 127.0.0.1:%d\nsegment = %s\nsegment_size = %s\n"
+                    "remove_segment_on_exit = true\nheartbeat_interval = 300ms\n"
+                    % (self.tag, i, ports[2 + 2 * i], ports[3 + 2 * i], seg, segment_size)))
+            self.node_confs.append(path)
+        _pools.append(self)
+
+    def _spawn(self, prog, conf, log):
+        with open(os.path.join(self.dir, log), "ab") as out:
+            p = subprocess.Popen([os.path.join(BUILD, prog), "-c", conf],
+                                 stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def start(self, wait_nodes=True):
+        self._spawn("kvpool-master", self.conf, "master.log")
+        for i, c in enumerate(self.node_confs):
+            self._spawn("kvpool-node", c, "n%d.log" % i)
+        if wait_nodes and self.nodes:
+            self.wait_ready()
+        return self
+
+    def config(self, **extra):
+        """The setup() dict of a client of this pool."""
+        d = {"master_server_addr": self.master, "protocol": "tcp",
+             "config_file": self.conf, "local_hostname": "localhost",
+             "log.level": "warning"}
+        d.update(extra)
+        return d
+
+    def store(self, **extra):
+        s = kvpool.DistributedStore()
+        rc = s.setup(self.config(**extra))
+        if rc != 0:
+            raise AssertionError("setup failed: %d %s\n%s" % (rc, s.last_error(), self.logs()))
+        return s
+
+    def wait_ready(self, seconds=20, segments=None):
+        """Until the master answers and counts `segments` mounted segments
+        (default: one per node daemon)."""
+        want = self.nodes if segments is None else segments
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise AssertionError("a daemon exited during start-up\n" + self.logs())
+            if self.segments_mounted() == want:
+                return
+            time.sleep(0.1)
+        raise AssertionError("pool not ready within %d s (want %d segments, have %s)\n%s"
+                             % (seconds, want, self.segments_mounted(), self.logs()))
+
+    def metrics(self):
+        """The master's Prometheus metrics as {name: value} (unlabelled ones)."""
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.mhttp,
+                                        timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("#") or "{" in line or " " not in line:
+                continue
+            name, val = line.rsplit(" ", 1)
+            try:
+                out[name] = float(val)
+            except ValueError:
+                pass
+        return out
+
+    def segments_mounted(self):
+        m = self.metrics()
+        if m is None or "kvpool_master_segments" not in m:
+            return None
+        return int(m["kvpool_master_segments"])
+
+    def logs(self):
+        out = []
+        for f in sorted(glob.glob(os.path.join(self.dir, "*.log"))):
+            with open(f, errors="replace") as fh:
+                lines = fh.read().splitlines()[-15:]
+            out.append("--- %s\n%s" % (os.path.basename(f), "\n".join(lines)))
+        return "\n".join(out)
+
+    def kill_node(self, i):
+        p = self.procs[1 + i]
+        p.terminate()
+        p.wait(timeout=10)
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+        for s in self.segments:
+            try:
+                os.unlink("/dev/shm/" + s)
+            except FileNotFoundError:
+                pass
+        if os.environ.get("KVP_KEEP_LOGS"):
+            print("logs kept in", self.dir, file=sys.stderr)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if self in _pools:
+            _pools.remove(self)
+
+
+def _stop_all():
+    for p in list(_pools):
+        p.stop()
+    # Embedded nodes of this process (kvpool-py-<pid>-*) are removed by
+    # close()/atexit in the module; a crash would leave them.
+    for f in glob.glob("/dev/shm/kvpool-py-%d-*" % os.getpid()):
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+
+def _on_sigterm(sig, frame):
+    _stop_all()
+    os._exit(128 + sig)
+
+
+atexit.register(_stop_all)
+signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def run_python(code, env=None, timeout=60):
+    """Runs code in a fresh interpreter with the module on its path; returns
+    CompletedProcess (text)."""
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
+                          text=True, timeout=timeout)
