@@ -198,6 +198,8 @@ const size_t conf_table_len = sizeof(conf_table) / sizeof(conf_table[0]);
 
 _Static_assert(sizeof(conf_table) / sizeof(conf_table[0]) <=
 	       sizeof(((struct kvp_conf *)0)->src), "struct kvp_conf.src is too small");
+_Static_assert(sizeof(conf_table) / sizeof(conf_table[0]) <=
+	       sizeof(((struct kvp_conf *)0)->file_of), "struct kvp_conf.file_of is too small");
 
 static const struct {
 	const char *name;
@@ -925,6 +927,7 @@ struct ini_ctx {
 	int kv_line;		/* a "key = value" line the handler has not seen yet */
 	int read_errno;		/* getline failed with this, 0 at end of file */
 	bool failed;		/* first error recorded; stop reading */
+	uint8_t file_idx;	/* this file's slot in c->files */
 	char section[64];	/* section of the current line, for messages */
 	int seen[sizeof(((struct kvp_conf *)0)->src)];	/* line that set each key */
 	char *buf;		/* getline buffer */
@@ -1079,7 +1082,21 @@ static int conf_ini_key(void *user, const char *section, const char *name, const
 		ini_fail(x, x->lineno, "[%s] %s: %s", section, name, msg);
 		return 0;
 	}
+	x->c->file_of[i] = x->file_idx;
 	return 1;
+}
+
+/* The slot of @name in c->files, appended if new. Past CONF_MAX_FILES the
+ * last slot is shared (conf_load_files refuses more files than that). */
+static uint8_t file_slot(struct kvp_conf *c, const char *name)
+{
+	for (uint8_t i = 0; i < c->nfiles; i++)
+		if (strcmp(c->files[i], name) == 0)
+			return i;
+	if (c->nfiles == CONF_MAX_FILES)
+		return CONF_MAX_FILES - 1;
+	snprintf(c->files[c->nfiles], sizeof(c->files[0]), "%s", name);
+	return c->nfiles++;
 }
 
 int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, size_t errlen)
@@ -1097,7 +1114,9 @@ int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, s
 	x->name = name;
 	x->err = err;
 	x->errlen = errlen;
-	snprintf(c->file, sizeof(c->file), "%s", name);
+	x->file_idx = file_slot(c, name);
+	if (!c->file[0])
+		snprintf(c->file, sizeof(c->file), "%s", name);
 
 	r = ini_parse_stream(ini_read, x, conf_ini_key, x);
 	if (x->failed)
@@ -1276,25 +1295,46 @@ out_close:
 
 /* ---- conf_load ---------------------------------------------------------- */
 
+/* One file on top of @c; a missing file is an error only if @must_exist. */
+static int conf_load_path(struct kvp_conf *c, const char *path, bool must_exist,
+			  char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	int r;
+
+	if (!f) {
+		if (!must_exist && errno == ENOENT)
+			return 0;
+		errf(err, errlen, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	r = conf_load_stream(c, f, path, err, errlen);
+	fclose(f);
+	return r;
+}
+
 int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides,
 	      char *err, size_t errlen)
 {
-	const char *file = path ? path : CONF_DEFAULT_FILE;
-	FILE *f;
-	int r;
+	return conf_load_files(c, path ? &path : NULL, path ? 1 : 0, overrides, err, errlen);
+}
 
+int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
+		    const char *const *overrides, char *err, size_t errlen)
+{
 	conf_defaults(c);
-	f = fopen(file, "re");
-	if (!f && (path || errno != ENOENT)) {
-		errf(err, errlen, "%s: %s", file, strerror(errno));
+	if (n > CONF_MAX_FILES) {
+		errf(err, errlen, "%zu configuration files: at most %d can be layered", n,
+		     CONF_MAX_FILES);
 		return -1;
 	}
-	if (f) {
-		r = conf_load_stream(c, f, file, err, errlen);
-		fclose(f);
-		if (r)
+	if (n == 0 && conf_load_path(c, CONF_DEFAULT_FILE, false, err, errlen))
+		return -1;
+	/* each file has its own duplicate check (conf_load_stream's seen[]),
+	 * so a later file may set a key again and wins */
+	for (size_t i = 0; i < n; i++)
+		if (conf_load_path(c, paths[i], true, err, errlen))
 			return -1;
-	}
 	if (conf_load_env(c, err, errlen))
 		return -1;
 	for (const char *const *o = overrides; o && *o; o++)
@@ -1329,7 +1369,8 @@ void conf_print(const struct kvp_conf *c, FILE *out)
 		fprintf(out, "%s.%s = %s   # ", k->section, k->key, *val ? val : "\"\"");
 		switch (c->src[i]) {
 		case CONF_SRC_FILE:
-			fprintf(out, "file %s\n", c->file);
+			fprintf(out, "file %s\n", c->file_of[i] < c->nfiles ?
+				c->files[c->file_of[i]] : c->file);
 			break;
 		case CONF_SRC_ENV:
 			fprintf(out, "env %s\n", env_source(k, var, sizeof(var)));
@@ -1492,6 +1533,8 @@ int conf_apply_live(struct kvp_conf *cur, const struct kvp_conf *next)
 		}
 		memcpy((char *)cur + k->off, (const char *)next + k->off, sz);
 		cur->src[i] = next->src[i];
+		if (next->src[i] == CONF_SRC_FILE && next->file_of[i] < next->nfiles)
+			cur->file_of[i] = file_slot(cur, next->files[next->file_of[i]]);
 		log_notice("config: %s.%s = %s (was %s)", k->section, k->key, b, a);
 	}
 	return restart;

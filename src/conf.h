@@ -2,8 +2,9 @@
  * by a single table (conf.c): section/key -> offset in struct kvp_conf, type,
  * range, default, help. The same table parses the file, applies
  * KVPOOL_<SECTION>_<KEY> and Mooncake's variables, prints --print-config and
- * generates conf/kvpool.ini. Load order: defaults, file, environment,
- * overrides (command line). Not thread-safe while loading; read-only after.
+ * generates conf/kvpool.ini. Load order: defaults, file(s) in order,
+ * environment, overrides (command line). Not thread-safe while loading;
+ * read-only after.
  */
 #ifndef KVP_CONF_H
 #define KVP_CONF_H
@@ -14,6 +15,7 @@
 
 #define CONF_DEFAULT_FILE "/etc/kvpool/kvpool.ini"
 #define CONF_STR 256
+#define CONF_MAX_FILES 8	/* files one conf_load_files() layers */
 
 enum conf_src { CONF_SRC_DEFAULT, CONF_SRC_FILE, CONF_SRC_ENV, CONF_SRC_CMDLINE };
 
@@ -92,7 +94,12 @@ struct kvp_conf {
 
 	/* where each key's value came from, indexed like the table */
 	uint8_t src[128];
-	char file[CONF_STR];			/* the file that was loaded, "" none */
+	char file[CONF_STR];			/* the first file loaded, "" none */
+	/* every file loaded, in order; file_of[i] indexes files[] for a key
+	 * whose src is CONF_SRC_FILE (the file that set it last) */
+	char files[CONF_MAX_FILES][CONF_STR];
+	uint8_t nfiles;
+	uint8_t file_of[128];
 };
 
 enum conf_type { CONF_T_STRING, CONF_T_INT, CONF_T_BOOL, CONF_T_SIZE,
@@ -128,9 +135,17 @@ void conf_defaults(struct kvp_conf *c);
  * ..." / "override ...: ..." / "[cluster] token_file: ...") in err. */
 int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides,
 	      char *err, size_t errlen);
+/* conf_load with @n files layered in order (at most CONF_MAX_FILES): a key
+ * set by a later file wins, the same key in two files is fine, twice in one
+ * file is still an error. n == 0: CONF_DEFAULT_FILE if it exists. Every
+ * named file must exist. Then the environment, overrides and token as in
+ * conf_load. Used for kvpool-node@.service: -c kvpool.ini -c node-%i.ini. */
+int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
+		    const char *const *overrides, char *err, size_t errlen);
 /* Parses one INI stream into @c on top of what it holds (conf_load calls it
- * after conf_defaults); @name is used in messages and recorded as c->file.
- * Errors as conf_load: "NAME:LINE: [section] key: message". */
+ * after conf_defaults); @name is used in messages, appended to c->files and
+ * recorded as c->file if that is still empty. Errors as conf_load:
+ * "NAME:LINE: [section] key: message". */
 int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, size_t errlen);
 /* Sets one key from text with validation; 0 or -1 with a message. */
 int conf_set(struct kvp_conf *c, const char *section, const char *key,

@@ -8,6 +8,21 @@
  * borrows a master connection and node connections from per-handle pools
  * (guarded by one mutex held only to take/return a connection), so calls from
  * different threads run in parallel. kvp_close() must not race other calls.
+ *  - master: up to 64 connections per handle, opened on demand; a call takes
+ *    one, pipelines its request frames (a batch is split by
+ *    cluster.max_batch), reads the replies and returns it. A 65th concurrent
+ *    caller waits (at most client.timeout) for one to come back.
+ *  - nodes: per node a pool of up to client.connections_per_node TCP
+ *    connections. A call's transfers to a node are spread over as many of
+ *    them as it has work for, several READ/WRITE frames in flight on each,
+ *    all driven by poll() on the calling thread. A caller that holds none
+ *    waits for one; a caller that already holds connections to another
+ *    node opens a temporary extra one instead (no lock-order deadlock).
+ *  - every blocking step honours client.timeout: RPCs have a deadline, a
+ *    data connection that moves no byte for that long fails the transfer
+ *    (KVP_ETIMEDOUT); a dead peer gives KVP_ECONN, never a hang. Idle pooled
+ *    connections are checked before reuse, so the call after a master or
+ *    node restart reconnects transparently.
  *
  * Errors: every call returns 0 (or a documented non-negative value) or a
  * negative KVP_E* code; kvp_strerror() names it. The same codes travel on the
@@ -189,6 +204,22 @@ struct kvp_info {
 };
 int kvp_info(struct kvp *kvp, struct kvp_info *out);
 void kvp_info_free(struct kvp_info *info);
+
+/* Counters of one handle since kvp_open (monotonic; tests and tools read
+ * them). */
+struct kvp_stats {
+	uint64_t puts;			/* objects stored (PUT_END succeeded) */
+	uint64_t gets;			/* objects read and verified */
+	uint64_t local_bytes;		/* value bytes moved by memcpy through a mapping */
+	uint64_t tcp_bytes;		/* value bytes moved over TCP */
+	uint64_t checksum_mismatches;	/* replica reads whose header or value failed to verify */
+	uint64_t retries;		/* reads retried on another replica, calls repeated
+					 * after a refresh or a reconnect */
+	uint64_t segment_refreshes;	/* segment table loads */
+	uint64_t master_connects;	/* master connections opened */
+	uint64_t node_connects;		/* data connections opened */
+};
+int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 
 #ifdef __cplusplus
 }

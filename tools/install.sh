@@ -1,11 +1,21 @@
 #!/bin/sh
 # install.sh [--uninstall] DESTDIR PREFIX BUILD VERSION — called by
-# `make install` / `make uninstall`. Never overwrites an existing
-# /etc/kvpool/kvpool.ini.
+# `make install` / `make uninstall`: binaries, libkvpool (.so, .a, header,
+# kvpool.pc), man pages (kvpool.ini(5) generated from conf/kvpool.ini), the
+# systemd units, sysusers.d and tmpfiles.d entries, and conf/kvpool.ini as
+# SYSCONFDIR/kvpool/kvpool.ini — never overwriting an existing one.
+# Uninstall removes what install put there, except a kvpool.ini that was
+# edited (kept, and said so) and the state in /var/lib/kvpool.
+# Directories: BINDIR LIBDIR INCLUDEDIR MANDIR SYSCONFDIR SYSTEMDDIR
+# SYSUSERSDIR TMPFILESDIR MOUNTHELPERDIR from the environment (make passes
+# its command-line variables on), else derived from PREFIX.
 set -eu
 uninstall=0
 if [ "${1:-}" = "--uninstall" ]; then uninstall=1; shift; fi
+[ $# = 4 ] || { echo "usage: $0 [--uninstall] DESTDIR PREFIX BUILD VERSION" >&2; exit 2; }
 destdir=$1 prefix=$2 build=$3 version=$4
+# paths below (src/, systemd/, conf/, a relative BUILD) are the repository's
+cd "$(dirname "$0")/.."
 bindir=${BINDIR:-$prefix/bin}
 libdir=${LIBDIR:-$prefix/lib}
 incdir=${INCLUDEDIR:-$prefix/include}
@@ -16,6 +26,8 @@ sysusersdir=${SYSUSERSDIR:-$prefix/lib/sysusers.d}
 tmpfilesdir=${TMPFILESDIR:-$prefix/lib/tmpfiles.d}
 sbindir=${MOUNTHELPERDIR:-/sbin}
 D=$destdir
+units="kvpool-master.service kvpool-node.service kvpool-node@.service kvpool-fuse@.service"
+conf=$sysconfdir/kvpool/kvpool.ini
 
 files="
 $bindir/kvpool
@@ -27,9 +39,6 @@ $libdir/libkvpool.so
 $libdir/libkvpool.a
 $libdir/pkgconfig/kvpool.pc
 $incdir/kvpool.h
-$unitdir/kvpool-master.service
-$unitdir/kvpool-node.service
-$unitdir/kvpool-node@.service
 $sysusersdir/kvpool.conf
 $tmpfilesdir/kvpool.conf
 $mandir/man1/kvpool.1
@@ -38,10 +47,38 @@ $mandir/man8/kvpool-node.8
 $mandir/man5/kvpool.ini.5
 $sbindir/mount.kvpool
 "
+for u in $units; do files="$files $unitdir/$u"; done
+
+systemd_running() { [ -z "$D" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; }
+
+# Removes DIR and its parents while they are empty, stopping at $D. Only
+# inside a DESTDIR: a real uninstall leaves /usr/... directories alone.
+prune() {
+	[ -n "$D" ] || return 0
+	d=$1
+	while [ "$d" != "/" ] && [ "$d" != "." ] && [ -d "$D$d" ]; do
+		rmdir "$D$d" 2>/dev/null || return 0
+		d=$(dirname "$d")
+	done
+}
 
 if [ $uninstall = 1 ]; then
-	for f in $files; do rm -f "$D$f"; done
-	echo "uninstalled (kept $sysconfdir/kvpool/kvpool.ini and /var/lib/kvpool)"
+	for f in $files; do
+		if [ -e "$D$f" ] || [ -L "$D$f" ]; then
+			rm -f "$D$f"
+			prune "$(dirname "$f")"
+		fi
+	done
+	if [ -f "$D$conf" ]; then
+		if cmp -s conf/kvpool.ini "$D$conf"; then
+			rm -f "$D$conf"
+			prune "$(dirname "$conf")"
+		else
+			echo "uninstall: keeping $D$conf (edited)"
+		fi
+	fi
+	if systemd_running; then systemctl daemon-reload || true; fi
+	echo "uninstalled from ${D:-/}$prefix (kept /var/lib/kvpool and the kvpool user)"
 	exit 0
 fi
 
@@ -52,7 +89,8 @@ inst() { # inst MODE SRC DST
 }
 subst() {
 	sed -e "s|@BINDIR@|$bindir|g" -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$libdir|g" \
-		-e "s|@INCLUDEDIR@|$incdir|g" -e "s|@VERSION@|$version|g" "$1"
+		-e "s|@INCLUDEDIR@|$incdir|g" -e "s|@VERSION@|$version|g" \
+		-e "s|@SYSCONFDIR@|$sysconfdir|g" -e "s|@UNITDIR@|$unitdir|g" "$1"
 }
 
 for b in kvpool kvpool-master kvpool-node; do inst 0755 "$build/$b" "$bindir/$b"; done
@@ -64,26 +102,31 @@ inst 0644 src/kvpool.h "$incdir/kvpool.h"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 subst src/kvpool.pc.in >"$tmp"; inst 0644 "$tmp" "$libdir/pkgconfig/kvpool.pc"
-for u in kvpool-master.service kvpool-node.service kvpool-node@.service; do
+for u in $units; do
 	subst "systemd/$u" >"$tmp"; inst 0644 "$tmp" "$unitdir/$u"
 done
 inst 0644 systemd/kvpool.sysusers "$sysusersdir/kvpool.conf"
 inst 0644 systemd/kvpool.tmpfiles "$tmpfilesdir/kvpool.conf"
-tools/ini2man.sh conf/kvpool.ini >"$tmp"; inst 0644 "$tmp" "$mandir/man5/kvpool.ini.5"
+tools/ini2man.sh conf/kvpool.ini "$version" >"$tmp"; inst 0644 "$tmp" "$mandir/man5/kvpool.ini.5"
 for m in man/*.[18]; do
 	[ -f "$m" ] || continue
 	sec=${m##*.}
-	inst 0644 "$m" "$mandir/man$sec/$(basename "$m")"
+	subst "$m" >"$tmp"; inst 0644 "$tmp" "$mandir/man$sec/$(basename "$m")"
 done
-[ -f tools/mount.kvpool ] && inst 0755 tools/mount.kvpool "$sbindir/mount.kvpool"
-if [ -e "$D$sysconfdir/kvpool/kvpool.ini" ]; then
-	echo "install: keeping existing $D$sysconfdir/kvpool/kvpool.ini"
+if [ -f tools/mount.kvpool ]; then inst 0755 tools/mount.kvpool "$sbindir/mount.kvpool"; fi
+if [ -e "$D$conf" ]; then
+	echo "install: keeping existing $D$conf"
 else
-	inst 0644 conf/kvpool.ini "$sysconfdir/kvpool/kvpool.ini"
+	inst 0644 conf/kvpool.ini "$conf"
 fi
 if [ -z "$D" ] && [ "$(id -u)" = 0 ]; then
-	command -v ldconfig >/dev/null && ldconfig || true
-	command -v systemd-sysusers >/dev/null && systemd-sysusers "$sysusersdir/kvpool.conf" 2>/dev/null || true
-	command -v systemd-tmpfiles >/dev/null && systemd-tmpfiles --create "$tmpfilesdir/kvpool.conf" 2>/dev/null || true
+	if command -v ldconfig >/dev/null; then ldconfig || true; fi
+	if command -v systemd-sysusers >/dev/null; then
+		systemd-sysusers "$sysusersdir/kvpool.conf" || true
+	fi
+	if command -v systemd-tmpfiles >/dev/null; then
+		systemd-tmpfiles --create "$tmpfilesdir/kvpool.conf" || true
+	fi
+	if systemd_running; then systemctl daemon-reload || true; fi
 fi
 echo "installed into ${D:-/}$prefix"

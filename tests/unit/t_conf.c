@@ -2,7 +2,8 @@
  * type, every kind of bad file and its exact "FILE:LINE: [section] key:"
  * message, environment and Mooncake aliases with their precedence, command
  * line overrides, the size/duration/host:port parsers' edges, token file
- * modes, conf_print's sources, conf_apply_live, and conf/kvpool.ini being
+ * modes, conf_print's sources, conf_apply_live, layered files
+ * (conf_load_files), and conf/kvpool.ini being
  * exactly conf_write_example()'s output.
  *   t_conf                   run the tests (exit 0 pass, 1 fail)
  *   t_conf --write-example   print the example (> conf/kvpool.ini)
@@ -883,6 +884,140 @@ static void test_apply_live(void)
 	CHECK(srcof(&cur, "node", "segment_size") == CONF_SRC_DEFAULT);
 }
 
+/* ---- several files (kvpool-node@.service: -c kvpool.ini -c node-%i.ini) --- */
+
+static void test_files(void)
+{
+	struct kvp_conf c, next;
+	char base[256], inst[256], inst2[256], dup[256], tok[256], text[512];
+	char err[1024] = "", want[600];
+	const char *both[2], *rev[2], *three[3];
+	const char *ov[] = { "client.replicas=5", NULL };
+	const char *many[CONF_MAX_FILES + 1];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+
+	clear_env();
+	write_file(base, sizeof(base), "base.ini",
+		   "[cluster]\nmaster = 10.0.0.1:15001\n"
+		   "[node]\nname = base\nsegment_size = 2G\n"
+		   "[client]\nreplicas = 2\n"
+		   "[log]\nlevel = info\n");
+	write_file(inst, sizeof(inst), "node-a.ini",
+		   "# per-instance keys\n[node]\nname = a\nlisten = 127.0.0.1:1234\n"
+		   "[log]\nlevel = debug\n");
+	both[0] = base;
+	both[1] = inst;
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == 0);
+	if (err[0])
+		fprintf(stderr, "files: %s\n", err);
+	CHECK(strcmp(c.node.name, "a") == 0);		/* later file wins */
+	CHECK(strcmp(c.log.level, "debug") == 0);
+	CHECK(strcmp(c.node.listen, "127.0.0.1:1234") == 0);
+	CHECK(c.node.segment_size == 2ull << 30);	/* only in the first */
+	CHECK(strcmp(c.cluster.master, "10.0.0.1:15001") == 0);
+	CHECK(c.client.replicas == 2);
+	CHECK(srcof(&c, "node", "name") == CONF_SRC_FILE);
+	CHECK(srcof(&c, "node", "align") == CONF_SRC_DEFAULT);
+	CHECK(strcmp(c.file, base) == 0);		/* the base file */
+	CHECK(c.nfiles == 2);
+	CHECK(strcmp(c.files[0], base) == 0 && strcmp(c.files[1], inst) == 0);
+
+	/* conf_print names the file that set each key */
+	m = open_memstream(&buf, &len);
+	conf_print(&c, m);
+	fclose(m);
+	snprintf(want, sizeof(want), "\nnode.name = a   # file %s\n", inst);
+	CHECK_CONTAINS(buf, want);
+	snprintf(want, sizeof(want), "\nnode.segment_size = 2G   # file %s\n", base);
+	CHECK_CONTAINS(buf, want);
+	free(buf);
+	buf = NULL;
+
+	/* the other order: the base file wins */
+	rev[0] = inst;
+	rev[1] = base;
+	CHECK(conf_load_files(&c, rev, 2, NULL, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.node.name, "base") == 0);
+	CHECK(strcmp(c.log.level, "info") == 0);
+	CHECK(strcmp(c.node.listen, "127.0.0.1:1234") == 0);
+
+	/* one file is the same as conf_load */
+	CHECK(conf_load_files(&c, both, 1, NULL, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.node.name, "base") == 0 && c.nfiles == 1);
+
+	/* environment and overrides still win over every file */
+	setenv("KVPOOL_NODE_NAME", "fromenv", 1);
+	setenv("KVPOOL_CLIENT_REPLICAS", "3", 1);
+	CHECK(conf_load_files(&c, both, 2, ov, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.node.name, "fromenv") == 0);
+	CHECK(srcof(&c, "node", "name") == CONF_SRC_ENV);
+	CHECK(c.client.replicas == 5);
+	CHECK(srcof(&c, "client", "replicas") == CONF_SRC_CMDLINE);
+	clear_env();
+
+	/* a duplicate inside one file is still an error, named by its file */
+	write_file(dup, sizeof(dup), "node-dup.ini", "[node]\nname = x\n\nname = y\n");
+	three[0] = base;
+	three[1] = inst;
+	three[2] = dup;
+	CHECK(conf_load_files(&c, three, 3, NULL, err, sizeof(err)) == -1);
+	snprintf(want, sizeof(want), "%s:4: [node] name: duplicate key (first set on line 2)", dup);
+	CHECK_PREFIX(err, want);
+	/* a bad value in the second file names the second file */
+	write_file(inst2, sizeof(inst2), "node-bad.ini", "[node]\n\nsegment_size = 1K\n");
+	both[1] = inst2;
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == -1);
+	snprintf(want, sizeof(want), "%s:3: [node] segment_size: ", inst2);
+	CHECK_PREFIX(err, want);
+	/* every named file must exist (the unit names node-%i.ini on purpose) */
+	unlink(inst2);
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == -1);
+	snprintf(want, sizeof(want), "%s: No such file or directory", inst2);
+	CHECK(strcmp(err, want) == 0);
+	/* too many */
+	for (size_t i = 0; i < CONF_MAX_FILES + 1; i++)
+		many[i] = base;
+	CHECK(conf_load_files(&c, many, CONF_MAX_FILES, NULL, err, sizeof(err)) == 0);
+	CHECK(conf_load_files(&c, many, CONF_MAX_FILES + 1, NULL, err, sizeof(err)) == -1);
+	CHECK_CONTAINS(err, "at most 8");
+
+	/* the token file may be named by the instance file */
+	write_bytes(tok, sizeof(tok), "token-a", "inst-token\n", 11, 0600);
+	snprintf(text, sizeof(text), "[cluster]\ntoken_file = %s\n", tok);
+	write_file(inst2, sizeof(inst2), "node-tok.ini", text);
+	both[1] = inst2;
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.cluster.token, "inst-token") == 0);
+
+	/* SIGHUP with layered files: a live key changed in the instance file
+	 * is applied and then attributed to that file */
+	both[1] = inst;
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == 0);
+	write_file(inst2, sizeof(inst2), "node-a2.ini",
+		   "[node]\nname = a\nlisten = 127.0.0.1:1234\n[log]\nlevel = err\n"
+		   "[master]\nlease_ttl = 9s\n");
+	both[1] = inst2;
+	CHECK(conf_load_files(&next, both, 2, NULL, err, sizeof(err)) == 0);
+	CHECK(conf_apply_live(&c, &next) == 0);
+	CHECK(strcmp(c.log.level, "err") == 0);
+	CHECK(c.master.lease_ttl == 9000);
+	m = open_memstream(&buf, &len);
+	conf_print(&c, m);
+	fclose(m);
+	snprintf(want, sizeof(want), "\nmaster.lease_ttl = 9s   # file %s\n", inst2);
+	CHECK_CONTAINS(buf, want);
+	snprintf(want, sizeof(want), "\nnode.name = a   # file %s\n", inst);
+	CHECK_CONTAINS(buf, want);
+	free(buf);
+	/* a changed non-live key in the instance file needs a restart */
+	write_file(inst2, sizeof(inst2), "node-a3.ini", "[node]\nname = b\n");
+	CHECK(conf_load_files(&next, both, 2, NULL, err, sizeof(err)) == 0);
+	CHECK(conf_apply_live(&c, &next) == 2);	/* name, listen */
+	CHECK(strcmp(c.node.name, "a") == 0);
+}
+
 /* Where the repository is: KVP_BUILD's parent (tests/run.sh), else ".". */
 static void repo_path(char *buf, size_t len, const char *rel)
 {
@@ -1029,6 +1164,7 @@ int main(int argc, char **argv)
 	test_token();
 	test_print();
 	test_apply_live();
+	test_files();
 	test_example();
 
 	printf("t_conf: %d checks, %d failed\n", checks, failures);

@@ -1,0 +1,68 @@
+/* master: kvpool-master's state and request dispatcher — objects, segments,
+ * allocation, leases, pins, pending puts, eviction and node liveness —
+ * without sockets: frames go in through master_handle(), replies come out in
+ * a wbuf, and requests the master sends on its own (FREE to a node, parked
+ * PUT_START replies) leave through each client's send callback. The daemon
+ * (mserver.c) and the fuzz target drive it. Single-threaded: everything runs
+ * on the caller's (loop) thread; no locks.
+ */
+#ifndef KVP_MASTER_H
+#define KVP_MASTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+#include "wire.h"
+
+struct master;
+struct master_client;
+
+/* Queues bytes (whole frames) for the peer; 0 or a negative code. */
+typedef int (*master_send_fn)(void *arg, const void *p, size_t n);
+/* Asks the owner to close the client's connection (after queued output). */
+typedef void (*master_close_fn)(void *arg);
+
+/* Copies conf. NULL on OOM or a bad allocation strategy (message in err). */
+struct master *master_create(const struct kvp_conf *conf, char *err, size_t errlen);
+void master_destroy(struct master *m);
+
+struct master_client *master_client_new(struct master *m, master_send_fn send,
+					master_close_fn close, void *arg);
+/* The connection is gone: its segments stay (until client_ttl) without a
+ * connection, its parked requests are dropped. */
+void master_client_free(struct master_client *c);
+
+/* Handles one frame (header + body; the payload, if any, is the caller's to
+ * discard). A reply frame, if any, is appended to reply. Returns 0, or < 0
+ * when the connection must be closed after the reply is sent. */
+int master_handle(struct master *m, struct master_client *c, const struct wire_hdr *h,
+		  const uint8_t *body, struct wbuf *reply);
+
+/* Periodic duties (every ~50 ms): put timeouts, lease sweeping, node
+ * liveness, HELLO timeouts, then master_step(). */
+void master_tick(struct master *m);
+/* One bounded step (~20 us) of eviction, FREE flushing, parked requests.
+ * Returns true while eviction has more to do: call again at once (after
+ * serving I/O). */
+bool master_step(struct master *m);
+/* True while eviction runs: the caller should master_step() soon. */
+bool master_wants_tick(const struct master *m);
+/* Sends queued FREEs to the nodes (also done at the end of master_handle). */
+void master_flush(struct master *m);
+
+/* SIGHUP: applies the live keys of nc (log level, lease_ttl, put_timeout,
+ * client_ttl, eviction settings) and logs which other keys changed and need
+ * a restart. */
+void master_reload(struct master *m, const struct kvp_conf *nc);
+const struct kvp_conf *master_conf(const struct master *m);
+
+size_t master_clients(const struct master *m);
+/* Sets the generation counter (the next put gets gen + 1): deterministic
+ * generations for the fuzz target. */
+void master_set_generation(struct master *m, uint64_t gen);
+/* One line: keys, pending puts, segments, bytes used/capacity, clients. */
+void master_status(struct master *m, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,342 @@
+/* mhttp: /metrics, /health and the Mooncake metadata store; see mhttp.h. */
+#include "mhttp.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "http.h"
+#include "kvpool.h"
+#include "log.h"
+#include "master_i.h"
+
+/* Metadata store: chained hash of key -> value, bounded in count and bytes. */
+struct md_ent {
+	struct md_ent *next;
+	char *val;
+	size_t len;
+	char key[];
+};
+
+#define MD_BUCKETS 4096
+
+struct mhttp {
+	struct master *m;
+	struct http_srv *http;
+	struct http_srv *md;		/* NULL: none, or served by http (same address) */
+	bool md_on;
+	struct md_ent *md_tab[MD_BUCKETS];
+	size_t md_keys;
+	size_t md_bytes;
+};
+
+/* ---- metrics ---- */
+
+/* Prometheus label value: backslash, double quote and newline escaped. */
+static void label(struct sbuf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			sb_printf(b, "\\%c", *s);
+		else if (*s == '\n')
+			sb_printf(b, "\\n");
+		else
+			sb_printf(b, "%c", *s);
+	}
+}
+
+static void head(struct sbuf *b, const char *name, const char *type, const char *help)
+{
+	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gauge(struct sbuf *b, const char *name, const char *help, unsigned long long v)
+{
+	head(b, name, "gauge", help);
+	sb_printf(b, "%s %llu\n", name, v);
+}
+
+static void counter(struct sbuf *b, const char *name, const char *help, unsigned long long v)
+{
+	head(b, name, "counter", help);
+	sb_printf(b, "%s %llu\n", name, v);
+}
+
+static bool master_op(unsigned op)
+{
+	return wire_op_name(op) && op != WIRE_OP_FREE && op != WIRE_OP_READ && op != WIRE_OP_WRITE;
+}
+
+static void seg_metric(struct sbuf *b, struct master *m, const char *name, const char *help,
+		       unsigned long long (*get)(const struct seg *))
+{
+	head(b, name, "gauge", help);
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (!s || !s->online)
+			continue;
+		sb_printf(b, "%s{segment=\"%u\",node=\"", name, s->id);
+		label(b, s->name);
+		sb_printf(b, "\"} %llu\n", get(s));
+	}
+}
+
+static unsigned long long seg_used(const struct seg *s) { return s->used; }
+static unsigned long long seg_cap(const struct seg *s) { return s->capacity; }
+static unsigned long long seg_objs(const struct seg *s) { return s->nobjs; }
+static unsigned long long seg_frees(const struct seg *s)
+{
+	unsigned long long n = s->fq.n;
+
+	for (const struct fbatch *f = s->inflight; f; f = f->next)
+		n += f->n;
+	return n;
+}
+
+static void op_counter(struct sbuf *b, struct master *m, const char *name, const char *help,
+		       size_t field)
+{
+	head(b, name, "counter", help);
+	for (unsigned op = 1; op < WIRE_OP_MAX; op++)
+		if (master_op(op))
+			sb_printf(b, "%s{op=\"%s\"} %llu\n", name, wire_op_name(op),
+				  (unsigned long long)*(const uint64_t *)(const void *)
+					  ((const char *)&m->ops[op] + field));
+}
+
+void mhttp_metrics(struct master *m, struct sbuf *b)
+{
+	uint64_t used, cap;
+
+	master_usage(m, &used, &cap);
+	gauge(b, "kvpool_master_keys", "Objects visible to readers (complete puts).", m->keys);
+	gauge(b, "kvpool_master_pending_puts", "Puts started and not yet ended or revoked.",
+	      m->pending.n);
+	gauge(b, "kvpool_master_active_leases", "Objects under a read lease.",
+	      master_active_leases(m));
+	gauge(b, "kvpool_master_segments", "Mounted segments.", m->segs.online);
+	gauge(b, "kvpool_master_connections", "Open RPC connections.", master_clients(m));
+	gauge(b, "kvpool_master_bytes_used", "Bytes allocated in all segments.", used);
+	gauge(b, "kvpool_master_capacity_bytes", "Bytes of all segments.", cap);
+	seg_metric(b, m, "kvpool_master_segment_used_bytes",
+		   "Bytes allocated in a segment (FREEs not yet acknowledged included).", seg_used);
+	seg_metric(b, m, "kvpool_master_segment_capacity_bytes", "Bytes of a segment.", seg_cap);
+	seg_metric(b, m, "kvpool_master_segment_objects", "Replicas living in a segment.",
+		   seg_objs);
+	seg_metric(b, m, "kvpool_master_segment_pending_frees",
+		   "Extents freed by the master, not yet acknowledged by the node.", seg_frees);
+	counter(b, "kvpool_master_evictions_total", "Replicas evicted.", m->evictions);
+	counter(b, "kvpool_master_evicted_bytes_total", "Bytes evicted.", m->evicted_bytes);
+	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
+		m->put_timeouts);
+	counter(b, "kvpool_master_node_expiries_total",
+		"Segments dropped because their node was silent for client_ttl.",
+		m->node_expiries);
+	op_counter(b, m, "kvpool_master_requests_total", "Request frames per opcode.",
+		   offsetof(struct op_stats, frames));
+	op_counter(b, m, "kvpool_master_request_items_total", "Keys (batch items) per opcode.",
+		   offsetof(struct op_stats, items));
+	op_counter(b, m, "kvpool_master_request_failures_total",
+		   "Frames refused plus items that failed, per opcode.",
+		   offsetof(struct op_stats, failures));
+
+	const char *h = "kvpool_master_request_duration_seconds";
+	head(b, h, "histogram", "Time to handle one request frame, per opcode.");
+	for (unsigned op = 1; op < WIRE_OP_MAX; op++) {
+		if (!master_op(op))
+			continue;
+		const struct op_stats *st = &m->ops[op];
+		uint64_t cum = 0;
+		for (int i = 0; i < MASTER_NBUCKETS; i++) {
+			cum += st->hist[i];
+			sb_printf(b, "%s_bucket{op=\"%s\",le=\"%g\"} %llu\n", h, wire_op_name(op),
+				  master_buckets[i], (unsigned long long)cum);
+		}
+		cum += st->hist[MASTER_NBUCKETS];
+		sb_printf(b, "%s_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", h, wire_op_name(op),
+			  (unsigned long long)cum);
+		sb_printf(b, "%s_sum{op=\"%s\"} %.9f\n", h, wire_op_name(op),
+			  (double)st->sum_ns / 1e9);
+		sb_printf(b, "%s_count{op=\"%s\"} %llu\n", h, wire_op_name(op),
+			  (unsigned long long)cum);
+	}
+}
+
+/* ---- metadata store ---- */
+
+static struct md_ent **md_slot(struct mhttp *h, const char *key)
+{
+	struct md_ent **p = &h->md_tab[XXH3_64bits(key, strlen(key)) % MD_BUCKETS];
+
+	while (*p && strcmp((*p)->key, key) != 0)
+		p = &(*p)->next;
+	return p;
+}
+
+static void text(struct http_resp *r, int status, const char *msg)
+{
+	r->status = status;
+	r->content_type = "text/plain";
+	r->body = strdup(msg);
+	r->body_len = r->body ? strlen(msg) : 0;
+}
+
+static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
+		   struct http_resp *resp)
+{
+	struct md_ent **p = md_slot(h, key), *e = *p;
+	size_t old = e ? e->len : 0;
+
+	if (!e && h->md_keys >= MHTTP_MD_MAX_KEYS)
+		return text(resp, 507, "metadata store full (keys)\n");
+	if (h->md_bytes - old + req->body_len > MHTTP_MD_MAX_TOTAL)
+		return text(resp, 507, "metadata store full (bytes)\n");
+	char *val = malloc(req->body_len ? req->body_len : 1);
+	if (!val)
+		return text(resp, 500, "out of memory\n");
+	if (req->body_len)
+		memcpy(val, req->body, req->body_len);
+	if (!e) {
+		size_t kl = strlen(key);
+		e = malloc(sizeof(*e) + kl + 1);
+		if (!e) {
+			free(val);
+			return text(resp, 500, "out of memory\n");
+		}
+		memcpy(e->key, key, kl + 1);
+		e->val = NULL;
+		e->len = 0;
+		e->next = NULL;
+		*p = e;
+		h->md_keys++;
+	}
+	free(e->val);
+	e->val = val;
+	e->len = req->body_len;
+	h->md_bytes = h->md_bytes - old + req->body_len;
+	text(resp, 200, "metadata updated\n");
+}
+
+static void md_handle(struct mhttp *h, const struct http_req *req, struct http_resp *resp)
+{
+	const char *key = http_query(req, "key");
+
+	if (!key || !*key || strlen(key) > KVP_MAX_KEY)
+		return text(resp, 400, "missing or bad key parameter\n");
+	struct md_ent **p = md_slot(h, key), *e = *p;
+	if (strcmp(req->method, "GET") == 0) {
+		if (!e)
+			return text(resp, 404, "metadata not found\n");
+		resp->status = 200;
+		resp->content_type = "application/json";
+		resp->body = malloc(e->len ? e->len : 1);
+		if (!resp->body)
+			return text(resp, 500, "out of memory\n");
+		memcpy(resp->body, e->val, e->len);
+		resp->body_len = e->len;
+	} else if (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0) {
+		md_put(h, key, req, resp);
+	} else if (strcmp(req->method, "DELETE") == 0) {
+		if (!e)
+			return text(resp, 404, "metadata not found\n");
+		*p = e->next;
+		h->md_keys--;
+		h->md_bytes -= e->len;
+		free(e->val);
+		free(e);
+		text(resp, 200, "metadata deleted\n");
+	} else {
+		text(resp, 405, "method not allowed\n");
+	}
+}
+
+static void on_http(const struct http_req *req, struct http_resp *resp, void *arg)
+{
+	struct mhttp *h = arg;
+	bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+
+	if (strcmp(req->path, "/metrics") == 0 && get) {
+		struct sbuf b = { 0 };
+		mhttp_metrics(h->m, &b);
+		if (h->md_on)
+			sb_printf(&b, "# HELP kvpool_master_metadata_keys Keys in the metadata store.\n"
+				  "# TYPE kvpool_master_metadata_keys gauge\n"
+				  "kvpool_master_metadata_keys %zu\n", h->md_keys);
+		resp->body = b.p;
+		resp->body_len = b.len;
+		return;
+	}
+	if (strcmp(req->path, "/health") == 0 && get)
+		return text(resp, 200, "ok\n");
+	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0)	/* same address */
+		return md_handle(h, req, resp);
+	text(resp, 404, "not found\n");
+}
+
+/* The metadata server answers /metadata only. */
+static void on_md(const struct http_req *req, struct http_resp *resp, void *arg)
+{
+	struct mhttp *h = arg;
+
+	if (strcmp(req->path, "/metadata") == 0)
+		return md_handle(h, req, resp);
+	text(resp, 404, "not found\n");
+}
+
+struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
+			  const char *metadata_listen, char *err, size_t errlen)
+{
+	struct mhttp *h = calloc(1, sizeof(*h));
+
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	h->m = m;
+	h->md_on = metadata_listen != NULL;
+	h->http = http_start(loop, http_listen, MHTTP_MD_MAX_VALUE, on_http, h, err, errlen);
+	if (!h->http)
+		goto out_free;
+	if (h->md_on && strcmp(metadata_listen, http_listen) != 0) {
+		h->md = http_start(loop, metadata_listen, MHTTP_MD_MAX_VALUE, on_md, h, err, errlen);
+		if (!h->md)
+			goto out_http;
+	}
+	return h;
+
+out_http:
+	http_stop(h->http);
+out_free:
+	free(h);
+	return NULL;
+}
+
+void mhttp_stop(struct mhttp *h)
+{
+	if (!h)
+		return;
+	http_stop(h->md);
+	http_stop(h->http);
+	for (size_t i = 0; i < MD_BUCKETS; i++)
+		while (h->md_tab[i]) {
+			struct md_ent *e = h->md_tab[i];
+			h->md_tab[i] = e->next;
+			free(e->val);
+			free(e);
+		}
+	free(h);
+}
+
+int mhttp_port(const struct mhttp *h)
+{
+	return http_port(h->http);
+}
+
+int mhttp_metadata_port(const struct mhttp *h)
+{
+	if (!h->md_on)
+		return -1;
+	return http_port(h->md ? h->md : h->http);
+}

@@ -1,0 +1,32 @@
+/* mhttp: the master's HTTP endpoints on its ev loop — /metrics (Prometheus
+ * text) and /health on master.http_listen, and, with master.metadata_server,
+ * a Mooncake-compatible metadata store (GET/PUT/DELETE /metadata?key=K) on
+ * master.metadata_listen (the same server when both addresses are equal).
+ * Loop thread only (http.c runs handlers there); no locks.
+ */
+#ifndef KVP_MHTTP_H
+#define KVP_MHTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct ev_loop;
+struct master;
+struct mhttp;
+struct sbuf;
+
+#define MHTTP_MD_MAX_VALUE (4u << 20)		/* bytes per metadata value */
+#define MHTTP_MD_MAX_KEYS 65536
+#define MHTTP_MD_MAX_TOTAL (256ull << 20)	/* bytes of all values */
+
+/* metadata_listen NULL: no metadata store. NULL with a message in err. */
+struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
+			  const char *metadata_listen, char *err, size_t errlen);
+void mhttp_stop(struct mhttp *h);
+int mhttp_port(const struct mhttp *h);
+int mhttp_metadata_port(const struct mhttp *h);	/* -1 without the store */
+
+/* The Prometheus text of the master's state (also used by tests). */
+void mhttp_metrics(struct master *m, struct sbuf *b);
+
+#endif

@@ -1,0 +1,334 @@
+/* mserver: kvpool-master's listeners, connections and timers on one ev
+ * loop; see mserver.h. */
+#include "mserver.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ev.h"
+#include "kvpool.h"
+#include "log.h"
+#include "master.h"
+#include "mhttp.h"
+#include "net.h"
+
+#define TICK_MS 50
+#define FAST_TICK_MS 0		/* while eviction runs: one ~20 us step per loop pass */
+
+struct mserver {
+	struct kvp_conf conf;		/* with the effective listen addresses */
+	struct ev_loop *loop;
+	struct master *m;
+	int lfd;
+	int port;
+	struct mhttp *http;
+	uint64_t fast_timer;
+	struct wbuf reply;
+	struct ev_conn_limits lim;
+	atomic_bool reload_req;
+	mserver_reload_fn reload;
+	void *reload_arg;
+};
+
+/* ---- connections ---- */
+
+static int conn_send(void *arg, const void *p, size_t n)
+{
+	return ev_conn_send(arg, p, n);
+}
+
+static void conn_close(void *arg)
+{
+	ev_conn_close_after_send(arg);
+}
+
+static void fast_tick(struct ev_loop *loop, void *arg);
+
+static void want_tick(struct mserver *s)
+{
+	if (!s->fast_timer && master_wants_tick(s->m))
+		s->fast_timer = ev_timer_add(s->loop, FAST_TICK_MS, false, fast_tick, s);
+}
+
+struct mconn {
+	struct mserver *s;
+	struct master_client *mc;
+};
+
+static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
+{
+	struct mconn *mc = ev_conn_udata(c);
+	struct mserver *s = mc->s;
+
+	if (h->payload_len)
+		ev_conn_discard_payload(c);	/* the master takes no value bytes */
+	wb_reset(&s->reply);
+	int rc = master_handle(s->m, mc->mc, h, body, &s->reply);
+	if (s->reply.len && !s->reply.oom && ev_conn_send(c, s->reply.p, s->reply.len) < 0)
+		rc = -1;
+	if (rc < 0)
+		ev_conn_close_after_send(c);
+	want_tick(s);
+	return 0;
+}
+
+static void on_close_m(struct ev_conn *c)
+{
+	struct mconn *mc = ev_conn_udata(c);
+
+	if (!mc)
+		return;
+	master_client_free(mc->mc);
+	free(mc);
+}
+
+static const struct ev_conn_ops conn_ops = {
+	.on_frame = on_frame_m,
+	.on_close = on_close_m,
+};
+
+/* Refuses a connection over master.max_connections with an error frame. */
+static void refuse(int fd)
+{
+	uint8_t hdr[WIRE_HDR_SIZE];
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC,
+		.version = WIRE_VERSION,
+		.flags = WIRE_F_REPLY,
+		.opcode = WIRE_OP_HELLO,
+		.status = KVP_ELIMIT,
+	};
+
+	wire_hdr_encode(&h, hdr);
+	ssize_t w = send(fd, hdr, sizeof(hdr), MSG_DONTWAIT | MSG_NOSIGNAL);
+	(void)w;
+	close(fd);
+}
+
+static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
+{
+	struct mserver *s = arg;
+
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		if ((int64_t)ev_conn_count(loop) >= s->conf.master.max_connections) {
+			log_warn("connection refused: master.max_connections (%lld) reached",
+				 (long long)s->conf.master.max_connections);
+			refuse(fd);
+			continue;
+		}
+		struct mconn *mc = calloc(1, sizeof(*mc));
+		if (!mc) {
+			close(fd);
+			continue;
+		}
+		mc->s = s;
+		struct ev_conn *c = ev_conn_create(loop, fd, &conn_ops, &s->lim, mc);
+		if (!c) {
+			free(mc);
+			continue;
+		}
+		mc->mc = master_client_new(s->m, conn_send, conn_close, c);
+		if (!mc->mc) {
+			ev_conn_set_udata(c, NULL);
+			free(mc);
+			ev_conn_close(c);
+		}
+	}
+}
+
+/* ---- timers and reload ---- */
+
+static void fast_tick(struct ev_loop *loop, void *arg)
+{
+	struct mserver *s = arg;
+
+	(void)loop;
+	s->fast_timer = 0;
+	master_step(s->m);
+	want_tick(s);
+}
+
+static void tick(struct ev_loop *loop, void *arg)
+{
+	struct mserver *s = arg;
+
+	(void)loop;
+	master_tick(s->m);
+	want_tick(s);
+}
+
+static void on_wake(struct ev_loop *loop, void *arg)
+{
+	struct mserver *s = arg;
+	char err[512];
+	struct kvp_conf *nc;
+
+	(void)loop;
+	if (!atomic_exchange(&s->reload_req, false) || !s->reload)
+		return;
+	nc = malloc(sizeof(*nc));
+	if (!nc) {
+		log_err("reload: out of memory");
+		return;
+	}
+	if (s->reload(nc, err, sizeof(err), s->reload_arg) == 0) {
+		log_notice("reload: configuration re-read");
+		master_reload(s->m, nc);
+	} else {
+		log_err("reload: %s; keeping the running configuration", err);
+	}
+	free(nc);
+}
+
+/* ---- setup ---- */
+
+/* Without a token nothing may listen beyond loopback (DESIGN: Safety). */
+static void loopback_only(char *addr, const char *what)
+{
+	char host[CONF_STR];
+	uint16_t port;
+
+	if (net_is_loopback(addr))
+		return;
+	if (conf_parse_hostport(addr, host, sizeof(host), &port) < 0)
+		return;	/* conf validated it; net_listen will say what is wrong */
+	log_warn("no cluster token configured: %s %s replaced by 127.0.0.1:%u "
+		 "(set cluster.token_file to listen on other addresses)", what, addr, port);
+	snprintf(addr, CONF_STR, "127.0.0.1:%u", port);
+}
+
+struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn reload,
+			       void *reload_arg, char *err, size_t errlen)
+{
+	struct mserver *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->conf = *conf;
+	s->reload = reload;
+	s->reload_arg = reload_arg;
+	s->lfd = -1;
+	wb_init(&s->reply);
+	if (!conf->cluster.token[0]) {
+		loopback_only(s->conf.master.listen, "master.listen");
+		loopback_only(s->conf.master.http_listen, "master.http_listen");
+		if (s->conf.master.metadata_server)
+			loopback_only(s->conf.master.metadata_listen, "master.metadata_listen");
+	}
+	s->lim.max_body = conf->cluster.max_frame > UINT32_MAX ? UINT32_MAX
+							       : (uint32_t)conf->cluster.max_frame;
+	s->m = master_create(&s->conf, err, errlen);
+	if (!s->m)
+		goto out_free;
+	s->loop = ev_create();
+	if (!s->loop) {
+		snprintf(err, errlen, "cannot create the event loop");
+		goto out_master;
+	}
+	s->lfd = net_listen(s->conf.master.listen, err, errlen);
+	if (s->lfd < 0)
+		goto out_loop;
+	s->port = net_local_port(s->lfd);
+	int rc = ev_add_fd(s->loop, s->lfd, EPOLLIN, on_accept, s);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", s->conf.master.listen, strerror(-rc));
+		goto out_lfd;
+	}
+	s->http = mhttp_start(s->loop, s->m, s->conf.master.http_listen,
+			      s->conf.master.metadata_server ? s->conf.master.metadata_listen : NULL,
+			      err, errlen);
+	if (!s->http)
+		goto out_lfd;
+	if (!ev_timer_add(s->loop, TICK_MS, true, tick, s)) {
+		snprintf(err, errlen, "cannot add a timer");
+		goto out_http;
+	}
+	ev_on_wake(s->loop, on_wake, s);
+	log_notice("kvpool-master %s: rpc on port %d (%s), http on port %d%s", KVP_VERSION,
+		   s->port, s->conf.master.listen, mhttp_port(s->http),
+		   s->conf.master.metadata_server ? ", metadata store on" : "");
+	if (s->conf.master.metadata_server)
+		log_notice("metadata store on port %d", mhttp_metadata_port(s->http));
+	return s;
+
+out_http:
+	mhttp_stop(s->http);
+out_lfd:
+	close(s->lfd);
+out_loop:
+	ev_destroy(s->loop);
+out_master:
+	master_destroy(s->m);
+out_free:
+	wb_free(&s->reply);
+	free(s);
+	return NULL;
+}
+
+int mserver_run(struct mserver *s)
+{
+	return ev_run(s->loop);
+}
+
+void mserver_stop(struct mserver *s)
+{
+	ev_stop(s->loop);
+}
+
+void mserver_reload(struct mserver *s)
+{
+	atomic_store(&s->reload_req, true);
+	ev_wake(s->loop);
+}
+
+void mserver_destroy(struct mserver *s)
+{
+	if (!s)
+		return;
+	mhttp_stop(s->http);
+	ev_del_fd(s->loop, s->lfd);
+	close(s->lfd);
+	ev_destroy(s->loop);	/* closes connections: their clients are freed */
+	master_destroy(s->m);
+	wb_free(&s->reply);
+	free(s);
+}
+
+struct ev_loop *mserver_loop(struct mserver *s)
+{
+	return s->loop;
+}
+
+int mserver_port(const struct mserver *s)
+{
+	return s->port;
+}
+
+int mserver_http_port(const struct mserver *s)
+{
+	return mhttp_port(s->http);
+}
+
+int mserver_metadata_port(const struct mserver *s)
+{
+	return mhttp_metadata_port(s->http);
+}
+
+void mserver_status(struct mserver *s, char *buf, size_t len)
+{
+	master_status(s->m, buf, len);
+}

@@ -1,0 +1,147 @@
+/* objtab: the master's object table — every object (complete or pending)
+ * in one allocation (fixed fields, replica array, skip-list links, key),
+ * found by key through a chained hash table and walked in byte order through
+ * a skip list embedded in the objects (LIST, REMOVE_PREFIX).
+ * Runs on the master's loop thread only; no locks.
+ */
+#ifndef KVP_OBJTAB_H
+#define KVP_OBJTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OBJ_NOSLOT UINT32_MAX
+#define OBJTAB_MAX_LEVEL 20
+
+enum obj_flag {
+	OBJ_COMPLETE = 1,	/* PUT_END seen (or adopted): visible */
+};
+
+/* Replica offsets and lengths are kept in units of 64 bytes (every
+ * segment alignment is a multiple of 64): 16 bytes per replica. Limits:
+ * segments up to 16 TiB, extents up to 2 TiB, 4M segment ids, 512M
+ * replicas per segment (checked at MOUNT / REPORT). */
+#define REP_UNIT_SHIFT 6
+#define REP_MAX_OFF (1ull << (38 + REP_UNIT_SHIFT))
+#define REP_MAX_LEN (1ull << (35 + REP_UNIT_SHIFT))
+#define REP_MAX_SEG ((1u << 22) - 1)
+
+/* sidx: this object's index in its segment's replica array (segreg), so a
+ * replica leaves that array in O(1). */
+struct rep {
+	uint64_t offu : 38, seg : 22, tier : 2, spare : 2;
+	uint64_t lenu : 35, sidx : 29;
+};
+
+static inline uint64_t rep_off(const struct rep *r)
+{
+	return (uint64_t)r->offu << REP_UNIT_SHIFT;
+}
+
+static inline uint64_t rep_len(const struct rep *r)
+{
+	return (uint64_t)r->lenu << REP_UNIT_SHIFT;
+}
+
+/* off and len must be multiples of 64 within the limits above. */
+static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint64_t len)
+{
+	return (struct rep){ .offu = off >> REP_UNIT_SHIFT, .seg = seg, .tier = tier,
+			     .lenu = len >> REP_UNIT_SHIFT };
+}
+
+/* 64 bytes of fields, then rep[cap_rep], then fwd[level], then the key:
+ * one million 64-byte keys with one replica take about 150 bytes per
+ * object besides the key (docs/master.md). Times are milliseconds since
+ * the master started, in 32 bits that wrap: ages are (now - atime) mod
+ * 2^32, and deadline is only meaningful while the object sits in the
+ * master's lease (complete) or pending array, which a sweep empties long
+ * before a wrap. */
+struct obj {
+	struct obj *hnext;		/* hash chain */
+	uint64_t value_len;
+	uint64_t generation;
+	uint64_t checksum;
+	uint64_t put_time_ns;		/* CLOCK_REALTIME of PUT_END / adoption */
+	uint32_t atime;			/* last GET (LRU) */
+	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
+	uint32_t slot;			/* index in the master's lease or pending array */
+	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
+	uint16_t key_len;
+	uint16_t tag;			/* high 16 bits of the key's hash */
+	uint8_t nrep, cap_rep, level, flags;
+	struct rep rep[];
+};
+
+struct objtab {
+	struct obj **buckets;		/* indexed by the low bits of the hash */
+	size_t nbuckets;		/* power of two */
+	size_t count;			/* objects, complete or not */
+	struct obj *head[OBJTAB_MAX_LEVEL];	/* skip-list heads */
+	int level;			/* current highest level in use */
+	uint64_t rng;
+};
+
+static inline struct obj **obj_fwd(const struct obj *o)
+{
+	return (struct obj **)(void *)((char *)(uintptr_t)o + sizeof(*o) +
+				       (size_t)o->cap_rep * sizeof(struct rep));
+}
+
+static inline const uint8_t *obj_key(const struct obj *o)
+{
+	return (const uint8_t *)(obj_fwd(o) + o->level);
+}
+
+static inline bool obj_complete(const struct obj *o)
+{
+	return o->flags & OBJ_COMPLETE;
+}
+
+int objtab_init(struct objtab *t);
+/* Frees every object. */
+void objtab_destroy(struct objtab *t);
+uint32_t objtab_hash(const uint8_t *key, size_t n);
+struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
+/* The same with the key's hash already computed (objtab_hash). */
+struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h);
+
+/* Batch lookups are bound by memory latency: prefetch every key's bucket,
+ * then every chain head, before looking any up. */
+static inline void objtab_prefetch_bucket(const struct objtab *t, uint32_t h)
+{
+	__builtin_prefetch(&t->buckets[h & (t->nbuckets - 1)]);
+}
+
+/* The head object's first three cache lines: fields, replica, key. */
+static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
+{
+	const char *o = (const char *)t->buckets[h & (t->nbuckets - 1)];
+
+	if (o) {
+		__builtin_prefetch(o);
+		__builtin_prefetch(o + 64);
+		__builtin_prefetch(o + 128);
+	}
+}
+/* Creates and links an object with room for cap_rep replicas (nrep = 0,
+ * fields zero, slot = OBJ_NOSLOT). The key must not be present. NULL on OOM. */
+struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
+/* Unlinks and frees. */
+void objtab_remove(struct objtab *t, struct obj *o);
+/* Moves o into a new allocation with room for cap_rep replicas and links it
+ * in o's place; returns the new object (o is freed) or NULL on OOM (o kept).
+ * The caller re-points what else refers to it (segment arrays, slots). */
+struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep);
+/* First object whose key is >= key (or > key when after), in byte order;
+ * NULL at the end. key may be empty (n = 0): the first object. */
+struct obj *objtab_seek(const struct objtab *t, const uint8_t *key, size_t n, bool after);
+static inline struct obj *objtab_next(const struct obj *o)
+{
+	return obj_fwd(o)[0];
+}
+/* Byte-order comparison of two keys (shorter first on a common prefix). */
+int objtab_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
+
+#endif

@@ -1,0 +1,344 @@
+/* segreg: segments, their allocators, replica arrays and FREE queues; see segreg.h. */
+#include "segreg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "alloc.h"
+
+int segreg_init(struct segreg *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->n = 1;		/* ids start at 1: 0 means "none" on the wire */
+	r->v = calloc(1, sizeof(*r->v));
+	return r->v ? 0 : -ENOMEM;
+}
+
+static int fent_cmp(const void *a, const void *b);
+
+static void fvec_free(struct fvec *f)
+{
+	free(f->v);
+	memset(f, 0, sizeof(*f));
+}
+
+static int fvec_push(struct fvec *f, const struct fent *e)
+{
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		struct fent *v = realloc(f->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n++] = *e;
+	return 0;
+}
+
+static void seg_free_batches(struct seg *s)
+{
+	while (s->inflight) {
+		struct fbatch *b = s->inflight;
+		s->inflight = b->next;
+		free(b);
+	}
+}
+
+void segreg_destroy(struct segreg *r)
+{
+	for (size_t i = 1; i < r->n; i++) {
+		struct seg *s = r->v[i];
+		if (!s)
+			continue;
+		if (s->alloc)
+			alloc_destroy(s->alloc);
+		free(s->objs);
+		free(s->rdma_info);
+		fvec_free(&s->fq);
+		fvec_free(&s->reject);
+		seg_free_batches(s);
+		free(s);
+	}
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}
+
+struct seg *segreg_by_uuid(const struct segreg *r, uint64_t uuid)
+{
+	for (size_t i = 1; i < r->n; i++)
+		if (r->v[i] && r->v[i]->uuid == uuid)
+			return r->v[i];
+	return NULL;
+}
+
+struct seg *segreg_add(struct segreg *r)
+{
+	struct seg **v = realloc(r->v, (r->n + 1) * sizeof(*v));
+
+	if (!v)
+		return NULL;
+	r->v = v;
+	struct seg *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->id = (uint32_t)r->n;
+	s->numa_node = -1;
+	r->v[r->n++] = s;
+	return s;
+}
+
+int segreg_online_start(struct segreg *r, struct seg *s)
+{
+	if (s->data_off >= s->size || s->align < 64 || (s->align & (s->align - 1)) ||
+	    s->data_off % s->align)
+		return -EINVAL;
+	s->alloc = alloc_create(s->data_off, s->size - s->data_off, s->align);
+	if (!s->alloc)
+		return -EINVAL;
+	s->capacity = s->size - s->data_off;
+	s->used = 0;
+	s->freeing = 0;
+	s->online = true;
+	s->draining = false;
+	s->evicting = false;
+	r->online++;
+	return 0;
+}
+
+void segreg_offline(struct segreg *r, struct seg *s)
+{
+	if (!s->online)
+		return;
+	size_t kept = 0;
+	for (size_t i = 0; i < s->reject.n; i++)	/* drop spent entries */
+		if (!s->reject.v[i].keep)
+			s->reject.v[kept++] = s->reject.v[i];
+	s->reject.n = kept;
+	/* Whatever the node has not acknowledged may still be live in its
+	 * segment file: remember it so that a re-mount cannot resurrect it. */
+	for (size_t i = 0; i < s->fq.n; i++)
+		if (!s->fq.v[i].keep && fvec_push(&s->reject, &s->fq.v[i]))
+			break;
+	for (struct fbatch *b = s->inflight; b; b = b->next)
+		for (uint32_t i = 0; i < b->n; i++)
+			if (!b->e[i].keep && fvec_push(&s->reject, &b->e[i]))
+				break;
+	seg_free_batches(s);
+	s->fq.n = 0;
+	if (s->reject.n)
+		qsort(s->reject.v, s->reject.n, sizeof(struct fent), fent_cmp);
+	alloc_destroy(s->alloc);
+	s->alloc = NULL;
+	free(s->objs);
+	s->objs = NULL;
+	s->nobjs = s->capobjs = 0;
+	s->used = 0;
+	s->freeing = 0;
+	s->online = false;
+	s->client = NULL;
+	s->evicting = false;
+	r->online--;
+}
+
+int seg_new_secret(struct seg *s)
+{
+	uint8_t pad[SHA256_CBLOCK];
+
+	if (getrandom(s->secret, sizeof(s->secret), 0) != (ssize_t)sizeof(s->secret))
+		return -EIO;
+	/* HMAC (RFC 2104) with a 32-byte key: hash(key ^ opad, hash(key ^ ipad, m)).
+	 * The two padded-key blocks are hashed once here. */
+	memset(pad, 0x36, sizeof(pad));
+	for (size_t i = 0; i < sizeof(s->secret); i++)
+		pad[i] ^= s->secret[i];
+	SHA256_Init(&s->grant_in);
+	SHA256_Update(&s->grant_in, pad, sizeof(pad));
+	memset(pad, 0x5c, sizeof(pad));
+	for (size_t i = 0; i < sizeof(s->secret); i++)
+		pad[i] ^= s->secret[i];
+	SHA256_Init(&s->grant_out);
+	SHA256_Update(&s->grant_out, pad, sizeof(pad));
+	return 0;
+}
+
+static void le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
+	       uint8_t out[WIRE_GRANT_LEN])
+{
+	uint8_t msg[28], inner[SHA256_DIGEST_LENGTH], mac[SHA256_DIGEST_LENGTH];
+	SHA256_CTX c = s->grant_in;
+
+	/* the message of wire_grant(): u32 segment_id u64 generation u64 off
+	 * u64 alloc_len, little-endian */
+	for (int i = 0; i < 4; i++)
+		msg[i] = (uint8_t)(s->id >> (8 * i));
+	le64(msg + 4, generation);
+	le64(msg + 12, off);
+	le64(msg + 20, alloc_len);
+	SHA256_Update(&c, msg, sizeof(msg));
+	SHA256_Final(inner, &c);
+	c = s->grant_out;
+	SHA256_Update(&c, inner, sizeof(inner));
+	SHA256_Final(mac, &c);
+	memcpy(out, mac, WIRE_GRANT_LEN);
+}
+
+uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len)
+{
+	uint64_t off = alloc_alloc(s->alloc, len, alloc_len);
+
+	if (off != UINT64_MAX)
+		s->used += *alloc_len;
+	return off;
+}
+
+int seg_reserve(struct seg *s, uint64_t off, uint64_t len)
+{
+	int rc = alloc_reserve(s->alloc, off, len);
+
+	if (rc == 0)
+		s->used += alloc_len_at(s->alloc, off);
+	return rc;
+}
+
+int seg_grow(struct seg *s)
+{
+	if (s->nobjs < s->capobjs)
+		return 0;
+	if (s->capobjs >= (1u << 29))	/* rep.sidx bits */
+		return -ENOSPC;
+	size_t cap = s->capobjs ? s->capobjs * 2 : 64;
+	struct obj **v = realloc(s->objs, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->objs = v;
+	s->capobjs = cap;
+	return 0;
+}
+
+int seg_attach(struct seg *s, struct obj *o, unsigned ri)
+{
+	if (seg_grow(s))
+		return -ENOMEM;
+	o->rep[ri].sidx = (uint32_t)s->nobjs;
+	s->objs[s->nobjs++] = o;
+	return 0;
+}
+
+void seg_detach(struct seg *s, struct obj *o, unsigned ri)
+{
+	uint32_t i = o->rep[ri].sidx;
+	struct obj *last = s->objs[--s->nobjs];
+
+	if (last != o || i != s->nobjs) {
+		s->objs[i] = last;
+		for (unsigned k = 0; k < last->nrep; k++)
+			if (last->rep[k].seg == s->id) {
+				last->rep[k].sidx = i;
+				break;
+			}
+	}
+}
+
+void seg_repoint(struct segreg *r, struct obj *o)
+{
+	for (unsigned k = 0; k < o->nrep; k++) {
+		struct seg *s = segreg_online(r, o->rep[k].seg);
+		if (s)
+			s->objs[o->rep[k].sidx] = o;
+	}
+}
+
+/* Bytes the ack of e will release. */
+static uint64_t fent_len(const struct seg *s, const struct fent *e)
+{
+	return e->keep || e->tier != 0 ? 0 : alloc_len_at(s->alloc, e->off);
+}
+
+int seg_queue_free(struct seg *s, uint64_t off, uint64_t generation, uint8_t tier, bool keep)
+{
+	struct fent e = { .off = off, .generation = generation, .tier = tier, .keep = keep };
+	int rc = fvec_push(&s->fq, &e);
+
+	if (!rc)
+		s->freeing += fent_len(s, &e);
+	return rc;
+}
+
+struct fbatch *seg_take_frees(struct seg *s, uint64_t reqid, uint32_t max)
+{
+	uint32_t n = s->fq.n < max ? (uint32_t)s->fq.n : max;
+
+	if (!n)
+		return NULL;
+	struct fbatch *b = malloc(sizeof(*b) + n * sizeof(struct fent));
+	if (!b)
+		return NULL;
+	b->reqid = reqid;
+	b->n = n;
+	memcpy(b->e, s->fq.v, n * sizeof(struct fent));
+	memmove(s->fq.v, s->fq.v + n, (s->fq.n - n) * sizeof(struct fent));
+	s->fq.n -= n;
+	b->next = s->inflight;
+	s->inflight = b;
+	return b;
+}
+
+int seg_ack_frees(struct seg *s, uint64_t reqid)
+{
+	for (struct fbatch **pb = &s->inflight; *pb; pb = &(*pb)->next) {
+		struct fbatch *b = *pb;
+		if (b->reqid != reqid)
+			continue;
+		*pb = b->next;
+		int n = (int)b->n;
+		for (uint32_t i = 0; i < b->n; i++) {
+			uint64_t len = fent_len(s, &b->e[i]);
+			if (len && alloc_free(s->alloc, b->e[i].off) == 0) {
+				s->used -= len;
+				s->freeing -= len;
+			}
+		}
+		free(b);
+		return n;
+	}
+	return -1;
+}
+
+static int fent_cmp(const void *a, const void *b)
+{
+	const struct fent *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	if (x->generation != y->generation)
+		return x->generation < y->generation ? -1 : 1;
+	return 0;
+}
+
+/* s->reject is sorted (segreg_offline); a matched entry is spent by setting
+ * its keep flag, so a second report of the same extent is adopted. */
+bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation)
+{
+	struct fent key = { .off = off, .generation = generation };
+	struct fent *e = s->reject.n ? bsearch(&key, s->reject.v, s->reject.n,
+					       sizeof(key), fent_cmp) : NULL;
+
+	if (!e || e->keep)
+		return false;
+	e->keep = true;
+	return true;
+}
+
+bool seg_frees_pending(const struct seg *s)
+{
+	return s->fq.n || s->inflight;
+}

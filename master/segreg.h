@@ -1,0 +1,156 @@
+/* segreg: the master's segment registry — one entry per segment a node
+ * mounted (identity, allocator over [data_off, seg_size), grant secret,
+ * liveness, the array of replicas living in it) and the FREE queue of
+ * extents waiting for the node's acknowledgement before their space is
+ * reused. Runs on the master's loop thread only; no locks.
+ */
+#ifndef KVP_SEGREG_H
+#define KVP_SEGREG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPENSSL_SUPPRESS_DEPRECATED	/* SHA256_CTX: see seg_grant() */
+#include <openssl/sha.h>
+
+#include "objtab.h"
+#include "wire.h"
+
+struct alloc;
+struct master_client;
+
+/* An extent to FREE on the node. keep: the space is not the master's to
+ * release after the ack (a rejected report overlapping a live allocation). */
+struct fent {
+	uint64_t off;
+	uint64_t generation;
+	uint8_t tier;
+	bool keep;
+};
+
+/* A FREE request sent to the node and not yet answered. */
+struct fbatch {
+	struct fbatch *next;
+	uint64_t reqid;
+	uint32_t n;
+	struct fent e[];
+};
+
+struct fvec {
+	struct fent *v;
+	size_t n, cap;
+};
+
+struct seg {
+	uint32_t id;
+	bool online;			/* mounted; false: remembered for its uuid only */
+	bool draining;			/* no new allocations */
+	char name[64];
+	char host_id[64];
+	char shm_path[256];
+	char endpoint[128];
+	uint64_t shm_dev, shm_ino;
+	uint64_t size;			/* whole file */
+	uint64_t uuid;
+	uint64_t data_off;
+	uint32_t align;
+	int32_t numa_node;
+	uint8_t *rdma_info;
+	uint32_t rdma_len;
+	uint64_t spill_capacity, spill_used;
+	uint64_t node_used;		/* as the node reported in HEARTBEAT */
+	uint8_t secret[WIRE_SECRET_LEN];
+	SHA256_CTX grant_in, grant_out;	/* HMAC key schedule of secret */
+
+	struct alloc *alloc;
+	uint64_t capacity;		/* size - data_off */
+	uint64_t used;			/* allocated bytes, FREEs not yet acked included */
+	uint64_t freeing;		/* of which FREEd, waiting for the node's ack */
+
+	struct master_client *client;	/* the node's connection, NULL while away */
+	uint64_t last_seen_ms;
+
+	/* replicas of objects living here (memory tier); rep.sidx indexes this */
+	struct obj **objs;
+	size_t nobjs, capobjs;
+
+	struct fvec fq;			/* FREEs to send */
+	struct fbatch *inflight;	/* FREEs sent, not acked */
+	/* After a re-mount: extents the master had freed but the node had not
+	 * acknowledged; a REPORT of one of them is rejected (and FREEd again). */
+	struct fvec reject;
+
+	/* eviction round state (evict.c) */
+	bool evicting;
+	uint64_t evict_goal;		/* bytes to evict in this round */
+	uint64_t evict_done;
+};
+
+struct segreg {
+	struct seg **v;			/* indexed by id; v[0] unused */
+	size_t n;			/* highest id + 1 */
+	uint32_t online;
+};
+
+int segreg_init(struct segreg *r);
+void segreg_destroy(struct segreg *r);
+static inline struct seg *segreg_get(const struct segreg *r, uint32_t id)
+{
+	return id < r->n ? r->v[id] : NULL;
+}
+/* Online segment by id, NULL if unknown or gone. */
+static inline struct seg *segreg_online(const struct segreg *r, uint32_t id)
+{
+	struct seg *s = segreg_get(r, id);
+
+	return s && s->online ? s : NULL;
+}
+struct seg *segreg_by_uuid(const struct segreg *r, uint64_t uuid);
+/* A new offline entry with the next id; NULL on OOM. */
+struct seg *segreg_add(struct segreg *r);
+/* Brings s online with a fresh allocator over [data_off, size): 0 or -EINVAL
+ * (bad geometry) / -ENOMEM. The caller has filled the identity fields. */
+int segreg_online_start(struct segreg *r, struct seg *s);
+/* Takes s offline: the allocator, replica array and queued FREEs go; the
+ * unacknowledged FREEs become s->reject (kept for a re-mount). The caller
+ * has already detached every replica. */
+void segreg_offline(struct segreg *r, struct seg *s);
+
+/* Draws a new grant secret and its HMAC key schedule: 0 or -EIO. */
+int seg_new_secret(struct seg *s);
+/* wire_grant() with the precomputed key schedule (a third of the cost). */
+void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
+	       uint8_t out[WIRE_GRANT_LEN]);
+
+/* Allocates len bytes (rounded to the alignment): offset or UINT64_MAX. */
+uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len);
+/* Reserves a reported extent: 0 or -EINVAL / -EEXIST. */
+int seg_reserve(struct seg *s, uint64_t off, uint64_t len);
+static inline uint64_t seg_free_bytes(const struct seg *s)
+{
+	return s->capacity - s->used;
+}
+
+/* Replica array membership (every replica, any tier; at most one replica
+ * of an object per segment). seg_grow makes room for one more entry, after
+ * which seg_attach cannot fail. */
+int seg_grow(struct seg *s);
+int seg_attach(struct seg *s, struct obj *o, unsigned ri);
+void seg_detach(struct seg *s, struct obj *o, unsigned ri);
+/* o moved (objtab_regrow): re-point the entries of its replicas. */
+void seg_repoint(struct segreg *r, struct obj *o);
+
+/* Queues a FREE of an extent (space released on the ack unless keep). */
+int seg_queue_free(struct seg *s, uint64_t off, uint64_t generation, uint8_t tier, bool keep);
+/* Takes up to max queued FREEs into a new in-flight batch with reqid; NULL
+ * when nothing is queued (or OOM: the entries stay queued). */
+struct fbatch *seg_take_frees(struct seg *s, uint64_t reqid, uint32_t max);
+/* The node acknowledged batch reqid: releases its space. Returns the number
+ * of extents, or -1 if no such batch. */
+int seg_ack_frees(struct seg *s, uint64_t reqid);
+/* True (and the entry removed) if (off, generation) is in s->reject. */
+bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation);
+bool seg_frees_pending(const struct seg *s);
+
+#endif

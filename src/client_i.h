@@ -1,0 +1,127 @@
+/* client_i: internals of libkvpool shared by client.c and the transports
+ * (xp_local.c, xp_tcp.c): the handle, its master-connection pool, the cached
+ * segment table and the per-node data-connection pools. Any thread may call;
+ * kvp->lock guards the pools, the table and the node list and is held only
+ * to look up / take / return (never across I/O). kvp->refresh_lock
+ * serialises segment-table refreshes and is taken before kvp->lock.
+ */
+#ifndef KVP_CLIENT_I_H
+#define KVP_CLIENT_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "conf.h"
+#include "kvpool.h"
+#include "segment.h"
+#include "wire.h"
+
+enum client_proto { CLIENT_AUTO, CLIENT_LOCAL, CLIENT_TCP };
+
+/* One pooled data connection to a node (after HELLO, non-blocking). */
+struct node_conn {
+	int fd;
+	struct node_conn *next;
+};
+
+/* A node's data server, found by endpoint; lives until kvp_close. */
+struct client_node {
+	char endpoint[CONF_STR];
+	unsigned idx;			/* creation order: the order pools are waited in */
+	struct node_conn *idle;		/* protected by kvp->lock */
+	int nconns;			/* pooled connections open (idle + lent); kvp->lock */
+	struct client_node *next;	/* kvp->nodes, append only */
+};
+
+/* One mounted segment as SEGMENTS described it. Immutable after the
+ * refresh that created it, except refs; freed (and unmapped) when the last
+ * reference goes: the table holds one, every transfer using it one more. */
+struct client_seg {
+	uint32_t id;
+	char node_name[CONF_STR];
+	char host_id[CONF_STR];
+	char shm_path[CONF_STR];
+	char endpoint[CONF_STR];
+	uint64_t shm_dev, shm_ino, seg_size, seg_uuid;
+	bool draining;
+	uint64_t used, objects, spill_capacity, spill_used;
+	int32_t numa_node;
+
+	struct client_node *node;
+	bool local;			/* mapped: memcpy reads possible */
+	bool local_rw;			/* mapped writable: memcpy puts possible */
+	struct segment map;		/* valid when local */
+	int refs;			/* protected by kvp->lock */
+};
+
+/* A pooled master connection (after HELLO, blocking with poll deadlines). */
+struct mconn {
+	int fd;
+	uint64_t next_reqid;
+	struct mconn *next;
+};
+
+struct regbuf {
+	void *p;
+	size_t len;
+	struct regbuf *next;
+};
+
+struct kvp {
+	struct kvp_conf conf;
+	char host_id[CONF_STR];
+	char name[64];
+	enum client_proto proto;
+	uint64_t timeout_ms;		/* client.timeout */
+	int conns_per_node;
+	uint32_t max_frame;
+	size_t max_batch;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* a pooled connection was returned or closed */
+
+	/* master connections, protected by lock */
+	struct mconn *midle;
+	int mconns, mmax;
+	uint64_t epoch;			/* server_epoch of the last HELLO */
+	bool epoch_known;
+
+	/* segment table, protected by lock */
+	pthread_mutex_t refresh_lock;
+	struct client_seg **segs;
+	size_t nsegs;
+	bool segs_valid;		/* false: refresh before the next lookup */
+	uint64_t segs_gen;		/* bumped by each refresh */
+	struct client_node *nodes;
+	unsigned nnodes;
+
+	struct regbuf *bufs;		/* protected by lock */
+
+	struct {
+		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes;
+		atomic_uint_fast64_t checksum_mismatches, retries;
+		atomic_uint_fast64_t segment_refreshes, master_connects, node_connects;
+	} st;
+};
+
+#define client_count(kvp, field, n) \
+	atomic_fetch_add_explicit(&(kvp)->st.field, (n), memory_order_relaxed)
+
+/* Deadline helpers (CLOCK_MONOTONIC ms). */
+uint64_t client_deadline(const struct kvp *kvp);
+/* Blocking-with-deadline I/O on any fd (polls when it would block), never
+ * raising SIGPIPE: 0, KVP_ETIMEDOUT or KVP_ECONN. */
+int client_sendv(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
+int client_recv(int fd, void *p, size_t n, uint64_t deadline_ms);
+/* Connects to host:port and does the HELLO exchange as a client; returns a
+ * non-blocking fd or a KVP_E* code; *epoch (if not NULL) gets server_epoch. */
+int client_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_t deadline);
+/* True when an idle pooled socket is still usable (no EOF/error pending). */
+bool client_sock_alive(int fd);
+/* Drops a segment reference taken by a lookup. */
+void client_seg_put(struct kvp *kvp, struct client_seg *seg);
+
+#endif

@@ -1,0 +1,718 @@
+/* node: the kvpool-node daemon's lifecycle — opens the /dev/shm segment,
+ * starts the data server (node_data.c), the master link (node_master.c) and
+ * the HTTP endpoints, and on stop drains and unmounts. SIGHUP re-reads the
+ * configuration. Everything runs on the loop thread; node_stop/node_reload
+ * only set a flag and wake the loop.
+ */
+#include "node_i.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <numa.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "extent.h"
+#include "http.h"
+#include "kvfs.h"
+#include "kvpool.h"
+#include "log.h"
+#include "net.h"
+
+void node_status(struct node *n, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	/* No NOTIFY_SOCKET (not under systemd): sd_notify does nothing. */
+	sd_notifyf(0, "STATUS=%s", buf);
+}
+
+void node_kill_extent(struct node *n, uint64_t off, uint64_t alloc_len, uint64_t generation)
+{
+	uint8_t *at = (uint8_t *)n->seg.base + off;
+	struct ext_hdr h;
+	const uint8_t *key;
+	int r = ext_decode(at, alloc_len, n->seg.size, &h, &key);
+
+	if (r == -ENOENT)
+		return;			/* already a tombstone */
+	if (r == 0 && ext_size(h.key_len, h.value_len) <= alloc_len) {
+		ext_tombstone(at);
+		return;
+	}
+	if (alloc_len < EXT_HDR_SIZE)
+		return;
+	/* Garbage lengths must not make a scan jump over real extents: write
+	 * a tombstone that spans exactly the allocation. */
+	if (alloc_len < EXT_HDR_SIZE + 1)
+		return;
+	struct ext_hdr t = {
+		.key_len = 1,			/* decoders refuse an empty key */
+		.value_len = alloc_len - EXT_HDR_SIZE - 1,
+		.generation = generation,
+		.seg_uuid = n->seg.uuid,
+	};
+	ext_encode(at, &t, "!");
+	ext_tombstone(at);
+}
+
+/* ---- readiness, status ---- */
+
+void node_mounted(struct node *n)
+{
+	node_status(n, "mounted at %s as segment %u, %llu extents, serving %s",
+		    n->master_addr, n->segment_id, (unsigned long long)n->extents, n->advertise);
+	if (n->ready || n->stopping)
+		return;
+	if (n->conf.fuse.mountpoint[0] && !n->fs) {
+		char err[256] = "";
+		/* kvfs is a pool client of its own: it talks to the master and
+		 * maps this segment, it never waits on this loop. */
+		n->fs = kvfs_start(&n->conf, n->conf.fuse.mountpoint, err, sizeof(err));
+		if (!n->fs) {
+			log_err("FUSE view at %s: %s", n->conf.fuse.mountpoint, err);
+			n->run_rc = -1;
+			node_stop(n);
+			return;
+		}
+		log_notice("FUSE view mounted at %s", n->conf.fuse.mountpoint);
+	}
+	n->ready = true;
+	if (n->ready_cb)
+		n->ready_cb(n->ready_arg);
+}
+
+void node_on_ready(struct node *n, void (*cb)(void *arg), void *arg)
+{
+	n->ready_cb = cb;
+	n->ready_arg = arg;
+}
+
+/* ---- HTTP ---- */
+
+static void node_metrics(struct node *n, struct sbuf *b)
+{
+	const struct node_stats *st = &n->st;
+
+	sb_printf(b, "# HELP kvpool_node_segment_size_bytes Size of the node's segment file.\n"
+		  "# TYPE kvpool_node_segment_size_bytes gauge\n"
+		  "kvpool_node_segment_size_bytes %llu\n", (unsigned long long)n->seg.size);
+	sb_printf(b, "# HELP kvpool_node_segment_used_bytes Bytes held by extents (last scan + TCP writes - frees).\n"
+		  "# TYPE kvpool_node_segment_used_bytes gauge\n"
+		  "kvpool_node_segment_used_bytes %llu\n", (unsigned long long)n->used);
+	sb_printf(b, "# HELP kvpool_node_extents Extents held (last scan + TCP writes - frees).\n"
+		  "# TYPE kvpool_node_extents gauge\n"
+		  "kvpool_node_extents %llu\n", (unsigned long long)n->extents);
+	sb_printf(b, "# HELP kvpool_node_read_bytes_total Value bytes sent by READ.\n"
+		  "# TYPE kvpool_node_read_bytes_total counter\n"
+		  "kvpool_node_read_bytes_total %llu\n", (unsigned long long)st->bytes_read);
+	sb_printf(b, "# HELP kvpool_node_written_bytes_total Extent bytes received by WRITE.\n"
+		  "# TYPE kvpool_node_written_bytes_total counter\n"
+		  "kvpool_node_written_bytes_total %llu\n", (unsigned long long)st->bytes_written);
+	sb_printf(b, "# HELP kvpool_node_requests_total Frames handled, by opcode.\n"
+		  "# TYPE kvpool_node_requests_total counter\n");
+	for (unsigned op = 0; op < WIRE_OP_MAX; op++)
+		if (st->req[op] && wire_op_name(op))
+			sb_printf(b, "kvpool_node_requests_total{op=\"%s\"} %llu\n", wire_op_name(op),
+				  (unsigned long long)st->req[op]);
+	sb_printf(b, "# HELP kvpool_node_errors_total Requests answered with an error, by opcode.\n"
+		  "# TYPE kvpool_node_errors_total counter\n");
+	for (unsigned op = 0; op < WIRE_OP_MAX; op++)
+		if (st->err[op] && wire_op_name(op))
+			sb_printf(b, "kvpool_node_errors_total{op=\"%s\"} %llu\n", wire_op_name(op),
+				  (unsigned long long)st->err[op]);
+	sb_printf(b, "# HELP kvpool_node_connections Open data-server connections.\n"
+		  "# TYPE kvpool_node_connections gauge\n"
+		  "kvpool_node_connections %zu\n", n->ndconns);
+	sb_printf(b, "# HELP kvpool_node_connections_total Data-server connections accepted.\n"
+		  "# TYPE kvpool_node_connections_total counter\n"
+		  "kvpool_node_connections_total %llu\n", (unsigned long long)st->conns_total);
+	sb_printf(b, "# HELP kvpool_node_connections_rejected_total Connections refused over node.max_connections.\n"
+		  "# TYPE kvpool_node_connections_rejected_total counter\n"
+		  "kvpool_node_connections_rejected_total %llu\n",
+		  (unsigned long long)st->conns_rejected);
+	sb_printf(b, "# HELP kvpool_node_connections_timed_out_total Connections closed for not sending HELLO in time.\n"
+		  "# TYPE kvpool_node_connections_timed_out_total counter\n"
+		  "kvpool_node_connections_timed_out_total %llu\n",
+		  (unsigned long long)st->conns_timed_out);
+	sb_printf(b, "# HELP kvpool_node_master_up 1 while the segment is mounted at the master.\n"
+		  "# TYPE kvpool_node_master_up gauge\n"
+		  "kvpool_node_master_up %d\n", n->mstate == NODE_M_UP);
+	sb_printf(b, "# HELP kvpool_node_master_connects_total Connections made to the master.\n"
+		  "# TYPE kvpool_node_master_connects_total counter\n"
+		  "kvpool_node_master_connects_total %llu\n",
+		  (unsigned long long)st->master_connects);
+	sb_printf(b, "# HELP kvpool_node_master_failures_total Failed or lost master connections.\n"
+		  "# TYPE kvpool_node_master_failures_total counter\n"
+		  "kvpool_node_master_failures_total %llu\n",
+		  (unsigned long long)st->master_failures);
+	sb_printf(b, "# HELP kvpool_node_mounts_total Successful MOUNTs at the master.\n"
+		  "# TYPE kvpool_node_mounts_total counter\n"
+		  "kvpool_node_mounts_total %llu\n", (unsigned long long)st->mounts);
+	sb_printf(b, "# HELP kvpool_node_remounts_total MOUNTs after the first (master restart or drop).\n"
+		  "# TYPE kvpool_node_remounts_total counter\n"
+		  "kvpool_node_remounts_total %llu\n", (unsigned long long)st->remounts);
+	sb_printf(b, "# HELP kvpool_node_reported_extents_total Extents sent in REPORTs.\n"
+		  "# TYPE kvpool_node_reported_extents_total counter\n"
+		  "kvpool_node_reported_extents_total %llu\n", (unsigned long long)st->reported);
+	sb_printf(b, "# HELP kvpool_node_report_adopted_total Reported extents the master adopted.\n"
+		  "# TYPE kvpool_node_report_adopted_total counter\n"
+		  "kvpool_node_report_adopted_total %llu\n",
+		  (unsigned long long)st->report_adopted);
+	sb_printf(b, "# HELP kvpool_node_report_rejected_total Reported extents the master rejected.\n"
+		  "# TYPE kvpool_node_report_rejected_total counter\n"
+		  "kvpool_node_report_rejected_total %llu\n",
+		  (unsigned long long)st->report_rejected);
+	sb_printf(b, "# HELP kvpool_node_freed_extents_total Extents tombstoned on the master's FREE.\n"
+		  "# TYPE kvpool_node_freed_extents_total counter\n"
+		  "kvpool_node_freed_extents_total %llu\n", (unsigned long long)st->freed);
+	sb_printf(b, "# HELP kvpool_node_free_stale_total FREE items that named no live extent.\n"
+		  "# TYPE kvpool_node_free_stale_total counter\n"
+		  "kvpool_node_free_stale_total %llu\n", (unsigned long long)st->free_stale);
+	sb_printf(b, "# HELP kvpool_node_writes_tombstoned_total WRITEs whose image failed the check or broke off.\n"
+		  "# TYPE kvpool_node_writes_tombstoned_total counter\n"
+		  "kvpool_node_writes_tombstoned_total %llu\n",
+		  (unsigned long long)st->writes_tombstoned);
+	sb_printf(b, "# HELP kvpool_node_heartbeats_total Heartbeats sent.\n"
+		  "# TYPE kvpool_node_heartbeats_total counter\n"
+		  "kvpool_node_heartbeats_total %llu\n", (unsigned long long)st->heartbeats);
+}
+
+static void node_http(const struct http_req *req, struct http_resp *resp, void *arg)
+{
+	struct node *n = arg;
+	struct sbuf b = { 0 };
+
+	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+		resp->status = 405;
+		sb_printf(&b, "method not allowed\n");
+	} else if (strcmp(req->path, "/metrics") == 0) {
+		node_metrics(n, &b);
+	} else if (strcmp(req->path, "/health") == 0) {
+		/* Alive and serving whatever the master says: a master outage is
+		 * not a reason to restart the node (it would lose nothing, but
+		 * clients would lose the reads it still serves). */
+		resp->status = n->stopping ? 503 : 200;
+		resp->content_type = "application/json";
+		sb_printf(&b, "{\"status\":\"%s\",\"master\":\"%s\",\"segment\":\"%s\","
+			  "\"segment_id\":%u,\"endpoint\":\"%s\",\"extents\":%llu}\n",
+			  n->stopping ? "stopping" : "ok", node_mstate_name(n->mstate),
+			  n->seg.path, n->segment_id, n->advertise,
+			  (unsigned long long)n->extents);
+	} else {
+		resp->status = 404;
+		sb_printf(&b, "not found\n");
+	}
+	resp->body = b.p;
+	resp->body_len = b.len;
+}
+
+/* ---- stop, drain ---- */
+
+static void *node_fs_stop_thread(void *arg)
+{
+	struct node *n = arg;
+
+	kvfs_stop(n->fs);
+	atomic_store(&n->fs_stopped, true);
+	return NULL;
+}
+
+static void node_drain_finish(struct node *n)
+{
+	if (n->drain_timer) {
+		ev_timer_del(n->loop, n->drain_timer);
+		n->drain_timer = 0;
+	}
+	node_master_close(n);
+	ev_stop(n->loop);
+}
+
+/* Order: FUSE view off, data transfers finished (bounded), UNMOUNT at the
+ * master (bounded), then the loop ends. Called whenever something that
+ * could hold the drain up finishes, and from a timer. */
+void node_drain_step(struct node *n)
+{
+	uint64_t now = ev_now(n->loop);
+
+	if (!n->stopping || n->drain_timer == 0)
+		return;
+	if (n->fs_stopping && !atomic_load(&n->fs_stopped) && now < n->drain_deadline)
+		return;
+	if ((n->ndconns || n->inflight_sends) && now < n->drain_deadline)
+		return;
+	if (n->ndconns) {
+		log_warn("drain: closing %zu connections with transfers still in flight",
+			 n->ndconns);
+		for (struct node_dconn *d = n->dconns, *next; d; d = next) {
+			next = d->next;
+			ev_conn_close(d->c);
+		}
+	}
+	switch (n->mstate) {
+	case NODE_M_UP:
+		if (node_master_unmount(n) == 0) {
+			n->unmount_deadline = now + NODE_UNMOUNT_WAIT_MS;
+			return;
+		}
+		break;
+	case NODE_M_UNMOUNT:
+		if (now < n->unmount_deadline)
+			return;
+		log_warn("master did not answer UNMOUNT in %d ms", NODE_UNMOUNT_WAIT_MS);
+		break;
+	default:
+		break;
+	}
+	node_drain_finish(n);
+}
+
+static void node_drain_timer(struct ev_loop *loop, void *arg)
+{
+	node_drain_step(arg);
+}
+
+static void node_begin_stop(struct node *n)
+{
+	if (n->stopping)
+		return;
+	n->stopping = true;
+	log_notice("stopping: draining transfers, then unmounting segment %u", n->segment_id);
+	sd_notify(0, "STOPPING=1");
+	node_status(n, "draining");
+	node_data_stop_accepting(n);
+	node_data_drain(n);
+	/* Not mounted yet: no connection attempt should outlive the stop. */
+	if (n->mstate != NODE_M_UP)
+		node_master_close(n);
+	if (n->fs) {
+		if (pthread_create(&n->fs_thread, NULL, node_fs_stop_thread, n) == 0) {
+			n->fs_stopping = true;
+		} else {
+			kvfs_stop(n->fs);
+			n->fs = NULL;
+		}
+	}
+	n->drain_deadline = ev_now(n->loop) + NODE_DRAIN_MS;
+	n->drain_timer = ev_timer_add(n->loop, 50, true, node_drain_timer, n);
+	node_drain_step(n);
+}
+
+static void node_hb_timer(struct ev_loop *loop, void *arg);
+
+/* ---- configuration ---- */
+
+/* A later -c file layered on c: keys that came from the environment or the
+ * command line keep their values. */
+static int node_conf_layer(struct kvp_conf *c, const char *path, char *err, size_t errlen)
+{
+	struct kvp_conf *keep = malloc(sizeof(*keep));
+	char v[CONF_STR + 8], e2[256];
+	int ret = -1;
+
+	if (!keep) {
+		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		return -1;
+	}
+	*keep = *c;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out_free;
+	}
+	int r = conf_load_stream(c, f, path, err, errlen);
+	fclose(f);
+	if (r)
+		goto out_free;
+	for (size_t i = 0; i < conf_table_len && i < sizeof(c->src); i++) {
+		if (keep->src[i] != CONF_SRC_ENV && keep->src[i] != CONF_SRC_CMDLINE)
+			continue;
+		conf_format(keep, &conf_table[i], v, sizeof(v));
+		if (conf_set(c, conf_table[i].section, conf_table[i].key, v,
+			     (enum conf_src)keep->src[i], e2, sizeof(e2)) < 0) {
+			snprintf(err, errlen, "%s: %s", path, e2);
+			goto out_free;
+		}
+	}
+	/* The token was read from the first file's token_file. */
+	if (strcmp(keep->cluster.token_file, c->cluster.token_file) != 0) {
+		snprintf(err, errlen, "%s: [cluster] token_file: set it in the first -c file (%s)",
+			 path, keep->file);
+		goto out_free;
+	}
+	memcpy(c->cluster.token, keep->cluster.token, sizeof(c->cluster.token));
+	ret = 0;
+out_free:
+	memset(keep->cluster.token, 0, sizeof(keep->cluster.token));
+	free(keep);
+	return ret;
+}
+
+int node_conf_load(struct kvp_conf *c, const char *const *files, size_t nfiles,
+		   const char *const *overrides, char *err, size_t errlen)
+{
+	if (conf_load(c, nfiles ? files[0] : NULL, overrides, err, errlen) < 0)
+		return -1;
+	for (size_t i = 1; i < nfiles; i++)
+		if (node_conf_layer(c, files[i], err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
+static void node_free_strv(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+static char **node_dup_strv(const char *const *v, size_t n)
+{
+	char **out = calloc(n + 1, sizeof(*out));
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		out[i] = strdup(v[i]);
+		if (!out[i]) {
+			node_free_strv(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+int node_set_conf_source(struct node *n, const char *const *files, size_t nfiles,
+			 const char *const *overrides)
+{
+	size_t nov = 0;
+
+	while (overrides && overrides[nov])
+		nov++;
+	char **f = node_dup_strv(files, nfiles);
+	char **o = node_dup_strv(overrides, nov);
+	if (!f || !o) {
+		node_free_strv(f);
+		node_free_strv(o);
+		return -ENOMEM;
+	}
+	node_free_strv(n->conf_files);
+	node_free_strv(n->conf_overrides);
+	n->conf_files = f;
+	n->nconf_files = nfiles;
+	n->conf_overrides = o;
+	return 0;
+}
+
+/* SIGHUP: load the same sources again, apply the live keys, name the
+ * changed ones that need a restart (conf_apply_live logs each). */
+static void node_do_reload(struct node *n)
+{
+	struct kvp_conf *nc = malloc(sizeof(*nc));
+	char err[512];
+	const char *one[1] = { n->conf.file };
+	int r;
+
+	if (!nc)
+		return;
+	if (n->conf_files)
+		r = node_conf_load(nc, (const char *const *)n->conf_files, n->nconf_files,
+				   (const char *const *)n->conf_overrides, err, sizeof(err));
+	else
+		r = node_conf_load(nc, one, n->conf.file[0] ? 1 : 0, NULL, err, sizeof(err));
+	if (r < 0) {
+		log_err("reload: %s; keeping the running configuration", err);
+		free(nc);
+		return;
+	}
+	uint64_t hb = n->conf.node.heartbeat_interval;
+	int restart = conf_apply_live(&n->conf, nc);
+	memset(nc->cluster.token, 0, sizeof(nc->cluster.token));
+	free(nc);
+	int lvl = log_level_parse(n->conf.log.level);
+	if (lvl >= 0)
+		log_level = lvl;
+	if (n->conf.node.heartbeat_interval != hb) {
+		ev_timer_del(n->loop, n->hb_timer);
+		n->hb_timer = ev_timer_add(n->loop, n->conf.node.heartbeat_interval, true,
+					   node_hb_timer, n);
+	}
+	log_notice("configuration reloaded; %d changed keys need a restart", restart);
+	node_status(n, "reloaded; %d changed keys need a restart", restart);
+}
+
+/* ---- loop plumbing ---- */
+
+static void node_on_wake(struct ev_loop *loop, void *arg)
+{
+	struct node *n = arg;
+
+	node_master_scan_done(n);
+	if (n->reload_req) {
+		n->reload_req = 0;
+		node_do_reload(n);
+	}
+	if (n->stop_req)
+		node_begin_stop(n);
+}
+
+static void node_hb_timer(struct ev_loop *loop, void *arg)
+{
+	node_master_heartbeat(arg);
+}
+
+static void node_sweep_timer(struct ev_loop *loop, void *arg)
+{
+	struct node *n = arg;
+
+	node_data_sweep(n);
+}
+
+static void node_wd_timer(struct ev_loop *loop, void *arg)
+{
+	sd_notify(0, "WATCHDOG=1");
+}
+
+void node_stop(struct node *n)
+{
+	n->stop_req = 1;
+	ev_wake(n->loop);
+}
+
+void node_reload(struct node *n)
+{
+	n->reload_req = 1;
+	ev_wake(n->loop);
+}
+
+int node_run(struct node *n)
+{
+	uint64_t wd_usec = 0;
+
+	n->backoff_ms = NODE_BACKOFF_MIN_MS;
+	n->hb_timer = ev_timer_add(n->loop, n->conf.node.heartbeat_interval, true,
+				   node_hb_timer, n);
+	n->sweep_timer = ev_timer_add(n->loop, NODE_SWEEP_MS, true, node_sweep_timer, n);
+	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec) {
+		uint64_t ms = wd_usec / 2000;
+		n->wd_timer = ev_timer_add(n->loop, ms ? ms : 1, true, node_wd_timer, n);
+	}
+	node_status(n, "connecting to master %s", n->conf.cluster.master);
+	node_master_start(n);
+	if (n->stop_req)
+		node_begin_stop(n);
+	int r = ev_run(n->loop);
+	if (r < 0 && !n->run_rc)
+		n->run_rc = r;
+
+	if (n->fs_stopping) {
+		pthread_join(n->fs_thread, NULL);
+		n->fs_stopping = false;
+		n->fs = NULL;
+	}
+	node_master_close(n);
+	node_master_scan_join(n);
+	ev_timer_del(n->loop, n->hb_timer);
+	ev_timer_del(n->loop, n->sweep_timer);
+	if (n->wd_timer)
+		ev_timer_del(n->loop, n->wd_timer);
+	n->hb_timer = n->sweep_timer = n->wd_timer = 0;
+	return n->run_rc;
+}
+
+/* ---- create / destroy ---- */
+
+static int node_parse_numa(const char *s, int *out, char *err, size_t errlen)
+{
+	if (!s[0] || strcmp(s, "none") == 0) {
+		*out = -1;
+		return 0;
+	}
+	if (numa_available() < 0) {
+		if (strcmp(s, "auto") == 0) {
+			*out = -1;	/* no NUMA support: nothing to bind to */
+			return 0;
+		}
+		snprintf(err, errlen, "[node] numa_node = %s: this kernel has no NUMA support", s);
+		return -1;
+	}
+	int max = numa_max_node();
+	if (strcmp(s, "auto") == 0) {
+		/* The node of the CPU we start on: pin the service (systemd
+		 * CPUAffinity=, numactl) to choose it. One node: 0. */
+		int cpu = sched_getcpu();
+		int nn = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
+		*out = max == 0 || nn < 0 ? 0 : nn;
+		return 0;
+	}
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*end || v < 0 || v > max) {
+		snprintf(err, errlen, "[node] numa_node = %s: expected none, auto or 0..%d", s, max);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* No token: DESIGN's rule is loopback only. A wildcard or routable address
+ * is narrowed to 127.0.0.1 with a warning instead of refusing to start. */
+static void node_loopback_only(const char *what, char *hostport)
+{
+	char host[CONF_STR];
+	uint16_t port;
+
+	if (!hostport[0] || net_is_loopback(hostport))
+		return;
+	if (conf_parse_hostport(hostport, host, sizeof(host), &port) < 0)
+		return;
+	log_warn("%s %s: no [cluster] token_file, listening on 127.0.0.1:%u only", what,
+		 hostport, port);
+	snprintf(hostport, CONF_STR, "127.0.0.1:%u", port);
+}
+
+struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
+{
+	struct node *n = calloc(1, sizeof(*n));
+	char host[CONF_STR];
+	uint16_t port;
+
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	n->conf = *conf;
+	n->listen_fd = -1;
+	n->mfd = -1;
+	n->seg.fd = -1;
+	n->epoch = net_realtime_ns();
+	atomic_init(&n->fs_stopped, false);
+	atomic_init(&n->scan_done, false);
+
+	if (n->conf.node.name[0]) {
+		snprintf(n->name, sizeof(n->name), "%s", n->conf.node.name);
+	} else if (gethostname(n->name, sizeof(n->name) - 1) < 0 || !n->name[0]) {
+		snprintf(n->name, sizeof(n->name), "node");
+	}
+	if (n->conf.client.host_id[0])
+		snprintf(n->host_id, sizeof(n->host_id), "%s", n->conf.client.host_id);
+	else if (net_host_id(n->host_id, sizeof(n->host_id)) < 0)
+		snprintf(n->host_id, sizeof(n->host_id), "%s", n->name);
+	if (node_parse_numa(n->conf.node.numa_node, &n->numa_node, err, errlen) < 0)
+		goto out_free;
+	snprintf(n->listen_addr, sizeof(n->listen_addr), "%s", n->conf.node.listen);
+	snprintf(n->http_addr, sizeof(n->http_addr), "%s", n->conf.node.http_listen);
+	if (!n->conf.cluster.token[0]) {
+		node_loopback_only("[node] listen", n->listen_addr);
+		node_loopback_only("[node] http_listen", n->http_addr);
+	}
+	if (conf_parse_hostport(n->listen_addr, host, sizeof(host), &port) < 0) {
+		snprintf(err, errlen, "[node] listen = %s: expected host:port", n->listen_addr);
+		goto out_free;
+	}
+	snprintf(n->listen_host, sizeof(n->listen_host), "%s", host);
+
+	struct segment_opts so = {
+		.size = n->conf.node.segment_size,
+		.align = (uint32_t)n->conf.node.align,
+		.mode = 0600,
+		.gid = (gid_t)-1,
+		.populate = n->conf.node.populate,
+		.hugepages = n->conf.node.hugepages,
+		.numa_node = n->numa_node,
+	};
+	if (n->conf.node.segment[0])
+		snprintf(n->seg_name, sizeof(n->seg_name), "%s", n->conf.node.segment);
+	else
+		snprintf(n->seg_name, sizeof(n->seg_name), "kvpool-%s", n->name);
+	so.name = n->seg_name;
+	if (n->conf.node.shm_group[0]) {
+		struct group *g = getgrnam(n->conf.node.shm_group);
+		if (!g) {
+			snprintf(err, errlen, "[node] shm_group = %s: no such group",
+				 n->conf.node.shm_group);
+			goto out_free;
+		}
+		so.gid = g->gr_gid;
+		so.mode = 0660;
+	}
+	if (segment_open(&n->seg, &so, false, err, errlen) < 0)
+		goto out_free;
+	n->seg_open = true;
+
+	n->loop = ev_create();
+	if (!n->loop) {
+		snprintf(err, errlen, "cannot create the event loop");
+		goto out_segment;
+	}
+	ev_on_wake(n->loop, node_on_wake, n);
+	if (node_data_listen(n, err, errlen) < 0)
+		goto out_loop;
+	if (n->http_addr[0]) {
+		n->http = http_start(n->loop, n->http_addr, 4096, node_http, n, err, errlen);
+		if (!n->http)
+			goto out_listen;
+	}
+	log_notice("node %s: segment %s (%llu bytes, %s), data on %s port %d", n->name,
+		   n->seg.path, (unsigned long long)n->seg.size,
+		   n->seg.created ? "created" : "reused", n->listen_addr, n->data_port);
+	return n;
+
+out_listen:
+	node_data_stop_accepting(n);
+out_loop:
+	ev_destroy(n->loop);
+out_segment:
+	segment_close(&n->seg);
+out_free:
+	free(n);
+	return NULL;
+}
+
+void node_destroy(struct node *n)
+{
+	if (!n)
+		return;
+	if (n->fs_stopping) {
+		pthread_join(n->fs_thread, NULL);
+		n->fs = NULL;
+	}
+	if (n->fs)
+		kvfs_stop(n->fs);
+	if (n->http)
+		http_stop(n->http);
+	node_data_stop_accepting(n);
+	node_master_close(n);
+	/* Closes the remaining connections: their callbacks still use n. */
+	ev_destroy(n->loop);
+	if (n->conf.node.remove_segment_on_exit) {
+		log_notice("removing %s (node.remove_segment_on_exit)", n->seg.path);
+		segment_unlink(&n->seg);
+	} else {
+		segment_close(&n->seg);
+	}
+	node_free_strv(n->conf_files);
+	node_free_strv(n->conf_overrides);
+	memset(n->conf.cluster.token, 0, sizeof(n->conf.cluster.token));
+	free(n);
+}
+
+int node_data_port(const struct node *n)
+{
+	return n->data_port;
+}
+
+int node_http_port(const struct node *n)
+{
+	return n->http ? http_port(n->http) : 0;
+}

@@ -1,0 +1,274 @@
+/* xp_local: the same-host transport. Moves extents by memcpy through the
+ * client's own MAP_SHARED mapping of a node's /dev/shm segment: no syscall,
+ * no node CPU. Reads copy and checksum in cache-sized chunks (ext_copy_csum)
+ * so verification costs no second pass over memory; writes put the value
+ * first and publish the header last (magic stored with release order), so a
+ * concurrent scan never sees a header before its value. Runs on the calling
+ * thread; the per-call state is private to it.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_i.h"
+#include "log.h"
+#include "xport.h"
+
+/* Bytes copied per progress() call, so that network transfers of the same
+ * call are serviced between chunks of a large local copy. */
+#define LOCAL_BUDGET (2u << 20)
+
+struct local_run {
+	struct kvp *kvp;
+	struct xp_op *head, *tail;	/* queued; head may be partly copied */
+	size_t pending;
+	uint64_t pos;			/* value bytes of head done */
+};
+
+void xp_local_attach(struct kvp *kvp, struct client_seg *seg)
+{
+	char err[256];
+	int rc;
+
+	seg->local = seg->local_rw = false;
+	if (kvp->proto == CLIENT_TCP || strcmp(seg->host_id, kvp->host_id) != 0)
+		return;
+	rc = segment_attach(&seg->map, seg->shm_path, true, err, sizeof(err));
+	if (rc == 0) {
+		seg->local_rw = true;
+	} else {
+		/* A segment we may read but not write (0640 and another
+		 * user): reads stay local, puts go over TCP. */
+		rc = segment_attach(&seg->map, seg->shm_path, false, err, sizeof(err));
+		if (rc < 0) {
+			log_debug("segment %u: %s not mapped: %s", seg->id, seg->shm_path, err);
+			return;
+		}
+	}
+	/* The same path on this host may be another file (a container with
+	 * its own /dev/shm, a node restarted with a new segment): only the
+	 * very file the node mounted counts. */
+	if ((uint64_t)seg->map.dev != seg->shm_dev || (uint64_t)seg->map.ino != seg->shm_ino ||
+	    seg->map.uuid != seg->seg_uuid) {
+		log_debug("segment %u: %s is not the mounted file", seg->id, seg->shm_path);
+		segment_close(&seg->map);
+		seg->local_rw = false;
+		return;
+	}
+	seg->local = true;
+}
+
+void xp_local_detach(struct client_seg *seg)
+{
+	if (seg->local)
+		segment_close(&seg->map);
+	seg->local = seg->local_rw = false;
+}
+
+static void *local_begin(struct kvp *kvp, uint64_t deadline)
+{
+	(void)deadline;	/* memcpy cannot stall */
+	struct local_run *r = calloc(1, sizeof(*r));
+
+	if (r)
+		r->kvp = kvp;
+	return r;
+}
+
+static void local_add(void *st, struct xp_op *op)
+{
+	struct local_run *r = st;
+
+	op->next = NULL;
+	op->status = 0;
+	op->cs_on = false;
+	if (r->tail)
+		r->tail->next = op;
+	else
+		r->head = op;
+	r->tail = op;
+	r->pending++;
+}
+
+/* Extent bounds inside the mapping: off is past the segment header and the
+ * whole image (header, key, value) lies inside both the grant and the file. */
+static bool local_in_bounds(const struct xp_op *op, uint64_t image)
+{
+	const struct segment *m = &op->seg->map;
+
+	return op->off >= SEG_DATA_OFF && op->off < m->size && image <= op->alloc_len &&
+	       image <= m->size - op->off;
+}
+
+/* Writes the extent header after the value: first the magic is cleared so a
+ * scanner cannot pair an old header with new bytes, last it is stored with
+ * release order. */
+static void local_publish(uint8_t *dst, const struct xp_op *op)
+{
+	uint8_t img[EXT_HDR_SIZE + KVP_MAX_KEY];
+	uint32_t magic;
+
+	ext_encode(img, &op->h, op->key);
+	memcpy(&magic, img, sizeof(magic));
+	memcpy(dst + 4, img + 4, EXT_HDR_SIZE + op->h.key_len - 4);
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n((uint32_t *)dst, magic, __ATOMIC_RELEASE);
+}
+
+static void local_unpublish(uint8_t *dst)
+{
+	__atomic_store_n((uint32_t *)dst, 0, __ATOMIC_RELEASE);
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Does up to *budget bytes of op; returns true when op is finished. */
+static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
+{
+	struct segment *m = &op->seg->map;
+	uint8_t *ext = (uint8_t *)m->base + op->off;
+	uint64_t len, n;
+
+	if (r->pos == 0) {
+		if (!op->seg->local || op->tier != KVP_TIER_MEM ||
+		    (op->dir == XP_WRITE && !op->seg->local_rw)) {
+			op->status = KVP_ENOTSUP;
+			return true;
+		}
+		if (op->dir == XP_READ) {
+			if (op->hdr_len < EXT_HDR_SIZE ||
+			    !local_in_bounds(op, (uint64_t)op->hdr_len + op->len)) {
+				op->status = KVP_ESTALE;
+				return true;
+			}
+			memcpy(op->hdr, ext, op->hdr_len);
+			/* Header before value: pairs with the writer's release. */
+			atomic_thread_fence(memory_order_acquire);
+		} else {
+			if (op->h.key_len > KVP_MAX_KEY ||
+			    !local_in_bounds(op, ext_size(op->h.key_len, op->h.value_len))) {
+				op->status = KVP_EGRANT;
+				return true;
+			}
+			local_unpublish(ext);
+		}
+	}
+	len = op->dir == XP_READ ? op->len : op->h.value_len;
+	n = len - r->pos;
+	if (n > *budget)
+		n = *budget;
+	if (op->dir == XP_READ) {
+		const uint8_t *src = ext + op->hdr_len + r->pos;
+		uint8_t *dst = (uint8_t *)op->dst + r->pos;
+
+		if (r->pos == 0 && n == len) {
+			op->csum = ext_copy_checksum(dst, src, n);
+		} else {
+			if (r->pos == 0) {
+				if (ext_csum_init(&op->cs) < 0) {
+					op->status = KVP_ENOMEM;
+					return true;
+				}
+				op->cs_on = true;
+			}
+			ext_copy_csum(dst, src, n, &op->cs);
+		}
+	} else {
+		uint8_t *dst = ext + EXT_HDR_SIZE + op->h.key_len + r->pos;
+		const uint8_t *src = (const uint8_t *)op->src + r->pos;
+
+		if (!(op->flags & XP_F_CSUM)) {
+			memcpy(dst, src, n);
+		} else if (r->pos == 0 && n == len) {
+			op->h.value_checksum = ext_copy_checksum(dst, src, n);
+		} else {
+			if (r->pos == 0) {
+				if (ext_csum_init(&op->cs) < 0) {
+					op->status = KVP_ENOMEM;
+					return true;
+				}
+				op->cs_on = true;
+			}
+			/* Hashes what landed in the segment, i.e. what
+			 * readers will verify against. */
+			ext_copy_csum(dst, src, n, &op->cs);
+		}
+	}
+	r->pos += n;
+	*budget -= n;
+	if (r->pos < len)
+		return false;
+	if (op->cs_on) {
+		uint64_t c = ext_csum_final(&op->cs);
+
+		op->cs_on = false;
+		if (op->dir == XP_READ)
+			op->csum = c;
+		else
+			op->h.value_checksum = c;
+	}
+	if (op->dir == XP_WRITE)
+		local_publish(ext, op);
+	client_count(r->kvp, local_bytes, len);
+	return true;
+}
+
+static size_t local_progress(void *st, bool wait)
+{
+	struct local_run *r = st;
+	struct xp_op *done = NULL, **dtail = &done;
+	uint64_t budget = LOCAL_BUDGET;
+
+	(void)wait;
+	while (r->head && budget) {
+		struct xp_op *op = r->head;
+
+		if (!local_step(r, op, &budget))
+			break;
+		r->head = op->next;
+		if (!r->head)
+			r->tail = NULL;
+		r->pos = 0;
+		r->pending--;
+		op->next = NULL;
+		*dtail = op;
+		dtail = &op->next;
+	}
+	/* Completions last: they may queue more work on this run. */
+	while (done) {
+		struct xp_op *op = done;
+
+		done = op->next;
+		op->next = NULL;
+		if (op->done)
+			op->done(op);
+	}
+	return r->pending;
+}
+
+static void local_end(void *st)
+{
+	struct local_run *r = st;
+
+	/* Normally empty: the driver ends a run only when nothing is
+	 * pending. Leftovers are failed without callbacks (the run is gone). */
+	while (r->head) {
+		struct xp_op *op = r->head;
+
+		r->head = op->next;
+		if (op->cs_on) {
+			ext_csum_final(&op->cs);
+			op->cs_on = false;
+		}
+		op->status = KVP_EINTERNAL;
+	}
+	free(r);
+}
+
+const struct xport_ops xp_local_ops = {
+	.name = "local",
+	.begin = local_begin,
+	.add = local_add,
+	.progress = local_progress,
+	.end = local_end,
+};

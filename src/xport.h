@@ -1,0 +1,104 @@
+/* xport: the transport seam of libkvpool. A transfer (struct xp_op) moves
+ * one extent image between a caller's buffer and a segment: local (memcpy
+ * through the client's MAP_SHARED mapping, xp_local.c) or TCP (READ/WRITE
+ * frames to the owning node, xp_tcp.c); RDMA plugs in as a third struct
+ * xport_ops. A "run" is one API call's set of transfers, driven on the
+ * calling thread only: no locks inside a run; the transports take and return
+ * node connections under kvp->lock (client_i.h).
+ */
+#ifndef KVP_XPORT_H
+#define KVP_XPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "extent.h"
+#include "wire.h"
+
+struct kvp;
+struct client_seg;
+
+enum xp_dir { XP_READ, XP_WRITE };
+
+/* Transport kinds, cheapest first (the order a reader tries replicas). */
+enum xp_kind { XP_LOCAL, XP_TCP, XP_NKIND };
+
+enum xp_flag {
+	/* write: compute h.value_checksum while copying the value (fused
+	 * copy + checksum); the header is encoded after the value. Local only. */
+	XP_F_CSUM = 1,
+};
+
+/* Frame header + largest request body (WRITE: 45 bytes) + extent header. */
+#define XP_TX_MAX (WIRE_HDR_SIZE + 48 + EXT_HDR_SIZE)
+
+struct xp_op {
+	/* in: where */
+	enum xp_dir dir;
+	enum xp_kind kind;
+	unsigned flags;
+	struct client_seg *seg;		/* the caller holds a reference */
+	uint8_t tier;			/* enum kvp_tier; local is mem only */
+	uint64_t off;			/* extent offset in the segment / spill */
+	uint64_t alloc_len;		/* space granted / allocated there */
+	/* in: write — the header to encode (key_len, value_len, checksum,
+	 * generation, seg_uuid, put_time), the key, the grant (TCP) */
+	struct ext_hdr h;
+	const uint8_t *key;
+	uint8_t grant[WIRE_GRANT_LEN];
+	const void *src;		/* value, h.value_len bytes */
+	/* in: read — hdr receives the first hdr_len (EXT_HDR_SIZE + key length)
+	 * bytes of the extent, dst the next len bytes (the value) */
+	uint8_t *hdr;
+	uint32_t hdr_len;
+	void *dst;
+	uint64_t len;
+	/* out */
+	int status;			/* 0 or KVP_E* */
+	uint64_t csum;			/* read: xxh3 of the value as received */
+	/* Completion: runs on the driving thread once status is set, outside
+	 * any transport loop; may add new ops to the run (retries, the next
+	 * replica of a put). */
+	void (*done)(struct xp_op *op);
+	void *arg;
+
+	/* transport private */
+	struct xp_op *next;
+	uint64_t reqid;
+	uint64_t sent;			/* request bytes sent so far */
+	uint32_t tx_len;
+	uint8_t tx[XP_TX_MAX];		/* frame header + body (+ extent header) */
+	struct ext_csum cs;
+	bool cs_on;
+};
+
+/* A transport. Each call gets its own state from begin(); add() queues an
+ * op (never completes it synchronously, so callers may add from inside a
+ * completion); progress() does bounded work and returns how many ops are
+ * still pending, having called done() on those that finished. wait says
+ * whether progress may block in poll() (until something happens or the
+ * call's deadline, CLOCK_MONOTONIC ms, passes: then every pending op fails
+ * with KVP_ETIMEDOUT) or must return at once. end() fails whatever is left
+ * and returns connections to their pools. */
+struct xport_ops {
+	const char *name;
+	void *(*begin)(struct kvp *kvp, uint64_t deadline);
+	void (*add)(void *st, struct xp_op *op);
+	size_t (*progress)(void *st, bool wait);
+	void (*end)(void *st);
+};
+
+extern const struct xport_ops xp_local_ops;
+extern const struct xport_ops xp_tcp_ops;
+
+/* Local path helpers (xp_local.c). A segment is "local" when its host_id is
+ * ours, its shm_path maps, and dev/ino/uuid/size match the mount record.
+ * Called by the segment table with no lock held; fills seg->map. */
+void xp_local_attach(struct kvp *kvp, struct client_seg *seg);
+void xp_local_detach(struct client_seg *seg);
+
+/* TCP helpers (xp_tcp.c): close every pooled connection of the handle. */
+void xp_tcp_close_pools(struct kvp *kvp);
+
+#endif

@@ -1,0 +1,439 @@
+/* b_client: libkvpool throughput against a running pool (started by
+ * tests/bench/client_bench.sh), with the memcpy references measured in the
+ * same run. Prints one "name value" line per measurement (bytes/s or ops/s);
+ * the script turns them into ratios against memcpy, iperf3 and redis.
+ *
+ *   b_client -c POOL.INI [-t SECONDS] [-o section.key=value]...
+ *   b_client -c POOL.INI -w      waits (30 s at most) until a node is mounted
+ *
+ * Every value is derived from its key and verified once after each timed
+ * phase, so a fast wrong answer cannot pass for a fast right one.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpool.h"
+
+#define MIB (1u << 20)
+#define NGET 64			/* 1 MiB objects read in rotation: 64 MiB */
+#define NPUT 256		/* 1 MiB objects written per round: 256 MiB */
+
+static double secs = 1.0;
+static const char *conf;
+static const char *ovs[16];
+static int novs;
+static int failed;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void fill(void *buf, size_t len, const char *key)
+{
+	uint64_t x = 1469598103934665603ull;
+	uint64_t *p = buf;
+
+	for (const char *k = key; *k; k++)
+		x = (x ^ (uint8_t)*k) * 1099511628211ull;
+	for (size_t i = 0; i < len / 8; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = x;
+	}
+	memset((uint8_t *)buf + (len / 8) * 8, (int)x, len % 8);
+}
+
+static int check(const void *buf, size_t len, const char *key)
+{
+	void *w = malloc(len);
+	int ok;
+
+	fill(w, len, key);
+	ok = memcmp(w, buf, len) == 0;
+	free(w);
+	if (!ok) {
+		fprintf(stderr, "b_client: %s: wrong bytes\n", key);
+		failed = 1;
+	}
+	return ok;
+}
+
+static void *xalloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p) {
+		fprintf(stderr, "b_client: out of memory\n");
+		exit(1);
+	}
+	memset(p, 1, n);	/* fault in: no page faults in the timed loops */
+	return p;
+}
+
+static struct kvp *open_with(const char *const *extra)
+{
+	const char *all[32];
+	struct kvp_open_opts o = { .config_file = conf, .overrides = all };
+	struct kvp *k;
+	int n = 0, err;
+
+	for (int i = 0; i < novs; i++)
+		all[n++] = ovs[i];
+	for (int i = 0; extra && extra[i]; i++)
+		all[n++] = extra[i];
+	all[n] = NULL;
+	k = kvp_open(&o, &err);
+	if (!k) {
+		fprintf(stderr, "b_client: open: %s\n", kvp_strerror(err));
+		exit(1);
+	}
+	return k;
+}
+
+static void must(int rc, const char *what)
+{
+	if (rc < 0) {
+		fprintf(stderr, "b_client: %s: %s\n", what, kvp_errname(rc));
+		exit(1);
+	}
+}
+
+/* ---- memcpy references ---- */
+
+/* Reads n different 1 MiB sources into one destination (what a get does:
+ * many extents -> one caller buffer). */
+static double ref_gather(size_t len, int n)
+{
+	uint8_t *dst = xalloc(len), **src = malloc(sizeof(*src) * (size_t)n);
+	double t0, t;
+	uint64_t bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		src[i] = xalloc(len);
+	t0 = now();
+	for (int i = 0; (t = now()) - t0 < secs; i++) {
+		memcpy(dst, src[i % n], len);
+		bytes += len;
+	}
+	for (int i = 0; i < n; i++)
+		free(src[i]);
+	free(src);
+	free(dst);
+	return (double)bytes / (t - t0);
+}
+
+/* One source into n different destinations (a put: one buffer -> many
+ * extents). */
+static double ref_scatter(size_t len, int n)
+{
+	uint8_t *src = xalloc(len), **dst = malloc(sizeof(*dst) * (size_t)n);
+	double t0, t;
+	uint64_t bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		dst[i] = xalloc(len);
+	t0 = now();
+	for (int i = 0; (t = now()) - t0 < secs; i++) {
+		memcpy(dst[i % n], src, len);
+		bytes += len;
+	}
+	for (int i = 0; i < n; i++)
+		free(dst[i]);
+	free(dst);
+	free(src);
+	return (double)bytes / (t - t0);
+}
+
+/* ---- pool measurements ---- */
+
+static char **make_keys(const char *prefix, int n)
+{
+	char **keys = malloc(sizeof(*keys) * (size_t)n);
+
+	for (int i = 0; i < n; i++) {
+		keys[i] = malloc(64);
+		snprintf(keys[i], 64, "%s-%05d", prefix, i);
+	}
+	return keys;
+}
+
+static void free_keys(char **keys, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+}
+
+/* Puts n objects of len under prefix (untimed setup). */
+static char **preload(struct kvp *k, const char *prefix, int n, size_t len)
+{
+	char **keys = make_keys(prefix, n);
+	void *v = xalloc(len);
+
+	for (int i = 0; i < n; i++) {
+		fill(v, len, keys[i]);
+		must(kvp_put_from(k, keys[i], v, len), "preload put");
+	}
+	free(v);
+	return keys;
+}
+
+/* Single-object get_into in rotation over the preloaded keys. */
+static double get_single(struct kvp *k, char **keys, int n, size_t len)
+{
+	void *dst = xalloc(len);
+	uint64_t bytes = 0;
+	double t0 = now(), t;
+
+	for (int i = 0; (t = now()) - t0 < secs; i++) {
+		int64_t rc = kvp_get_into(k, keys[i % n], dst, len);
+
+		must((int)(rc < 0 ? rc : 0), "get_into");
+		bytes += (uint64_t)rc;
+	}
+	must((int)kvp_get_into(k, keys[0], dst, len), "get_into");
+	check(dst, len, keys[0]);
+	free(dst);
+	return (double)bytes / (t - t0);
+}
+
+/* batch_get_into of b objects per call over the preloaded keys; returns
+ * bytes/s (ops/s = that / len). */
+static double get_batch(struct kvp *k, char **keys, int n, size_t len, int b)
+{
+	void **dst = malloc(sizeof(*dst) * (size_t)b);
+	size_t *caps = malloc(sizeof(*caps) * (size_t)b);
+	int64_t *res = malloc(sizeof(*res) * (size_t)b);
+	const char **bk = malloc(sizeof(*bk) * (size_t)b);
+	uint64_t bytes = 0;
+	double t0, t;
+
+	for (int j = 0; j < b; j++) {
+		dst[j] = xalloc(len);
+		caps[j] = len;
+	}
+	t0 = now();
+	for (int i = 0; (t = now()) - t0 < secs; i++) {
+		for (int j = 0; j < b; j++)
+			bk[j] = keys[(i * b + j) % n];
+		must(kvp_batch_get_into(k, (size_t)b, bk, dst, caps, res), "batch_get_into");
+		for (int j = 0; j < b; j++) {
+			must((int)(res[j] < 0 ? res[j] : 0), "batch_get_into item");
+			bytes += (uint64_t)res[j];
+		}
+	}
+	for (int j = 0; j < b; j++) {
+		check(dst[j], len, bk[j]);
+		free(dst[j]);
+	}
+	free(dst);
+	free(caps);
+	free(res);
+	free(bk);
+	return (double)bytes / (t - t0);
+}
+
+/* Puts rounds of `per` fresh objects, b per call (b = 1: kvp_put_from),
+ * removing them between rounds (untimed). bytes/s. */
+static double put_rounds(struct kvp *k, const char *prefix, int per, size_t len, int b)
+{
+	char **keys = make_keys(prefix, per);
+	void **src = malloc(sizeof(*src) * (size_t)b);
+	size_t *lens = malloc(sizeof(*lens) * (size_t)b);
+	int *res = malloc(sizeof(*res) * (size_t)b);
+	uint64_t bytes = 0;
+	double busy = 0;
+	char pfx[64];
+
+	/* One source buffer per batch slot, the value of the first key that
+	 * uses it; keys of later slots reuse it (verified below on one). */
+	for (int j = 0; j < b; j++) {
+		src[j] = xalloc(len);
+		fill(src[j], len, keys[j]);
+		lens[j] = len;
+	}
+	snprintf(pfx, sizeof(pfx), "%s-", prefix);
+	while (busy < secs) {
+		double t0 = now();
+
+		for (int i = 0; i < per; i += b) {
+			if (b == 1) {
+				must(kvp_put_from(k, keys[i], src[0], len), "put_from");
+			} else {
+				must(kvp_batch_put_from(k, (size_t)b, (const char *const *)keys + i,
+							(const void *const *)src, lens, res),
+				     "batch_put_from");
+				for (int j = 0; j < b; j++)
+					must(res[j], "batch_put_from item");
+			}
+			bytes += (uint64_t)b * len;
+		}
+		busy += now() - t0;
+		{
+			void *g = xalloc(len);
+
+			must((int)kvp_get_into(k, keys[0], g, len), "verify get");
+			check(g, len, keys[0]);
+			free(g);
+		}
+		must(kvp_remove_prefix(k, pfx, KVP_REMOVE_FORCE, NULL), "remove_prefix");
+	}
+	for (int j = 0; j < b; j++)
+		free(src[j]);
+	free(src);
+	free(lens);
+	free(res);
+	free_keys(keys, per);
+	return (double)bytes / busy;
+}
+
+/* T threads, each doing single-object get_into (put_from when put) of len
+ * over its own keys. bytes/s. */
+struct thr {
+	struct kvp *k;
+	char **keys;
+	int n;
+	size_t len;
+	int put;
+	double rate;
+	char prefix[32];
+};
+
+static void *thr_main(void *arg)
+{
+	struct thr *t = arg;
+
+	if (t->put)
+		t->rate = put_rounds(t->k, t->prefix, 64, t->len, 1);
+	else
+		t->rate = get_single(t->k, t->keys, t->n, t->len);
+	return NULL;
+}
+
+static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int put,
+		      const char *prefix)
+{
+	pthread_t th[16];
+	struct thr t[16];
+	double sum = 0;
+
+	for (int i = 0; i < nt; i++) {
+		t[i] = (struct thr){ .k = k, .keys = keys, .n = n, .len = len, .put = put };
+		snprintf(t[i].prefix, sizeof(t[i].prefix), "%s%d", prefix, i);
+		pthread_create(&th[i], NULL, thr_main, &t[i]);
+	}
+	for (int i = 0; i < nt; i++) {
+		pthread_join(th[i], NULL);
+		sum += t[i].rate;
+	}
+	return sum;
+}
+
+int main(int argc, char **argv)
+{
+	const char *tcp[] = { "client.protocol=tcp", "client.connections_per_node=4", NULL };
+	const char *loc[] = { "client.protocol=local", NULL };
+	struct kvp *kl, *kt;
+	char **big, **k64, **k4;
+	int opt, wait_ready = 0;
+
+	while ((opt = getopt(argc, argv, "c:t:o:w")) != -1) {
+		switch (opt) {
+		case 'w': wait_ready = 1; break;
+		case 'c': conf = optarg; break;
+		case 't': secs = atof(optarg); break;
+		case 'o': if (novs < 15) ovs[novs++] = optarg; break;
+		default:
+			fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-o k=v]...\n");
+			return 2;
+		}
+	}
+	if (!conf) {
+		fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-o k=v]...\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (wait_ready) {
+		struct kvp_open_opts o = { .config_file = conf };
+
+		for (int i = 0; i < 300; i++) {
+			struct kvp_info info;
+			struct kvp *k = kvp_open(&o, NULL);
+			size_t n = 0;
+
+			if (k && kvp_info(k, &info) == 0) {
+				n = info.nnodes;
+				kvp_info_free(&info);
+			}
+			kvp_close(k);
+			if (n)
+				return 0;
+			usleep(100000);
+		}
+		return 1;
+	}
+	kl = open_with(loc);
+	kt = open_with(tcp);
+
+	/* references */
+	printf("memcpy_gather_1m %.0f\n", ref_gather(MIB, NGET));
+	printf("memcpy_scatter_1m %.0f\n", ref_scatter(MIB, NPUT));
+
+	/* 1 MiB, local path */
+	big = preload(kl, "bench/big", NGET, MIB);
+	printf("local_get_into_1m %.0f\n", get_single(kl, big, NGET, MIB));
+	printf("local_batch_get_1m_x16 %.0f\n", get_batch(kl, big, NGET, MIB, 16));
+	printf("local_put_from_1m %.0f\n", put_rounds(kl, "bench/lp", NPUT, MIB, 1));
+	printf("local_batch_put_1m_x16 %.0f\n", put_rounds(kl, "bench/lbp", NPUT, MIB, 16));
+
+	/* 1 MiB over TCP, 4 connections */
+	printf("tcp_get_into_1m_1thr %.0f\n", get_single(kt, big, NGET, MIB));
+	printf("tcp_batch_get_1m_x16 %.0f\n", get_batch(kt, big, NGET, MIB, 16));
+	printf("tcp_get_into_1m_4thr %.0f\n", threads(kt, big, NGET, MIB, 4, 0, "bench/tg"));
+	printf("tcp_put_from_1m_1thr %.0f\n", put_rounds(kt, "bench/tp", NPUT, MIB, 1));
+	printf("tcp_batch_put_1m_x16 %.0f\n", put_rounds(kt, "bench/tbp", NPUT, MIB, 16));
+	printf("tcp_put_from_1m_4thr %.0f\n", threads(kt, NULL, 0, MIB, 4, 1, "bench/tpt"));
+
+	/* small values, batches of 64: ops/s */
+	k64 = preload(kl, "bench/s64", 1024, 64 << 10);
+	k4 = preload(kl, "bench/s4", 1024, 4 << 10);
+	printf("local_batch_get_64k_x64_ops %.0f\n", get_batch(kl, k64, 1024, 64 << 10, 64) / (64 << 10));
+	printf("local_batch_get_4k_x64_ops %.0f\n", get_batch(kl, k4, 1024, 4 << 10, 64) / (4 << 10));
+	printf("tcp_batch_get_64k_x64_ops %.0f\n", get_batch(kt, k64, 1024, 64 << 10, 64) / (64 << 10));
+	printf("tcp_batch_get_4k_x64_ops %.0f\n", get_batch(kt, k4, 1024, 4 << 10, 64) / (4 << 10));
+	printf("local_batch_put_64k_x64_ops %.0f\n",
+	       put_rounds(kl, "bench/p64", 1024, 64 << 10, 64) / (64 << 10));
+	printf("local_batch_put_4k_x64_ops %.0f\n",
+	       put_rounds(kl, "bench/p4", 1024, 4 << 10, 64) / (4 << 10));
+	printf("tcp_batch_put_64k_x64_ops %.0f\n",
+	       put_rounds(kt, "bench/q64", 1024, 64 << 10, 64) / (64 << 10));
+	printf("tcp_batch_put_4k_x64_ops %.0f\n",
+	       put_rounds(kt, "bench/q4", 1024, 4 << 10, 64) / (4 << 10));
+
+	{
+		struct kvp_stats s;
+
+		kvp_stats(kl, &s);
+		printf("local_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
+		kvp_stats(kt, &s);
+		printf("tcp_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
+	}
+	kvp_remove_all(kl, KVP_REMOVE_FORCE, NULL);
+	free_keys(big, NGET);
+	free_keys(k64, 1024);
+	free_keys(k4, 1024);
+	kvp_close(kt);
+	kvp_close(kl);
+	return failed;
+}

@@ -1,0 +1,547 @@
+/* b_master: kvpool-master throughput, memory and latency, next to redis
+ * measured in the same run on the same machine.
+ *  1. pipelined ops/s from one connection, 64 frames in flight (written at
+ *     once, like redis-benchmark -P 64): EXISTS (64 keys per frame),
+ *     PUT_START+PUT_END (one key per frame; a put = both), GET; and
+ *     redis-benchmark -P 64 -t get,set -d 16 on a private redis-server.
+ *  2. master RSS per object at N objects with 64-byte keys, one replica.
+ *  3. p99 GET latency (one request at a time) idle and while eviction runs.
+ * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES]. Prints ratios; the
+ * targets (>= 1.0x redis, <= 160 B + key, <= 2x) are reported, not enforced.
+ */
+#include "../unit/testlib.h"
+
+#define DEPTH 64
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- a pipelining client over a raw socket ---- */
+
+struct pc {
+	int fd;
+	uint8_t *buf;
+	size_t len, pos, cap;
+};
+
+static void pc_open(struct pc *p, int port)
+{
+	memset(p, 0, sizeof(*p));
+	p->fd = tl_connect(port);
+	REQUIRE(p->fd >= 0, "connect %d", port);
+	p->cap = 1 << 22;
+	p->buf = malloc(p->cap);
+	REQUIRE(p->buf, "oom");
+}
+
+static void pc_close(struct pc *p)
+{
+	close(p->fd);
+	free(p->buf);
+}
+
+/* Next reply frame: header in *h, body pointer valid until the next call. */
+static const uint8_t *pc_next(struct pc *p, struct wire_hdr *h)
+{
+	for (;;) {
+		size_t avail = p->len - p->pos;
+		if (avail >= WIRE_HDR_SIZE) {
+			REQUIRE(wire_hdr_decode(p->buf + p->pos, h, UINT32_MAX, 0) == 0, "bad reply");
+			if (avail >= WIRE_HDR_SIZE + h->body_len) {
+				const uint8_t *body = p->buf + p->pos + WIRE_HDR_SIZE;
+				p->pos += WIRE_HDR_SIZE + h->body_len;
+				return body;
+			}
+		}
+		if (p->pos) {
+			memmove(p->buf, p->buf + p->pos, avail);
+			p->len = avail;
+			p->pos = 0;
+		}
+		REQUIRE(p->len < p->cap, "reply too large");
+		ssize_t n = recv(p->fd, p->buf + p->len, p->cap - p->len, 0);
+		REQUIRE(n > 0, "recv: %s", n ? strerror(errno) : "closed");
+		p->len += (size_t)n;
+	}
+}
+
+static void frame(struct wbuf *w, uint16_t op, uint64_t reqid, const struct wbuf *body)
+{
+	size_t st = wire_begin(w);
+
+	wb_bytes(w, body->p, body->len);
+	wire_finish(w, st, op, 0, 0, reqid, 0);
+}
+
+static void hello(struct pc *p, uint16_t role)
+{
+	struct wbuf b, w;
+	struct wire_hdr h;
+
+	wb_init(&b);
+	wb_init(&w);
+	wb_u16(&b, role);
+	wb_cstr(&b, "");
+	wb_cstr(&b, "bench");
+	wb_cstr(&b, "bench-host");
+	frame(&w, WIRE_OP_HELLO, 1, &b);
+	REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+	pc_next(p, &h);
+	REQUIRE(h.status == 0, "HELLO %d", h.status);
+	wb_free(&b);
+	wb_free(&w);
+}
+
+static void key_of(char *k, const char *pfx, uint64_t i)
+{
+	/* 64 bytes: prefix + zero-padded number */
+	snprintf(k, 65, "%s%0*llu", pfx, (int)(64 - strlen(pfx)), (unsigned long long)i);
+}
+
+/* ---- throughput ---- */
+
+/* n puts of vlen bytes with DEPTH puts in flight: each write carries the
+ * PUT_STARTs of one batch and the PUT_ENDs of the previous one (a put is
+ * two round trips; this keeps both directions busy). Returns puts/s. */
+static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx)
+{
+	struct wbuf w, b;
+	uint64_t gens[2][DEPTH];
+	char k[2][DEPTH][72];
+	unsigned cnt[2] = { 0, 0 };
+	uint64_t t0 = now_ns(), reqid = 10;
+
+	wb_init(&w);
+	wb_init(&b);
+	for (uint64_t i = 0, batch = 0; i < n || cnt[(batch + 1) & 1]; batch++) {
+		unsigned cur = batch & 1, prev = cur ^ 1;
+		unsigned d = i >= n ? 0 : n - i < DEPTH ? (unsigned)(n - i) : DEPTH;
+		wb_reset(&w);
+		for (unsigned j = 0; j < cnt[prev]; j++) {
+			wb_reset(&b);
+			wb_u32(&b, 1);
+			wb_cstr(&b, k[prev][j]);
+			wb_u64(&b, gens[prev][j]);
+			wb_u64(&b, vlen);
+			frame(&w, WIRE_OP_PUT_END, reqid++, &b);
+		}
+		for (unsigned j = 0; j < d; j++) {
+			key_of(k[cur][j], pfx, i + j);
+			wb_reset(&b);
+			wb_u8(&b, 1);
+			wb_u32(&b, 0);
+			wb_u32(&b, 1);
+			wb_cstr(&b, k[cur][j]);
+			wb_u64(&b, vlen);
+			frame(&w, WIRE_OP_PUT_START, reqid++, &b);
+		}
+		REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+		for (unsigned j = 0; j < cnt[prev]; j++) {
+			struct wire_hdr h;
+			struct rbuf r;
+			const uint8_t *body = pc_next(p, &h);
+			rb_init(&r, body, h.body_len);
+			rb_u32(&r);
+			REQUIRE(h.status == 0 && rb_i32(&r) == 0, "PUT_END");
+		}
+		for (unsigned j = 0; j < d; j++) {
+			struct wire_hdr h;
+			struct rbuf r;
+			const uint8_t *body = pc_next(p, &h);
+			rb_init(&r, body, h.body_len);
+			rb_u32(&r);
+			int st = rb_i32(&r);
+			REQUIRE(h.status == 0 && st == 0, "PUT_START %s: %d/%d", k[cur][j], h.status, st);
+			gens[cur][j] = rb_u64(&r);
+		}
+		cnt[prev] = 0;
+		cnt[cur] = d;
+		i += d;
+	}
+	wb_free(&w);
+	wb_free(&b);
+	return (double)n / ((double)(now_ns() - t0) / 1e9);
+}
+
+/* n keys looked up with op (GET or EXISTS), per_frame keys per frame,
+ * DEPTH frames per write. Returns keys/s. */
+static double bench_lookup(struct pc *p, uint16_t op, uint64_t n, unsigned per_frame,
+			   uint64_t nkeys, const char *pfx)
+{
+	struct wbuf w, b;
+	char k[72];
+	uint64_t t0 = now_ns(), reqid = 1000, x = 1;
+
+	wb_init(&w);
+	wb_init(&b);
+	for (uint64_t done = 0; done < n;) {
+		wb_reset(&w);
+		unsigned frames = 0;
+		for (; frames < DEPTH && done < n; frames++) {
+			wb_reset(&b);
+			wb_u32(&b, per_frame);
+			for (unsigned j = 0; j < per_frame; j++) {
+				x = x * 6364136223846793005ull + 1442695040888963407ull;
+				key_of(k, pfx, (x >> 33) % nkeys);
+				wb_cstr(&b, k);
+			}
+			frame(&w, op, reqid++, &b);
+			done += per_frame;
+		}
+		REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+		for (unsigned j = 0; j < frames; j++) {
+			struct wire_hdr h;
+			struct rbuf r;
+			const uint8_t *body = pc_next(p, &h);
+			rb_init(&r, body, h.body_len);
+			REQUIRE(h.status == 0 && rb_u32(&r) == per_frame, "lookup reply");
+			int st = rb_i32(&r);
+			REQUIRE(op == WIRE_OP_EXISTS ? st == 1 : st == 0, "lookup status %d", st);
+		}
+	}
+	wb_free(&w);
+	wb_free(&b);
+	return (double)n / ((double)(now_ns() - t0) / 1e9);
+}
+
+static int64_t mount_big(struct pc *p, uint64_t size, uint32_t align, uint64_t uuid)
+{
+	struct wbuf w, b;
+	struct wire_hdr h;
+	struct rbuf r;
+
+	wb_init(&w);
+	wb_init(&b);
+	wb_cstr(&b, "bench");
+	wb_cstr(&b, "bench-host");
+	wb_cstr(&b, "/dev/shm/kvpool-bench");
+	wb_u64(&b, 1);
+	wb_u64(&b, uuid);
+	wb_u64(&b, size);
+	wb_u64(&b, uuid);
+	wb_u64(&b, align);
+	wb_u32(&b, align);
+	wb_cstr(&b, "127.0.0.1:1");
+	wb_blob(&b, NULL, 0);
+	wb_u64(&b, 0);
+	wb_i32(&b, -1);
+	frame(&w, WIRE_OP_MOUNT, 2, &b);
+	REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+	const uint8_t *body = pc_next(p, &h);
+	REQUIRE(h.status == 0, "MOUNT %d", h.status);
+	rb_init(&r, body, h.body_len);
+	wb_free(&w);
+	wb_free(&b);
+	return rb_u32(&r);
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Mean time the master spent handling one frame, per opcode (from the
+ * latency histograms of /metrics): where the time goes. */
+static void print_handler_costs(int http_port)
+{
+	static const char *const ops[] = { "put_start", "put_end", "exists", "get" };
+	char *body = NULL;
+
+	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) != 200 || !body)
+		return;
+	printf("master time per frame:");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		char pat[128];
+		double sum = 0, cnt = 0;
+		snprintf(pat, sizeof(pat), "kvpool_master_request_duration_seconds_sum{op=\"%s\"} ", ops[i]);
+		char *p = strstr(body, pat);
+		if (p)
+			sum = strtod(p + strlen(pat), NULL);
+		snprintf(pat, sizeof(pat), "kvpool_master_request_duration_seconds_count{op=\"%s\"} ", ops[i]);
+		p = strstr(body, pat);
+		if (p)
+			cnt = strtod(p + strlen(pat), NULL);
+		if (cnt > 0)
+			printf(" %s %.2f us", ops[i], sum / cnt * 1e6);
+	}
+	printf("\n");
+	free(body);
+}
+
+/* ---- redis, measured in the same run ---- */
+
+/* redis-benchmark -P 64 -t get,set -n n -d 16 -q, plus -r keyspace when
+ * keyspace > 0 (random keys, as the master's GET benchmark uses; without
+ * -r redis-benchmark hits one key). */
+static bool redis_bench(uint64_t n, uint64_t keyspace, double *get, double *set)
+{
+	char bin_srv[] = "/usr/bin/redis-server", bin_b[] = "/usr/bin/redis-benchmark";
+
+	if (access(bin_srv, X_OK) || access(bin_b, X_OK))
+		return false;
+	int port = tl_free_port();
+	char ps[16], ns[24];
+	snprintf(ps, sizeof(ps), "%d", port);
+	snprintf(ns, sizeof(ns), "%llu", (unsigned long long)n);
+	const char *dir = tl_tmpdir("redis");
+	char *srv[] = { bin_srv, "--port", ps, "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", (char *)dir, "--daemonize", "no", NULL };
+	char log[256];
+	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	pid_t pid = tl_spawn(srv, log);
+	if (!tl_wait_port(port, 5000)) {
+		tl_kill(pid, SIGKILL, 1000);
+		return false;
+	}
+	char *out = NULL, rs[24];
+	snprintf(rs, sizeof(rs), "%llu", (unsigned long long)keyspace);
+	char *cli[] = { bin_b, "-h", "127.0.0.1", "-p", ps, "-P", "64", "-t", "get,set", "-n", ns,
+			"-d", "16", "-q", keyspace ? "-r" : NULL, rs, NULL };
+	tl_run(cli, &out, 120000);
+	tl_kill(pid, SIGTERM, 3000);
+	*get = *set = 0;
+	/* "SET: 1234567.89 requests per second..." (lines may be \r-separated) */
+	for (char *s = out; s && *s; s++) {
+		if (!strncmp(s, "SET: ", 5))
+			*set = strtod(s + 5, NULL);
+		else if (!strncmp(s, "GET: ", 5))
+			*get = strtod(s + 5, NULL);
+	}
+	free(out);
+	return *get > 0 && *set > 0;
+}
+
+/* ---- latency ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* p99 (ns) of n single GETs of random keys among nkeys, one at a time. */
+static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pfx)
+{
+	uint64_t *lat = malloc(n * sizeof(*lat)), x = 7;
+	struct wbuf w, b;
+	char k[72];
+
+	REQUIRE(lat, "oom");
+	wb_init(&w);
+	wb_init(&b);
+	for (unsigned i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		key_of(k, pfx, (x >> 33) % nkeys);
+		wb_reset(&b);
+		wb_u32(&b, 1);
+		wb_cstr(&b, k);
+		wb_reset(&w);
+		frame(&w, WIRE_OP_GET, i + 1, &b);
+		uint64_t t0 = now_ns();
+		REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+		struct wire_hdr h;
+		pc_next(p, &h);
+		lat[i] = now_ns() - t0;
+		REQUIRE(h.status == 0, "GET");
+	}
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	uint64_t p99 = lat[n * 99 / 100];
+	free(lat);
+	wb_free(&w);
+	wb_free(&b);
+	return p99;
+}
+
+/* Child: a node that mounts a segment and keeps putting 4 KiB objects
+ * (16 per frame, preferring its segment) until killed; with a small
+ * segment this keeps eviction rounds running. */
+static void churn(int port, uint64_t seg_size)
+{
+	struct tl_conn *n = tl_client(port, WIRE_ROLE_NODE, NULL, "churn-host");
+	char kb[16][72];
+	const char *keys[16];
+	uint64_t sizes[16];
+	struct tl_obj o[16];
+	struct wbuf b;
+
+	n->auto_free = true;
+	int64_t seg = tl_mount(n, "churn", "churn-host", seg_size, 4, 4096, NULL);
+	REQUIRE(seg > 0, "mount");
+	wb_init(&b);
+	for (uint64_t i = 0;; i += 16) {
+		for (int j = 0; j < 16; j++) {
+			key_of(kb[j], "churn", i + (uint64_t)j);
+			keys[j] = kb[j];
+			sizes[j] = 4000;
+		}
+		if (tl_put_start(n, 1, (uint32_t)seg, 16, keys, sizes, o))
+			continue;
+		wb_reset(&b);
+		wb_u32(&b, 16);
+		for (int j = 0; j < 16; j++) {
+			wb_cstr(&b, keys[j]);
+			wb_u64(&b, o[j].status ? 0 : o[j].generation);
+			wb_u64(&b, 1);
+		}
+		tl_frame_free(tl_call(n, WIRE_OP_PUT_END, &b));
+	}
+}
+
+/* p99 of single GETs of 1000 pinned hot keys (on a draining segment of
+ * their own) on a master configured with extra. With churn_seg > 0 a child
+ * keeps putting into a segment of that size meanwhile; with wait_evict the
+ * measurement starts once eviction has begun. *evictions: how many
+ * happened during the measurement. */
+static uint64_t latency_run(const char *extra, uint64_t churn_seg, bool wait_evict, unsigned nlat,
+			    uint64_t *evictions)
+{
+	struct tl_master m;
+	struct tl_info a, b;
+	struct pc p;
+	char ini[512], k[72];
+	pid_t child = 0;
+
+	snprintf(ini, sizeof(ini), "[log]\nlevel = notice\n[master]\nlease_ttl = 1ms\n%s", extra);
+	tl_start_master(&m, ini);
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "bench-host");
+	node->auto_free = true;
+	int64_t seg = tl_mount(node, "hot", "bench-host", 64ull << 20, 3, 4096, NULL);
+	REQUIRE(seg > 0, "mount");
+	for (int i = 0; i < 1000; i++) {
+		key_of(k, "hot", (uint64_t)i);
+		REQUIRE(tl_put1(node, k, 100, NULL) == 0, "put hot");
+		REQUIRE(tl_pin(node, k, 3600000) == 0, "pin");
+	}
+	REQUIRE(tl_unmount(node, (uint32_t)seg, true) == 0, "drain");	/* readable, no new puts */
+	pc_open(&p, m.port);
+	hello(&p, WIRE_ROLE_CLIENT);
+	if (churn_seg) {
+		fflush(NULL);
+		child = fork();
+		REQUIRE(child >= 0, "fork");
+		if (child == 0) {
+			churn(m.port, churn_seg);
+			_exit(0);
+		}
+		tl_info(node, &a);
+		uint64_t end = tl_now_ms() + 20000;
+		do {
+			tl_sleep_ms(100);
+			tl_info(node, &b);
+		} while (wait_evict && b.evictions == a.evictions && tl_now_ms() < end);
+	}
+	tl_info(node, &a);
+	uint64_t p99 = get_p99(&p, nlat, 1000, "hot");
+	tl_info(node, &b);
+	*evictions = b.evictions - a.evictions;
+	if (child) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+	pc_close(&p);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	return p99;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t nops = 1000000, nobj = 1000000;
+	unsigned nlat = 20000;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "n:m:l:")) != -1) {
+		if (opt == 'n')
+			nops = strtoull(optarg, NULL, 0);
+		else if (opt == 'm')
+			nobj = strtoull(optarg, NULL, 0);
+		else if (opt == 'l')
+			nlat = (unsigned)strtoul(optarg, NULL, 0);
+		else
+			return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* 1. throughput */
+	struct tl_master m;
+	tl_start_master(&m, "[log]\nlevel = notice\n[master]\neviction_high_watermark = 1.0\n");
+	struct pc p;
+	pc_open(&p, m.port);
+	hello(&p, WIRE_ROLE_NODE);
+	mount_big(&p, 1ull << 40, 64, 1);
+	uint64_t nkeys = nops < 200000 ? nops : 200000;
+	double put = bench_put(&p, nkeys, 16, "tp");
+	double ex = bench_lookup(&p, WIRE_OP_EXISTS, nops * 4, 64, nkeys, "tp");
+	double get = bench_lookup(&p, WIRE_OP_GET, nops, 1, nkeys, "tp");
+	pc_close(&p);
+	print_handler_costs(m.http_port);
+	tl_stop_master(&m);
+	double rget = 0, rset = 0, rget_r = 0, rset_r = 0;
+	bool redis = redis_bench(nops, 0, &rget, &rset) &&
+		     redis_bench(nops, nkeys, &rget_r, &rset_r);
+	printf("throughput, one connection, 64 frames in flight (%llu random keys of 64 bytes):\n",
+	       (unsigned long long)nkeys);
+	if (redis)
+		printf("  redis-benchmark -P 64 -d 16: GET %.0f/s SET %.0f/s (one key); with -r %llu: "
+		       "GET %.0f/s SET %.0f/s\n", rget, rset, (unsigned long long)nkeys, rget_r, rset_r);
+	printf("  EXISTS (64 keys/frame)   %12.0f keys/s", ex);
+	if (redis)
+		printf("   %.2fx redis GET, %.2fx redis GET -r", ex / rget, ex / rget_r);
+	printf("\n  PUT_START+PUT_END        %12.0f puts/s", put);
+	if (redis)
+		printf("   %.2fx redis SET, %.2fx redis SET -r", put / rset, put / rset_r);
+	printf("\n  GET (1 key/frame)        %12.0f keys/s", get);
+	if (redis)
+		printf("   %.2fx redis GET, %.2fx redis GET -r", get / rget, get / rget_r);
+	printf("\n");
+	if (!redis)
+		printf("  (redis-server / redis-benchmark not installed: no ratios)\n");
+
+	/* 2. memory per object */
+	tl_start_master(&m, "[log]\nlevel = notice\n[master]\neviction_high_watermark = 1.0\n");
+	pc_open(&p, m.port);
+	hello(&p, WIRE_ROLE_NODE);
+	mount_big(&p, 1ull << 40, 64, 2);
+	long rss0 = rss_kb(m.pid);
+	bench_put(&p, nobj, 16, "mem");
+	long rss1 = rss_kb(m.pid);
+	double per = (double)(rss1 - rss0) * 1024.0 / (double)nobj;
+	printf("memory: %llu objects, 64-byte keys, 1 replica: RSS +%ld KiB = %.1f bytes/object "
+	       "(%.1f + 64-byte key; target <= 160 + key)\n", (unsigned long long)nobj,
+	       rss1 - rss0, per, per - 64);
+	pc_close(&p);
+	tl_stop_master(&m);
+
+	/* 3. p99 GET latency: idle; with a put load that never evicts (a 1 TiB
+	 * segment); with the same load into a 64 MiB segment, eviction running
+	 * (above 90%, 20% per round) */
+	uint64_t ev0, ev1, ev2;
+	uint64_t idle = latency_run("eviction_high_watermark = 1.0\n", 0, false, nlat, &ev0);
+	uint64_t load = latency_run("eviction_high_watermark = 1.0\n", 1ull << 40, false, nlat, &ev1);
+	uint64_t evict = latency_run("eviction_high_watermark = 0.9\neviction_ratio = 0.2\n",
+				     64ull << 20, true, nlat, &ev2);
+	printf("GET p99 (one request at a time, %u samples): idle %.1f us; under a put load "
+	       "%.1f us; same load while eviction runs %.1f us (%llu evictions during the "
+	       "measurement)\n", nlat, idle / 1e3, load / 1e3, evict / 1e3,
+	       (unsigned long long)ev2);
+	printf("  eviction vs idle %.2fx, eviction vs the same load without eviction %.2fx "
+	       "(target <= 2x)\n", (double)evict / (double)idle, (double)evict / (double)load);
+	return 0;
+}

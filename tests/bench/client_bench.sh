@@ -1,0 +1,147 @@
+#!/bin/bash
+# client_bench.sh [BUILD] — libkvpool throughput on this host, as ratios
+# against references measured in the same run:
+#   local path, 1 MiB get_into / put_from   vs single-thread memcpy  (>= 0.8x)
+#   TCP loopback, 1 MiB, 4 connections      vs iperf3 -P 4           (>= 0.8x)
+#                                           vs redis-benchmark -d 1MiB -c 4 GET/SET (>= 1.0x)
+#   64 KiB and 4 KiB, batches of 64, ops/s  vs redis-benchmark -P 64 -c 4 (>= 1.0x)
+# Starts its own kvpool-master, one kvpool-node (1 GiB segment), iperf3
+# server and redis-server on free loopback ports, and stops them on exit.
+# About 1-2 minutes. Env: BENCH_SECS (seconds per measurement, default 1).
+# Exit 0 when it ran (targets missed are reported, not failures), 77 when a
+# tool is missing, 1 on an error.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-${KVP_BUILD:-$root/build}}
+case "$B" in /*) ;; *) B=$root/$B ;; esac
+secs=${BENCH_SECS:-1}
+for b in "$B/kvpool-master" "$B/kvpool-node" "$B/bench/b_client"; do
+	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
+done
+for t in iperf3 redis-server redis-benchmark python3; do
+	command -v $t >/dev/null || { echo "skip: $t is not installed"; exit 77; }
+done
+
+tmp=$(mktemp -d /tmp/kvp-cbench.XXXXXX)
+tag=kvpt-cb-$$
+pids=()
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for _ in $(seq 30); do
+		local alive=0
+		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [ $rc != 0 ] && [ $rc != 77 ]; then
+		for l in "$tmp"/*.log; do [ -f "$l" ] && { echo "--- $l"; tail -n 10 "$l"; }; done
+	fi
+	rm -f /dev/shm/"$tag"-*
+	rm -rf "$tmp"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+read -r mport mhttp dport hport iport rport <<<"$(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(6)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+
+cat >"$tmp/pool.ini" <<EOF
+[cluster]
+master = 127.0.0.1:$mport
+[master]
+listen = 127.0.0.1:$mport
+http_listen = 127.0.0.1:$mhttp
+metadata_server = false
+[node]
+name = bench
+listen = 127.0.0.1:$dport
+http_listen = 127.0.0.1:$hport
+segment = $tag-n0
+segment_size = 1G
+populate = true
+remove_segment_on_exit = true
+[log]
+level = warning
+EOF
+
+"$B/kvpool-master" -c "$tmp/pool.ini" >"$tmp/master.log" 2>&1 &
+pids+=($!)
+"$B/kvpool-node" -c "$tmp/pool.ini" >"$tmp/node.log" 2>&1 &
+pids+=($!)
+"$B/bench/b_client" -c "$tmp/pool.ini" -w || { echo "pool did not come up"; exit 1; }
+
+echo "== libkvpool (${secs}s per measurement)"
+"$B/bench/b_client" -c "$tmp/pool.ini" -t "$secs" >"$tmp/kvp.txt" 2>"$tmp/b_client.log" ||
+	{ cat "$tmp/b_client.log"; echo "b_client failed"; exit 1; }
+
+echo "== iperf3 -P 4 (loopback)"
+iperf3 -s -1 -B 127.0.0.1 -p "$iport" >"$tmp/iperf-s.log" 2>&1 &
+pids+=($!)
+sleep 0.3
+iperf3 -c 127.0.0.1 -p "$iport" -P 4 -t 3 -J >"$tmp/iperf.json" 2>"$tmp/iperf.log" ||
+	{ echo "iperf3 failed"; cat "$tmp/iperf.log"; exit 1; }
+
+echo "== redis-server + redis-benchmark"
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no \
+	--protected-mode no --daemonize no >"$tmp/redis.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+rb() { redis-benchmark -h 127.0.0.1 -p "$rport" --csv "$@" 2>/dev/null; }
+rb -t set,get -d 1048576 -c 4 -n 2000 >"$tmp/redis-1m.csv"
+rb -t set,get -d 65536 -c 4 -P 64 -n 100000 >"$tmp/redis-64k.csv"
+rb -t set,get -d 4096 -c 4 -P 64 -n 400000 >"$tmp/redis-4k.csv"
+
+python3 - "$tmp" <<'EOF'
+import csv, json, os, sys
+d = sys.argv[1]
+k = {}
+for line in open(os.path.join(d, "kvp.txt")):
+    name, val = line.split()
+    k[name] = float(val)
+ip = json.load(open(os.path.join(d, "iperf.json")))
+iperf = ip["end"]["sum_received"]["bits_per_second"] / 8
+def redis(f):
+    r = {}
+    for row in csv.reader(open(os.path.join(d, f))):
+        if row and row[0] in ("SET", "GET"):
+            r[row[0]] = float(row[1])
+    return r
+r1, r64, r4 = redis("redis-1m.csv"), redis("redis-64k.csv"), redis("redis-4k.csv")
+MiB = 1 << 20
+missed = []
+def line(what, val, ref, refname, target, unit="GB/s", scale=1e9):
+    ratio = val / ref if ref else 0
+    ok = ratio >= target
+    if not ok:
+        missed.append(what)
+    print(f"  {what:40s} {val/scale:9.2f} {unit}  vs {refname:28s} {ref/scale:9.2f} {unit}"
+          f"  = {ratio:5.2f}x (target {target}x){'' if ok else '  MISSED'}")
+print("local path, 1 MiB (reference: single-thread memcpy, same footprint)")
+line("get_into 1 MiB", k["local_get_into_1m"], k["memcpy_gather_1m"], "memcpy 64 src -> 1 dst", 0.8)
+line("batch_get_into 16 x 1 MiB", k["local_batch_get_1m_x16"], k["memcpy_gather_1m"], "memcpy 64 src -> 1 dst", 0.8)
+line("put_from 1 MiB", k["local_put_from_1m"], k["memcpy_scatter_1m"], "memcpy 1 src -> 256 dst", 0.8)
+line("batch_put_from 16 x 1 MiB", k["local_batch_put_1m_x16"], k["memcpy_scatter_1m"], "memcpy 1 src -> 256 dst", 0.8)
+print("TCP loopback, 1 MiB, connections_per_node=4 (reference: iperf3 -P 4)")
+for n, w in (("tcp_get_into_1m_1thr", "get_into, 1 thread"), ("tcp_batch_get_1m_x16", "batch_get_into 16, 1 thread"),
+             ("tcp_get_into_1m_4thr", "get_into, 4 threads"), ("tcp_put_from_1m_1thr", "put_from, 1 thread"),
+             ("tcp_batch_put_1m_x16", "batch_put_from 16, 1 thread"), ("tcp_put_from_1m_4thr", "put_from, 4 threads")):
+    line(w, k[n], iperf, "iperf3 -P 4", 0.8)
+print("TCP loopback, 1 MiB (reference: redis-benchmark -d 1MiB -c 4)")
+line("get, best of 1/4 threads, batch", max(k["tcp_get_into_1m_4thr"], k["tcp_batch_get_1m_x16"]), r1.get("GET", 0) * MiB, "redis GET", 1.0)
+line("put, best of 1/4 threads, batch", max(k["tcp_put_from_1m_4thr"], k["tcp_batch_put_1m_x16"]), r1.get("SET", 0) * MiB, "redis SET", 1.0)
+print("batches of 64, ops/s (reference: redis-benchmark -P 64 -c 4, same value size)")
+for size, r in (("64k", r64), ("4k", r4)):
+    for path in ("local", "tcp"):
+        line(f"{path} batch_get {size} x64", k[f"{path}_batch_get_{size}_x64_ops"], r.get("GET", 0), f"redis GET -P 64 -d {size}", 1.0, "Mops/s", 1e6)
+        line(f"{path} batch_put {size} x64", k[f"{path}_batch_put_{size}_x64_ops"], r.get("SET", 0), f"redis SET -P 64 -d {size}", 1.0, "Mops/s", 1e6)
+print(f"checksum mismatches: local {int(k['local_checksum_mismatches'])}, tcp {int(k['tcp_checksum_mismatches'])}")
+print(f"targets missed: {len(missed)}" + (" (" + ", ".join(missed) + ")" if missed else ""))
+EOF

@@ -1,0 +1,214 @@
+#!/bin/bash
+# systemd_units.sh — `make install DESTDIR=... PREFIX=/usr` and what it puts
+# there, checked with the tools that will read it:
+#  1. every file is installed; no @PLACEHOLDER@ is left in the units, man
+#     pages and kvpool.pc; conf/kvpool.ini became etc/kvpool/kvpool.ini;
+#     each man page renders without a groff warning;
+#  2. systemd-sysusers and systemd-tmpfiles (--root) accept the sysusers.d
+#     and tmpfiles.d entries: user kvpool, /var/lib/kvpool 0750 kvpool;
+#  3. `systemd-analyze verify --root` passes, with no warning at all, on the
+#     installed units (kvpool-master, kvpool-node, kvpool-node@a,
+#     kvpool-fuse@mnt-kvpool): it checks every key, that each Exec* binary
+#     exists and that each Documentation=man: page is installed. (A broken
+#     copy is verified first, to show that a warning is noticed.)
+#     `systemd-analyze security --offline` must rate master and node at
+#     exposure 3.0 or better;
+#  4. pkg-config with PKG_CONFIG_SYSROOT_DIR finds the DESTDIR kvpool.pc; a
+#     small program compiles against the installed kvpool.h and links and
+#     runs against the installed libkvpool.so (and statically against
+#     libkvpool.a with --static); the .so exports only kvp_* symbols;
+#  5. a second `make install` keeps an edited kvpool.ini;
+#  6. `make uninstall DESTDIR=...` removes everything but the edited
+#     kvpool.ini; with the file unedited, it leaves DESTDIR empty.
+# Exit 0 pass, 1 fail, 77 skip.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+B=${KVP_BUILD:-$root/build}
+for t in systemd-analyze systemd-sysusers systemd-tmpfiles pkg-config cc make groff man; do
+	command -v "$t" >/dev/null || { echo "skip: $t missing"; exit 77; }
+done
+for b in kvpool kvpool-master kvpool-node libkvpool.a; do
+	[ -e "$B/$b" ] || { echo "skip: $B/$b is not built"; exit 77; }
+done
+
+tmp=$(mktemp -d /tmp/kvp-units.XXXXXX)
+D=$tmp/dest
+V=$tmp/vroot
+cleanup() {
+	local rc=$?
+	trap - EXIT
+	rm -rf "$tmp"
+	exit $rc
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+ok() { echo "ok - $*"; }
+
+# The build tree (and flavour) the test runner uses; -o all: install what is
+# built (the runner built it) instead of rebuilding the world mid-test.
+mkargs=(--no-print-directory -C "$root" -o all DESTDIR="$D" PREFIX=/usr BUILD="$B")
+san=()	# a sanitized libkvpool needs its runtime in the test programs too
+case $(basename "$B") in
+build-san) mkargs+=(SANITIZE=1); san=(-fsanitize=address,undefined) ;;
+build-tsan) mkargs+=(TSAN=1); san=(-fsanitize=thread) ;;
+esac
+make "${mkargs[@]}" install >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "make install"; }
+
+# ---- 1. files ----
+units="kvpool-master.service kvpool-node.service kvpool-node@.service kvpool-fuse@.service"
+want="usr/bin/kvpool usr/bin/kvpool-master usr/bin/kvpool-node
+usr/lib/libkvpool.so usr/lib/libkvpool.so.0 usr/lib/libkvpool.a usr/lib/pkgconfig/kvpool.pc
+usr/include/kvpool.h usr/lib/sysusers.d/kvpool.conf usr/lib/tmpfiles.d/kvpool.conf
+usr/share/man/man1/kvpool.1 usr/share/man/man5/kvpool.ini.5
+usr/share/man/man8/kvpool-master.8 usr/share/man/man8/kvpool-node.8 etc/kvpool/kvpool.ini"
+for u in $units; do want="$want usr/lib/systemd/system/$u"; done
+for f in $want; do
+	[ -e "$D/$f" ] || fail "make install did not install /$f"
+done
+for b in kvpool kvpool-master kvpool-node; do
+	[ -x "$D/usr/bin/$b" ] || fail "/usr/bin/$b is not executable"
+done
+cmp -s "$root/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini" || fail "etc/kvpool/kvpool.ini is not conf/kvpool.ini"
+left=$(grep -l '@[A-Z]*@' "$D"/usr/lib/systemd/system/* "$D"/usr/share/man/man*/* \
+	"$D"/usr/lib/pkgconfig/kvpool.pc 2>/dev/null)
+[ -z "$left" ] || fail "placeholders left in: $left"
+grep -q '^ExecStart=/usr/bin/kvpool-node -c /etc/kvpool/kvpool.ini -c /etc/kvpool/node-%i.ini$' \
+	"$D/usr/lib/systemd/system/kvpool-node@.service" || fail "kvpool-node@.service ExecStart"
+for m in "$D"/usr/share/man/man*/*; do
+	w=$(groff -man -ww -z "$m" 2>&1)
+	[ -z "$w" ] || fail "groff warns about $(basename "$m"): $w"
+	MANWIDTH=80 man -l "$m" 2>/dev/null | grep -q "^NAME" || fail "$(basename "$m") does not render"
+done
+grep -q "lease_ttl" "$D/usr/share/man/man5/kvpool.ini.5" || fail "kvpool.ini(5) lacks the keys"
+ok "make install DESTDIR: $(find "$D" -type f | wc -l) files, man pages render"
+
+# ---- 2. sysusers.d, tmpfiles.d ----
+# A root for the offline tools: the installed tree, plus what verify needs
+# of the host (its units for sysinit.target & co., the helpers the units
+# name: /bin/kill, /bin/mkdir, /bin/fusermount3).
+mkdir -p "$V"
+cp -a "$D"/. "$V"/
+mkdir -p "$V/usr/lib/systemd/system" "$V/usr/bin" "$V/etc"
+for u in /usr/lib/systemd/system/*; do
+	[ -e "$V/usr/lib/systemd/system/$(basename "$u")" ] || cp -a "$u" "$V/usr/lib/systemd/system/"
+done
+ln -s usr/bin "$V/bin"
+ln -s usr/sbin "$V/sbin" 2>/dev/null || true
+for h in kill mkdir fusermount3; do
+	p=$(command -v "$h") || p=/bin/$h
+	if [ -x "$p" ]; then cp "$p" "$V/usr/bin/$h"; else printf '#!/bin/sh\n' >"$V/usr/bin/$h"; chmod 755 "$V/usr/bin/$h"; fi
+done
+systemd-sysusers --root="$V" "$V/usr/lib/sysusers.d/kvpool.conf" >"$tmp/sysusers.log" 2>&1 ||
+	{ cat "$tmp/sysusers.log"; fail "systemd-sysusers rejects kvpool.conf"; }
+uid=$(awk -F: '$1 == "kvpool" { print $3 }' "$V/etc/passwd")
+gid=$(awk -F: '$1 == "kvpool" { print $3 }' "$V/etc/group")
+[ -n "$uid" ] && [ -n "$gid" ] || fail "sysusers did not create user and group kvpool"
+systemd-tmpfiles --root="$V" --create "$V/usr/lib/tmpfiles.d/kvpool.conf" >"$tmp/tmpfiles.log" 2>&1 ||
+	{ cat "$tmp/tmpfiles.log"; fail "systemd-tmpfiles rejects kvpool.conf"; }
+[ "$(stat -c '%a %u %g' "$V/var/lib/kvpool")" = "750 $uid $gid" ] ||
+	fail "/var/lib/kvpool is $(stat -c '%a %u %g' "$V/var/lib/kvpool"), want 750 $uid $gid"
+ok "sysusers.d creates kvpool ($uid:$gid), tmpfiles.d creates /var/lib/kvpool 0750"
+
+# ---- 3. systemd-analyze verify ----
+verify() {	# verify UNIT...: output in $tmp/verify.log, exit status
+	(cd "$V" && MANPATH="$V/usr/share/man" SYSTEMD_LOG_COLOR=0 \
+		systemd-analyze verify --root="$V" "$@") >"$tmp/verify.log" 2>&1
+}
+# a unit with a bad key and a missing binary must be noticed
+sed -e 's|^LockPersonality=yes|LockPersonality=yes\nNoSuchKey=1|' \
+	-e 's|^ExecStart=/usr/bin/kvpool-master|ExecStart=/usr/bin/kvpool-nonexistent|' \
+	"$V/usr/lib/systemd/system/kvpool-master.service" >"$V/usr/lib/systemd/system/kvpt-broken.service"
+verify kvpt-broken.service
+grep -q "NoSuchKey" "$tmp/verify.log" && grep -q "kvpool-nonexistent" "$tmp/verify.log" ||
+	{ cat "$tmp/verify.log"; fail "verify did not notice a broken unit: the check below would be void"; }
+rm "$V/usr/lib/systemd/system/kvpt-broken.service"
+
+vunits="kvpool-master.service kvpool-node.service kvpool-node@a.service kvpool-fuse@mnt-kvpool.service"
+# shellcheck disable=SC2086
+verify $vunits
+vrc=$?
+if [ $vrc != 0 ] || [ -s "$tmp/verify.log" ]; then
+	cat "$tmp/verify.log"
+	fail "systemd-analyze verify: exit $vrc, $(wc -l <"$tmp/verify.log") lines of complaints"
+fi
+ok "systemd-analyze verify: $vunits clean"
+
+for u in kvpool-master.service kvpool-node.service kvpool-fuse@mnt-kvpool.service; do
+	thr=30
+	[ "$u" = kvpool-fuse@mnt-kvpool.service ] && thr=50	# needs CAP_SYS_ADMIN, no namespaces
+	(cd "$V" && systemd-analyze security --offline=true --root="$V" --threshold=$thr "$u") \
+		>"$tmp/security.log" 2>&1
+	src=$?
+	score=$(grep -o "Overall exposure level for $u: [0-9.]*" "$tmp/security.log" | awk '{print $NF}')
+	[ -n "$score" ] || { tail -n 5 "$tmp/security.log"; fail "systemd-analyze security gave no score for $u"; }
+	[ $src = 0 ] || fail "$u: exposure $score is above $((thr / 10)).$((thr % 10))"
+	echo "    $u: exposure $score"
+done
+ok "systemd-analyze security: master and node at 3.0 or better"
+
+# ---- 4. pkg-config, headers, the shared and static library ----
+export PKG_CONFIG_PATH="" PKG_CONFIG_LIBDIR="$D/usr/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$D"
+flags=$(pkg-config --cflags --libs kvpool) || fail "pkg-config --cflags --libs kvpool"
+for f in "-I$D/usr/include" "-L$D/usr/lib" -lkvpool; do
+	case " $flags " in *" $f "*) ;; *) fail "pkg-config gives '$flags', no $f" ;; esac
+done
+[ "$(pkg-config --modversion kvpool)" = "$(sed -n 's/^VERSION := //p' "$root/Makefile")" ] ||
+	fail "kvpool.pc version $(pkg-config --modversion kvpool)"
+cat >"$tmp/t.c" <<'EOF'
+#include <kvpool.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void)
+{
+	const char *ov[] = { "client.timeout=2s", NULL };
+	struct kvp_open_opts o = { .master = "127.0.0.1:1", .overrides = ov };
+	int err = 0;
+	struct kvp *k = kvp_open(&o, &err);
+
+	if (k || err != KVP_ECONN) {
+		printf("kvp_open of a closed port: %p %d\n", (void *)k, err);
+		return 1;
+	}
+	printf("%s|%s\n", kvp_errname(err), kvp_strerror(KVP_ENOTFOUND));
+	return 0;
+}
+EOF
+# shellcheck disable=SC2046
+cc "${san[@]}" -std=c99 -Wall -Werror -o "$tmp/t" "$tmp/t.c" $(pkg-config --cflags --libs kvpool) 2>"$tmp/cc.log" ||
+	{ cat "$tmp/cc.log"; fail "a program does not compile and link with pkg-config's flags"; }
+readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libkvpool.so.0\]' || fail "the program does not need libkvpool.so.0"
+out=$(LD_LIBRARY_PATH="$D/usr/lib" "$tmp/t") || fail "the program fails: $out"
+[ "$out" = "KVP_ECONN|object not found" ] || fail "the program printed '$out'"
+LD_LIBRARY_PATH="$D/usr/lib" ldd "$tmp/t" | grep -q "$D/usr/lib/libkvpool.so.0" ||
+	fail "the program did not load the installed libkvpool.so.0"
+# shellcheck disable=SC2046
+cc "${san[@]}" -o "$tmp/ts" "$tmp/t.c" $(pkg-config --cflags kvpool) -Wl,-Bstatic -lkvpool -Wl,-Bdynamic \
+	$(pkg-config --static --libs kvpool | sed 's/ -lkvpool / /') 2>"$tmp/cc.log" ||
+	{ cat "$tmp/cc.log"; fail "static link against libkvpool.a with pkg-config --static"; }
+[ "$("$tmp/ts")" = "KVP_ECONN|object not found" ] || fail "the static program"
+extra=$(nm -D --defined-only "$D/usr/lib/libkvpool.so" | awk '$2 ~ /[TDBRVW]/ && $3 !~ /^kvp_/ { print $3 }' |
+	grep -v '^KVPOOL_0$' | head -5)
+[ -z "$extra" ] || fail "libkvpool.so exports more than kvp_*: $extra"
+ok "pkg-config (sysroot): shared and static programs build and run; only kvp_* exported"
+unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+
+# ---- 5. reinstall keeps an edited configuration ----
+printf '\n# edited by systemd_units.sh\n[log]\nlevel = info\n' >>"$D/etc/kvpool/kvpool.ini"
+make "${mkargs[@]}" install >"$tmp/install2.log" 2>&1 || { cat "$tmp/install2.log"; fail "second make install"; }
+grep -q "edited by systemd_units.sh" "$D/etc/kvpool/kvpool.ini" || fail "a second install overwrote kvpool.ini"
+grep -q "keeping existing" "$tmp/install2.log" || fail "a second install does not say it keeps kvpool.ini"
+ok "a second make install keeps the edited kvpool.ini"
+
+# ---- 6. uninstall ----
+make "${mkargs[@]}" uninstall >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall"; }
+rest=$(cd "$D" && find . ! -type d ! -path ./etc/kvpool/kvpool.ini | sort)
+[ -z "$rest" ] || fail "make uninstall leaves what make install put there: $rest"
+[ -f "$D/etc/kvpool/kvpool.ini" ] || fail "make uninstall removed the edited kvpool.ini"
+grep -q "keeping .*kvpool.ini (edited)" "$tmp/uninstall.log" || fail "uninstall does not say it keeps kvpool.ini"
+cp "$root/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini"
+make "${mkargs[@]}" uninstall >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall"; }
+rest=$(cd "$D" && find . -mindepth 1 | sort)
+[ -z "$rest" ] || fail "after uninstall of an unedited install, left: $rest"
+ok "make uninstall removes everything (an edited kvpool.ini stays)"
+echo "PASS"

@@ -1,0 +1,169 @@
+/* fuzz_master: arbitrary frames into the master's request dispatcher
+ * (master_handle), in-process, with two fake segments mounted so that PUT,
+ * GET, eviction and FREE paths are reached. The input is a sequence of
+ * records: u8 opcode selector, u8 control bits, u16 body length, body.
+ * Control bits: 1 = send as the node (else as the client), 2 = mark as a
+ * reply, 4 = run master_tick first, 8 = acknowledge the oldest FREE.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "log.h"
+#include "master.h"
+#include "wire.h"
+
+static const uint16_t ops[] = {
+	WIRE_OP_HELLO, WIRE_OP_MOUNT, WIRE_OP_REPORT, WIRE_OP_UNMOUNT, WIRE_OP_HEARTBEAT,
+	WIRE_OP_FREE, WIRE_OP_SEGMENTS, WIRE_OP_PUT_START, WIRE_OP_PUT_END, WIRE_OP_PUT_REVOKE,
+	WIRE_OP_GET, WIRE_OP_EXISTS, WIRE_OP_SIZE, WIRE_OP_REMOVE, WIRE_OP_REMOVE_PREFIX,
+	WIRE_OP_LIST, WIRE_OP_STAT, WIRE_OP_PIN, WIRE_OP_INFO, WIRE_OP_READ, WIRE_OP_WRITE,
+};
+#define NOPS (sizeof(ops) / sizeof(ops[0]))
+
+/* FREE requests the master sent to the node, waiting for an ack. */
+static uint64_t free_reqids[64];
+static size_t nfree;
+
+static int sink(void *arg, const void *p, size_t n)
+{
+	struct rbuf r;
+
+	(void)arg;
+	/* Remember FREE requests so that a record can acknowledge them. */
+	rb_init(&r, p, n);
+	while (rb_ok(&r) && (size_t)(r.end - r.p) >= WIRE_HDR_SIZE) {
+		struct wire_hdr h;
+		if (wire_hdr_decode(r.p, &h, UINT32_MAX, UINT64_MAX))
+			abort();	/* the master only writes well-formed frames */
+		rb_take(&r, WIRE_HDR_SIZE);
+		if (!rb_take(&r, h.body_len))
+			abort();
+		if (h.opcode == WIRE_OP_FREE && !(h.flags & WIRE_F_REPLY) && nfree < 64)
+			free_reqids[nfree++] = h.reqid;
+	}
+	if ((size_t)(r.end - r.p) != 0)
+		abort();
+	return 0;
+}
+
+static void hangup(void *arg)
+{
+	(void)arg;
+}
+
+static void call(struct master *m, struct master_client *c, uint16_t op, uint8_t flags,
+		 uint64_t reqid, const uint8_t *body, size_t len, struct wbuf *reply)
+{
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC, .version = WIRE_VERSION, .flags = flags, .opcode = op,
+		.body_len = (uint32_t)len, .reqid = reqid,
+	};
+
+	wb_reset(reply);
+	master_handle(m, c, &h, body, reply);
+	if (reply->len)
+		sink(NULL, reply->p, reply->len);
+}
+
+static void hello(struct master *m, struct master_client *c, uint16_t role, struct wbuf *w)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	wb_u16(&b, role);
+	wb_cstr(&b, "");
+	wb_cstr(&b, "fuzz");
+	wb_cstr(&b, "host");
+	call(m, c, WIRE_OP_HELLO, 0, 1, b.p, b.len, w);
+	wb_free(&b);
+}
+
+static void mount(struct master *m, struct master_client *c, uint64_t uuid, uint32_t align,
+		  struct wbuf *w)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	wb_cstr(&b, "node");
+	wb_cstr(&b, "host");
+	wb_cstr(&b, "/dev/shm/fuzz");
+	wb_u64(&b, 1);
+	wb_u64(&b, uuid);
+	wb_u64(&b, 1 << 20);
+	wb_u64(&b, uuid);
+	wb_u64(&b, align);
+	wb_u32(&b, align);
+	wb_cstr(&b, "127.0.0.1:1");
+	wb_blob(&b, NULL, 0);
+	wb_u64(&b, 0);
+	wb_i32(&b, -1);
+	call(m, c, WIRE_OP_MOUNT, 0, 2, b.p, b.len, w);
+	wb_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct kvp_conf conf;
+	static bool init;
+	char err[256];
+	struct wbuf reply;
+
+	if (!init) {
+		conf_defaults(&conf);
+		conf.cluster.max_batch = 64;
+		conf.cluster.max_object_size = 1 << 20;
+		conf.master.eviction_high_watermark = 0.5;
+		conf.master.eviction_ratio = 0.2;
+		log_init("fuzz", LOG_CRIT);
+		init = true;
+	}
+	struct master *m = master_create(&conf, err, sizeof(err));
+	if (!m)
+		abort();
+	master_set_generation(m, 0);	/* puts get generations 1, 2, ... */
+	nfree = 0;
+	wb_init(&reply);
+	struct master_client *node = master_client_new(m, sink, hangup, NULL);
+	struct master_client *cli = master_client_new(m, sink, hangup, NULL);
+	hello(m, node, WIRE_ROLE_NODE, &reply);
+	hello(m, cli, WIRE_ROLE_CLIENT, &reply);
+	mount(m, node, 1, 4096, &reply);
+	mount(m, node, 2, 64, &reply);
+
+	uint64_t reqid = 100;
+	while (size >= 4) {
+		uint16_t op = ops[data[0] % NOPS];
+		uint8_t ctl = data[1];
+		size_t len = (size_t)data[2] | (size_t)data[3] << 8;
+		data += 4;
+		size -= 4;
+		if (len > size)
+			len = size;
+		if (ctl & 4)
+			master_tick(m);
+		if ((ctl & 8) && nfree) {
+			call(m, node, WIRE_OP_FREE, WIRE_F_REPLY, free_reqids[0], NULL, 0, &reply);
+			memmove(free_reqids, free_reqids + 1, --nfree * sizeof(free_reqids[0]));
+		}
+		/* A copy of exactly len bytes, so ASan sees any over-read. */
+		uint8_t *body = malloc(len ? len : 1);
+		if (!body)
+			abort();
+		memcpy(body, data, len);
+		call(m, ctl & 1 ? node : cli, op, ctl & 2 ? WIRE_F_REPLY : 0, reqid++, body, len,
+		     &reply);
+		free(body);
+		data += len;
+		size -= len;
+	}
+	master_tick(m);
+	master_client_free(cli);
+	master_client_free(node);
+	master_destroy(m);
+	wb_free(&reply);
+	return 0;
+}

@@ -1,0 +1,116 @@
+/* t_client_restart: handles survive their peers. With one node and two open
+ * handles (local path and TCP): the master is killed (calls fail with
+ * KVP_ECONN, no hang) and restarted on the same port — the next calls on the
+ * same handles reconnect, refresh the segment table and read the objects
+ * the node re-reported; the node is killed and restarted — pooled data
+ * connections are found dead and replaced; a stopped (SIGSTOP) node makes a
+ * TCP read fail with KVP_ETIMEDOUT after client.timeout, and the handle works
+ * again once it continues. Exit 0/1/77.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "t_client_lib.h"
+
+#define LEN 50000
+
+static int64_t get_check(struct kvp *k, const char *key)
+{
+	char *v = malloc(LEN);
+	int64_t rc;
+
+	REQUIRE(v);
+	rc = kvp_get_into(k, key, v, LEN);
+	if (rc == LEN && !tc_check_fill(v, LEN, key))
+		rc = -1000;	/* wrong bytes: never acceptable */
+	free(v);
+	return rc;
+}
+
+/* Retries a read until it succeeds (the pool is coming back). */
+static int eventually(struct kvp *k, const char *key, int seconds)
+{
+	int64_t rc = 0;
+
+	for (int i = 0; i < seconds * 10; i++) {
+		rc = get_check(k, key);
+		if (rc == LEN)
+			return 1;
+		if (rc == -1000)
+			break;
+		usleep(100000);
+	}
+	fprintf(stderr, "%s: last result %lld\n", key, (long long)rc);
+	return 0;
+}
+
+static void put_key(struct kvp *k, const char *key)
+{
+	char *v = malloc(LEN);
+
+	REQUIRE(v);
+	tc_fill(v, LEN, key);
+	CHECK_RC(kvp_put(k, key, v, LEN), 0);
+	free(v);
+}
+
+int main(void)
+{
+	struct tc_pool *p = tc_start(1, 64, "[client]\ntimeout = 1500ms\n");
+	const char *tcp[] = { "client.protocol=tcp", NULL };
+	struct kvp_stats s0, s1;
+	struct kvp *kl, *kt;
+	int err;
+
+	kl = tc_open(p, NULL, &err);
+	kt = tc_open(p, tcp, &err);
+	REQUIRE(kl && kt);
+	put_key(kl, "rs/a");
+	put_key(kt, "rs/b");
+	CHECK_RC(get_check(kt, "rs/a"), LEN);
+	CHECK_RC(get_check(kl, "rs/b"), LEN);
+
+	/* master dies: an error, not a hang */
+	kvp_stats(kl, &s0);
+	tc_kill(&p->master, SIGKILL);
+	{
+		int rc = kvp_exists(kl, "rs/a");
+
+		CHECK(rc == KVP_ECONN || rc == KVP_ETIMEDOUT);
+	}
+	/* and comes back: same handles, objects re-reported by the node */
+	tc_start_master(p);
+	CHECK(eventually(kl, "rs/a", 30));
+	CHECK(eventually(kl, "rs/b", 30));
+	CHECK(eventually(kt, "rs/a", 30));
+	put_key(kl, "rs/c");
+	CHECK_RC(get_check(kt, "rs/c"), LEN);
+	kvp_stats(kl, &s1);
+	CHECK(s1.master_connects > s0.master_connects);
+	CHECK(s1.segment_refreshes > s0.segment_refreshes);
+
+	/* node dies and comes back (its segment file survives a SIGKILL) */
+	kvp_stats(kt, &s0);
+	tc_kill(&p->node[0], SIGKILL);
+	tc_start_node(p, 0);
+	CHECK(eventually(kt, "rs/a", 30));
+	CHECK(eventually(kt, "rs/c", 30));
+	CHECK(eventually(kl, "rs/b", 30));
+	kvp_stats(kt, &s1);
+	CHECK(s1.node_connects > s0.node_connects);
+
+	/* a stopped node: TCP reads time out, local reads do not need it */
+	CHECK(eventually(kt, "rs/b", 30));	/* pooled connection is warm */
+	kill(p->node[0], SIGSTOP);
+	CHECK_RC(get_check(kt, "rs/b"), KVP_ETIMEDOUT);
+	CHECK_RC(get_check(kl, "rs/b"), LEN);
+	kill(p->node[0], SIGCONT);
+	CHECK(eventually(kt, "rs/b", 30));
+
+	kvp_close(kl);
+	kvp_close(kt);
+	return tc_exit();
+}

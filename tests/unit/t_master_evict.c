@@ -1,0 +1,201 @@
+/* t_master_evict: watermark eviction evicts the least recently read objects
+ * (LRU), skips leased and pinned ones, and a PUT_START that finds no room
+ * evicts, waits for the node's FREE acks and succeeds; with nothing
+ * evictable it fails with ENOSPC. A fake node answers FREEs. */
+#include "testlib.h"
+
+#define ALIGN 4096
+#define BLOCKS 256			/* segment = 256 blocks, 255 usable */
+#define SEG_SIZE ((uint64_t)BLOCKS * ALIGN)
+#define VLEN (ALIGN - 64 - 16)		/* one block per object with keys <= 16 bytes */
+
+static void key(char *k, int i)
+{
+	snprintf(k, 16, "obj%05d", i);
+}
+
+static int put_range(struct tl_conn *c, int from, int to)
+{
+	char k[16];
+	int fails = 0;
+
+	for (int i = from; i < to; i++) {
+		key(k, i);
+		if (tl_put1(c, k, VLEN, NULL) != 0)
+			fails++;
+	}
+	return fails;
+}
+
+static int count_exist(struct tl_conn *c, int from, int to)
+{
+	char k[16];
+	int n = 0;
+
+	for (int i = from; i < to; i++) {
+		key(k, i);
+		n += tl_exists(c, k) == 1;
+	}
+	return n;
+}
+
+/* Answers FREEs until INFO shows no eviction progress for a while. */
+static void settle(struct tl_conn *node, struct tl_conn *c)
+{
+	struct tl_info a, b;
+
+	tl_info(c, &a);
+	for (int i = 0; i < 100; i++) {
+		tl_drain_frees(node, 50);
+		tl_info(c, &b);
+		if (b.evictions == a.evictions && i > 3)
+			break;
+		a = b;
+	}
+}
+
+static void test_lru(void)
+{
+	struct tl_master m;
+
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.5\n"
+			    "lease_ttl = 100ms\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "lru", "h", SEG_SIZE, 1, ALIGN, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+
+	CHECK_EQ(put_range(c, 0, 200), 0);		/* 200 of 255 blocks: below 90% */
+	tl_sleep_ms(20);
+	char k[16];
+	struct tl_obj g;
+	for (int i = 0; i < 50; i++) {			/* read 0..49: recently used */
+		key(k, i);
+		CHECK_EQ(tl_get1(c, k, &g), 0);
+	}
+	tl_sleep_ms(150);				/* leases (100 ms) expire */
+	struct tl_info info;
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK_EQ(info.evictions, 0);
+	CHECK_EQ(info.leases, 0);
+
+	/* cross the watermark: a round evicts 50% of the capacity */
+	CHECK_EQ(put_range(c, 200, 240), 0);
+	settle(node, c);
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK(info.evictions >= 127, "evictions %llu", (unsigned long long)info.evictions);
+	CHECK_EQ(count_exist(c, 0, 50), 50);		/* recently read: all kept */
+	CHECK_EQ(count_exist(c, 200, 240), 40);		/* recently put: kept */
+	int old = count_exist(c, 50, 200);
+	CHECK_EQ(old + (int)info.evictions, 150);	/* only never-read ones went */
+	CHECK(info.bytes_used <= (uint64_t)(BLOCKS - 127) * ALIGN,
+	      "space reused after the FREE acks: used %llu", (unsigned long long)info.bytes_used);
+
+	/* /metrics counts them too */
+	char *body = NULL;
+	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
+	char line[64];
+	snprintf(line, sizeof(line), "kvpool_master_evictions_total %llu",
+		 (unsigned long long)info.evictions);
+	CHECK(body && strstr(body, line), "metrics: %s", line);
+	free(body);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
+static void test_leased_pinned(void)
+{
+	struct tl_master m;
+
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.5\n"
+			    "lease_ttl = 60s\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "lp", "h", SEG_SIZE, 2, ALIGN, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	char k[16];
+	struct tl_obj g;
+
+	CHECK_EQ(put_range(c, 0, 200), 0);
+	for (int i = 0; i < 100; i++) {			/* 0..99 leased for 60 s */
+		key(k, i);
+		CHECK_EQ(tl_get1(c, k, &g), 0);
+	}
+	for (int i = 100; i < 150; i++) {		/* 100..149 pinned */
+		key(k, i);
+		CHECK_EQ(tl_pin(c, k, 60000), 0);
+	}
+	tl_sleep_ms(10);
+	CHECK_EQ(put_range(c, 200, 231), 0);		/* over 90% */
+	settle(node, c);
+	struct tl_info info;
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK(info.evictions >= 50, "evictions %llu", (unsigned long long)info.evictions);
+	CHECK_EQ(count_exist(c, 0, 100), 100);		/* leased survive */
+	CHECK_EQ(count_exist(c, 100, 150), 50);		/* pinned survive */
+	CHECK_EQ(count_exist(c, 150, 200), 0);		/* the oldest free ones went first */
+	CHECK_EQ(info.leases, 100);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+}
+
+static void test_put_evicts(void)
+{
+	struct tl_master m;
+
+	/* high watermark 1.0: no background rounds, only the PUT_START path */
+	tl_start_master(&m, "[master]\neviction_high_watermark = 1.0\neviction_ratio = 0.2\n"
+			    "lease_ttl = 60s\n");
+	/* one connection is node and client, so that the FREEs the parked
+	 * PUT_START waits for are answered while we wait for its reply */
+	struct tl_conn *n = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	n->auto_free = true;
+	REQUIRE(tl_mount(n, "pe", "h", SEG_SIZE, 3, ALIGN, NULL) > 0, "mount");
+	CHECK_EQ(put_range(n, 0, BLOCKS - 1), 0);	/* full */
+	struct tl_obj o;
+	struct tl_info info;
+	CHECK_EQ(tl_info(n, &info), 0);
+	CHECK_EQ(info.bytes_used, SEG_SIZE - ALIGN);
+	uint64_t freed0 = n->frees_answered;
+	CHECK_EQ(tl_put_start1(n, "newcomer", VLEN, 1, 0, &o), 0);
+	CHECK(n->frees_answered > freed0, "the put waited for FREE acks");
+	CHECK_EQ(tl_put_end1(n, "newcomer", o.generation, 1), 0);
+	CHECK_EQ(tl_info(n, &info), 0);
+	CHECK(info.evictions >= 50, "evictions %llu", (unsigned long long)info.evictions);
+
+	/* now lease everything: nothing evictable -> ENOSPC, at once */
+	CHECK_EQ(tl_put1(n, "filler", VLEN, NULL), 0);
+	char k[16];
+	struct tl_obj g;
+	for (int i = 0; i < BLOCKS - 1; i++) {
+		key(k, i);
+		tl_get1(n, k, &g);
+	}
+	tl_get1(n, "newcomer", &g);
+	tl_get1(n, "filler", &g);
+	int filled = 0;
+	for (int i = 0; i < BLOCKS; i++) {		/* fill the rest, leasing it */
+		char x[16];
+		snprintf(x, sizeof(x), "fill%04d", i);
+		if (tl_put1(n, x, VLEN, NULL))
+			break;
+		tl_get1(n, x, &g);
+		filled++;
+	}
+	CHECK(filled > 0, "filled the freed room");
+	uint64_t freed1 = n->frees_answered;
+	CHECK_EQ(tl_put_start1(n, "nope", VLEN, 1, 0, &o), KVP_ENOSPC);
+	CHECK_EQ(n->frees_answered, freed1);		/* nothing was evicted */
+	tl_conn_close(n);
+	tl_stop_master(&m);
+}
+
+int main(void)
+{
+	test_lru();
+	test_leased_pinned();
+	test_put_evicts();
+	return tl_done();
+}

@@ -1,0 +1,340 @@
+/* t_master_http: /metrics is valid Prometheus text (every line checked),
+ * /health answers 200, the Mooncake metadata store (GET/PUT/DELETE
+ * /metadata?key=K), Mooncake's flag spellings start a working master,
+ * --help / --version / --print-config, a bad config exits 1 with
+ * file:line, SIGHUP applies live keys. */
+#include "testlib.h"
+
+#include <ctype.h>
+
+static bool name_ok(const char *s, size_t n, bool colon)
+{
+	if (!n || !(isalpha((unsigned char)s[0]) || s[0] == '_' || (colon && s[0] == ':')))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || (colon && s[i] == ':')))
+			return false;
+	return true;
+}
+
+static bool value_ok(const char *s)
+{
+	char *end;
+
+	if (!strcmp(s, "+Inf") || !strcmp(s, "-Inf") || !strcmp(s, "NaN"))
+		return true;
+	strtod(s, &end);
+	return end != s && (*end == '\0' || *end == ' ');
+}
+
+/* Checks one sample line: name{l="v",...} value; returns the name length. */
+static size_t sample_ok(const char *line, char *name, size_t cap)
+{
+	const char *p = line;
+	while (isalnum((unsigned char)*p) || *p == '_' || *p == ':')
+		p++;
+	size_t nlen = (size_t)(p - line);
+	if (!name_ok(line, nlen, true) || nlen >= cap)
+		return 0;
+	memcpy(name, line, nlen);
+	name[nlen] = '\0';
+	if (*p == '{') {
+		p++;
+		while (*p != '}') {
+			const char *l = p;
+			while (isalnum((unsigned char)*p) || *p == '_')
+				p++;
+			if (!name_ok(l, (size_t)(p - l), false) || *p++ != '=' || *p++ != '"')
+				return 0;
+			while (*p && *p != '"') {
+				if (*p == '\\') {
+					p++;
+					if (*p != '\\' && *p != '"' && *p != 'n')
+						return 0;
+				}
+				p++;
+			}
+			if (*p++ != '"')
+				return 0;
+			if (*p == ',')
+				p++;
+			else if (*p != '}')
+				return 0;
+		}
+		p++;
+	}
+	if (*p++ != ' ' || !value_ok(p))
+		return 0;
+	return nlen;
+}
+
+/* Validates the exposition: HELP/TYPE comments, samples of declared
+ * families (histograms: _bucket/_sum/_count). Returns the number of samples. */
+static int check_prometheus(char *text)
+{
+	char types[128][96];
+	int ntypes = 0, samples = 0, lineno = 0;
+
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		lineno++;
+		if (line[0] == '#') {
+			char kw[8], nm[96], rest[64];
+			int k = sscanf(line, "# %7s %95s %63s", kw, nm, rest);
+			CHECK(k >= 2 && (!strcmp(kw, "HELP") || !strcmp(kw, "TYPE")),
+			      "line %d: bad comment '%s'", lineno, line);
+			if (k == 3 && !strcmp(kw, "TYPE")) {
+				CHECK(!strcmp(rest, "counter") || !strcmp(rest, "gauge") ||
+				      !strcmp(rest, "histogram") || !strcmp(rest, "summary") ||
+				      !strcmp(rest, "untyped"), "line %d: type '%s'", lineno, rest);
+				if (ntypes < 128)
+					snprintf(types[ntypes++], sizeof(types[0]), "%s", nm);
+			}
+			continue;
+		}
+		char name[128];
+		CHECK(sample_ok(line, name, sizeof(name)), "line %d: bad sample '%s'", lineno, line);
+		bool declared = false;
+		for (int i = 0; i < ntypes && !declared; i++) {
+			size_t tl = strlen(types[i]);
+			declared = !strncmp(name, types[i], tl) &&
+				   (name[tl] == '\0' || !strcmp(name + tl, "_bucket") ||
+				    !strcmp(name + tl, "_sum") || !strcmp(name + tl, "_count"));
+		}
+		CHECK(declared, "line %d: sample of undeclared family '%s'", lineno, name);
+		samples++;
+	}
+	return samples;
+}
+
+static void test_metrics_health_metadata(void)
+{
+	struct tl_master m;
+	char *body;
+	size_t blen;
+
+	tl_start_master(&m, "[master]\nmetadata_server = true\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	/* a node name that needs escaping in a label */
+	REQUIRE(tl_mount(node, "we\"ird\\n", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	struct tl_obj o;
+	CHECK_EQ(tl_put1(c, "k1", 100, &o), 0);
+	CHECK_EQ(tl_get1(c, "k1", &o), 0);
+	CHECK_EQ(tl_get1(c, "missing", &o), KVP_ENOTFOUND);
+	CHECK_EQ(tl_put_start1(c, "pending", 100, 1, 0, &o), 0);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/health", NULL, 0, &body, NULL), 200);
+	CHECK(body && strcmp(body, "ok\n") == 0, "health body '%s'", body);
+	free(body);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
+	REQUIRE(body, "metrics body");
+	CHECK(strstr(body, "kvpool_master_keys 1\n"), "keys gauge");
+	CHECK(strstr(body, "kvpool_master_pending_puts 1\n"), "pending puts");
+	CHECK(strstr(body, "kvpool_master_active_leases 1\n"), "active leases");
+	CHECK(strstr(body, "kvpool_master_segment_capacity_bytes{segment=\"1\",node=\"we\\\"ird\\\\n\"} 1044480\n"),
+	      "per-segment capacity with an escaped node label");
+	CHECK(strstr(body, "kvpool_master_requests_total{op=\"get\"} 2\n"), "get requests");
+	CHECK(strstr(body, "kvpool_master_request_failures_total{op=\"get\"} 1\n"), "get failures");
+	CHECK(strstr(body, "kvpool_master_request_duration_seconds_bucket{op=\"get\",le=\"+Inf\"} 2\n"),
+	      "latency histogram");
+	CHECK(strstr(body, "kvpool_master_request_duration_seconds_count{op=\"put_start\"}"),
+	      "put_start histogram");
+	CHECK(strstr(body, "kvpool_master_evictions_total 0\n"), "evictions");
+	CHECK(strstr(body, "kvpool_master_metadata_keys 0\n"), "metadata keys");
+	int samples = check_prometheus(body);
+	CHECK(samples > 100, "%d samples", samples);
+	free(body);
+	CHECK_EQ(tl_http(m.http_port, "GET", "/nope", NULL, 0, NULL, NULL), 404);
+
+	/* metadata store */
+	int md = m.md_port;
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=seg1", NULL, 0, NULL, NULL), 404);
+	const char *v1 = "{\"name\":\"seg1\",\"buffers\":[]}";
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=seg1", v1, strlen(v1), NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=seg1", NULL, 0, &body, &blen), 200);
+	CHECK(body && blen == strlen(v1) && !memcmp(body, v1, blen), "GET returns the PUT body");
+	free(body);
+	const char *v2 = "replaced";
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=seg1", v2, strlen(v2), NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=seg1", NULL, 0, &body, &blen), 200);
+	CHECK(body && blen == strlen(v2) && !memcmp(body, v2, blen), "PUT replaces");
+	free(body);
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=other%2Fkey", "x", 1, NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=other/key", NULL, 0, NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "DELETE", "/metadata?key=seg1", NULL, 0, NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=seg1", NULL, 0, NULL, NULL), 404);
+	CHECK_EQ(tl_http(md, "DELETE", "/metadata?key=seg1", NULL, 0, NULL, NULL), 404);
+	CHECK_EQ(tl_http(md, "GET", "/metadata", NULL, 0, NULL, NULL), 400);
+	/* values are bounded */
+	size_t big = (4u << 20) + 1;
+	char *huge = malloc(big);
+	REQUIRE(huge, "oom");
+	memset(huge, 'x', big);
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=huge", huge, big, NULL, NULL), 413);
+	free(huge);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=huge", NULL, 0, NULL, NULL), 404);
+	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
+	CHECK(body && strstr(body, "kvpool_master_metadata_keys 1\n"), "one metadata key left");
+	free(body);
+
+	/* SIGHUP: a live key (lease_ttl) is applied, a restart key is reported */
+	char ini[1024];
+	snprintf(ini, sizeof(ini),
+		 "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
+		 "metadata_listen = 127.0.0.1:%d\nmetadata_server = true\nlease_ttl = 7s\n"
+		 "max_connections = 99\n[log]\nlevel = info\n", m.port, m.http_port, m.md_port);
+	tl_write_file(m.conf, ini);
+	kill(m.pid, SIGHUP);
+	bool applied = false;
+	for (int i = 0; i < 100 && !applied; i++) {
+		tl_sleep_ms(20);
+		CHECK_EQ(tl_get1(c, "k1", &o), 0);
+		applied = o.lease_ms == 7000;
+	}
+	CHECK(applied, "lease_ttl reloaded: %llu", (unsigned long long)o.lease_ms);
+	char *log = tl_read_file(m.log);
+	CHECK(log && strstr(log, "lease_ttl"), "reload logs the change");
+	CHECK(log && strstr(log, "max_connections") && strstr(log, "restart"),
+	      "reload names the key needing a restart");
+	free(log);
+
+	tl_conn_close(c);
+	tl_conn_close(node);
+	int st = tl_stop_master(&m);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "clean exit");
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
+static void test_mooncake_flags(void)
+{
+	char bin[256], pa[64], pb[64], pc[32];
+	int rpc = tl_free_port(), mdp = tl_free_port(), met = tl_free_port();
+	const char *dir = tl_tmpdir("mc");
+	char log[256];
+
+	snprintf(log, sizeof(log), "%s/mc.log", dir);
+	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	snprintf(pa, sizeof(pa), "--port=%d", rpc);
+	snprintf(pb, sizeof(pb), "--http_metadata_server_port=%d", mdp);
+	snprintf(pc, sizeof(pc), "%d", met);
+	char *argv[] = { bin, pa, "--enable_http_metadata_server=true", pb, "--metrics_port", pc,
+			 "--rpc_address=127.0.0.1", "--http_metadata_server_host", "127.0.0.1",
+			 "--default_kv_lease_ttl=2500", "--eviction_ratio", "0.1",
+			 "--eviction_high_watermark_ratio=0.8", "--client_ttl=20",
+			 "--put_start_discard_timeout_sec", "40", "--rpc_thread_num=8",
+			 "--enable_gc", "false", "--max_threads", "4", "--cluster_id=x", NULL };
+	/* the config file default (/etc/kvpool/kvpool.ini) must not leak in:
+	 * the flags alone make a working master */
+	pid_t pid = tl_spawn(argv, log);
+	REQUIRE(tl_wait_port(rpc, 10000), "master from Mooncake flags on %d", rpc);
+	REQUIRE(tl_wait_port(met, 5000), "metrics port %d", met);
+	struct tl_conn *node = tl_client(rpc, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "mc", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(rpc, WIRE_ROLE_CLIENT, NULL, "h");
+	struct tl_obj o;
+	CHECK_EQ(tl_put1(c, "mk", 10, &o), 0);
+	CHECK_EQ(tl_get1(c, "mk", &o), 0);
+	CHECK_EQ(o.lease_ms, 2500);			/* --default_kv_lease_ttl (ms) */
+	CHECK_EQ(tl_http(met, "GET", "/health", NULL, 0, NULL, NULL), 200);
+	CHECK_EQ(tl_http(mdp, "PUT", "/metadata?key=a", "1", 1, NULL, NULL), 200);
+	CHECK_EQ(tl_http(mdp, "GET", "/metadata?key=a", NULL, 0, NULL, NULL), 200);
+	char *text = tl_read_file(log);
+	CHECK(text && strstr(text, "--rpc_thread_num is a Mooncake option"), "warning for an ignored flag");
+	CHECK(text && strstr(text, "--enable_gc is a Mooncake option"), "warning for --enable_gc");
+	if (tl_failures)
+		fprintf(stderr, "log:\n%s\n", text ? text : "");
+	free(text);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	int st = tl_kill(pid, SIGINT, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "SIGINT: clean exit");
+
+	/* --print-config shows the mapped keys */
+	char *out = NULL;
+	char *pargv[] = { bin, "--client_ttl", "20", "--put_start_discard_timeout_sec=40",
+			  "--eviction_high_watermark_ratio=0.8", "--port=15999", "--print-config", NULL };
+	st = tl_run(pargv, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--print-config exit 0");
+	CHECK(out && strstr(out, "client_ttl") && strstr(out, "20s"), "client_ttl = 20s");
+	CHECK(out && strstr(out, "put_timeout") && strstr(out, "40s"), "put_timeout = 40s");
+	CHECK(out && strstr(out, ":15999"), "listen port");
+	free(out);
+}
+
+static void test_cli(void)
+{
+	char bin[256], path[256];
+	char *out = NULL;
+	const char *dir = tl_tmpdir("cli");
+
+	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	char *h[] = { bin, "--help", NULL };
+	int st = tl_run(h, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--help exit 0");
+	CHECK(out && strstr(out, "usage: kvpool-master") && strstr(out, "--metrics_port") &&
+	      strstr(out, "master.lease_ttl"), "--help text");
+	free(out);
+
+	char *v[] = { bin, "--version", NULL };
+	st = tl_run(v, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && out && strstr(out, "kvpool-master "), "--version");
+	free(out);
+
+	char *u[] = { bin, "--no_such_flag=1", NULL };
+	st = tl_run(u, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "unknown flag fails");
+	CHECK(out && strstr(out, "no_such_flag") && strstr(out, "--help"), "names it, hints --help");
+	free(out);
+
+	char *b[] = { bin, "--enable_http_metadata_server=maybe", NULL };
+	st = tl_run(b, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "bad bool fails");
+	free(out);
+
+	/* bad config: exit 1 with file:line */
+	snprintf(path, sizeof(path), "%s/bad.ini", dir);
+	tl_write_file(path, "[master]\nlease_ttl = 5s\nno_such_key = 1\n");
+	char *c1[] = { bin, "-c", path, NULL };
+	st = tl_run(c1, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "bad config: exit 1");
+	char want[300];
+	snprintf(want, sizeof(want), "%s:3", path);
+	CHECK(out && strstr(out, want), "message names %s: '%s'", want, out ? out : "");
+	free(out);
+
+	tl_write_file(path, "[master]\neviction_ratio = 7\n");
+	st = tl_run(c1, &out, 5000);
+	snprintf(want, sizeof(want), "%s:2", path);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && out && strstr(out, want), "bad value: %s",
+	      out ? out : "");
+	free(out);
+
+	char *c2[] = { bin, "-o", "master.lease_ttl=banana", NULL };
+	st = tl_run(c2, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "bad -o: exit 1");
+	free(out);
+
+	/* a port in use: exit 1 with the address named */
+	int busy = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	REQUIRE(bind(busy, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(busy, 1) == 0, "bind");
+	getsockname(busy, (struct sockaddr *)&a, &al);
+	char lo[64];
+	snprintf(lo, sizeof(lo), "master.listen=127.0.0.1:%d", ntohs(a.sin_port));
+	char *c3[] = { bin, "-o", lo, "-o", "master.http_listen=127.0.0.1:0", NULL };
+	st = tl_run(c3, &out, 5000);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1, "port in use: exit 1");
+	close(busy);
+	free(out);
+}
+
+int main(void)
+{
+	test_cli();
+	test_metrics_health_metadata();
+	test_mooncake_flags();
+	return tl_done();
+}

@@ -1,0 +1,808 @@
+/* t_node_proto: the node's side of the wire protocol against a scripted fake
+ * master (raw frames on loopback): HELLO + MOUNT fields, heartbeats, WRITE
+ * with a grant then READ back, every refused WRITE/READ form, tombstoning of
+ * a bad image, FREE (immediate and deferred behind a write in flight),
+ * UNMOUNT on stop after draining a transfer, REPORT of the surviving extents
+ * after a restart, re-mount after the master connection breaks or a
+ * heartbeat is refused, the connection limit, /metrics and /health.
+ * The node runs in-process (node.h) on its own thread. Exit 0/1/77.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "extent.h"
+#include "kvpool.h"
+#include "log.h"
+#include "net.h"
+#include "node.h"
+#include "segment.h"
+#include "wire.h"
+
+static int failures;
+
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+		failures++; \
+	} \
+} while (0)
+#define REQUIRE(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond); \
+		exit(1); \
+	} \
+} while (0)
+
+#define TOKEN "t0ken-for-t_node_proto"
+#define SEG_SIZE (16u << 20)
+#define ALIGN 4096
+
+/* ---- raw frames ---- */
+
+static uint64_t deadline(void)
+{
+	return net_now_ms() + 5000;
+}
+
+static int send_frame(int fd, uint16_t op, uint8_t flags, int32_t status, uint64_t reqid,
+		      const void *body, size_t blen, uint64_t payload_len)
+{
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC, .version = WIRE_VERSION, .flags = flags, .opcode = op,
+		.status = status, .body_len = (uint32_t)blen, .reqid = reqid,
+		.payload_len = payload_len,
+	};
+	uint8_t hdr[WIRE_HDR_SIZE];
+
+	wire_hdr_encode(&h, hdr);
+	if (net_send_all(fd, hdr, sizeof(hdr), deadline()) < 0)
+		return -1;
+	if (blen && net_send_all(fd, body, blen, deadline()) < 0)
+		return -1;
+	return 0;
+}
+
+/* Receives one frame; the body (and a payload up to pcap bytes) is stored.
+ * Returns 0, or -1 on EOF/timeout. */
+static int recv_frame_t(int fd, struct wire_hdr *h, uint8_t *body, size_t cap, uint8_t *pay,
+			size_t pcap, uint64_t ms)
+{
+	uint8_t hdr[WIRE_HDR_SIZE];
+	uint64_t dl = net_now_ms() + ms;
+
+	if (net_recv_all(fd, hdr, sizeof(hdr), dl) < 0)
+		return -1;
+	if (wire_hdr_decode(hdr, h, 1u << 30, 1ull << 40) != 0)
+		return -1;
+	if (h->body_len > cap || h->payload_len > pcap)
+		return -1;
+	if (h->body_len && net_recv_all(fd, body, h->body_len, dl) < 0)
+		return -1;
+	if (h->payload_len && net_recv_all(fd, pay, h->payload_len, dl) < 0)
+		return -1;
+	return 0;
+}
+
+static int recv_frame(int fd, struct wire_hdr *h, uint8_t *body, size_t cap, uint8_t *pay,
+		      size_t pcap)
+{
+	return recv_frame_t(fd, h, body, cap, pay, pcap, 5000);
+}
+
+/* Nothing arrives on fd within ms. */
+static bool quiet(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 0;
+}
+
+/* ---- the fake master ---- */
+
+struct fmaster {
+	int lfd, fd;
+	uint8_t body[8 << 20];
+	struct wire_hdr h;
+	/* from MOUNT */
+	char shm_path[256], endpoint[128], name[128];
+	uint64_t seg_size, seg_uuid, data_off;
+	uint32_t align;
+	uint32_t segment_id;
+	uint8_t secret[WIRE_SECRET_LEN];
+	int heartbeats;
+	uint64_t last_used;
+};
+
+/* Next frame that is not a heartbeat (heartbeats are answered OK) within
+ * ms: 0, 1 on timeout, -1 on EOF or a broken frame. */
+static int fm_next_within(struct fmaster *m, int ms)
+{
+	uint64_t until = net_now_ms() + (uint64_t)ms;
+
+	for (;;) {
+		uint64_t now = net_now_ms();
+		if (now >= until || quiet(m->fd, (int)(until - now)))
+			return 1;
+		if (recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) < 0)
+			return -1;
+		if (m->h.opcode == WIRE_OP_HEARTBEAT && !(m->h.flags & WIRE_F_REPLY)) {
+			struct rbuf r;
+			rb_init(&r, m->body, m->h.body_len);
+			CHECK(rb_u32(&r) == m->segment_id);
+			m->last_used = rb_u64(&r);
+			rb_u64(&r);
+			CHECK(rb_done(&r));
+			m->heartbeats++;
+			send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+			continue;
+		}
+		return 0;
+	}
+}
+
+static int fm_next(struct fmaster *m)
+{
+	return fm_next_within(m, 5000) == 0 ? 0 : -1;
+}
+
+static void fm_accept(struct fmaster *m)
+{
+	struct pollfd p = { .fd = m->lfd, .events = POLLIN };
+
+	REQUIRE(poll(&p, 1, 5000) == 1);
+	m->fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
+	REQUIRE(m->fd >= 0);
+}
+
+/* HELLO + MOUNT as a master would answer them; returns the REPORTed extents
+ * count after reading nreports REPORT frames (the caller knows how many). */
+static void fm_handshake(struct fmaster *m, uint32_t segment_id)
+{
+	struct rbuf r;
+	char tok[256], name[128], host[128];
+
+	fm_accept(m);
+	REQUIRE(fm_next(m) == 0);
+	REQUIRE(m->h.opcode == WIRE_OP_HELLO && !(m->h.flags & WIRE_F_REPLY));
+	rb_init(&r, m->body, m->h.body_len);
+	CHECK(rb_u16(&r) == WIRE_ROLE_NODE);
+	rb_cstr(&r, tok, sizeof(tok));
+	rb_cstr(&r, name, sizeof(name));
+	rb_cstr(&r, host, sizeof(host));
+	CHECK(rb_done(&r));
+	CHECK(strcmp(tok, TOKEN) == 0);
+	CHECK(strcmp(name, "tnode") == 0);
+	CHECK(strcmp(host, "host-t") == 0);
+	uint8_t rep[10];
+	uint64_t epoch = 77;
+	uint16_t ver = WIRE_VERSION;
+	memcpy(rep, &epoch, 8);
+	memcpy(rep + 8, &ver, 2);
+	send_frame(m->fd, WIRE_OP_HELLO, WIRE_F_REPLY, 0, m->h.reqid, rep, sizeof(rep), 0);
+
+	REQUIRE(fm_next(m) == 0);
+	REQUIRE(m->h.opcode == WIRE_OP_MOUNT);
+	rb_init(&r, m->body, m->h.body_len);
+	rb_cstr(&r, m->name, sizeof(m->name));
+	rb_cstr(&r, host, sizeof(host));
+	rb_cstr(&r, m->shm_path, sizeof(m->shm_path));
+	rb_u64(&r);	/* dev */
+	rb_u64(&r);	/* ino */
+	m->seg_size = rb_u64(&r);
+	m->seg_uuid = rb_u64(&r);
+	m->data_off = rb_u64(&r);
+	m->align = rb_u32(&r);
+	rb_cstr(&r, m->endpoint, sizeof(m->endpoint));
+	size_t rl;
+	rb_blob(&r, &rl);
+	rb_u64(&r);	/* spill */
+	int32_t numa = rb_i32(&r);
+	CHECK(rb_done(&r));
+	CHECK(strcmp(m->name, "tnode") == 0);
+	CHECK(strcmp(host, "host-t") == 0);
+	CHECK(m->seg_size == SEG_SIZE);
+	CHECK(m->seg_uuid != 0);
+	CHECK(m->data_off == SEG_DATA_OFF);
+	CHECK(m->align == ALIGN);
+	CHECK(numa == -1);
+	m->segment_id = segment_id;
+	net_random(m->secret, sizeof(m->secret));
+	struct wbuf b;
+	wb_init(&b);
+	wb_u32(&b, segment_id);
+	wb_blob(&b, m->secret, sizeof(m->secret));
+	send_frame(m->fd, WIRE_OP_MOUNT, WIRE_F_REPLY, 0, m->h.reqid, b.p, b.len, 0);
+	wb_free(&b);
+}
+
+struct rep_ext {
+	char key[64];
+	uint64_t off, alloc_len, value_len, checksum, generation;
+};
+
+/* Reads REPORT frames until quiet; returns the extents. */
+static int fm_reports(struct fmaster *m, struct rep_ext *out, int max)
+{
+	int n = 0;
+
+	for (;;) {
+		int r0 = fm_next_within(m, 300);
+		if (r0 == 1)
+			break;
+		REQUIRE(r0 == 0);
+		if (m->h.opcode != WIRE_OP_REPORT) {
+			fprintf(stderr, "unexpected opcode %u while reading REPORTs\n", m->h.opcode);
+			failures++;
+			break;
+		}
+		struct rbuf r;
+		rb_init(&r, m->body, m->h.body_len);
+		CHECK(rb_u32(&r) == m->segment_id);
+		uint32_t cnt = rb_u32(&r);
+		for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+			struct rep_ext e = { 0 };
+			rb_cstr(&r, e.key, sizeof(e.key));
+			CHECK(rb_u8(&r) == 0);
+			e.off = rb_u64(&r);
+			e.alloc_len = rb_u64(&r);
+			e.value_len = rb_u64(&r);
+			e.checksum = rb_u64(&r);
+			e.generation = rb_u64(&r);
+			rb_u64(&r);
+			if (n < max)
+				out[n] = e;
+			n++;
+		}
+		CHECK(rb_done(&r));
+		uint8_t rep[8];
+		uint32_t adopted = cnt, rejected = 0;
+		memcpy(rep, &adopted, 4);
+		memcpy(rep + 4, &rejected, 4);
+		send_frame(m->fd, WIRE_OP_REPORT, WIRE_F_REPLY, 0, m->h.reqid, rep, 8, 0);
+	}
+	return n;
+}
+
+/* ---- the node under test ---- */
+
+static atomic_int ready_count;
+
+static void on_ready(void *arg)
+{
+	atomic_fetch_add(&ready_count, 1);
+}
+
+struct runner {
+	struct node *n;
+	pthread_t th;
+	int rc;
+	atomic_bool done;
+};
+
+static void *run_thread(void *arg)
+{
+	struct runner *r = arg;
+
+	r->rc = node_run(r->n);
+	atomic_store(&r->done, true);
+	return NULL;
+}
+
+static void start_node(struct runner *r, const struct kvp_conf *c)
+{
+	char err[512];
+
+	r->n = node_create(c, err, sizeof(err));
+	if (!r->n) {
+		fprintf(stderr, "node_create: %s\n", err);
+		exit(1);
+	}
+	node_on_ready(r->n, on_ready, NULL);
+	atomic_store(&r->done, false);
+	REQUIRE(pthread_create(&r->th, NULL, run_thread, r) == 0);
+}
+
+static bool wait_for(atomic_int *v, int want, int ms)
+{
+	for (int i = 0; i < ms / 10; i++) {
+		if (atomic_load(v) >= want)
+			return true;
+		usleep(10000);
+	}
+	return atomic_load(v) >= want;
+}
+
+/* ---- a data client ---- */
+
+static int dconnect(int port)
+{
+	char hp[64];
+	char err[256];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+	int fd = net_connect(hp, 5000, err, sizeof(err));
+	REQUIRE(fd >= 0);
+	return fd;
+}
+
+static int dhello(int fd, const char *token)
+{
+	struct wbuf b;
+	struct wire_hdr h;
+	uint8_t body[64];
+
+	wb_init(&b);
+	wb_u16(&b, WIRE_ROLE_CLIENT);
+	wb_cstr(&b, token);
+	wb_cstr(&b, "t");
+	wb_cstr(&b, "host-c");
+	send_frame(fd, WIRE_OP_HELLO, 0, 0, 1, b.p, b.len, 0);
+	wb_free(&b);
+	if (recv_frame(fd, &h, body, sizeof(body), NULL, 0) < 0)
+		return -999;
+	if (!h.status)
+		CHECK(h.body_len == 10);
+	return h.status;
+}
+
+static int dread(int fd, uint8_t tier, uint64_t off, uint64_t len, uint8_t *out, size_t cap)
+{
+	uint8_t b[17];
+	struct wire_hdr h;
+	uint8_t body[16];
+
+	b[0] = tier;
+	memcpy(b + 1, &off, 8);
+	memcpy(b + 9, &len, 8);
+	send_frame(fd, WIRE_OP_READ, 0, 0, 5, b, sizeof(b), 0);
+	if (recv_frame(fd, &h, body, sizeof(body), out, cap) < 0)
+		return -999;
+	CHECK(h.opcode == WIRE_OP_READ && h.reqid == 5);
+	if (!h.status)
+		CHECK(h.payload_len == len);
+	return h.status;
+}
+
+static void write_hdr(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t alloc_len,
+		      const uint8_t grant[WIRE_GRANT_LEN], uint64_t plen)
+{
+	uint8_t b[4 + 8 * 3 + WIRE_GRANT_LEN];
+
+	memcpy(b, &seg, 4);
+	memcpy(b + 4, &gen, 8);
+	memcpy(b + 12, &off, 8);
+	memcpy(b + 20, &alloc_len, 8);
+	memcpy(b + 28, grant, WIRE_GRANT_LEN);
+	REQUIRE(send_frame(fd, WIRE_OP_WRITE, 0, 0, 9, b, sizeof(b), plen) == 0);
+}
+
+static int dwrite_reply(int fd)
+{
+	struct wire_hdr h;
+	uint8_t body[16];
+
+	if (recv_frame(fd, &h, body, sizeof(body), NULL, 0) < 0)
+		return -999;
+	CHECK(h.opcode == WIRE_OP_WRITE && h.reqid == 9);
+	return h.status;
+}
+
+static int dwrite(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t alloc_len,
+		  const uint8_t grant[WIRE_GRANT_LEN], const void *img, uint64_t plen)
+{
+	write_hdr(fd, seg, gen, off, alloc_len, grant, plen);
+	if (plen)
+		REQUIRE(net_send_all(fd, img, plen, deadline()) == 0);
+	return dwrite_reply(fd);
+}
+
+/* An extent image for key/value with the given generation and uuid. */
+static uint8_t *make_image(const char *key, size_t vlen, uint64_t gen, uint64_t uuid,
+			   uint64_t *len, uint64_t *alloc_len, uint8_t seed)
+{
+	size_t klen = strlen(key);
+	uint64_t n = ext_size((uint32_t)klen, vlen);
+	uint8_t *img = malloc(n);
+
+	REQUIRE(img);
+	uint8_t *v = img + EXT_HDR_SIZE + klen;
+	for (size_t i = 0; i < vlen; i++)
+		v[i] = (uint8_t)(i * 31 + seed);
+	struct ext_hdr h = {
+		.key_len = (uint32_t)klen, .value_len = vlen,
+		.value_checksum = ext_checksum(v, vlen), .generation = gen, .seg_uuid = uuid,
+		.put_time_ns = 1,
+	};
+	ext_encode(img, &h, key);
+	*len = n;
+	*alloc_len = (n + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+	return img;
+}
+
+static void http_get(int port, const char *path, char *out, size_t cap)
+{
+	char hp[64], err[256], req[256];
+
+	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+	int fd = net_connect(hp, 5000, err, sizeof(err));
+	REQUIRE(fd >= 0);
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+	REQUIRE(net_send_all(fd, req, (size_t)n, deadline()) == 0);
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = recv(fd, out + got, cap - 1 - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == cap - 1)
+			break;
+	}
+	out[got] = '\0';
+	close(fd);
+}
+
+static uint64_t metric(const char *text, const char *name)
+{
+	const char *p = text;
+	size_t n = strlen(name);
+
+	while ((p = strstr(p, name))) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtoull(p + n + 1, NULL, 10);
+		p += n;
+	}
+	return UINT64_MAX;
+}
+
+/* The extent at off in the segment file, decoded by the test itself. */
+static int peek(const char *path, uint64_t off, struct ext_hdr *h)
+{
+	struct segment s;
+	char err[256];
+	const uint8_t *key;
+
+	REQUIRE(segment_attach(&s, path, false, err, sizeof(err)) == 0);
+	int r = ext_decode((uint8_t *)s.base + off, s.size - off, 0, h, &key);
+	segment_close(&s);
+	return r;
+}
+
+int main(void)
+{
+	struct kvp_conf c;
+	char err[512], seg[64];
+	struct fmaster *m = calloc(1, sizeof(*m));
+	struct runner run = { 0 };
+
+	signal(SIGPIPE, SIG_IGN);
+	log_init("t_node_proto", getenv("T_DEBUG") ? LOG_DEBUG : LOG_WARNING);
+	REQUIRE(m);
+	m->lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+	REQUIRE(m->lfd >= 0);
+
+	snprintf(seg, sizeof(seg), "kvpt-nodeproto-%d", (int)getpid());
+	conf_defaults(&c);
+	char mhp[64];
+	snprintf(mhp, sizeof(mhp), "127.0.0.1:%d", net_local_port(m->lfd));
+	const char *const ov[] = {
+		"node.name=tnode", "node.listen=127.0.0.1:0", "node.http_listen=127.0.0.1:0",
+		"node.segment_size=16M", "node.align=4K", "node.heartbeat_interval=50ms",
+		"node.max_connections=8", "client.host_id=host-t", NULL,
+	};
+	for (const char *const *o = ov; *o; o++)
+		REQUIRE(conf_set_override(&c, *o, err, sizeof(err)) == 0);
+	REQUIRE(conf_set(&c, "node", "segment", seg, CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
+	REQUIRE(conf_set(&c, "cluster", "master", mhp, CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
+	snprintf(c.cluster.token, sizeof(c.cluster.token), "%s", TOKEN);
+	char path[300];
+	segment_path(seg, path, sizeof(path));
+	unlink(path);
+
+	/* --- first start: fresh segment, nothing to report --- */
+	start_node(&run, &c);
+	int dport = node_data_port(run.n), hport = node_http_port(run.n);
+	CHECK(dport > 0 && hport > 0);
+	fm_handshake(m, 7);
+	CHECK(strcmp(m->shm_path, path) == 0);
+	char want_ep[64];
+	snprintf(want_ep, sizeof(want_ep), "127.0.0.1:%d", dport);
+	CHECK(strcmp(m->endpoint, want_ep) == 0);
+	struct rep_ext rep[8];
+	CHECK(fm_reports(m, rep, 8) == 0);
+	CHECK(wait_for(&ready_count, 1, 3000));
+	/* heartbeats flow (50 ms) */
+	for (int i = 0; i < 4; i++) {
+		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		CHECK(m->h.opcode == WIRE_OP_HEARTBEAT);
+		send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+	}
+
+	/* --- authentication --- */
+	int fd = dconnect(dport);
+	uint8_t buf[65536];
+	CHECK(dread(fd, 0, SEG_DATA_OFF, 64, buf, sizeof(buf)) == KVP_EAUTH);
+	close(fd);
+	fd = dconnect(dport);
+	CHECK(dhello(fd, "wrong") == KVP_EAUTH);
+	close(fd);
+	fd = dconnect(dport);
+	CHECK(dhello(fd, TOKEN) == 0);
+
+	/* --- WRITE with a grant, READ back --- */
+	uint64_t len1, al1, off1 = SEG_DATA_OFF;
+	uint8_t *img1 = make_image("key-one", 20000, 42, m->seg_uuid, &len1, &al1, 1);
+	uint8_t grant[WIRE_GRANT_LEN];
+	wire_grant(m->secret, 7, 42, off1, al1, grant);
+	CHECK(dwrite(fd, 7, 42, off1, al1, grant, img1, len1) == 0);
+	memset(buf, 0, sizeof(buf));
+	CHECK(dread(fd, 0, off1, len1, buf, sizeof(buf)) == 0);
+	CHECK(memcmp(buf, img1, len1) == 0);
+
+	/* --- refused writes: the node answers EGRANT and keeps serving --- */
+	uint64_t off2 = off1 + al1;
+	uint8_t forged[WIRE_GRANT_LEN];
+	memcpy(forged, grant, sizeof(forged));
+	forged[3] ^= 1;
+	CHECK(dwrite(fd, 7, 42, off2, al1, forged, img1, len1) == KVP_EGRANT);
+	wire_grant(m->secret, 7, 42, off2, al1, grant);	/* grant for another offset */
+	CHECK(dwrite(fd, 7, 42, off2 + ALIGN, al1, grant, img1, len1) == KVP_EGRANT);
+	CHECK(dwrite(fd, 8, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
+	uint64_t far = SEG_SIZE - ALIGN;	/* a "granted" range past the end */
+	wire_grant(m->secret, 7, 42, far, al1, grant);
+	CHECK(dwrite(fd, 7, 42, far, al1, grant, img1, len1) == KVP_EGRANT);
+	wire_grant(m->secret, 7, 42, off2, ALIGN, grant);	/* payload > alloc_len */
+	CHECK(dwrite(fd, 7, 42, off2, ALIGN, grant, img1, len1) == KVP_EGRANT);
+	wire_grant(m->secret, 7, 42, 0, al1, grant);		/* the segment header */
+	CHECK(dwrite(fd, 7, 42, 0, al1, grant, img1, len1) == KVP_EGRANT);
+	CHECK(dread(fd, 0, SEG_SIZE - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
+	CHECK(dread(fd, 0, UINT64_MAX - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
+	CHECK(dread(fd, 0, 0, 64, buf, sizeof(buf)) == KVP_EINVAL);
+	CHECK(dread(fd, 1, off1, 64, buf, sizeof(buf)) == KVP_ENOTSUP);
+	memset(buf, 0, sizeof(buf));
+	CHECK(dread(fd, 0, off1, len1, buf, sizeof(buf)) == 0);
+	CHECK(memcmp(buf, img1, len1) == 0);
+
+	/* --- a granted WRITE whose image is wrong is tombstoned --- */
+	uint64_t lenb, alb;
+	uint8_t *bad = make_image("key-bad", 3000, 41, m->seg_uuid, &lenb, &alb, 2);
+	wire_grant(m->secret, 7, 43, off2, alb, grant);
+	CHECK(dwrite(fd, 7, 43, off2, alb, grant, bad, lenb) == KVP_ESTALE);
+	struct ext_hdr eh;
+	CHECK(peek(path, off2, &eh) == -ENOENT);
+	memset(bad + 70, 0xff, 8);	/* garbage header: a covering tombstone */
+	wire_grant(m->secret, 7, 41, off2, alb, grant);
+	CHECK(dwrite(fd, 7, 41, off2, alb, grant, bad, lenb) == KVP_EINVAL);
+	CHECK(peek(path, off2, &eh) == -ENOENT);
+
+	/* --- second and third extents --- */
+	uint64_t len2, al2;
+	uint8_t *img2 = make_image("key-two", 5000, 50, m->seg_uuid, &len2, &al2, 3);
+	wire_grant(m->secret, 7, 50, off2, al2, grant);
+	CHECK(dwrite(fd, 7, 50, off2, al2, grant, img2, len2) == 0);
+	uint64_t off3 = off2 + al2, len3, al3;
+	uint8_t *img3 = make_image("key-three", 1000, 60, m->seg_uuid, &len3, &al3, 4);
+	wire_grant(m->secret, 7, 60, off3, al3, grant);
+	CHECK(dwrite(fd, 7, 60, off3, al3, grant, img3, len3) == 0);
+
+	/* --- FREE: wrong generation leaves it, right one tombstones --- */
+	struct wbuf fb;
+	wb_init(&fb);
+	wb_u32(&fb, 7);
+	wb_u32(&fb, 2);
+	wb_u8(&fb, 0); wb_u64(&fb, off3); wb_u64(&fb, 999);
+	wb_u8(&fb, 0); wb_u64(&fb, off1); wb_u64(&fb, 42);
+	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1001, fb.p, fb.len, 0);
+	wb_free(&fb);
+	REQUIRE(fm_next(m) == 0);
+	CHECK(m->h.opcode == WIRE_OP_FREE && (m->h.flags & WIRE_F_REPLY) && m->h.reqid == 1001 &&
+	      m->h.status == 0);
+	CHECK(peek(path, off1, &eh) == -ENOENT);
+	CHECK(peek(path, off3, &eh) == 0 && eh.generation == 60);
+	/* a FREE for another segment id */
+	wb_init(&fb);
+	wb_u32(&fb, 99);
+	wb_u32(&fb, 0);
+	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1002, fb.p, fb.len, 0);
+	wb_free(&fb);
+	REQUIRE(fm_next(m) == 0);
+	CHECK(m->h.opcode == WIRE_OP_FREE && m->h.reqid == 1002 && m->h.status == KVP_ENOSEG);
+
+	/* --- FREE of an extent whose WRITE is still streaming waits for it --- */
+	uint64_t off4 = off3 + al3, len4, al4;
+	uint8_t *img4 = make_image("key-four", 60000, 70, m->seg_uuid, &len4, &al4, 5);
+	wire_grant(m->secret, 7, 70, off4, al4, grant);
+	write_hdr(fd, 7, 70, off4, al4, grant, len4);
+	REQUIRE(net_send_all(fd, img4, len4 / 2, deadline()) == 0);
+	usleep(50000);
+	wb_init(&fb);
+	wb_u32(&fb, 7);
+	wb_u32(&fb, 1);
+	wb_u8(&fb, 0); wb_u64(&fb, off4); wb_u64(&fb, 70);
+	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1003, fb.p, fb.len, 0);
+	wb_free(&fb);
+	/* only heartbeats until the write completes */
+	uint64_t until = net_now_ms() + 300;
+	bool early = false;
+	while (net_now_ms() < until) {
+		if (quiet(m->fd, 50))
+			continue;
+		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		if (m->h.opcode == WIRE_OP_HEARTBEAT)
+			send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+		else
+			early = true;
+	}
+	CHECK(!early);
+	REQUIRE(net_send_all(fd, img4 + len4 / 2, len4 - len4 / 2, deadline()) == 0);
+	CHECK(dwrite_reply(fd) == KVP_ESTALE);
+	REQUIRE(fm_next(m) == 0);
+	CHECK(m->h.opcode == WIRE_OP_FREE && m->h.reqid == 1003 && m->h.status == 0);
+	CHECK(peek(path, off4, &eh) == -ENOENT);
+
+	/* --- connection limit (8, one in use) --- */
+	int many[8];
+	for (int i = 0; i < 7; i++) {
+		many[i] = dconnect(dport);
+		CHECK(dhello(many[i], TOKEN) == 0);
+	}
+	many[7] = dconnect(dport);
+	CHECK(dhello(many[7], TOKEN) == KVP_ELIMIT);
+	for (int i = 0; i < 8; i++)
+		close(many[i]);
+
+	/* --- metrics and health --- */
+	char *text = malloc(1 << 16);
+	REQUIRE(text);
+	usleep(100000);
+	http_get(hport, "/metrics", text, 1 << 16);
+	CHECK(strstr(text, "200") != NULL);
+	CHECK(metric(text, "kvpool_node_segment_size_bytes") == SEG_SIZE);
+	if (getenv("T_DEBUG"))
+		fprintf(stderr, "%s\n", text);
+	CHECK(metric(text, "kvpool_node_extents") == 2);	/* two and three */
+	CHECK(metric(text, "kvpool_node_segment_used_bytes") == al2 + al3);
+	CHECK(metric(text, "kvpool_node_master_up") == 1);
+	CHECK(metric(text, "kvpool_node_mounts_total") == 1);
+	CHECK(metric(text, "kvpool_node_connections_rejected_total") == 1);
+	CHECK(metric(text, "kvpool_node_written_bytes_total") == len1 + len2 + len3);
+	CHECK(strstr(text, "kvpool_node_errors_total{op=\"write\"} 9\n") != NULL);
+	http_get(hport, "/health", text, 1 << 16);
+	CHECK(strstr(text, "\"master\":\"up\"") != NULL);
+	http_get(hport, "/nope", text, 1 << 16);
+	CHECK(strstr(text, "404") != NULL);
+
+	/* --- heartbeat refused: the node mounts again from a scan --- */
+	uint8_t old_secret[WIRE_SECRET_LEN];
+	memcpy(old_secret, m->secret, sizeof(old_secret));
+	/* (the heartbeats carry the node's used bytes; older ones are queued) */
+	uint64_t used_hb = 0;
+	for (int i = 0; i < 100; i++) {
+		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		if (m->h.opcode != WIRE_OP_HEARTBEAT)
+			continue;
+		memcpy(&used_hb, m->body + 4, 8);
+		if (used_hb == al2 + al3)
+			break;
+		send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+	}
+	CHECK(used_hb == al2 + al3);
+	send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, KVP_ENOSEG, m->h.reqid, NULL, 0, 0);
+	/* the node closes; drain until EOF */
+	while (recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0)
+		;
+	close(m->fd);
+	fm_handshake(m, 8);
+	int nrep = fm_reports(m, rep, 8);
+	CHECK(nrep == 2);
+	bool seen2 = false, seen3 = false;
+	for (int i = 0; i < nrep && i < 8; i++) {
+		if (strcmp(rep[i].key, "key-two") == 0) {
+			seen2 = rep[i].off == off2 && rep[i].alloc_len == al2 &&
+				rep[i].value_len == 5000 && rep[i].generation == 50 &&
+				rep[i].checksum == ext_checksum(img2 + EXT_HDR_SIZE + 7, 5000);
+		}
+		if (strcmp(rep[i].key, "key-three") == 0)
+			seen3 = rep[i].off == off3 && rep[i].generation == 60;
+	}
+	CHECK(seen2 && seen3);
+	/* grants of the old mount (segment 7, old secret) no longer work */
+	wire_grant(old_secret, 7, 50, off2, al2, grant);
+	CHECK(dwrite(fd, 7, 50, off2, al2, grant, img2, len2) == KVP_EGRANT);
+	wire_grant(old_secret, 8, 50, off2, al2, grant);
+	CHECK(dwrite(fd, 8, 50, off2, al2, grant, img2, len2) == KVP_EGRANT);
+
+	/* --- master connection breaks: reconnect with backoff, mount again --- */
+	close(m->fd);
+	uint64_t t0 = net_now_ms();
+	fm_handshake(m, 9);
+	CHECK(net_now_ms() - t0 < 4000);
+	CHECK(fm_reports(m, rep, 8) == 2);
+	http_get(hport, "/metrics", text, 1 << 16);
+	CHECK(metric(text, "kvpool_node_mounts_total") == 3);
+	CHECK(metric(text, "kvpool_node_remounts_total") == 2);
+	CHECK(atomic_load(&ready_count) == 1);	/* READY once */
+
+	/* --- stop while a WRITE is in flight: it completes, then UNMOUNT --- */
+	uint64_t off5 = off4, len5, al5;
+	uint8_t *img5 = make_image("key-five", 30000, 80, m->seg_uuid, &len5, &al5, 6);
+	wire_grant(m->secret, 9, 80, off5, al5, grant);
+	write_hdr(fd, 9, 80, off5, al5, grant, len5);
+	REQUIRE(net_send_all(fd, img5, 1000, deadline()) == 0);
+	usleep(50000);
+	node_stop(run.n);
+	usleep(100000);
+	CHECK(!atomic_load(&run.done));
+	REQUIRE(net_send_all(fd, img5 + 1000, len5 - 1000, deadline()) == 0);
+	CHECK(dwrite_reply(fd) == 0);
+	REQUIRE(fm_next(m) == 0);
+	CHECK(m->h.opcode == WIRE_OP_UNMOUNT);
+	struct rbuf r;
+	rb_init(&r, m->body, m->h.body_len);
+	CHECK(rb_u32(&r) == 9);
+	CHECK(rb_u8(&r) == 1);
+	CHECK(rb_done(&r));
+	send_frame(m->fd, WIRE_OP_UNMOUNT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+	pthread_join(run.th, NULL);
+	CHECK(run.rc == 0);
+	node_destroy(run.n);
+	close(fd);
+	close(m->fd);
+	CHECK(access(path, F_OK) == 0);	/* the cache stays */
+
+	/* --- restart: the surviving extents are reported --- */
+	start_node(&run, &c);
+	fm_handshake(m, 11);
+	nrep = fm_reports(m, rep, 8);
+	CHECK(nrep == 3);
+	bool seen5 = false;
+	for (int i = 0; i < nrep && i < 8; i++)
+		if (strcmp(rep[i].key, "key-five") == 0)
+			seen5 = rep[i].off == off5 && rep[i].generation == 80;
+	CHECK(seen5);
+	CHECK(wait_for(&ready_count, 2, 3000));
+	fd = dconnect(node_data_port(run.n));
+	CHECK(dhello(fd, TOKEN) == 0);
+	memset(buf, 0, sizeof(buf));
+	CHECK(dread(fd, 0, off2, len2, buf, sizeof(buf)) == 0);
+	CHECK(memcmp(buf, img2, len2) == 0);
+	close(fd);
+
+	/* --- stop with the master gone: exits without waiting for UNMOUNT --- */
+	close(m->fd);
+	usleep(50000);
+	node_stop(run.n);
+	pthread_join(run.th, NULL);
+	CHECK(run.rc == 0);
+	node_destroy(run.n);
+
+	/* --- remove_segment_on_exit --- */
+	REQUIRE(conf_set(&c, "node", "remove_segment_on_exit", "true", CONF_SRC_CMDLINE, err,
+			 sizeof(err)) == 0);
+	start_node(&run, &c);
+	node_stop(run.n);
+	pthread_join(run.th, NULL);
+	node_destroy(run.n);
+	CHECK(access(path, F_OK) != 0);
+
+	unlink(path);
+	close(m->lfd);
+	free(img1); free(img2); free(img3); free(img4); free(img5); free(bad);
+	free(text);
+	free(m);
+	if (failures) {
+		fprintf(stderr, "%d checks failed\n", failures);
+		return 1;
+	}
+	printf("t_node_proto: all checks passed\n");
+	return 0;
+}
