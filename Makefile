@@ -185,3 +185,4 @@ ALL_OBJS := $(CORE_OBJS) $(MASTER_OBJS) $(BUILD)/master/master_main.o $(BUILD)/s
 	$(BUILD)/src/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
 -include python/Makefile.inc
+-include tests/soak/Makefile.inc

@@ -224,6 +224,7 @@ static void fs_free(struct kvfs *fs)
 	if (fs->kvp)
 		kvp_close(fs->kvp);
 	overrides_free(fs->overrides);
+	kvfs_local_free(fs);
 	kvfs_tables_free(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->kvp_lock);
@@ -351,6 +352,16 @@ static int run_loop(struct kvfs *fs)
 	return rc;
 }
 
+/* Whether this view's mount is still at fs->mnt. */
+static bool still_mounted(struct kvfs *fs)
+{
+	char type[256];
+	unsigned a, b;
+
+	return mount_find(fs->mnt, type, sizeof(type), &a, &b) == 0 && a == fs->dev_major &&
+	       b == fs->dev_minor;
+}
+
 static void *loop_thread(void *arg)
 {
 	struct kvfs *fs = arg;
@@ -400,7 +411,7 @@ void kvfs_stop(struct kvfs *fs)
 		 * gone, so no reply ever goes to a reused descriptor. */
 		fuse_session_exit(fs->se);
 		rc = unmount_path(fs->mnt, false);
-		if (rc < 0)
+		if (rc < 0 && still_mounted(fs))	/* not if someone unmounted it */
 			log_warn("kvfs: unmount %s: %s", fs->mnt, strerror(-rc));
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += KVFS_STOP_WAIT_MS / 1000;

@@ -112,6 +112,8 @@ struct kvfs {
 	struct kvfs_node *root;
 	struct kvfs_node *memdirs;
 
+	struct kvfs_lseg *lsegs;	/* mapped local segments, under lock */
+
 	/* statfs cache, under lock */
 	uint64_t info_until;
 	uint64_t info_keys, info_used, info_capacity;
@@ -127,6 +129,21 @@ struct kvp *kvfs_kvp(struct kvfs *fs, int *err);
 /* KVP_E* -> errno for a file system reply. */
 int kvfs_errno(int kvperr);
 uint64_t kvfs_now_ms(void);
+
+/* kvfs_local.c: same-host reads from a read-only segment mapping. */
+/* A live memory replica of (key, st) in a segment on this host: *hdr
+ * points at its extent header in the mapping. 0 or -ENOENT. */
+int kvfs_local_find(struct kvfs *fs, const char *key, size_t keylen, const struct kvp_stat *st,
+		    const uint8_t **hdr);
+/* Where the value starts, from a header kvfs_local_find checked. */
+const uint8_t *kvfs_local_value(const uint8_t *hdr);
+/* Copies [off, off + len) of the value into dst; 0 when the extent was
+ * still that generation after the copy, else -ESTALE (dst is garbage). */
+int kvfs_local_copy(const uint8_t *hdr, const uint8_t *value, uint64_t generation, void *dst,
+		    uint64_t off, size_t len);
+/* This thread's copy buffer of at least len bytes (NULL: out of memory). */
+void *kvfs_local_bounce(size_t len);
+void kvfs_local_free(struct kvfs *fs);
 
 /* kvfs_ctl.c: texts of the control files, malloc'd into *out. */
 int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len);

@@ -1040,15 +1040,18 @@ static int dh_fetch(struct kvfs *fs, struct kvfs_dh *dh, uint64_t base, const ch
 /* Makes the current page hold list index j; 1 when j is past the end. */
 static int dh_seek(struct kvfs *fs, struct kvfs_dh *dh, uint64_t j)
 {
+	bool here = dh->have_page && j >= dh->page_base && j <= dh->page_base + dh->page.n;
+	size_t m = 0;
 	int rc;
 
-	if (!dh->have_page || j < dh->page_base) {
-		/* back to the last page start at or before j */
-		size_t m = 0;
-
-		for (size_t i = 0; i < dh->nmarks; i++)
-			if (dh->marks[i].base <= j)
-				m = i;
+	/* the last page start at or before j; a seek goes there directly */
+	for (size_t i = 0; i < dh->nmarks; i++)
+		if (dh->marks[i].base <= j)
+			m = i;
+	if (!here && dh->have_page && j > dh->page_base && dh->nmarks &&
+	    dh->marks[m].base <= dh->page_base)
+		here = true;		/* forward, nothing better known: page on */
+	if (!here) {
 		free(dh->last_piece);
 		dh->last_piece = NULL;
 		if (dh->nmarks == 0)
@@ -1282,6 +1285,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		dh_free_names(dh);
 		free(dh->last_piece);
 		dh->last_piece = NULL;
+		if (dh->have_page)
+			kvp_list_free(&dh->page);
+		dh->have_page = false;
 	}
 	if (pos < 1) {
 		struct stat st;
@@ -1442,6 +1448,7 @@ struct kvfs_fh {
 	bool released;
 	pthread_mutex_t lock;		/* blob fetch / write buffer */
 	uint64_t size, generation, checksum;	/* READ: what open saw */
+	const uint8_t *lhdr, *lval;	/* READ: replica in a local segment */
 	struct kvfs_blob *blob;		/* READ: filled by the first read */
 	char *text;			/* TEXT */
 	size_t textlen;
@@ -1533,6 +1540,8 @@ static void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fh->size = st.size;
 	fh->generation = st.generation;
 	fh->checksum = st.checksum;
+	if (kvfs_local_find(fs, n->raw, n->rawlen, &st, &fh->lhdr) == 0)
+		fh->lval = kvfs_local_value(fh->lhdr);
 	pthread_mutex_lock(&fs->lock);
 	node_from_stat_locked(fs, n, &st);
 	/* the same generation as the pages the kernel may hold: keep them */
@@ -1665,6 +1674,7 @@ static void fh_unuse(struct kvfs *fs, struct kvfs_fh *fh)
 
 static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t size, off_t off)
 {
+	const uint8_t *lhdr;
 	int rc;
 
 	switch (fh->kind) {
@@ -1678,6 +1688,30 @@ static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t 
 		pthread_mutex_unlock(&fh->lock);
 		return;
 	case FH_READ:
+		pthread_mutex_lock(&fh->lock);
+		lhdr = fh->lhdr;
+		pthread_mutex_unlock(&fh->lock);
+		if (lhdr) {
+			size_t len;
+			void *buf;
+
+			if (off < 0 || (uint64_t)off >= fh->size) {
+				fuse_reply_buf(req, NULL, 0);
+				return;
+			}
+			len = fh->size - (uint64_t)off < size ? (size_t)(fh->size - (uint64_t)off) : size;
+			buf = kvfs_local_bounce(len);
+			if (buf && kvfs_local_copy(lhdr, fh->lval, fh->generation, buf, (uint64_t)off,
+						   len) == 0) {
+				fuse_reply_buf(req, buf, len);
+				return;
+			}
+			/* evicted, demoted or removed since open: the pool
+			 * knows where that generation is, if anywhere */
+			pthread_mutex_lock(&fh->lock);
+			fh->lhdr = NULL;
+			pthread_mutex_unlock(&fh->lock);
+		}
 		pthread_mutex_lock(&fh->lock);
 		rc = fh_blob(fs, fh);
 		pthread_mutex_unlock(&fh->lock);

@@ -1,11 +1,15 @@
-/* evict: approximate-LRU eviction of the master's objects, per segment, in
- * bounded steps on the loop thread (master_step), so requests are never
- * stalled behind a large round: a step lasts about 20 us. A round starts
- * when a segment's usage goes above eviction_high_watermark and ends once
- * eviction_ratio of its capacity has been evicted (or nothing evictable is
- * left); a PUT_START that finds no room forces one. Leased, pinned and incomplete objects are
- * skipped. Evicting drops one replica (the FREE goes to the node); an
- * object goes with its last replica.
+/* evict: approximate-LRU eviction and demotion of the master's objects,
+ * per segment, in bounded steps on the loop thread (master_step), so
+ * requests are never stalled behind a large round: a step lasts about
+ * 20 us. A memory round starts when a segment's usage goes above
+ * eviction_high_watermark and ends once eviction_ratio of its capacity has
+ * been evicted (or nothing evictable is left); a PUT_START that finds no
+ * room forces one. Leased, pinned and incomplete objects are skipped.
+ * A cold memory replica is demoted (DEMOTE to the node, which copies it to
+ * its spill file) while the node's spill tier has room, else evicted:
+ * dropped, the FREE goes to the node, and an object goes with its last
+ * replica. A disk round does the same to spill (tier 1) replicas when the
+ * spill tier passes the watermark.
  */
 #include "master_i.h"
 
@@ -23,36 +27,54 @@ bool evict_candidate(const struct master *m, const struct obj *o)
 	return obj_complete(o) && !obj_leased(m, o) && !obj_pinned(m, o);
 }
 
-static int mem_replica(const struct obj *o, uint32_t seg)
+/* Index of o's replica on seg in tier (not one being demoted), -1 if none. */
+static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (o->rep[k].seg == seg && o->rep[k].tier == 0)
+		if (o->rep[k].seg == seg && o->rep[k].tier == tier && !o->rep[k].demoting)
 			return (int)k;
 	return -1;
 }
 
-static struct obj *better(const struct master *m, struct obj *best, struct obj *o, uint32_t seg)
+static struct obj *better(const struct master *m, struct obj *best, struct obj *o, uint32_t seg,
+			  unsigned tier)
 {
-	if (!evict_candidate(m, o) || mem_replica(o, seg) < 0)
+	if (!evict_candidate(m, o) || tier_replica(o, seg, tier) < 0)
 		return best;
 	return !best || obj_age(m, o) > obj_age(m, best) ? o : best;
 }
 
-/* The least recently read evictable object of s: exact on small segments,
- * the oldest of random samples otherwise. */
-static struct obj *pick_victim(struct master *m, struct seg *s)
+/* The least recently read evictable object with a tier replica on s:
+ * exact on small segments, the oldest of random samples otherwise. */
+static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier)
 {
 	struct obj *best = NULL;
 
 	if (s->nobjs <= EXACT_MAX) {
 		for (size_t i = 0; i < s->nobjs; i++)
-			best = better(m, best, s->objs[i], s->id);
+			best = better(m, best, s->objs[i], s->id, tier);
 		return best;
 	}
 	for (int t = 0; t < SAMPLE_TRIES && !best; t++)
 		for (int i = 0; i < SAMPLES; i++)
-			best = better(m, best, s->objs[master_rand(m) % s->nobjs], s->id);
+			best = better(m, best, s->objs[master_rand(m) % s->nobjs], s->id, tier);
 	return best;
+}
+
+/* The node's spill usage as the master sees it: the last HEARTBEAT's
+ * figure, plus what was demoted or is being demoted since, minus what was
+ * FREEd since. */
+uint64_t evict_spill_used(const struct seg *s)
+{
+	uint64_t u = s->spill_used + s->spill_added + s->demoting;
+
+	return u > s->spill_dropped ? u - s->spill_dropped : 0;
+}
+
+static bool demote_ok(const struct seg *s, uint64_t len)
+{
+	return s->client && s->spill_capacity && !s->draining &&
+	       evict_spill_used(s) + len <= s->spill_capacity;
 }
 
 static void round_start(struct master *m, struct seg *s, uint64_t goal)
@@ -77,12 +99,25 @@ void evict_check(struct master *m, struct seg *s)
 {
 	double hw = m->conf.master.eviction_high_watermark;
 
-	if (s->evicting || s->draining || !s->online || hw <= 0)
+	if (!s->online || hw <= 0)
 		return;
-	/* Extents evicted but not yet acked are gone already: counting them
-	 * would start round after round until the node answers. */
-	if ((double)(s->used - s->freeing) > hw * (double)s->capacity)
+	/* Extents evicted or being demoted but not yet acked are gone already:
+	 * counting them would start round after round until the node answers. */
+	if (!s->evicting && !s->draining &&
+	    (double)(s->used - s->freeing - s->demoting) > hw * (double)s->capacity)
 		round_start(m, s, (uint64_t)(m->conf.master.eviction_ratio * (double)s->capacity));
+	if (!s->evicting_disk && s->spill_capacity &&
+	    (double)evict_spill_used(s) > hw * (double)s->spill_capacity) {
+		s->evicting_disk = true;
+		s->disk_goal = (uint64_t)(m->conf.master.eviction_ratio * (double)s->spill_capacity);
+		if (!s->disk_goal)
+			s->disk_goal = 1;
+		s->disk_done = 0;
+		m->evict_active = true;
+		log_info("segment %u: spill eviction round, %llu of %llu bytes used", s->id,
+			 (unsigned long long)evict_spill_used(s),
+			 (unsigned long long)s->spill_capacity);
+	}
 }
 
 static uint64_t evict_clock_ns(void)
@@ -93,30 +128,63 @@ static uint64_t evict_clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Evicts from s until its round's goal or the deadline (checked every few
- * evictions); returns how many. */
+/* True while s's memory round has work and time is left (the clock is read
+ * every fourth object). */
+static bool more(uint64_t done, uint64_t goal, unsigned n, uint64_t deadline_ns)
+{
+	return done < goal && ((n & 3) || !n || evict_clock_ns() < deadline_ns);
+}
+
+/* Memory round on s until its goal or the deadline; returns how many
+ * replicas were demoted or evicted. */
 static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 {
 	unsigned n = 0;
 
-	while (s->evict_done < s->evict_goal &&
-	       ((n & 3) || !n || evict_clock_ns() < deadline_ns)) {
-		struct obj *o = pick_victim(m, s);
+	while (more(s->evict_done, s->evict_goal, n, deadline_ns)) {
+		struct obj *o = pick_victim(m, s, 0);
 		if (!o) {
 			s->evicting = false;	/* everything left is leased, pinned or pending */
 			break;
 		}
-		int ri = mem_replica(o, s->id);
+		int ri = tier_replica(o, s->id, 0);
 		uint64_t len = rep_len(&o->rep[ri]);
-		master_drop_replica(m, o, (unsigned)ri, true);
+		if (demote_ok(s, len) && seg_queue_demote(s, obj_key(o), o->key_len,
+							  rep_off(&o->rep[ri]), o->generation,
+							  len) == 0) {
+			o->rep[ri].demoting = 1;	/* answered in master_demoted() */
+		} else {
+			master_drop_replica(m, o, (unsigned)ri, true);
+			m->evictions++;
+			m->evicted_bytes += len;
+		}
 		s->evict_done += len;
-		m->evictions++;
-		m->evicted_bytes += len;
 		n++;
 	}
 	if (s->evict_done >= s->evict_goal)
 		s->evicting = false;
 	return n;
+}
+
+/* Disk round: drops the coldest spill replicas of s. */
+static void evict_disk(struct master *m, struct seg *s, uint64_t deadline_ns)
+{
+	unsigned n = 0;
+
+	while (more(s->disk_done, s->disk_goal, n, deadline_ns)) {
+		struct obj *o = pick_victim(m, s, 1);
+		if (!o)
+			break;
+		int ri = tier_replica(o, s->id, 1);
+		uint64_t len = rep_len(&o->rep[ri]);
+		master_drop_replica(m, o, (unsigned)ri, true);	/* counts spill_dropped */
+		m->evictions++;
+		m->evicted_bytes += len;
+		s->disk_done += len;
+		n++;
+	}
+	if (s->disk_done >= s->disk_goal || n == 0)
+		s->evicting_disk = false;
 }
 
 bool evict_step(struct master *m, unsigned budget_us)
@@ -126,10 +194,13 @@ bool evict_step(struct master *m, unsigned budget_us)
 
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
-		if (!s || !s->online || !s->evicting)
+		if (!s || !s->online)
 			continue;
-		evict_seg(m, s, deadline);
-		active |= s->evicting;
+		if (s->evicting)
+			evict_seg(m, s, deadline);
+		if (s->evicting_disk)
+			evict_disk(m, s, deadline);
+		active |= s->evicting || s->evicting_disk;
 	}
 	return active;
 }

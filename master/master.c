@@ -280,6 +280,8 @@ bool master_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free
 		if (free_extent && seg_queue_free(s, rep_off(&rp), o->generation, (uint8_t)rp.tier, false))
 			log_err("segment %u: out of memory queueing a FREE; %llu bytes leak until re-mount",
 				s->id, (unsigned long long)rep_len(&rp));
+		else if (free_extent && rp.tier == KVP_TIER_DISK)
+			s->spill_dropped += rep_len(&rp);
 	}
 	o->rep[ri] = o->rep[--o->nrep];
 	if (o->nrep)
@@ -341,10 +343,11 @@ void master_flush(struct master *m)
 
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
-		if (!s || !s->online || !s->client || !s->fq.n)
+		if (!s || !s->online || !s->client || !(s->fq.n || s->dq.n))
 			continue;
 		struct fbatch *b;
-		while ((b = seg_take_frees(s, ++m->next_reqid, max))) {
+		/* s->client is checked each time: a send may end the connection */
+		while (s->client && (b = seg_take_frees(s, ++m->next_reqid, max))) {
 			struct wbuf *w = &m->scratch;
 			wb_reset(w);
 			size_t st = wire_begin(w);
@@ -358,6 +361,21 @@ void master_flush(struct master *m)
 			wire_finish(w, st, WIRE_OP_FREE, 0, 0, b->reqid, 0);
 			/* A failed send means the connection is closing; the batch
 			 * stays in flight and becomes the reject set at re-mount. */
+			if (w->oom || s->client->send(s->client->arg, w->p, w->len))
+				break;
+		}
+		struct dbatch *d;
+		while (s->client && (d = seg_take_demotes(s, ++m->next_reqid, max))) {
+			struct wbuf *w = &m->scratch;
+			wb_reset(w);
+			size_t st = wire_begin(w);
+			wb_u32(w, s->id);
+			wb_u32(w, d->n);
+			for (uint32_t k = 0; k < d->n; k++) {
+				wb_u64(w, d->e[k]->off);
+				wb_u64(w, d->e[k]->generation);
+			}
+			wire_finish(w, st, WIRE_OP_DEMOTE, 0, 0, d->reqid, 0);
 			if (w->oom || s->client->send(s->client->arg, w->p, w->len))
 				break;
 		}
@@ -716,7 +734,9 @@ static int op_heartbeat(struct master *m, struct master_client *c, struct rbuf *
 		return KVP_ENOSEG;	/* unknown to this master: the node re-mounts */
 	s->node_used = used;
 	s->spill_used = spill;
+	s->spill_added = s->spill_dropped = 0;
 	s->last_seen_ms = m->now_ms;
+	evict_check(m, s);		/* the spill tier may have filled */
 	return 0;
 }
 
@@ -736,7 +756,7 @@ static void put_segment(struct wbuf *b, const struct seg *s)
 	wb_u64(b, s->used);
 	wb_u64(b, s->nobjs);
 	wb_u64(b, s->spill_capacity);
-	wb_u64(b, s->spill_used);
+	wb_u64(b, evict_spill_used(s));
 	wb_i32(b, s->numa_node);
 }
 
@@ -1009,30 +1029,31 @@ static bool eviction_pending(const struct master *m)
 }
 
 /* Finishes the parked PUT_STARTs whose eviction is done or whose wait
- * (PARK_MAX_MS) is over. */
+ * (PARK_MAX_MS) is over. Each is unlinked before its reply goes out, so a
+ * client freed meanwhile (master_client_free) finds a consistent list. */
 static void parked_retry(struct master *m)
 {
-	if (!m->parked)
-		return;
 	bool waiting = eviction_pending(m);
-	struct parked *list = m->parked;
-	m->parked = NULL;
-	while (list) {
-		struct parked *p = list;
-		list = p->next;
-		if (waiting && m->now_ms < p->deadline_ms) {
-			p->next = m->parked;
-			m->parked = p;
-			continue;
-		}
+
+	for (;;) {
+		struct parked **pp = &m->parked;
+		while (*pp && waiting && m->now_ms < (*pp)->deadline_ms)
+			pp = &(*pp)->next;
+		struct parked *p = *pp;
+		if (!p)
+			return;
+		*pp = p->next;
 		struct rbuf r;
 		rb_init(&r, p->body, p->h.body_len);
 		rb_take(&r, 5);
+		int status = 0;
 		if (put_run(m, p->c, p->body, p->h.body_len, p->next_item, true,
-			    &p->reply) != rb_u32(&r))
-			p->reply.oom = true;	/* could not finish: answer ENOMEM */
-		wire_finish(&p->reply, 0, WIRE_OP_PUT_START, WIRE_F_REPLY,
-			    p->reply.oom ? KVP_ENOMEM : 0, p->h.reqid, 0);
+			    &p->reply) != rb_u32(&r) || p->reply.oom) {
+			status = KVP_ENOMEM;	/* could not finish: a bare error frame */
+			wb_reset(&p->reply);
+			wire_begin(&p->reply);
+		}
+		wire_finish(&p->reply, 0, WIRE_OP_PUT_START, WIRE_F_REPLY, status, p->h.reqid, 0);
 		if (!p->reply.oom)
 			p->c->send(p->c->arg, p->reply.p, p->reply.len);
 		parked_free(p);
@@ -1468,25 +1489,84 @@ static int op_info(struct master *m, struct wbuf *b)
 	wb_u64(b, used);
 	wb_u64(b, cap);
 	wb_u64(b, m->evictions);
-	wb_u64(b, 0);		/* demotions: no spill tier decisions yet */
+	wb_u64(b, m->demotions);
 	wb_u64(b, master_active_leases(m));
 	return 0;
 }
 
-/* A node answered a request of ours (FREE). */
-static void node_reply(struct master *m, struct master_client *c, const struct wire_hdr *h)
+/* The node answered DEMOTE batch d: a copy in its spill file replaces the
+ * memory replica (whose extent is then FREEd); a failed demotion evicts
+ * the replica instead; a copy of an object that went meanwhile is FREEd. */
+static void demoted(struct master *m, struct seg *s, const struct dbatch *d,
+		    const struct wire_hdr *h, const uint8_t *body)
 {
-	if (h->opcode != WIRE_OP_FREE)
-		return;
+	struct rbuf r;
+
+	rb_init(&r, body, h->body_len);
+	bool ok = h->status == 0 && rb_u32(&r) == d->n;
+	for (uint32_t i = 0; i < d->n; i++) {
+		const struct dent *e = d->e[i];
+		int st = ok ? rb_i32(&r) : KVP_EPROTO;
+		uint64_t soff = ok ? rb_u64(&r) : 0, slen = ok ? rb_u64(&r) : 0;
+		if (!rb_ok(&r))
+			st = KVP_EPROTO;
+		bool placed = st == 0 && soff % 64 == 0 && slen % 64 == 0 && slen &&
+			      slen < REP_MAX_LEN && soff < REP_MAX_OFF;
+		s->demoting -= e->len;
+		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
+		int ri = -1;
+		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
+			if (o->rep[k].seg == s->id && o->rep[k].tier == 0 && o->rep[k].demoting &&
+			    rep_off(&o->rep[k]) == e->off)
+				ri = (int)k;
+		if (st == 0 && (ri < 0 || !placed)) {
+			seg_queue_free(s, soff, e->generation, KVP_TIER_DISK, true);
+			s->spill_dropped += slen;
+		}
+		if (ri < 0)
+			continue;	/* removed (its memory extent FREEd then) */
+		o->rep[ri].demoting = 0;
+		if (placed) {
+			uint64_t sidx = o->rep[ri].sidx;
+			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
+			o->rep[ri].sidx = sidx;
+			seg_queue_free(s, e->off, e->generation, 0, false);
+			s->spill_added += slen;
+			m->demotions++;
+		} else {
+			if (st != KVP_ENOSPC && st != KVP_ENOTSUP)
+				log_info("segment %u: DEMOTE of '%.*s' failed (%s); evicting it", s->id,
+					 (int)e->key_len, e->key, kvp_strerror(st));
+			master_drop_replica(m, o, (unsigned)ri, true);
+			m->evictions++;
+			m->evicted_bytes += e->len;
+		}
+	}
+	evict_check(m, s);
+}
+
+/* A node answered a request of ours (FREE, DEMOTE). */
+static void node_reply(struct master *m, struct master_client *c, const struct wire_hdr *h,
+		       const uint8_t *body)
+{
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
-		if (s && s->online && s->client == c && seg_ack_frees(s, h->reqid) >= 0) {
+		if (!s || !s->online || s->client != c)
+			continue;
+		if (h->opcode == WIRE_OP_FREE && seg_ack_frees(s, h->reqid) >= 0) {
 			if (h->status)
 				log_warn("segment %u: node answered FREE with %s", s->id,
 					 kvp_strerror(h->status));
 			break;
 		}
+		struct dbatch *d;
+		if (h->opcode == WIRE_OP_DEMOTE && (d = seg_answered_demotes(s, h->reqid))) {
+			demoted(m, s, d, h, body);
+			dbatch_free(d);
+			break;
+		}
 	}
+	master_flush(m);
 	parked_retry(m);
 }
 
@@ -1522,7 +1602,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	if (h->flags & WIRE_F_REPLY) {
 		if (!c->hello)
 			goto out_auth;
-		node_reply(m, c, h);
+		node_reply(m, c, h, body);
 		return 0;
 	}
 	rb_init(&r, body, h->body_len);

@@ -82,8 +82,9 @@ struct master {
 	struct parked *parked;
 
 	bool evict_active;
-	uint64_t evictions;
+	uint64_t evictions;		/* replicas dropped for room */
 	uint64_t evicted_bytes;
+	uint64_t demotions;		/* memory replicas moved to a spill tier */
 	uint64_t put_timeouts;
 	uint64_t node_expiries;
 
@@ -141,5 +142,7 @@ bool evict_force(struct master *m, uint64_t need);
  * object each). Returns true while rounds remain. */
 bool evict_step(struct master *m, unsigned budget_us);
 bool evict_candidate(const struct master *m, const struct obj *o);
+/* The node's spill tier usage as the master estimates it. */
+uint64_t evict_spill_used(const struct seg *s);
 
 #endif

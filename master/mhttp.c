@@ -64,9 +64,10 @@ static void counter(struct sbuf *b, const char *name, const char *help, unsigned
 	sb_printf(b, "%s %llu\n", name, v);
 }
 
+/* Requests the master serves (FREE and the node data ops are not). */
 static bool master_op(unsigned op)
 {
-	return wire_op_name(op) && op != WIRE_OP_FREE && op != WIRE_OP_READ && op != WIRE_OP_WRITE;
+	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE && wire_op_name(op);
 }
 
 static void seg_metric(struct sbuf *b, struct master *m, const char *name, const char *help,
@@ -129,6 +130,8 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 		   "Extents freed by the master, not yet acknowledged by the node.", seg_frees);
 	counter(b, "kvpool_master_evictions_total", "Replicas evicted.", m->evictions);
 	counter(b, "kvpool_master_evicted_bytes_total", "Bytes evicted.", m->evicted_bytes);
+	counter(b, "kvpool_master_demotions_total",
+		"Memory replicas moved to their node's spill tier.", m->demotions);
 	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
 		m->put_timeouts);
 	counter(b, "kvpool_master_node_expiries_total",

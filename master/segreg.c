@@ -47,6 +47,28 @@ static void seg_free_batches(struct seg *s)
 	}
 }
 
+void dbatch_free(struct dbatch *b)
+{
+	for (uint32_t i = 0; i < b->n; i++)
+		free(b->e[i]);
+	free(b);
+}
+
+/* Forgets every DEMOTE, queued or sent (the segment goes offline: its
+ * replicas are dropped; a copy the node made is an orphan it re-reports). */
+static void seg_free_demotes(struct seg *s)
+{
+	for (size_t i = 0; i < s->dq.n; i++)
+		free(s->dq.v[i]);
+	s->dq.n = 0;
+	while (s->dinflight) {
+		struct dbatch *b = s->dinflight;
+		s->dinflight = b->next;
+		dbatch_free(b);
+	}
+	s->demoting = 0;
+}
+
 void segreg_destroy(struct segreg *r)
 {
 	for (size_t i = 1; i < r->n; i++) {
@@ -60,6 +82,8 @@ void segreg_destroy(struct segreg *r)
 		fvec_free(&s->fq);
 		fvec_free(&s->reject);
 		seg_free_batches(s);
+		seg_free_demotes(s);
+		free(s->dq.v);
 		free(s);
 	}
 	free(r->v);
@@ -127,6 +151,7 @@ void segreg_offline(struct segreg *r, struct seg *s)
 			if (!b->e[i].keep && fvec_push(&s->reject, &b->e[i]))
 				break;
 	seg_free_batches(s);
+	seg_free_demotes(s);
 	s->fq.n = 0;
 	if (s->reject.n)
 		qsort(s->reject.v, s->reject.n, sizeof(struct fent), fent_cmp);
@@ -139,7 +164,8 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	s->freeing = 0;
 	s->online = false;
 	s->client = NULL;
-	s->evicting = false;
+	s->evicting = s->evicting_disk = false;
+	s->spill_dropped = s->spill_added = 0;
 	r->online--;
 }
 
@@ -340,5 +366,60 @@ bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation)
 
 bool seg_frees_pending(const struct seg *s)
 {
-	return s->fq.n || s->inflight;
+	return s->fq.n || s->inflight || s->dq.n || s->dinflight;
+}
+
+int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
+		     uint64_t generation, uint64_t len)
+{
+	if (s->dq.n == s->dq.cap) {
+		size_t cap = s->dq.cap ? s->dq.cap * 2 : 16;
+		struct dent **v = realloc(s->dq.v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->dq.v = v;
+		s->dq.cap = cap;
+	}
+	struct dent *e = malloc(sizeof(*e) + key_len);
+	if (!e)
+		return -ENOMEM;
+	e->off = off;
+	e->generation = generation;
+	e->len = len;
+	e->key_len = (uint16_t)key_len;
+	memcpy(e->key, key, key_len);
+	s->dq.v[s->dq.n++] = e;
+	s->demoting += len;
+	return 0;
+}
+
+struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max)
+{
+	uint32_t n = s->dq.n < max ? (uint32_t)s->dq.n : max;
+
+	if (!n)
+		return NULL;
+	struct dbatch *b = malloc(sizeof(*b) + n * sizeof(struct dent *));
+	if (!b)
+		return NULL;
+	b->reqid = reqid;
+	b->n = n;
+	memcpy(b->e, s->dq.v, n * sizeof(struct dent *));
+	memmove(s->dq.v, s->dq.v + n, (s->dq.n - n) * sizeof(struct dent *));
+	s->dq.n -= n;
+	b->next = s->dinflight;
+	s->dinflight = b;
+	return b;
+}
+
+struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid)
+{
+	for (struct dbatch **pb = &s->dinflight; *pb; pb = &(*pb)->next) {
+		struct dbatch *b = *pb;
+		if (b->reqid == reqid) {
+			*pb = b->next;
+			return b;
+		}
+	}
+	return NULL;
 }

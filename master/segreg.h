@@ -42,6 +42,29 @@ struct fvec {
 	size_t n, cap;
 };
 
+/* A memory extent to DEMOTE to the node's spill file: the key identifies
+ * the object when the answer comes (it may be gone or changed by then). */
+struct dent {
+	uint64_t off;
+	uint64_t generation;
+	uint64_t len;
+	uint16_t key_len;
+	uint8_t key[];
+};
+
+/* A DEMOTE request sent to the node and not yet answered. */
+struct dbatch {
+	struct dbatch *next;
+	uint64_t reqid;
+	uint32_t n;
+	struct dent *e[];
+};
+
+struct dvec {
+	struct dent **v;
+	size_t n, cap;
+};
+
 struct seg {
 	uint32_t id;
 	bool online;			/* mounted; false: remembered for its uuid only */
@@ -81,10 +104,18 @@ struct seg {
 	 * acknowledged; a REPORT of one of them is rejected (and FREEd again). */
 	struct fvec reject;
 
-	/* eviction round state (evict.c) */
-	bool evicting;
+	struct dvec dq;			/* DEMOTEs to send */
+	struct dbatch *dinflight;	/* DEMOTEs sent, not answered */
+	uint64_t demoting;		/* bytes of memory extents being demoted */
+	uint64_t spill_dropped;		/* spill bytes FREEd since the last HEARTBEAT */
+	uint64_t spill_added;		/* spill bytes demoted since the last HEARTBEAT */
+
+	/* eviction round state (evict.c); disk: the round evicts spill
+	 * (tier 1) replicas instead of memory ones */
+	bool evicting, evicting_disk;
 	uint64_t evict_goal;		/* bytes to evict in this round */
 	uint64_t evict_done;
+	uint64_t disk_goal, disk_done;
 };
 
 struct segreg {
@@ -151,6 +182,16 @@ struct fbatch *seg_take_frees(struct seg *s, uint64_t reqid, uint32_t max);
 int seg_ack_frees(struct seg *s, uint64_t reqid);
 /* True (and the entry removed) if (off, generation) is in s->reject. */
 bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation);
+/* FREEs or DEMOTEs not answered yet: space is coming back. */
 bool seg_frees_pending(const struct seg *s);
+
+/* Queues a DEMOTE of the memory extent (off, len) of key: 0 or -ENOMEM. */
+int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
+		     uint64_t generation, uint64_t len);
+/* Takes up to max queued DEMOTEs into a new in-flight batch (NULL: none). */
+struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max);
+/* Unlinks the in-flight batch reqid (NULL if none); free with dbatch_free. */
+struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid);
+void dbatch_free(struct dbatch *b);
 
 #endif

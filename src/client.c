@@ -729,7 +729,8 @@ out_unlock:
 static struct client_seg *seg_get(struct kvp *kvp, uint32_t id, bool *refreshed,
 				  uint64_t deadline)
 {
-	for (;;) {
+	/* Bounded: other threads may invalidate the table again meanwhile. */
+	for (int tries = 0; tries < 4; tries++) {
 		struct client_seg *s = NULL;
 		uint64_t gen;
 		bool valid;
@@ -753,6 +754,7 @@ static struct client_seg *seg_get(struct kvp *kvp, uint32_t id, bool *refreshed,
 				return NULL;
 		}
 	}
+	return NULL;
 }
 
 static void seg_invalidate(struct kvp *kvp)
@@ -1072,6 +1074,47 @@ static void put_op_done(struct xp_op *op)
 	}
 }
 
+/* One PUT_START reply item, decoded and checked (untrusted bytes). */
+struct put_reply {
+	int status;
+	uint64_t gen;
+	uint8_t nrep;
+	struct {
+		uint32_t id;
+		uint64_t off, alloc_len;
+		uint8_t grant[WIRE_GRANT_LEN];
+	} rep[KVP_MAX_REPLICAS];
+};
+
+/* 0 (p filled), the item's own error status, or KVP_EPROTO (malformed: a
+ * status out of range, no replica or more than asked for, a short frame). */
+static int put_reply_item(struct rbuf *r, struct put_reply *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->status = rb_i32(r);
+	p->gen = rb_u64(r);
+	uint8_t nrep = rb_u8(r);
+
+	for (uint8_t i = 0; i < nrep; i++) {
+		uint32_t id = rb_u32(r);
+		uint64_t off = rb_u64(r), alen = rb_u64(r);
+		const uint8_t *g = rb_take(r, WIRE_GRANT_LEN);
+
+		if (!g || p->nrep >= KVP_MAX_REPLICAS)
+			continue;
+		p->rep[p->nrep].id = id;
+		p->rep[p->nrep].off = off;
+		p->rep[p->nrep].alloc_len = alen;
+		memcpy(p->rep[p->nrep].grant, g, WIRE_GRANT_LEN);
+		p->nrep++;
+	}
+	if (!rb_ok(r) || p->status > 0 || p->status < KVP_ERR_MIN || nrep > KVP_MAX_REPLICAS)
+		return KVP_EPROTO;
+	if (p->status)
+		return p->status;
+	return p->nrep ? 0 : KVP_EPROTO;
+}
+
 /* Parses PUT_START replies and queues every replica write. */
 static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t nc,
 		    struct run *run)
@@ -1085,39 +1128,17 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 
 		for (uint32_t k = 0; k < c[f].count; k++) {
 			struct put_item *it = &pc->items[pc->todo[c[f].first + k]];
-			int st = frc ? frc : rb_i32(&r);
-			uint64_t gen = rb_u64(&r);
-			uint8_t nrep = rb_u8(&r);
+			struct put_reply pr;
+			int st = frc;
 
+			if (!st && (st = put_reply_item(&r, &pr)) == KVP_EPROTO)
+				frc = st;	/* the rest of the frame cannot be trusted */
 			it->status = 0;
 			it->nrep = 0;
 			it->left = 0;
-			it->gen = gen;
 			it->run = run;
 			free(it->ops);
-			it->ops = calloc(nrep ? nrep : 1, sizeof(*it->ops));
-			if (!it->ops && !st)
-				st = KVP_ENOMEM;
-			if (nrep > KVP_MAX_REPLICAS && !st)
-				st = frc = KVP_EPROTO;
-			for (uint8_t i = 0; i < nrep && rb_ok(&r); i++) {
-				uint32_t id = rb_u32(&r);
-				uint64_t off = rb_u64(&r), alen = rb_u64(&r);
-				const uint8_t *g = rb_take(&r, WIRE_GRANT_LEN);
-
-				if (!g || !it->ops || i >= KVP_MAX_REPLICAS)
-					continue;
-				struct xp_op *o = &it->ops[i];
-
-				o->dir = XP_WRITE;
-				o->off = off;
-				o->alloc_len = alen;
-				memcpy(o->grant, g, WIRE_GRANT_LEN);
-				it->seg_id[i] = id;
-				it->nrep++;
-			}
-			if (!frc && !rb_ok(&r))
-				st = frc = KVP_EPROTO;
+			it->ops = NULL;
 			/* Only a granted item needs PUT_END or PUT_REVOKE. One
 			 * whose reply did not parse may hold a grant we cannot
 			 * name: put_timeout reclaims it. */
@@ -1126,8 +1147,22 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 				it->status = st;
 				continue;
 			}
-			if (!it->nrep)
-				it->status = KVP_EPROTO;
+			it->gen = pr.gen;
+			it->ops = calloc(pr.nrep, sizeof(*it->ops));
+			if (!it->ops) {
+				it->status = KVP_ENOMEM;
+				continue;
+			}
+			for (uint8_t i = 0; i < pr.nrep; i++) {
+				struct xp_op *o = &it->ops[i];
+
+				o->dir = XP_WRITE;
+				o->off = pr.rep[i].off;
+				o->alloc_len = pr.rep[i].alloc_len;
+				memcpy(o->grant, pr.rep[i].grant, WIRE_GRANT_LEN);
+				it->seg_id[i] = pr.rep[i].id;
+				it->nrep++;
+			}
 		}
 	}
 
@@ -1541,6 +1576,46 @@ static void get_order(struct kvp *kvp, struct get_item *it)
 	}
 }
 
+/* One GET reply item, decoded and checked (untrusted bytes). */
+struct get_reply {
+	int status;
+	uint64_t vlen, gen, csum, lease_ms;
+	uint8_t nrep;
+	struct get_rep rep[KVP_MAX_REPLICAS];
+};
+
+/* 0 (g filled), the item's own error status, or KVP_EPROTO when the bytes
+ * are malformed (a status out of range, a length the pool cannot hold, no
+ * replica, or a short frame). */
+static int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->status = rb_i32(r);
+	g->vlen = rb_u64(r);
+	g->gen = rb_u64(r);
+	g->csum = rb_u64(r);
+	g->lease_ms = rb_u64(r);
+	uint8_t nrep = rb_u8(r);
+
+	for (uint8_t i = 0; i < nrep; i++) {
+		struct get_rep rp = { 0 };
+
+		rp.id = rb_u32(r);
+		rp.tier = rb_u8(r);
+		rp.off = rb_u64(r);
+		rp.alloc_len = rb_u64(r);
+		if (g->nrep < KVP_MAX_REPLICAS)
+			g->rep[g->nrep++] = rp;
+	}
+	if (!rb_ok(r) || g->status > 0 || g->status < KVP_ERR_MIN)
+		return KVP_EPROTO;
+	if (g->status)
+		return g->status;
+	if (!g->nrep || !g->vlen || g->vlen > max_value || g->vlen > INT64_MAX)
+		return KVP_EPROTO;
+	return 0;
+}
+
 static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_t nc,
 		     struct run *run)
 {
@@ -1553,27 +1628,21 @@ static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_
 
 		for (uint32_t k = 0; k < c[f].count; k++) {
 			struct get_item *it = &gc->items[gc->todo[c[f].first + k]];
-			int st = frc ? frc : rb_i32(&r);
+			struct get_reply g;
+			int st = frc;
 
-			it->vlen = rb_u64(&r);
-			it->gen = rb_u64(&r);
-			it->csum = rb_u64(&r);
-			it->lease_end = now + rb_u64(&r);
-			uint8_t nrep = rb_u8(&r);
-
+			if (!st && (st = get_reply_item(&r, kvp->conf.cluster.max_object_size, &g)) ==
+				   KVP_EPROTO)
+				frc = st;	/* the rest of the frame cannot be trusted */
 			it->nrep = 0;
-			for (uint8_t i = 0; i < nrep; i++) {
-				struct get_rep g = { 0 };
-
-				g.id = rb_u32(&r);
-				g.tier = rb_u8(&r);
-				g.off = rb_u64(&r);
-				g.alloc_len = rb_u64(&r);
-				if (it->nrep < KVP_MAX_REPLICAS)
-					it->rep[it->nrep++] = g;
+			if (!st) {
+				it->vlen = g.vlen;
+				it->gen = g.gen;
+				it->csum = g.csum;
+				it->lease_end = now + (g.lease_ms > UINT32_MAX ? UINT32_MAX : g.lease_ms);
+				it->nrep = g.nrep;
+				memcpy(it->rep, g.rep, sizeof(g.rep));
 			}
-			if (!frc && !rb_ok(&r))
-				st = frc = KVP_EPROTO;
 			it->result = st;
 			it->run = run;
 			it->kvp = kvp;
@@ -1582,10 +1651,6 @@ static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_
 			it->mismatch = it->lease_lost = false;
 			if (st)
 				continue;
-			if (!it->nrep || !it->vlen) {
-				it->result = KVP_EPROTO;
-				continue;
-			}
 			if (it->alloc) {
 				free(it->dst);
 				it->dst = malloc(it->vlen);
@@ -2048,12 +2113,49 @@ void kvp_list_free(struct kvp_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
+/* Decodes a LIST reply (untrusted) into out: 0, KVP_EPROTO or KVP_ENOMEM;
+ * on error the caller frees out with kvp_list_free. */
+static int list_parse(const uint8_t *body, size_t len, struct kvp_list *out)
+{
+	struct rbuf r;
+	uint32_t n;
+
+	rb_init(&r, body, len);
+	n = rb_count(&r, 19);
+	if (!rb_ok(&r))
+		return KVP_EPROTO;
+	out->entries = calloc(n ? n : 1, sizeof(*out->entries));
+	if (!out->entries)
+		return KVP_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvp_list_entry *e = &out->entries[i];
+		size_t nl;
+		const uint8_t *p;
+
+		e->is_prefix = rb_u8(&r) != 0;
+		p = rb_str(&r, &nl);
+		e->size = rb_u64(&r);
+		e->put_time_ns = rb_u64(&r);
+		if (!rb_ok(&r) || !wire_key_ok(p, nl))
+			return KVP_EPROTO;
+		e->name = strndup((const char *)p, nl);
+		if (!e->name)
+			return KVP_ENOMEM;
+		out->n++;
+	}
+	size_t nl;
+	const uint8_t *p = rb_str(&r, &nl);
+
+	if (!rb_done(&r) || (p && memchr(p, 0, nl)))
+		return KVP_EPROTO;
+	out->next = strndup(p ? (const char *)p : "", nl);
+	return out->next ? 0 : KVP_ENOMEM;
+}
+
 int kvp_list(struct kvp *kvp, const char *prefix, char delimiter, const char *cursor,
 	     uint32_t limit, struct kvp_list *out)
 {
 	struct mcall m = { .op = WIRE_OP_LIST };
-	struct rbuf r;
-	uint32_t n;
 	int rc;
 
 	if (!kvp || !out)
@@ -2074,40 +2176,7 @@ int kvp_list(struct kvp *kvp, const char *prefix, char delimiter, const char *cu
 	rc = mc_call1(kvp, &m, client_deadline(kvp));
 	if (rc < 0)
 		goto out_free;
-	rb_init(&r, m.rep, m.rep_len);
-	n = rb_count(&r, 19);
-	out->entries = calloc(n ? n : 1, sizeof(*out->entries));
-	if (!out->entries) {
-		rc = KVP_ENOMEM;
-		goto out_free;
-	}
-	for (uint32_t i = 0; i < n && rb_ok(&r); i++) {
-		struct kvp_list_entry *e = &out->entries[i];
-		size_t len;
-		const uint8_t *p;
-
-		e->is_prefix = rb_u8(&r);
-		p = rb_str(&r, &len);
-		e->size = rb_u64(&r);
-		e->put_time_ns = rb_u64(&r);
-		if (!rb_ok(&r))
-			break;
-		e->name = strndup(p ? (const char *)p : "", len);
-		if (!e->name) {
-			rc = KVP_ENOMEM;
-			break;
-		}
-		out->n++;
-	}
-	if (!rc) {
-		size_t len;
-		const uint8_t *p = rb_str(&r, &len);
-
-		if (!rb_ok(&r))
-			rc = KVP_EPROTO;
-		else if (!(out->next = strndup(p ? (const char *)p : "", len)))
-			rc = KVP_ENOMEM;
-	}
+	rc = list_parse(m.rep, m.rep_len, out);
 	if (rc)
 		kvp_list_free(out);
 out_free:
@@ -2287,5 +2356,52 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->master_connects = LD(master_connects);
 	out->node_connects = LD(node_connects);
 #undef LD
+	return 0;
+}
+
+/* ---- fuzzing ---------------------------------------------------------------- */
+
+int client_fuzz_replies(const uint8_t *p, size_t n)
+{
+	struct mcall m = { .got = true, .rep = (uint8_t *)p, .rep_len = (uint32_t)n };
+	struct client_seg **v = NULL;
+	struct kvp_list l = { 0 };
+	struct rbuf r;
+	size_t nv = 0;
+	uint32_t cnt;
+
+	if (n > UINT32_MAX)
+		return 0;
+	if (segs_parse(&m, &v, &nv) == 0) {
+		for (size_t i = 0; i < nv; i++)
+			free(v[i]);
+		free(v);
+	}
+	list_parse(p, n, &l);
+	kvp_list_free(&l);
+	rb_init(&r, p, n);
+	cnt = rb_count(&r, 33);
+	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+		struct get_reply g;
+
+		if (get_reply_item(&r, 1ull << 30, &g) == 0 && g.vlen > (1ull << 30))
+			abort();	/* must have been refused */
+	}
+	rb_init(&r, p, n);
+	cnt = rb_count(&r, 13);
+	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+		struct put_reply pr;
+
+		if (put_reply_item(&r, &pr) == 0 && (!pr.nrep || pr.nrep > KVP_MAX_REPLICAS))
+			abort();
+	}
+	rb_init(&r, p, n);
+	cnt = rb_count(&r, 65);
+	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+		struct stat_res sr;
+
+		if (!parse_stat(&r, i, &sr))
+			break;
+	}
 	return 0;
 }

@@ -21,9 +21,12 @@
 
 enum client_proto { CLIENT_AUTO, CLIENT_LOCAL, CLIENT_TCP };
 
-/* One pooled data connection to a node (after HELLO, non-blocking). */
+/* One data connection to a node (after HELLO, non-blocking) and its
+ * receive buffer; owned by the pool while idle, by one call while lent. */
 struct node_conn {
 	int fd;
+	bool pooled;			/* counted in node->nconns, else closed on return */
+	uint8_t *rx;			/* xp_tcp's receive buffer */
 	struct node_conn *next;
 };
 
@@ -123,5 +126,11 @@ int client_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint6
 bool client_sock_alive(int fd);
 /* Drops a segment reference taken by a lookup. */
 void client_seg_put(struct kvp *kvp, struct client_seg *seg);
+
+/* Fuzzing entry points (tests/fuzz/fuzz_client.c): run every decoder of
+ * master replies (client.c) and of the node reply stream (xp_tcp.c) over
+ * arbitrary bytes. Always 0; a bug shows as a crash or sanitizer report. */
+int client_fuzz_replies(const uint8_t *p, size_t n);
+int xp_tcp_fuzz_stream(const uint8_t *p, size_t n);
 
 #endif

@@ -238,6 +238,8 @@ static void node_drain_finish(struct node *n)
 	ev_stop(n->loop);
 }
 
+static void node_drain_step_locked(struct node *n, uint64_t now);
+
 /* Order: FUSE view off, data transfers finished (bounded), UNMOUNT at the
  * master (bounded), then the loop ends. Called whenever something that
  * could hold the drain up finishes, and from a timer. */
@@ -245,8 +247,16 @@ void node_drain_step(struct node *n)
 {
 	uint64_t now = ev_now(n->loop);
 
-	if (!n->stopping || n->drain_timer == 0)
+	/* Closing connections below calls back here (on_close). */
+	if (!n->stopping || n->drain_timer == 0 || n->in_drain_step)
 		return;
+	n->in_drain_step = true;
+	node_drain_step_locked(n, now);
+	n->in_drain_step = false;
+}
+
+static void node_drain_step_locked(struct node *n, uint64_t now)
+{
 	if (n->fs_stopping && !atomic_load(&n->fs_stopped) && now < n->drain_deadline)
 		return;
 	if ((n->ndconns || n->inflight_sends) && now < n->drain_deadline)
@@ -287,7 +297,11 @@ static void node_begin_stop(struct node *n)
 	if (n->stopping)
 		return;
 	n->stopping = true;
-	log_notice("stopping: draining transfers, then unmounting segment %u", n->segment_id);
+	if (n->mstate == NODE_M_UP)
+		log_notice("stopping: draining transfers, then unmounting segment %u",
+			   n->segment_id);
+	else
+		log_notice("stopping: draining transfers (not mounted at the master)");
 	sd_notify(0, "STOPPING=1");
 	node_status(n, "draining");
 	node_data_stop_accepting(n);
@@ -596,6 +610,13 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	n->mfd = -1;
 	n->seg.fd = -1;
 	n->epoch = net_realtime_ns();
+	/* A client sends HELLO right after connecting; one that has not within
+	 * its own operation timeout is broken or a slow-loris. */
+	n->hello_ms = n->conf.client.timeout;
+	if (n->hello_ms < NODE_HELLO_MIN_MS)
+		n->hello_ms = NODE_HELLO_MIN_MS;
+	if (n->hello_ms > NODE_HELLO_MAX_MS)
+		n->hello_ms = NODE_HELLO_MAX_MS;
 	atomic_init(&n->fs_stopped, false);
 	atomic_init(&n->scan_done, false);
 

@@ -125,7 +125,7 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 	uint8_t tier = rb_u8(&r);
 	uint64_t off = rb_u64(&r);
 	uint64_t len = rb_u64(&r);
-	if (!rb_done(&r)) {
+	if (!rb_ok(&r)) {	/* later fields at the end are ignored */
 		data_reply(d, h, KVP_EPROTO);
 		return;
 	}
@@ -174,7 +174,7 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	uint64_t off = rb_u64(&r);
 	uint64_t alloc_len = rb_u64(&r);
 	const uint8_t *grant = rb_take(&r, WIRE_GRANT_LEN);
-	if (!rb_done(&r)) {
+	if (!rb_ok(&r)) {
 		ev_conn_discard_payload(d->c);
 		data_reply(d, h, KVP_EPROTO);
 		return;
@@ -423,10 +423,14 @@ int node_data_adopt(struct node *n, int fd)
 		close(fd);
 		return -ENOMEM;
 	}
-	uint64_t max_payload = n->conf.cluster.max_frame;
+	/* Payloads are extent images: the largest object with the longest
+	 * key, and never more than the segment. Bodies are small. */
+	uint64_t max_payload = ext_size(KVP_MAX_KEY, n->conf.cluster.max_object_size);
+	uint64_t max_body = n->conf.cluster.max_frame;
 	struct ev_conn_limits lim = {
-		.max_body = NODE_DATA_MAX_BODY,
-		.max_payload = max_payload ? max_payload : n->seg.size,
+		.max_body = max_body && max_body < NODE_DATA_MAX_BODY ? (uint32_t)max_body :
+			    NODE_DATA_MAX_BODY,
+		.max_payload = max_payload < n->seg.size ? max_payload : n->seg.size,
 		.idle_ms = NODE_IDLE_MS,
 	};
 	d->n = n;
@@ -489,9 +493,9 @@ void node_data_sweep(struct node *n)
 
 	for (struct node_dconn *d = n->dconns, *next; d; d = next) {
 		next = d->next;
-		if (!d->authed && now - d->created_ms > NODE_HELLO_TIMEOUT_MS) {
-			log_info("data connection from %s: no HELLO in %d ms, closed",
-				 ev_conn_peer(d->c), NODE_HELLO_TIMEOUT_MS);
+		if (!d->authed && now - d->created_ms > n->hello_ms) {
+			log_info("data connection from %s: no HELLO in %llu ms, closed",
+				 ev_conn_peer(d->c), (unsigned long long)n->hello_ms);
 			n->st.conns_timed_out++;
 			ev_conn_close(d->c);
 		}

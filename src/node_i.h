@@ -24,9 +24,10 @@
 #define NODE_BACKOFF_MIN_MS 100
 #define NODE_BACKOFF_MAX_MS 2000
 #define NODE_CONNECT_TIMEOUT_MS 2000
-#define NODE_HELLO_TIMEOUT_MS 10000	/* a data connection must HELLO by then */
+#define NODE_HELLO_MIN_MS 1000		/* a data connection must HELLO within */
+#define NODE_HELLO_MAX_MS 60000		/* client.timeout clamped to these */
 #define NODE_IDLE_MS 300000		/* data connection without a frame */
-#define NODE_SWEEP_MS 1000
+#define NODE_SWEEP_MS 500
 #define NODE_ACCEPT_PAUSE_MS 100	/* after EMFILE and friends */
 #define NODE_DRAIN_MS 10000		/* bound on finishing in-flight transfers */
 #define NODE_UNMOUNT_WAIT_MS 2000
@@ -119,6 +120,7 @@ struct node {
 	int listen_fd;
 	int data_port;
 	char listen_host[CONF_STR];	/* host part of node.listen as bound */
+	uint64_t hello_ms;		/* deadline for a connection's HELLO */
 	struct node_dconn *dconns;	/* open connections */
 	size_t ndconns;
 	struct node_pwrite *pwrites;	/* writes in flight (for FREE) */
@@ -160,6 +162,7 @@ struct node {
 	void *ready_arg;
 	volatile sig_atomic_t stop_req, reload_req;
 	bool stopping;
+	bool in_drain_step;		/* re-entrancy guard */
 	uint64_t drain_deadline, drain_timer, unmount_deadline;
 	uint64_t sweep_timer, wd_timer;
 	int run_rc;

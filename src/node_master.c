@@ -49,6 +49,7 @@ void node_scan_free(struct node_scan *s)
 
 struct scan_ctx {
 	struct node_scan *s;
+	size_t max_bytes;		/* REPORT body budget per frame */
 	size_t cur_start;
 	uint32_t cur_n;
 	int err;
@@ -87,8 +88,8 @@ static int scan_cb(const struct ext_found *f, void *arg)
 
 	if (!f->checksum_ok || !wire_key_ok(f->key, f->h.key_len))
 		return 0;
-	size_t item = 2 + f->h.key_len + 1 + 7 * 8;
-	if (x->cur_n == NODE_REPORT_CHUNK || s->items.len - x->cur_start + item > NODE_REPORT_BYTES) {
+	size_t item = 2 + f->h.key_len + 1 + 6 * 8;
+	if (x->cur_n == NODE_REPORT_CHUNK || s->items.len - x->cur_start + item > x->max_bytes) {
 		x->err = scan_close_chunk(x);
 		if (x->err)
 			return 1;
@@ -114,7 +115,11 @@ static int scan_cb(const struct ext_found *f, void *arg)
 
 int node_scan_segment(struct node *n, struct node_scan *s)
 {
-	struct scan_ctx x = { .s = s };
+	struct scan_ctx x = { .s = s, .max_bytes = NODE_REPORT_BYTES };
+	/* The master refuses bodies over cluster.max_frame (a shared key). */
+	uint64_t mf = n->conf.cluster.max_frame;
+	if (mf && mf - 8 < x.max_bytes)
+		x.max_bytes = (size_t)(mf - 8);	/* segment id + count */
 
 	node_scan_free(s);
 	uint64_t t0 = net_now_ms();

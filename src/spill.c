@@ -52,11 +52,19 @@ struct sp_range {
 	uint64_t mem_avail;
 };
 
+/* A live extent of the file, as the index keeps it (for REPORTs after a
+ * re-mount, FREE and PROMOTE checks, READ validation). */
+struct sp_ent {
+	uint64_t off, alloc_len;
+	struct ext_hdr h;
+	bool dying;			/* a FREE is writing its tombstone */
+	uint8_t key[];
+};
+
 struct sp_op {
 	struct sp_op *next;		/* queue link */
 	enum sp_kind kind;
-	int phase;
-	bool write;			/* this phase writes */
+	bool write;
 	bool queued;
 	spill_done_fn cb;
 	void *arg;
@@ -70,8 +78,9 @@ struct sp_op {
 	bool need_block;		/* takes a block buffer before its first piece */
 	struct ext_hdr h;		/* demote: the source header */
 	const uint8_t *key;		/* demote: the key, inside src */
+	struct sp_ent *ent;		/* free / promote: the extent */
 	struct sp_range r[2];
-	unsigned nr, ri;		/* ranges in this phase, current one */
+	unsigned nr, ri;		/* ranges, the current one */
 	uint64_t pos;			/* next piece within r[ri] */
 	uint32_t inflight;		/* pieces submitted, not completed */
 	int status;			/* first error */
@@ -127,6 +136,10 @@ struct spill {
 
 	struct alloc *alloc;
 	uint64_t extents;
+	bool scanned;
+	/* index of live extents by offset: open addressing, linear probing */
+	struct sp_ent **tab;
+	size_t tab_cap, tab_n;
 	struct spill_stats st;
 };
 
@@ -596,9 +609,112 @@ void spill_close(struct spill *sp)
 	free(sp->ios);
 	if (sp->alloc)
 		alloc_destroy(sp->alloc);
+	for (size_t i = 0; i < sp->tab_cap; i++)
+		free(sp->tab[i]);
+	free(sp->tab);
 	if (sp->fd >= 0)
 		close(sp->fd);
 	free(sp);
+}
+
+/* ---- the index of live extents ---- */
+
+static size_t ix_slot(const struct spill *sp, uint64_t off)
+{
+	uint64_t x = (off / SPILL_ALIGN) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(x >> 17) & (sp->tab_cap - 1);
+}
+
+static struct sp_ent *ix_find(const struct spill *sp, uint64_t off)
+{
+	if (!sp->tab_cap)
+		return NULL;
+	for (size_t i = ix_slot(sp, off);; i = (i + 1) & (sp->tab_cap - 1)) {
+		struct sp_ent *e = sp->tab[i];
+		if (!e)
+			return NULL;
+		if (e->off == off)
+			return e;
+	}
+}
+
+static int ix_grow(struct spill *sp)
+{
+	size_t cap = sp->tab_cap ? sp->tab_cap * 2 : 1024;
+	struct sp_ent **t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	struct sp_ent **old = sp->tab;
+	size_t ocap = sp->tab_cap;
+	sp->tab = t;
+	sp->tab_cap = cap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (!old[i])
+			continue;
+		size_t j = ix_slot(sp, old[i]->off);
+		while (t[j])
+			j = (j + 1) & (cap - 1);
+		t[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+/* Adds a live extent (the key is copied). */
+static int ix_add(struct spill *sp, uint64_t off, uint64_t alloc_len, const struct ext_hdr *h,
+		  const uint8_t *key)
+{
+	if ((sp->tab_n + 1) * 4 > sp->tab_cap * 3 && ix_grow(sp) < 0)
+		return -ENOMEM;
+	struct sp_ent *e = malloc(sizeof(*e) + h->key_len);
+	if (!e)
+		return -ENOMEM;
+	e->off = off;
+	e->alloc_len = alloc_len;
+	e->h = *h;
+	e->h.seg_uuid = sp->uuid;
+	e->dying = false;
+	memcpy(e->key, key, h->key_len);
+	size_t i = ix_slot(sp, off);
+	while (sp->tab[i])
+		i = (i + 1) & (sp->tab_cap - 1);
+	sp->tab[i] = e;
+	sp->tab_n++;
+	sp->extents++;
+	return 0;
+}
+
+/* Removes and frees e (backward-shift deletion keeps probes short). */
+static void ix_del(struct spill *sp, struct sp_ent *e)
+{
+	size_t mask = sp->tab_cap - 1, i = ix_slot(sp, e->off);
+
+	while (sp->tab[i] != e)
+		i = (i + 1) & mask;
+	for (size_t j = (i + 1) & mask; sp->tab[j]; j = (j + 1) & mask) {
+		size_t home = ix_slot(sp, sp->tab[j]->off);
+		/* may tab[j] move back to i? only if i lies on its probe path */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			sp->tab[i] = sp->tab[j];
+			i = j;
+		}
+	}
+	sp->tab[i] = NULL;
+	sp->tab_n--;
+	if (sp->extents)
+		sp->extents--;
+	free(e);
+}
+
+static void ent_found(const struct sp_ent *e, struct ext_found *f)
+{
+	f->off = e->off;
+	f->alloc_len = e->alloc_len;
+	f->h = e->h;
+	f->key = e->key;
+	f->checksum_ok = true;
 }
 
 /* ---- the op engine ---- */
@@ -665,11 +781,11 @@ static bool io_submit_one(struct spill *sp, struct sp_io *io)
 	return true;
 }
 
-/* Issues the op's next pieces while the ring, ios and buffers allow.
- * Returns true when every piece of the current phase has been issued. */
 static void op_start(struct spill *sp, struct sp_op *op);
-static void op_phase_done(struct spill *sp, struct sp_op *op);
+static void op_done(struct spill *sp, struct sp_op *op);
 
+/* Issues the op's next pieces while the ring, ios and buffers allow.
+ * Returns true when every piece has been issued. */
 static bool op_issue(struct spill *sp, struct sp_op *op)
 {
 	if (op->need_block && op->block < 0) {
@@ -766,30 +882,14 @@ static void pump(struct spill *sp)
 		if (!op_issue(sp, op))
 			break;
 		op_dequeue_head(sp);
-		if (!op->inflight)	/* a phase without pieces */
-			op_phase_done(sp, op);
+		if (!op->inflight)	/* nothing to move */
+			op_done(sp, op);
 	}
 	if (sp->prepared) {
 		io_uring_submit(&sp->ring);
 		sp->prepared = 0;
 	}
 	sp->pumping = false;
-}
-
-/* Starts the next phase of op with the given ranges. It goes to the head
- * of the queue: it holds a block buffer that ops behind it may wait for. */
-static void op_phase(struct spill *sp, struct sp_op *op, bool write, unsigned nr)
-{
-	op->write = write;
-	op->nr = nr;
-	op->ri = 0;
-	op->pos = 0;
-	op->queued = true;
-	op->next = sp->qhead;
-	sp->qhead = op;
-	if (!sp->qtail)
-		sp->qtail = op;
-	sp->st.queued++;
 }
 
 static void hist_add(uint64_t *hist, uint64_t *sum, uint64_t ns)
@@ -803,27 +903,25 @@ static void hist_add(uint64_t *hist, uint64_t *sum, uint64_t ns)
 	*sum += ns;
 }
 
-static void block_put(struct spill *sp, struct sp_op *op)
-{
-	if (op->block >= 0) {
-		sp->free_block[sp->nfree_block++] = op->block;
-		op->block = -1;
-	}
-}
-
-static void op_finish(struct spill *sp, struct sp_op *op, int status)
+/* Every piece of op came back: account, update the index, call back. */
+static void op_done(struct spill *sp, struct sp_op *op)
 {
 	uint64_t lat = now_ns() - op->t0;
 	spill_done_fn cb = op->cb;
 	void *arg = op->arg;
 	uint64_t off = op->off, len = op->len;
+	int status = op->status;
+	struct ext_hdr h;
+	const uint8_t *key;
 
-	block_put(sp, op);
+	if (op->block >= 0)
+		sp->free_block[sp->nfree_block++] = op->block;
 	switch (op->kind) {
 	case OP_DEMOTE:
+		if (status == 0 && ix_add(sp, op->off, op->len, &op->h, op->key) < 0)
+			status = -ENOMEM;
 		if (status == 0) {
 			sp->st.demotions++;
-			sp->extents++;
 		} else {
 			sp->st.demote_errors++;
 			alloc_free(sp->alloc, op->off);
@@ -831,6 +929,19 @@ static void op_finish(struct spill *sp, struct sp_op *op, int status)
 		hist_add(sp->st.write_hist, &sp->st.write_ns, lat);
 		break;
 	case OP_PROMOTE:
+		if (status == 0) {
+			/* trust nothing read back from the device */
+			if (ext_decode(op->dst, op->size, sp->max_value, &h, &key) != 0 ||
+			    h.generation != op->generation || !ext_verify(op->dst, &h)) {
+				status = -EBADMSG;
+			} else {
+				uint8_t keybuf[1024];
+
+				h.seg_uuid = op->dst_uuid;
+				memcpy(keybuf, key, h.key_len);
+				ext_encode(op->dst, &h, keybuf);
+			}
+		}
 		if (status == 0)
 			sp->st.promotions++;
 		else
@@ -846,113 +957,16 @@ static void op_finish(struct spill *sp, struct sp_op *op, int status)
 	case OP_FREE:
 		if (status == 0) {
 			alloc_free(sp->alloc, op->off);
+			ix_del(sp, op->ent);
 			sp->st.frees++;
-			if (sp->extents)
-				sp->extents--;
-		} else if (status == -ESTALE) {
-			sp->st.free_stale++;
+		} else {
+			op->ent->dying = false;	/* still there: a later FREE may retry */
 		}
 		break;
 	}
 	free(op);
 	if (cb)
 		cb(arg, status, off, len);
-}
-
-/* The header block read by FREE / PROMOTE: is it the extent we expect? */
-static int check_block(struct spill *sp, struct sp_op *op, struct ext_hdr *h)
-{
-	const uint8_t *key;
-	uint64_t avail = sp->size - op->off;
-	int rc = ext_decode(block_ptr(sp, op->block), avail, sp->max_value, h, &key);
-
-	if (rc == -ENOENT || (rc == 0 && (h->generation != op->generation ||
-					  h->seg_uuid != sp->uuid)))
-		return -ESTALE;
-	if (rc < 0)
-		return -ESTALE;	/* nothing decodable there: not our extent */
-	return 0;
-}
-
-/* Every piece of op's current phase completed: next phase or done. */
-static void op_phase_done(struct spill *sp, struct sp_op *op)
-{
-	struct ext_hdr h;
-	int rc;
-
-	if (op->status) {
-		op_finish(sp, op, op->status);
-		return;
-	}
-	switch (op->kind) {
-	case OP_DEMOTE:
-	case OP_READ:
-		op_finish(sp, op, 0);
-		return;
-	case OP_FREE:
-		if (op->phase == 1) {	/* the tombstone is on disk */
-			op_finish(sp, op, 0);
-			return;
-		}
-		rc = check_block(sp, op, &h);
-		if (rc) {
-			op_finish(sp, op, rc);
-			return;
-		}
-		ext_tombstone(block_ptr(sp, op->block));
-		op->phase = 1;
-		op->r[0] = (struct sp_range){ op->off, SPILL_ALIGN, block_ptr(sp, op->block),
-					      SPILL_ALIGN };
-		op_phase(sp, op, true, 1);
-		pump(sp);
-		return;
-	case OP_PROMOTE:
-		if (op->phase == 0) {
-			rc = check_block(sp, op, &h);
-			if (rc) {
-				op_finish(sp, op, rc);
-				return;
-			}
-			op->size = ext_size(h.key_len, h.value_len);
-			if (op->size > op->dst_len) {
-				op_finish(sp, op, -ERANGE);
-				return;
-			}
-			uint64_t first = op->size < SPILL_ALIGN ? op->size : SPILL_ALIGN;
-			memcpy(op->dst, block_ptr(sp, op->block), first);
-			block_put(sp, op);
-			op->phase = 1;
-			if (op->size > SPILL_ALIGN) {
-				uint64_t rest = op->size - SPILL_ALIGN;
-				op->r[0] = (struct sp_range){
-					op->off + SPILL_ALIGN,
-					sp->direct ? round_up(rest, SPILL_ALIGN) : rest,
-					op->dst + SPILL_ALIGN,
-					rest,
-				};
-				op_phase(sp, op, false, 1);
-				pump(sp);
-				return;
-			}
-		}
-		/* the whole extent is in dst */
-		{
-			const uint8_t *key;
-			rc = ext_decode(op->dst, op->size, sp->max_value, &h, &key);
-			if (rc || h.generation != op->generation || !ext_verify(op->dst, &h)) {
-				op_finish(sp, op, rc == 0 && h.generation == op->generation ?
-					  -EBADMSG : -ESTALE);
-				return;
-			}
-			h.seg_uuid = op->dst_uuid;
-			uint8_t keybuf[1024];
-			memcpy(keybuf, key, h.key_len);
-			ext_encode(op->dst, &h, keybuf);
-			op->len = op->size;
-			op_finish(sp, op, 0);
-		}
-		return;
-	}
 }
 
 static void io_done(struct spill *sp, struct sp_io *io, int res)
@@ -988,8 +1002,8 @@ static void io_done(struct spill *sp, struct sp_io *io, int res)
 			} else {
 				io->mem += r;
 			}
-			io->foff += (uint64_t)res;
-			io->len -= (uint32_t)res;
+			io->foff += r;
+			io->len -= r;
 			io->next = sp->retry;
 			sp->retry = io;
 			return;
@@ -1002,9 +1016,9 @@ static void io_done(struct spill *sp, struct sp_io *io, int res)
 	io->next = sp->free_io;
 	sp->free_io = io;
 	op->inflight--;
-	/* Done with the phase only once every piece was issued and came back. */
-	if (!op->inflight && !op->queued && op->ri >= op->nr)
-		op_phase_done(sp, op);
+	/* Done only once every piece was issued and came back. */
+	if (!op->inflight && !op->queued)
+		op_done(sp, op);
 }
 
 static unsigned reap(struct spill *sp)
@@ -1045,13 +1059,10 @@ void spill_wait_idle(struct spill *sp)
 {
 	for (;;) {
 		pump(sp);
-		if (!sp->inflight && !sp->qhead && !sp->retry)
+		/* With nothing in flight every buffer is back, so a queued op
+		 * could have started: the queue is empty too. */
+		if (!sp->inflight)
 			break;
-		if (!sp->inflight) {
-			/* queued work that cannot start: buffers are held by
-			 * the caller; nothing will change by waiting */
-			break;
-		}
 		struct io_uring_cqe *cqe;
 		int rc = io_uring_wait_cqe(&sp->ring, &cqe);
 		if (rc < 0 && rc != -EINTR && rc != -EAGAIN) {
@@ -1062,26 +1073,36 @@ void spill_wait_idle(struct spill *sp)
 	}
 }
 
+bool spill_idle(const struct spill *sp)
+{
+	return !sp->inflight && !sp->qhead && !sp->retry;
+}
+
 /* ---- operations ---- */
 
-/* The op got its block buffer: set up its first phase's ranges. */
+/* The op got its block buffer: set up its ranges. */
 static void op_start(struct spill *sp, struct sp_op *op)
 {
 	uint8_t *b = block_ptr(sp, op->block);
+	struct ext_hdr h = op->kind == OP_FREE ? op->ent->h : op->h;
 
-	if (op->kind != OP_DEMOTE) {
-		/* FREE and PROMOTE first read the header block */
+	h.seg_uuid = sp->uuid;
+	if (op->kind == OP_FREE) {
+		/* The tombstone is rebuilt from the index: the header (so a
+		 * scan can still count it) with the dead magic; the rest of
+		 * the block, the start of a dead value, becomes zeros. */
+		memset(b, 0, SPILL_ALIGN);
+		ext_encode(b, &h, op->ent->key);
+		ext_tombstone(b);
 		op->r[0] = (struct sp_range){ op->off, SPILL_ALIGN, b, SPILL_ALIGN };
 		op->nr = 1;
 		return;
 	}
-	/* The first block carries the header, rewritten for this file. */
-	struct ext_hdr h = op->h;
+	/* demote: the first block carries the header, rewritten for this file */
 	uint64_t first = op->size < SPILL_ALIGN ? op->size : SPILL_ALIGN;
 
 	memcpy(b, op->src, first);
 	memset(b + first, 0, SPILL_ALIGN - first);
-	h.seg_uuid = sp->uuid;
 	ext_encode(b, &h, op->key);
 	op->r[0] = (struct sp_range){ op->off, sp->direct ? SPILL_ALIGN : first, b, SPILL_ALIGN };
 	op->nr = 1;
@@ -1148,26 +1169,50 @@ int spill_demote(struct spill *sp, const void *ext, uint64_t avail, uint64_t gen
 	op->key = key;
 	op->need_block = true;
 	op->write = true;
+	sp->scanned = true;	/* the index is the truth from now on */
 	op_queue(sp, op);
 	pump(sp);
+	return 0;
+}
+
+/* The live extent at off, if it holds generation: 0, -ENOENT, -ESTALE. */
+static int live_ent(struct spill *sp, uint64_t off, uint64_t generation, struct sp_ent **ep)
+{
+	struct sp_ent *e = ix_find(sp, off);
+
+	if (!e || e->dying)
+		return -ENOENT;
+	if (e->h.generation != generation)
+		return -ESTALE;
+	*ep = e;
 	return 0;
 }
 
 int spill_promote(struct spill *sp, uint64_t off, uint64_t generation, void *dst,
 		  uint64_t dst_len, uint64_t dst_uuid, spill_done_fn cb, void *arg)
 {
-	if (!spill_range_ok(sp, off, SPILL_ALIGN) || off % SPILL_ALIGN ||
-	    dst_len < EXT_HDR_SIZE + 1)
-		return -EINVAL;
+	struct sp_ent *e;
+	int rc = live_ent(sp, off, generation, &e);
+
+	if (rc)
+		return rc;
+	uint64_t size = ext_size(e->h.key_len, e->h.value_len);
+	if (size > dst_len)
+		return -ERANGE;
 	struct sp_op *op = op_new(OP_PROMOTE, cb, arg);
 	if (!op)
 		return -ENOMEM;
 	op->off = off;
+	op->len = size;
+	op->size = size;
 	op->generation = generation;
 	op->dst = dst;
 	op->dst_len = dst_len;
 	op->dst_uuid = dst_uuid;
-	op->need_block = true;
+	op->r[0] = (struct sp_range){
+		off, sp->direct ? round_up(size, SPILL_ALIGN) : size, dst, size,
+	};
+	op->nr = 1;
 	op_queue(sp, op);
 	pump(sp);
 	return 0;
@@ -1198,18 +1243,54 @@ int spill_read(struct spill *sp, uint64_t off, uint64_t len, void *dst,
 int spill_free(struct spill *sp, uint64_t off, uint64_t generation,
 	       spill_done_fn cb, void *arg)
 {
-	if (!spill_range_ok(sp, off, SPILL_ALIGN) || off % SPILL_ALIGN ||
-	    !alloc_len_at(sp->alloc, off))
-		return -ENOENT;
+	struct sp_ent *e;
+	int rc = live_ent(sp, off, generation, &e);
+
+	if (rc) {
+		if (rc == -ESTALE || rc == -ENOENT)
+			sp->st.free_stale++;
+		return rc;
+	}
 	struct sp_op *op = op_new(OP_FREE, cb, arg);
 	if (!op)
 		return -ENOMEM;
 	op->off = off;
-	op->len = alloc_len_at(sp->alloc, off);
+	op->len = e->alloc_len;
 	op->generation = generation;
+	op->ent = e;
+	e->dying = true;
 	op->need_block = true;
+	op->write = true;
 	op_queue(sp, op);
 	pump(sp);
+	return 0;
+}
+
+bool spill_lookup(const struct spill *sp, uint64_t off, struct ext_found *f)
+{
+	struct sp_ent *e = ix_find(sp, off);
+
+	if (!e || e->dying)
+		return false;
+	if (f)
+		ent_found(e, f);
+	return true;
+}
+
+int spill_foreach(const struct spill *sp, int (*cb)(const struct ext_found *f, void *arg),
+		  void *arg)
+{
+	for (size_t i = 0; i < sp->tab_cap; i++) {
+		struct sp_ent *e = sp->tab[i];
+		struct ext_found f;
+
+		if (!e || e->dying)
+			continue;
+		ent_found(e, &f);
+		int rc = cb(&f, arg);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -1275,6 +1356,9 @@ int spill_scan(struct spill *sp, int (*cb)(const struct ext_found *f, void *arg)
 	if (!st)
 		st = &dummy;
 	memset(st, 0, sizeof(*st));
+	if (sp->scanned || sp->qhead || sp->inflight)
+		return -EALREADY;
+	sp->scanned = true;
 	if (posix_memalign((void **)&w.buf, SPILL_ALIGN, SCAN_WIN))
 		return -ENOMEM;
 
@@ -1343,7 +1427,9 @@ int spill_scan(struct spill *sp, int (*cb)(const struct ext_found *f, void *arg)
 			pos += SPILL_ALIGN;	/* cannot happen: we jump over extents */
 			continue;
 		}
-		sp->extents++;
+		rc = ix_add(sp, f.off, f.alloc_len, &f.h, f.key);
+		if (rc < 0)
+			goto out;
 		st->live++;
 		st->live_bytes += f.alloc_len;
 		st->value_bytes += f.h.value_len;

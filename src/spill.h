@@ -56,37 +56,48 @@ void spill_complete(struct spill *sp);
 /* Blocks until every operation submitted so far has completed (tests,
  * shutdown). */
 void spill_wait_idle(struct spill *sp);
+/* Nothing queued or in flight. */
+bool spill_idle(const struct spill *sp);
 
-/* Lists the extents already in the file (after spill_open of an existing
- * file): reads it in large sequential chunks, verifies each value checksum
- * and reserves every good extent in the allocator; cb (may be NULL) sees
- * each one (f->key points into a scratch buffer valid during the call).
- * Must run before any other operation; on any single thread. 0 or -errno. */
+/* Finds the extents already in the file (after spill_open of an existing
+ * file): reads it in large sequential chunks, verifies each value checksum,
+ * reserves every good extent in the allocator and enters it in the index;
+ * cb (may be NULL) sees each one (f->key valid during the call). Once,
+ * before any other operation, on any single thread: 0, -EALREADY, -errno. */
 int spill_scan(struct spill *sp, int (*cb)(const struct ext_found *f, void *arg), void *arg,
 	       struct ext_scan_stats *st);
+/* Calls cb for every live extent in the index (scanned or demoted since,
+ * not freed): what a node REPORTs after a re-mount, without reading the
+ * file. f->key is valid during the call. cb returns non-zero to stop. */
+int spill_foreach(const struct spill *sp, int (*cb)(const struct ext_found *f, void *arg),
+		  void *arg);
+/* The live extent starting at off (f may be NULL): false if none. */
+bool spill_lookup(const struct spill *sp, uint64_t off, struct ext_found *f);
 
 /* Copies the live extent at ext (avail bytes readable there, e.g. in the
  * segment) to newly allocated spill space, rewriting its header with the
  * spill file's uuid. The bytes at ext must stay unchanged until cb runs.
- * Returns 0 (cb follows with the spill offset and alloc_len) or, with
- * nothing started: -ENOSPC (no spill room), -EINVAL (not a live extent),
- * -ESTALE (other generation), -EBADMSG (value checksum wrong). */
+ * Returns 0 (cb follows: 0 with the spill offset and alloc_len, or -EIO)
+ * or, with nothing started: -ENOSPC (no spill room), -EINVAL (not a live
+ * extent), -ESTALE (other generation), -EBADMSG (value checksum wrong). */
 int spill_demote(struct spill *sp, const void *ext, uint64_t avail, uint64_t generation,
 		 spill_done_fn cb, void *arg);
-/* Copies the spill extent at off (of that generation) into dst (room for
- * dst_len bytes, e.g. a segment extent the master allocated), verifies it
- * and rewrites its header with dst_uuid. 0 or -EINVAL (bad range) now; cb
- * gets -ESTALE / -EBADMSG / -EIO / -ERANGE (does not fit) later. */
+/* Copies the spill extent at off (of that generation) into dst (dst_len
+ * bytes of room, e.g. a segment extent the master allocated), verifies what
+ * it read and rewrites the header with dst_uuid. 0 (cb follows: 0 with len
+ * = the extent's size, -EBADMSG, -EIO) or now: -ENOENT (no live extent at
+ * off), -ESTALE (other generation), -ERANGE (does not fit in dst_len). */
 int spill_promote(struct spill *sp, uint64_t off, uint64_t generation, void *dst,
 		  uint64_t dst_len, uint64_t dst_uuid, spill_done_fn cb, void *arg);
 /* Reads [off, off+len) of the file into dst. dst may be any memory; a
  * pool buffer (spill_buf_get) is read with READ_FIXED. 0 or -EINVAL (range
- * outside the data area) now, cb later. */
+ * outside the data area, or off unaligned with direct I/O) now, cb later. */
 int spill_read(struct spill *sp, uint64_t off, uint64_t len, void *dst,
 	       spill_done_fn cb, void *arg);
-/* Tombstones the extent at off if it holds that generation, then releases
- * its space. 0 (cb follows: 0, -ESTALE when the header names another
- * generation or is gone, -EIO) or -ENOENT now (no allocation there). */
+/* Tombstones the live extent at off if it holds that generation (a header
+ * block rebuilt from the index, one write), then releases its space and
+ * forgets it. 0 (cb follows: 0 or -EIO) or now: -ENOENT (no live extent
+ * there, or already being freed), -ESTALE (another generation). */
 int spill_free(struct spill *sp, uint64_t off, uint64_t generation,
 	       spill_done_fn cb, void *arg);
 

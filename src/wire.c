@@ -31,6 +31,9 @@ static const char *const op_names[WIRE_OP_MAX] = {
 	[WIRE_OP_INFO] = "info",
 	[WIRE_OP_READ] = "read",
 	[WIRE_OP_WRITE] = "write",
+	[WIRE_OP_DEMOTE] = "demote",
+	[WIRE_OP_PROMOTE] = "promote",
+	[WIRE_OP_RDMA_CONNECT] = "rdma_connect",
 };
 
 const char *wire_op_name(unsigned op)

@@ -27,6 +27,22 @@
  *            req: u32 segment_id, n x {u8 tier u64 off u64 generation}
  *            rep: -   (the master reuses the space only after this reply)
  * SEGMENTS   req: -   rep: n x {WIRE_SEGMENT}
+ * DEMOTE     (master -> node request on the node's connection)
+ *            req: u32 segment_id, n x {u64 off u64 generation}
+ *            rep: n x {i32 status u64 spill_off u64 alloc_len}
+ *            The node copies each live memory extent (of that generation) to
+ *            its spill file, the header rewritten with the spill file's uuid,
+ *            and answers where the copy lives (tier 1). The memory extent is
+ *            untouched: the master flips the replica to tier 1 and FREEs it
+ *            (tier 0), or keeps it and FREEs the copy (tier 1). Status:
+ *            KVP_ENOSPC no spill room, KVP_ESTALE no such live extent,
+ *            KVP_ECHECKSUM value damaged, KVP_ENOTSUP no spill tier, KVP_EIO.
+ * PROMOTE    (master -> node request on the node's connection)
+ *            req: u32 segment_id, n x {u64 spill_off u64 generation u64 off u64 alloc_len}
+ *            rep: n x {i32 status}
+ *            The node copies the spill extent into the memory extent the
+ *            master allocated at off (header rewritten with the segment's
+ *            uuid). The spill copy stays until the master FREEs it (tier 1).
  * PUT_START  req: u8 replicas u32 preferred_segment(0 none, WIRE_SEG_LOCAL:
  *                 a segment whose host_id equals the HELLO's), n x {str key u64 value_len}
  *            rep: n x {i32 status u64 generation u8 nrep, nrep x
@@ -51,8 +67,23 @@
  *                 u64 demotions u64 leases
  * Node data server (client -> node):
  * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
+ *            (tier 1: off is a spill file offset; the node reads the file
+ *            with io_uring and streams it; a read error after the reply
+ *            header went out closes the connection)
  * WRITE      req: u32 segment_id u64 generation u64 off u64 alloc_len u8 grant[16]
  *            payload = extent image (header+key+value, <= alloc_len)   rep: -
+ * RDMA_CONNECT req: the client's QP record   rep: the node's QP record
+ *            (layout in src/rdma.h: device name, port, lid, gid, mtu,
+ *            rd_atomic, nqp x {qpn psn}). The node creates nqp RC queue
+ *            pairs on the named device, connects them to the client's and
+ *            keeps them while this connection stays open; afterwards the
+ *            client READs/WRITEs the segment one-sided (no frames). Status
+ *            KVP_ENOTSUP: no RDMA on this node or no such device.
+ *
+ * rdma_info (MOUNT, WIRE_SEGMENT): empty = no RDMA; else the blob of
+ * src/rdma.h: u8 version u8 ndev u64 addr u64 len, ndev x {str name u8 port
+ * u8 link_layer u16 lid u8 gid[16] u32 nchunks, nchunks x {u64 off u64 len
+ * u32 rkey}}: where each device reaches the segment's memory regions.
  *
  * WIRE_EXTENT = str key u8 tier u64 off u64 alloc_len u64 value_len u64 checksum
  *               u64 generation u64 put_time_ns
@@ -63,6 +94,21 @@
  *
  * grant = first 16 bytes of HMAC-SHA256(grant_secret,
  *         u32 segment_id u64 generation u64 off u64 alloc_len)   (wire_grant()).
+ *
+ * Master behaviour the layouts do not show (docs/master.md has the rest):
+ * - MOUNT, REPORT, UNMOUNT, HEARTBEAT need HELLO role NODE (else EPROTO);
+ *   REPORT/UNMOUNT/HEARTBEAT of a segment that is not this connection's
+ *   mount get header status KVP_ENOSEG: the node re-MOUNTs (a known
+ *   seg_uuid keeps its segment_id; its replicas are rebuilt from REPORTs).
+ * - Every batch (REPORT included) holds at most cluster.max_batch items,
+ *   else header status KVP_ELIMIT; a body shorter than its count: EPROTO.
+ * - PUT_START: replicas 0 means 1; fewer segments than replicas give as
+ *   many replicas as there are segments (>= 1). An item that finds no room
+ *   makes the master evict and wait (<= 2 s) for the FREE acks before it
+ *   answers, so that reply may come late and out of order.
+ * - Incomplete objects are invisible to GET/EXISTS/SIZE/STAT/LIST/PIN/REMOVE.
+ * - A connection over master.max_connections gets one HELLO reply frame
+ *   (reqid 0, status KVP_ELIMIT) and is closed.
  */
 #ifndef KVP_WIRE_H
 #define KVP_WIRE_H
@@ -111,6 +157,9 @@ enum wire_op {
 	WIRE_OP_INFO = 27,
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
+	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */
+	WIRE_OP_PROMOTE = 51,	/* master -> node (spill tier) */
+	WIRE_OP_RDMA_CONNECT = 52,	/* client -> node data server (rdma.h) */
 	WIRE_OP_MAX = 64,
 };
 

@@ -38,8 +38,8 @@ enum rstate { R_HDR, R_BODY, R_PAY };
 struct tconn {
 	struct tcp_run *run;
 	struct client_node *node;
-	int fd;
-	bool pooled;			/* counted in node->nconns, else closed on return */
+	struct node_conn *nc;		/* lent by the pool; NULL once failed */
+	int fd;				/* nc->fd, -1 once failed */
 	struct xp_op *sq, *sq_tail;	/* not completely sent; head may be partial */
 	struct xp_op *wq, *wq_tail;	/* sent, awaiting the reply */
 	size_t nwait;
@@ -69,10 +69,8 @@ struct tcp_run {
 	uint64_t deadline;		/* of the call: pending ops fail after it */
 };
 
-static inline void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
 /* ---- connection pool ---------------------------------------------------- */
 
@@ -82,13 +80,47 @@ enum take_mode {
 	TAKE_EXTRA,		/* ... else open a connection closed on return */
 };
 
+static void nc_free(struct node_conn *nc)
+{
+	if (!nc)
+		return;
+	if (nc->fd >= 0)
+		close(nc->fd);
+	free(nc->rx);
+	free(nc);
+}
+
+/* A fresh connection (HELLO done) with its receive buffer. */
+static int nc_new(struct kvp *kvp, struct client_node *node, uint64_t deadline,
+		  struct node_conn **out)
+{
+	struct node_conn *nc = calloc(1, sizeof(*nc));
+	int fd;
+
+	if (!nc || !(nc->rx = malloc(RX_CAP))) {
+		free(nc);
+		return KVP_ENOMEM;
+	}
+	fd = client_connect(kvp, node->endpoint, NULL, deadline);
+	if (fd < 0) {
+		nc->fd = -1;
+		nc_free(nc);
+		return fd;
+	}
+	nc->fd = fd;
+	client_count(kvp, node_connects, 1);
+	*out = nc;
+	return 0;
+}
+
 /* Lends a connection to node: an idle pooled one (dropping dead ones), or
  * a new pooled one while node->nconns < connections_per_node; at the limit
- * as mode says. fd or KVP_E*; *pooled says whether it goes back to the pool. */
+ * as mode says. 0 or KVP_E*; (*out)->pooled says whether it goes back to
+ * the pool. */
 static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode mode,
-		     uint64_t deadline, bool *pooled)
+		     uint64_t deadline, struct node_conn **out)
 {
-	int fd;
+	int rc;
 
 	pthread_mutex_lock(&kvp->lock);
 	for (;;) {
@@ -97,13 +129,12 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 		if (nc) {
 			node->idle = nc->next;
 			pthread_mutex_unlock(&kvp->lock);
-			fd = nc->fd;
-			free(nc);
-			if (client_sock_alive(fd)) {
-				*pooled = true;
-				return fd;
+			nc->next = NULL;
+			if (client_sock_alive(nc->fd)) {
+				*out = nc;
+				return 0;
 			}
-			close(fd);
+			nc_free(nc);
 			pthread_mutex_lock(&kvp->lock);
 			node->nconns--;
 			continue;
@@ -111,17 +142,16 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 		if (node->nconns < kvp->conns_per_node) {
 			node->nconns++;
 			pthread_mutex_unlock(&kvp->lock);
-			fd = client_connect(kvp, node->endpoint, NULL, deadline);
-			if (fd < 0) {
+			rc = nc_new(kvp, node, deadline, out);
+			if (rc < 0) {
 				pthread_mutex_lock(&kvp->lock);
 				node->nconns--;
 				pthread_cond_broadcast(&kvp->cond);
 				pthread_mutex_unlock(&kvp->lock);
-				return fd;
+				return rc;
 			}
-			client_count(kvp, node_connects, 1);
-			*pooled = true;
-			return fd;
+			(*out)->pooled = true;
+			return 0;
 		}
 		if (mode == TAKE_TRY) {
 			pthread_mutex_unlock(&kvp->lock);
@@ -129,11 +159,10 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 		}
 		if (mode == TAKE_EXTRA) {
 			pthread_mutex_unlock(&kvp->lock);
-			fd = client_connect(kvp, node->endpoint, NULL, deadline);
-			if (fd >= 0)
-				client_count(kvp, node_connects, 1);
-			*pooled = false;
-			return fd;
+			rc = nc_new(kvp, node, deadline, out);
+			if (rc == 0)
+				(*out)->pooled = false;
+			return rc;
 		}
 		struct timespec ts;
 		uint64_t now = net_now_ms();
@@ -153,24 +182,23 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 	}
 }
 
-static void pool_give(struct kvp *kvp, struct client_node *node, int fd, bool pooled, bool healthy)
+/* Returns a lent connection: kept when healthy and pooled, else closed. */
+static void pool_give(struct kvp *kvp, struct client_node *node, struct node_conn *nc,
+		      bool healthy)
 {
-	struct node_conn *nc = NULL;
+	bool keep = nc->pooled && healthy;
 
-	if (pooled && healthy)
-		nc = malloc(sizeof(*nc));
 	pthread_mutex_lock(&kvp->lock);
-	if (nc) {
-		nc->fd = fd;
+	if (keep) {
 		nc->next = node->idle;
 		node->idle = nc;
-	} else if (pooled) {
+	} else if (nc->pooled) {
 		node->nconns--;
 	}
 	pthread_cond_broadcast(&kvp->cond);
 	pthread_mutex_unlock(&kvp->lock);
-	if (!nc)
-		close(fd);
+	if (!keep)
+		nc_free(nc);
 }
 
 void xp_tcp_close_pools(struct kvp *kvp)
@@ -180,8 +208,7 @@ void xp_tcp_close_pools(struct kvp *kvp)
 			struct node_conn *nc = n->idle;
 
 			n->idle = nc->next;
-			close(nc->fd);
-			free(nc);
+			nc_free(nc);
 			n->nconns--;
 		}
 	}
@@ -250,7 +277,8 @@ static void conn_fail(struct tconn *c, int status)
 	c->nwait = 0;
 	c->queued = 0;
 	c->rop = NULL;
-	pool_give(r->kvp, c->node, c->fd, c->pooled, false);
+	pool_give(r->kvp, c->node, c->nc, false);
+	c->nc = NULL;
 	c->fd = -1;
 }
 
@@ -264,9 +292,8 @@ static struct tconn *conn_open(struct tcp_run *r, struct client_node *node,
 			       enum take_mode mode, int *err)
 {
 	struct kvp *kvp = r->kvp;
-	bool pooled = false;
 	struct tconn *c;
-	int fd;
+	int rc;
 
 	if (r->nconns == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 8;
@@ -284,23 +311,16 @@ static struct tconn *conn_open(struct tcp_run *r, struct client_node *node,
 		*err = KVP_ENOMEM;
 		return NULL;
 	}
-	c->rx = malloc(RX_CAP);
-	if (!c->rx) {
+	rc = pool_take(kvp, node, mode, r->deadline, &c->nc);
+	if (rc < 0) {
 		free(c);
-		*err = KVP_ENOMEM;
-		return NULL;
-	}
-	fd = pool_take(kvp, node, mode, r->deadline, &pooled);
-	if (fd < 0) {
-		free(c->rx);
-		free(c);
-		*err = fd;
+		*err = rc;
 		return NULL;
 	}
 	c->run = r;
 	c->node = node;
-	c->fd = fd;
-	c->pooled = pooled;
+	c->fd = c->nc->fd;
+	c->rx = c->nc->rx;
 	c->next_reqid = 1;
 	r->conns[r->nconns++] = c;
 	return c;
@@ -875,9 +895,8 @@ static void tcp_end(void *st)
 			if (!clean)
 				conn_fail(c, KVP_EINTERNAL);
 			else
-				pool_give(r->kvp, c->node, c->fd, c->pooled, true);
+				pool_give(r->kvp, c->node, c->nc, true);
 		}
-		free(c->rx);
 		free(c);
 	}
 	/* Ops failed here get no callback: the run is over. */
@@ -899,3 +918,93 @@ const struct xport_ops xp_tcp_ops = {
 	.progress = tcp_progress,
 	.end = tcp_end,
 };
+
+/* ---- fuzzing -------------------------------------------------------------- */
+
+int xp_tcp_fuzz_stream(const uint8_t *p, size_t n)
+{
+	enum { NOPS = 6, KLEN = 8 };
+	struct kvp *kvp = calloc(1, sizeof(*kvp));
+	struct client_node node = { .endpoint = "fuzz" };
+	struct client_seg seg = { .id = 1, .node = &node };
+	struct xp_op *ops = calloc(NOPS, sizeof(*ops));
+	uint8_t *hdrs = calloc(NOPS, EXT_HDR_SIZE + KLEN);
+	struct tcp_run *r;
+	struct tconn *c = calloc(1, sizeof(*c));
+	size_t off = 0, chunk = 1 + n % 97;
+
+	if (!kvp || !ops || !hdrs || !c)
+		goto out;
+	kvp->conf.cluster.max_object_size = 1 << 20;
+	r = tcp_begin(kvp, UINT64_MAX);
+	if (!r)
+		goto out;
+	c->rx = malloc(RX_CAP);
+	c->run = r;
+	c->node = &node;
+	if (!c->rx)
+		goto out_run;
+	/* Four READs and a WRITE awaiting replies, one WRITE still sending. */
+	for (int i = 0; i < NOPS; i++) {
+		struct xp_op *op = &ops[i];
+
+		op->dir = i < 4 ? XP_READ : XP_WRITE;
+		op->seg = &seg;
+		op->hdr = hdrs + (size_t)i * (EXT_HDR_SIZE + KLEN);
+		op->hdr_len = EXT_HDR_SIZE + KLEN;
+		op->len = (uint64_t)(i + 1) * 100;
+		op->dst = malloc(op->len);
+		op->h.key_len = KLEN;
+		op->h.value_len = op->len;
+		op->tx_len = 100;
+		op->reqid = (uint64_t)i + 1;
+		op->sent = i == NOPS - 1 ? 10 : op_total(op);
+		r->pending++;
+		if (!op->dst)
+			continue;
+		if (i == NOPS - 1) {
+			c->sq = c->sq_tail = op;
+			continue;
+		}
+		if (c->wq_tail)
+			c->wq_tail->next = op;
+		else
+			c->wq = op;
+		c->wq_tail = op;
+		c->nwait++;
+	}
+	while (off < n) {
+		size_t k = n - off < chunk ? n - off : chunk;
+
+		if (c->rlo == c->rhi) {
+			c->rlo = c->rhi = 0;
+		} else if (c->rlo > RX_CAP / 2 || RX_CAP - c->rhi < k) {
+			memmove(c->rx, c->rx + c->rlo, c->rhi - c->rlo);
+			c->rhi -= c->rlo;
+			c->rlo = 0;
+		}
+		if (k > RX_CAP - c->rhi)
+			k = RX_CAP - c->rhi;
+		memcpy(c->rx + c->rhi, p + off, k);
+		c->rhi += k;
+		off += k;
+		if (conn_parse(c) < 0)
+			break;
+	}
+	for (int i = 0; i < NOPS; i++) {
+		if (ops[i].cs_on)
+			ext_csum_final(&ops[i].cs);
+		free(ops[i].dst);
+	}
+	free(c->rx);
+out_run:
+	free(r->conns);
+	free(r->pfd);
+	free(r);
+out:
+	free(c);
+	free(hdrs);
+	free(ops);
+	free(kvp);
+	return 0;
+}

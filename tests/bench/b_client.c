@@ -5,6 +5,7 @@
  *
  *   b_client -c POOL.INI [-t SECONDS] [-o section.key=value]...
  *   b_client -c POOL.INI -w      waits (30 s at most) until a node is mounted
+ *   -x WORD runs only the measurements whose name contains WORD.
  *
  * Every value is derived from its key and verified once after each timed
  * phase, so a fast wrong answer cannot pass for a fast right one.
@@ -29,6 +30,13 @@ static const char *conf;
 static const char *ovs[16];
 static int novs;
 static int failed;
+static const char *only;
+
+/* Runs and prints one measurement unless -x filters it out. */
+#define MEASURE(name, expr) do { \
+	if (!only || strstr(name, only)) \
+		printf("%s %.0f\n", name, (double)(expr)); \
+} while (0)
 
 static double now(void)
 {
@@ -111,23 +119,27 @@ static void must(int rc, const char *what)
 
 /* ---- memcpy references ---- */
 
-/* Reads n different 1 MiB sources into one destination (what a get does:
- * many extents -> one caller buffer). */
-static double ref_gather(size_t len, int n)
+/* Reads n different sources into nd rotating destinations (a get: many
+ * extents -> the caller's buffer(s)). */
+static double ref_gather(size_t len, int n, int nd)
 {
-	uint8_t *dst = xalloc(len), **src = malloc(sizeof(*src) * (size_t)n);
+	uint8_t **dst = malloc(sizeof(*dst) * (size_t)nd), **src = malloc(sizeof(*src) * (size_t)n);
 	double t0, t;
 	uint64_t bytes = 0;
 
 	for (int i = 0; i < n; i++)
 		src[i] = xalloc(len);
+	for (int i = 0; i < nd; i++)
+		dst[i] = xalloc(len);
 	t0 = now();
 	for (int i = 0; (t = now()) - t0 < secs; i++) {
-		memcpy(dst, src[i % n], len);
+		memcpy(dst[i % nd], src[i % n], len);
 		bytes += len;
 	}
 	for (int i = 0; i < n; i++)
 		free(src[i]);
+	for (int i = 0; i < nd; i++)
+		free(dst[i]);
 	free(src);
 	free(dst);
 	return (double)bytes / (t - t0);
@@ -348,8 +360,9 @@ int main(int argc, char **argv)
 	char **big, **k64, **k4;
 	int opt, wait_ready = 0;
 
-	while ((opt = getopt(argc, argv, "c:t:o:w")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:o:wx:")) != -1) {
 		switch (opt) {
+		case 'x': only = optarg; break;
 		case 'w': wait_ready = 1; break;
 		case 'c': conf = optarg; break;
 		case 't': secs = atof(optarg); break;
@@ -387,39 +400,36 @@ int main(int argc, char **argv)
 	kt = open_with(tcp);
 
 	/* references */
-	printf("memcpy_gather_1m %.0f\n", ref_gather(MIB, NGET));
-	printf("memcpy_scatter_1m %.0f\n", ref_scatter(MIB, NPUT));
+	MEASURE("memcpy_gather_1m", ref_gather(MIB, NGET, 1));
+	MEASURE("memcpy_gather_1m_x16", ref_gather(MIB, NGET, 16));
+	MEASURE("memcpy_scatter_1m", ref_scatter(MIB, NPUT));
 
 	/* 1 MiB, local path */
 	big = preload(kl, "bench/big", NGET, MIB);
-	printf("local_get_into_1m %.0f\n", get_single(kl, big, NGET, MIB));
-	printf("local_batch_get_1m_x16 %.0f\n", get_batch(kl, big, NGET, MIB, 16));
-	printf("local_put_from_1m %.0f\n", put_rounds(kl, "bench/lp", NPUT, MIB, 1));
-	printf("local_batch_put_1m_x16 %.0f\n", put_rounds(kl, "bench/lbp", NPUT, MIB, 16));
+	MEASURE("local_get_into_1m", get_single(kl, big, NGET, MIB));
+	MEASURE("local_batch_get_1m_x16", get_batch(kl, big, NGET, MIB, 16));
+	MEASURE("local_put_from_1m", put_rounds(kl, "bench/lp", NPUT, MIB, 1));
+	MEASURE("local_batch_put_1m_x16", put_rounds(kl, "bench/lbp", NPUT, MIB, 16));
 
 	/* 1 MiB over TCP, 4 connections */
-	printf("tcp_get_into_1m_1thr %.0f\n", get_single(kt, big, NGET, MIB));
-	printf("tcp_batch_get_1m_x16 %.0f\n", get_batch(kt, big, NGET, MIB, 16));
-	printf("tcp_get_into_1m_4thr %.0f\n", threads(kt, big, NGET, MIB, 4, 0, "bench/tg"));
-	printf("tcp_put_from_1m_1thr %.0f\n", put_rounds(kt, "bench/tp", NPUT, MIB, 1));
-	printf("tcp_batch_put_1m_x16 %.0f\n", put_rounds(kt, "bench/tbp", NPUT, MIB, 16));
-	printf("tcp_put_from_1m_4thr %.0f\n", threads(kt, NULL, 0, MIB, 4, 1, "bench/tpt"));
+	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, NGET, MIB));
+	MEASURE("tcp_batch_get_1m_x16", get_batch(kt, big, NGET, MIB, 16));
+	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, NGET, MIB, 4, 0, "bench/tg"));
+	MEASURE("tcp_put_from_1m_1thr", put_rounds(kt, "bench/tp", NPUT, MIB, 1));
+	MEASURE("tcp_batch_put_1m_x16", put_rounds(kt, "bench/tbp", NPUT, MIB, 16));
+	MEASURE("tcp_put_from_1m_4thr", threads(kt, NULL, 0, MIB, 4, 1, "bench/tpt"));
 
 	/* small values, batches of 64: ops/s */
 	k64 = preload(kl, "bench/s64", 1024, 64 << 10);
 	k4 = preload(kl, "bench/s4", 1024, 4 << 10);
-	printf("local_batch_get_64k_x64_ops %.0f\n", get_batch(kl, k64, 1024, 64 << 10, 64) / (64 << 10));
-	printf("local_batch_get_4k_x64_ops %.0f\n", get_batch(kl, k4, 1024, 4 << 10, 64) / (4 << 10));
-	printf("tcp_batch_get_64k_x64_ops %.0f\n", get_batch(kt, k64, 1024, 64 << 10, 64) / (64 << 10));
-	printf("tcp_batch_get_4k_x64_ops %.0f\n", get_batch(kt, k4, 1024, 4 << 10, 64) / (4 << 10));
-	printf("local_batch_put_64k_x64_ops %.0f\n",
-	       put_rounds(kl, "bench/p64", 1024, 64 << 10, 64) / (64 << 10));
-	printf("local_batch_put_4k_x64_ops %.0f\n",
-	       put_rounds(kl, "bench/p4", 1024, 4 << 10, 64) / (4 << 10));
-	printf("tcp_batch_put_64k_x64_ops %.0f\n",
-	       put_rounds(kt, "bench/q64", 1024, 64 << 10, 64) / (64 << 10));
-	printf("tcp_batch_put_4k_x64_ops %.0f\n",
-	       put_rounds(kt, "bench/q4", 1024, 4 << 10, 64) / (4 << 10));
+	MEASURE("local_batch_get_64k_x64_ops", get_batch(kl, k64, 1024, 64 << 10, 64) / (64 << 10));
+	MEASURE("local_batch_get_4k_x64_ops", get_batch(kl, k4, 1024, 4 << 10, 64) / (4 << 10));
+	MEASURE("tcp_batch_get_64k_x64_ops", get_batch(kt, k64, 1024, 64 << 10, 64) / (64 << 10));
+	MEASURE("tcp_batch_get_4k_x64_ops", get_batch(kt, k4, 1024, 4 << 10, 64) / (4 << 10));
+	MEASURE("local_batch_put_64k_x64_ops", put_rounds(kl, "bench/p64", 1024, 64 << 10, 64) / (64 << 10));
+	MEASURE("local_batch_put_4k_x64_ops", put_rounds(kl, "bench/p4", 1024, 4 << 10, 64) / (4 << 10));
+	MEASURE("tcp_batch_put_64k_x64_ops", put_rounds(kt, "bench/q64", 1024, 64 << 10, 64) / (64 << 10));
+	MEASURE("tcp_batch_put_4k_x64_ops", put_rounds(kt, "bench/q4", 1024, 4 << 10, 64) / (4 << 10));
 
 	{
 		struct kvp_stats s;

@@ -303,7 +303,7 @@ static bool redis_bench(uint64_t n, uint64_t keyspace, double *get, double *set)
 	char *srv[] = { bin_srv, "--port", ps, "--bind", "127.0.0.1", "--save", "",
 			"--appendonly", "no", "--dir", (char *)dir, "--daemonize", "no", NULL };
 	char log[256];
-	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	tl_fmt(log, sizeof(log), "%s/redis.log", dir);
 	pid_t pid = tl_spawn(srv, log);
 	if (!tl_wait_port(port, 5000)) {
 		tl_kill(pid, SIGKILL, 1000);

@@ -126,7 +126,7 @@ def line(what, val, ref, refname, target, unit="GB/s", scale=1e9):
           f"  = {ratio:5.2f}x (target {target}x){'' if ok else '  MISSED'}")
 print("local path, 1 MiB (reference: single-thread memcpy, same footprint)")
 line("get_into 1 MiB", k["local_get_into_1m"], k["memcpy_gather_1m"], "memcpy 64 src -> 1 dst", 0.8)
-line("batch_get_into 16 x 1 MiB", k["local_batch_get_1m_x16"], k["memcpy_gather_1m"], "memcpy 64 src -> 1 dst", 0.8)
+line("batch_get_into 16 x 1 MiB", k["local_batch_get_1m_x16"], k["memcpy_gather_1m_x16"], "memcpy 64 src -> 16 dst", 0.8)
 line("put_from 1 MiB", k["local_put_from_1m"], k["memcpy_scatter_1m"], "memcpy 1 src -> 256 dst", 0.8)
 line("batch_put_from 16 x 1 MiB", k["local_batch_put_1m_x16"], k["memcpy_scatter_1m"], "memcpy 1 src -> 256 dst", 0.8)
 print("TCP loopback, 1 MiB, connections_per_node=4 (reference: iperf3 -P 4)")

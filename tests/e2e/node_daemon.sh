@@ -6,7 +6,8 @@
 #     PUT_START / WRITE (with the master's grant) / PUT_END read back with
 #     GET + READ, bytes compared;
 #  2. forged grant, out-of-range offset, oversized payload: refused with
-#     EGRANT, out-of-range READ refused, and the node keeps serving;
+#     EGRANT, out-of-range READ refused, and the node keeps serving; a
+#     connection that never completes its HELLO is closed (slow loris);
 #  3. REMOVE at the master: the node tombstones the extent (a scan of the
 #     segment file no longer lists it);
 #  4. SIGHUP reloads (log level applied live);
@@ -291,6 +292,20 @@ def main():
                     read_header=E['EINVAL'], read_disk=E['ENOTSUP'], read_len0=E['EINVAL'],
                     good_write=0, put_end=0, get=0)
         return 0 if res == want else 1
+    if cmd == 'loris':	# half a frame header, then silence: the node must hang up
+        s = segments(mc)[0]
+        h, p = s['endpoint'].rsplit(':', 1)
+        sk = socket.create_connection((h, int(p)), timeout=30)
+        sk.sendall(HDR.pack(MAGIC, VERSION, 0, OP['HELLO'], 0, 10, 1, 0)[:10])
+        t0 = time.time()
+        try:
+            closed = sk.recv(100) == b''
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        print('closed' if closed else 'still open', 'after %.1f s' % (time.time() - t0))
+        return 0 if closed else 1
     if cmd == 'badtoken':	# a data connection with a wrong token is refused
         s = segments(mc)[0]
         try:
@@ -320,6 +335,8 @@ metadata_server = false
 client_ttl = 1500ms
 put_timeout = 3s
 lease_ttl = 1s
+[client]
+timeout = 1s
 [node]
 name = e2enode
 listen = 127.0.0.1:$dport
@@ -390,9 +407,12 @@ ok "6 objects put with grants and read back byte for byte"
 # ---- 2. refused writes and reads ----
 W refused "$M" "$tok" || fail "refused WRITE/READ checks"
 W badtoken "$M" "$tok" >/dev/null || fail "wrong token not refused"
+W loris "$M" "$tok" >"$tmp/loris" || fail "slow loris: $(cat "$tmp/loris")"
+[ "$(metric kvpool_node_connections_timed_out_total)" -ge 1 ] || fail "timed-out metric"
 W get "$M" "$tok" $objs || fail "objects after refused writes"
 kill -0 "$npid" || fail "node died"
 ok "forged/misplaced/oversized WRITEs refused (EGRANT), bad READs refused, node keeps serving"
+ok "a connection without HELLO is closed ($(cat "$tmp/loris"))"
 
 # ---- 3. FREE tombstones ----
 W scan "$segfile" | grep -q '"gone"' || fail "scan does not list 'gone' before remove"

@@ -34,6 +34,7 @@ tmp=$(mktemp -d /tmp/kvp-sdnotify.XXXXXX)
 seg=kvpt-sdnotify-$$
 mnt=$tmp/mnt
 pids=()
+mpid="" npid=""	# set by start_notified
 
 cleanup() {
 	local rc=$?
@@ -75,13 +76,13 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
 # waitfor SECONDS CMD...: polls CMD every 50 ms (a bound for liveness, not
 # a measurement: a slow machine only makes the test slower).
 waitfor() {
-	local n=$(($1 * 20))
+	local end=$((SECONDS + $1))
 	shift
-	for _ in $(seq "$n"); do
+	while :; do
 		"$@" && return 0
+		[ $SECONDS -lt $end ] || return 1
 		sleep 0.05
 	done
-	return 1
 }
 # count FILE PATTERN: lines of FILE matching the extended regex
 count() { grep -cE -- "$2" "$1" 2>/dev/null || true; }

@@ -49,7 +49,7 @@ ok() { echo "ok - $*"; }
 mkargs=(--no-print-directory -C "$root" -o all DESTDIR="$D" PREFIX=/usr BUILD="$B")
 san=()	# a sanitized libkvpool needs its runtime in the test programs too
 case $(basename "$B") in
-build-san) mkargs+=(SANITIZE=1); san=(-fsanitize=address,undefined) ;;
+build-san) mkargs+=(SANITIZE=1); san=("-fsanitize=address,undefined") ;;
 build-tsan) mkargs+=(TSAN=1); san=(-fsanitize=thread) ;;
 esac
 make "${mkargs[@]}" install >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "make install"; }

@@ -3,7 +3,8 @@
  * GET, eviction and FREE paths are reached. The input is a sequence of
  * records: u8 opcode selector, u8 control bits, u16 body length, body.
  * Control bits: 1 = send as the node (else as the client), 2 = mark as a
- * reply, 4 = run master_tick first, 8 = acknowledge the oldest FREE.
+ * reply, 4 = run master_tick first, 8 = answer the oldest FREE or DEMOTE
+ * the master sent (a DEMOTE answer's body is the record's body).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,9 +23,13 @@ static const uint16_t ops[] = {
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
-/* FREE requests the master sent to the node, waiting for an ack. */
-static uint64_t free_reqids[64];
-static size_t nfree;
+/* FREE and DEMOTE requests the master sent to the node, not answered. */
+struct pending_req {
+	uint64_t reqid;
+	uint16_t op;
+};
+static struct pending_req reqs[64];
+static size_t nreqs;
 
 static int sink(void *arg, const void *p, size_t n)
 {
@@ -40,8 +45,9 @@ static int sink(void *arg, const void *p, size_t n)
 		rb_take(&r, WIRE_HDR_SIZE);
 		if (!rb_take(&r, h.body_len))
 			abort();
-		if (h.opcode == WIRE_OP_FREE && !(h.flags & WIRE_F_REPLY) && nfree < 64)
-			free_reqids[nfree++] = h.reqid;
+		if ((h.opcode == WIRE_OP_FREE || h.opcode == WIRE_OP_DEMOTE) &&
+		    !(h.flags & WIRE_F_REPLY) && nreqs < 64)
+			reqs[nreqs++] = (struct pending_req){ h.reqid, h.opcode };
 	}
 	if ((size_t)(r.end - r.p) != 0)
 		abort();
@@ -81,7 +87,7 @@ static void hello(struct master *m, struct master_client *c, uint16_t role, stru
 }
 
 static void mount(struct master *m, struct master_client *c, uint64_t uuid, uint32_t align,
-		  struct wbuf *w)
+		  uint64_t spill, struct wbuf *w)
 {
 	struct wbuf b;
 
@@ -97,7 +103,7 @@ static void mount(struct master *m, struct master_client *c, uint64_t uuid, uint
 	wb_u32(&b, align);
 	wb_cstr(&b, "127.0.0.1:1");
 	wb_blob(&b, NULL, 0);
-	wb_u64(&b, 0);
+	wb_u64(&b, spill);
 	wb_i32(&b, -1);
 	call(m, c, WIRE_OP_MOUNT, 0, 2, b.p, b.len, w);
 	wb_free(&b);
@@ -125,14 +131,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!m)
 		abort();
 	master_set_generation(m, 0);	/* puts get generations 1, 2, ... */
-	nfree = 0;
+	nreqs = 0;
 	wb_init(&reply);
 	struct master_client *node = master_client_new(m, sink, hangup, NULL);
 	struct master_client *cli = master_client_new(m, sink, hangup, NULL);
 	hello(m, node, WIRE_ROLE_NODE, &reply);
 	hello(m, cli, WIRE_ROLE_CLIENT, &reply);
-	mount(m, node, 1, 4096, &reply);
-	mount(m, node, 2, 64, &reply);
+	mount(m, node, 1, 4096, 1 << 20, &reply);	/* with a spill tier: DEMOTE */
+	mount(m, node, 2, 64, 0, &reply);
 
 	uint64_t reqid = 100;
 	while (size >= 4) {
@@ -145,17 +151,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			len = size;
 		if (ctl & 4)
 			master_tick(m);
-		if ((ctl & 8) && nfree) {
-			call(m, node, WIRE_OP_FREE, WIRE_F_REPLY, free_reqids[0], NULL, 0, &reply);
-			memmove(free_reqids, free_reqids + 1, --nfree * sizeof(free_reqids[0]));
-		}
 		/* A copy of exactly len bytes, so ASan sees any over-read. */
 		uint8_t *body = malloc(len ? len : 1);
 		if (!body)
 			abort();
 		memcpy(body, data, len);
-		call(m, ctl & 1 ? node : cli, op, ctl & 2 ? WIRE_F_REPLY : 0, reqid++, body, len,
-		     &reply);
+		if ((ctl & 8) && nreqs) {
+			struct pending_req q = reqs[0];
+			memmove(reqs, reqs + 1, --nreqs * sizeof(reqs[0]));
+			call(m, node, q.op, WIRE_F_REPLY, q.reqid, body,
+			     q.op == WIRE_OP_DEMOTE ? len : 0, &reply);
+		} else {
+			call(m, ctl & 1 ? node : cli, op, ctl & 2 ? WIRE_F_REPLY : 0, reqid++,
+			     body, len, &reply);
+		}
 		free(body);
 		data += len;
 		size -= len;

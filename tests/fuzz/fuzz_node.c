@@ -64,7 +64,7 @@ static void init(void)
 	const char *const ov[] = {
 		"node.listen=127.0.0.1:0", "node.segment_size=1M", "node.align=4K",
 		"node.remove_segment_on_exit=true", "cluster.master=127.0.0.1:1",
-		"cluster.max_frame=4M", NULL,
+		NULL,
 	};
 	for (const char *const *o = ov; *o; o++)
 		if (conf_set_override(&c, *o, err, sizeof(err)))

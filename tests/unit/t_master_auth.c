@@ -20,7 +20,7 @@ static void test_token(void)
 	char ini[512], tokfile[256];
 	const char *dir = tl_tmpdir("tok");
 
-	snprintf(tokfile, sizeof(tokfile), "%s/token", dir);
+	tl_fmt(tokfile, sizeof(tokfile), "%s/token", dir);
 	tl_write_file(tokfile, "s3cret-token\n");
 	REQUIRE(chmod(tokfile, 0600) == 0, "chmod");
 	/* with a token the master may listen on every address */
@@ -76,11 +76,11 @@ static void test_no_token_loopback(void)
 	int port = tl_free_port(), hport = tl_free_port();
 
 	/* listen on all addresses without a token: rewritten to 127.0.0.1 */
-	snprintf(path, sizeof(path), "%s/m.ini", dir);
-	snprintf(log, sizeof(log), "%s/m.log", dir);
+	tl_fmt(path, sizeof(path), "%s/m.ini", dir);
+	tl_fmt(log, sizeof(log), "%s/m.log", dir);
 	snprintf(ini, sizeof(ini), "[master]\nlisten = 0.0.0.0:%d\nhttp_listen = :%d\n", port, hport);
 	tl_write_file(path, ini);
-	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
 	char *argv[] = { bin, "-c", path, NULL };
 	pid_t pid = tl_spawn(argv, log);
 	REQUIRE(tl_wait_port(port, 10000), "master on port %d", port);

@@ -214,8 +214,8 @@ static void test_mooncake_flags(void)
 	const char *dir = tl_tmpdir("mc");
 	char log[256];
 
-	snprintf(log, sizeof(log), "%s/mc.log", dir);
-	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	tl_fmt(log, sizeof(log), "%s/mc.log", dir);
+	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
 	snprintf(pa, sizeof(pa), "--port=%d", rpc);
 	snprintf(pb, sizeof(pb), "--http_metadata_server_port=%d", mdp);
 	snprintf(pc, sizeof(pc), "%d", met);
@@ -269,7 +269,7 @@ static void test_cli(void)
 	char *out = NULL;
 	const char *dir = tl_tmpdir("cli");
 
-	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
 	char *h[] = { bin, "--help", NULL };
 	int st = tl_run(h, &out, 5000);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--help exit 0");
@@ -294,7 +294,7 @@ static void test_cli(void)
 	free(out);
 
 	/* bad config: exit 1 with file:line */
-	snprintf(path, sizeof(path), "%s/bad.ini", dir);
+	tl_fmt(path, sizeof(path), "%s/bad.ini", dir);
 	tl_write_file(path, "[master]\nlease_ttl = 5s\nno_such_key = 1\n");
 	char *c1[] = { bin, "-c", path, NULL };
 	st = tl_run(c1, &out, 5000);

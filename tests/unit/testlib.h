@@ -88,6 +88,19 @@ static inline int tl_done(void)
 	return 0;
 }
 
+/* snprintf that REQUIREs the result to fit (paths built from temp dirs). */
+static inline void tl_fmt(char *dst, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static inline void tl_fmt(char *dst, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(dst, cap, fmt, ap);
+	va_end(ap);
+	REQUIRE(n >= 0 && (size_t)n < cap, "string too long for %zu bytes: %s", cap, dst);
+}
+
 static inline uint64_t tl_now_ms(void)
 {
 	struct timespec ts;
@@ -994,10 +1007,11 @@ static inline int tl_info(struct tl_conn *c, struct tl_info *i)
 	return st;
 }
 
-/* MOUNT a fake segment: its id (> 0) or a negative status. secret may be NULL. */
-static inline int64_t tl_mount(struct tl_conn *c, const char *name, const char *host_id,
-			       uint64_t size, uint64_t uuid, uint32_t align,
-			       uint8_t secret[WIRE_SECRET_LEN])
+/* MOUNT a fake segment with a spill tier of spill bytes: its id (> 0) or a
+ * negative status. secret may be NULL. */
+static inline int64_t tl_mount_spill(struct tl_conn *c, const char *name, const char *host_id,
+				     uint64_t size, uint64_t uuid, uint32_t align, uint64_t spill,
+				     uint8_t secret[WIRE_SECRET_LEN])
 {
 	struct wbuf b;
 	char path[128];
@@ -1015,7 +1029,7 @@ static inline int64_t tl_mount(struct tl_conn *c, const char *name, const char *
 	wb_u32(&b, align);
 	wb_cstr(&b, "127.0.0.1:1");
 	wb_blob(&b, NULL, 0);
-	wb_u64(&b, 0);
+	wb_u64(&b, spill);
 	wb_i32(&b, -1);
 	struct tl_frame *f = tl_call(c, WIRE_OP_MOUNT, &b);
 	wb_free(&b);
@@ -1035,6 +1049,14 @@ static inline int64_t tl_mount(struct tl_conn *c, const char *name, const char *
 	}
 	tl_frame_free(f);
 	return ret;
+}
+
+/* MOUNT a fake segment (no spill tier). */
+static inline int64_t tl_mount(struct tl_conn *c, const char *name, const char *host_id,
+			       uint64_t size, uint64_t uuid, uint32_t align,
+			       uint8_t secret[WIRE_SECRET_LEN])
+{
+	return tl_mount_spill(c, name, host_id, size, uuid, align, 0, secret);
 }
 
 /* One WIRE_EXTENT of a REPORT. */
@@ -1080,20 +1102,26 @@ static inline int tl_report(struct tl_conn *c, uint32_t seg, size_t n, const str
 	return st;
 }
 
-/* HEARTBEAT / UNMOUNT: the frame status. */
-static inline int tl_heartbeat(struct tl_conn *c, uint32_t seg)
+/* HEARTBEAT (reporting spill_used bytes in the spill tier): the frame status. */
+static inline int tl_heartbeat_spill(struct tl_conn *c, uint32_t seg, uint64_t spill_used)
 {
 	struct wbuf b;
 
 	wb_init(&b);
 	wb_u32(&b, seg);
 	wb_u64(&b, 0);
-	wb_u64(&b, 0);
+	wb_u64(&b, spill_used);
 	struct tl_frame *f = tl_call(c, WIRE_OP_HEARTBEAT, &b);
 	wb_free(&b);
 	int st = f ? f->h.status : KVP_ECONN;
 	tl_frame_free(f);
 	return st;
+}
+
+/* HEARTBEAT / UNMOUNT: the frame status. */
+static inline int tl_heartbeat(struct tl_conn *c, uint32_t seg)
+{
+	return tl_heartbeat_spill(c, seg, 0);
 }
 
 static inline int tl_unmount(struct tl_conn *c, uint32_t seg, bool drain)
@@ -1179,9 +1207,9 @@ static inline void tl_start_master_args(struct tl_master *m, const char *extra_i
 	char *argv[32];
 	int n = 0;
 
-	snprintf(m->dir, sizeof(m->dir), "%s", tl_tmpdir("master"));
-	snprintf(m->conf, sizeof(m->conf), "%s/master.ini", m->dir);
-	snprintf(m->log, sizeof(m->log), "%s/master.log", m->dir);
+	tl_fmt(m->dir, sizeof(m->dir), "%s", tl_tmpdir("master"));
+	tl_fmt(m->conf, sizeof(m->conf), "%s/master.ini", m->dir);
+	tl_fmt(m->log, sizeof(m->log), "%s/master.log", m->dir);
 	m->port = tl_free_port();
 	do
 		m->http_port = tl_free_port();
@@ -1196,7 +1224,7 @@ static inline void tl_start_master_args(struct tl_master *m, const char *extra_i
 		 m->port, m->http_port, m->md_port, own_log ? "" : "[log]\nlevel = info\n",
 		 extra_ini ? extra_ini : "");
 	tl_write_file(m->conf, ini);
-	snprintf(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
 	argv[n++] = bin;
 	argv[n++] = (char *)"-c";
 	argv[n++] = m->conf;
