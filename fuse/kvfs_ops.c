@@ -1558,6 +1558,13 @@ static void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
 	}
+	if (fh->lhdr) {
+		/* The value is in memory on this host already: a page cache
+		 * copy would double its memory and add a copy to every cold
+		 * read. Direct I/O replies land in the reader's buffer. */
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
 	fi->fh = (uintptr_t)fh;
 	fuse_reply_open(req, fi);
 	return;

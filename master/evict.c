@@ -18,9 +18,9 @@
 #include "log.h"
 
 #define EXACT_MAX 256		/* segments with fewer replicas are scanned whole */
-#define SAMPLES 32
+#define SAMPLES 16
 #define SAMPLE_TRIES 4
-#define EVICT_FORCE_US 100	/* synchronous part of a PUT_START's eviction */
+#define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
 
 bool evict_candidate(const struct master *m, const struct obj *o)
 {

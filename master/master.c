@@ -134,11 +134,6 @@ void master_destroy(struct master *m)
 	free(m);
 }
 
-const struct kvp_conf *master_conf(const struct master *m)
-{
-	return &m->conf;
-}
-
 size_t master_clients(const struct master *m)
 {
 	return m->nclients;
@@ -445,6 +440,11 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 
 	if (!rb_ok(r))
 		return KVP_EPROTO;
+	/* names are for logs and WIRE_SEG_LOCAL: truncated, never trusted */
+	snprintf(c->name, sizeof(c->name), "%.*s", (int)(nlen < 63 ? nlen : 63),
+		 name ? (const char *)name : "");
+	snprintf(c->host_id, sizeof(c->host_id), "%.*s", (int)(hlen < 63 ? hlen : 63),
+		 host ? (const char *)host : "");
 	const char *want = m->conf.cluster.token;
 	size_t wlen = strlen(want);
 	if (wlen && (tlen != wlen || CRYPTO_memcmp(tok, want, wlen) != 0))
@@ -453,8 +453,6 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 		return KVP_EPROTO;
 	c->hello = true;
 	c->role = role;
-	snprintf(c->name, sizeof(c->name), "%.*s", (int)(nlen < 63 ? nlen : 63), name ? (const char *)name : "");
-	snprintf(c->host_id, sizeof(c->host_id), "%.*s", (int)(hlen < 63 ? hlen : 63), host ? (const char *)host : "");
 	wb_u64(b, m->epoch);
 	wb_u16(b, WIRE_VERSION);
 	return 0;
@@ -632,7 +630,8 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 			if (tier == 0 && seg_reserve(s, off, alloc_len))
 				return false;
 			if (attach_replica(m, s, &o, tier, off, alloc_len)) {
-				report_reject(s, tier, off, alloc_len, gen);
+				/* reserved already: FREE it (released on the ack) */
+				seg_queue_free(s, off, gen, tier, tier != 0);
 				return false;
 			}
 			return true;
@@ -1562,7 +1561,7 @@ static void node_reply(struct master *m, struct master_client *c, const struct w
 		struct dbatch *d;
 		if (h->opcode == WIRE_OP_DEMOTE && (d = seg_answered_demotes(s, h->reqid))) {
 			demoted(m, s, d, h, body);
-			dbatch_free(d);
+			seg_dbatch_free(d);
 			break;
 		}
 	}

@@ -56,7 +56,6 @@ void master_flush(struct master *m);
  * client_ttl, eviction settings) and logs which other keys changed and need
  * a restart. */
 void master_reload(struct master *m, const struct kvp_conf *nc);
-const struct kvp_conf *master_conf(const struct master *m);
 
 size_t master_clients(const struct master *m);
 /* Sets the generation counter (the next put gets gen + 1): deterministic

@@ -47,7 +47,7 @@ static void seg_free_batches(struct seg *s)
 	}
 }
 
-void dbatch_free(struct dbatch *b)
+void seg_dbatch_free(struct dbatch *b)
 {
 	for (uint32_t i = 0; i < b->n; i++)
 		free(b->e[i]);
@@ -64,7 +64,7 @@ static void seg_free_demotes(struct seg *s)
 	while (s->dinflight) {
 		struct dbatch *b = s->dinflight;
 		s->dinflight = b->next;
-		dbatch_free(b);
+		seg_dbatch_free(b);
 	}
 	s->demoting = 0;
 }

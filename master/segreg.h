@@ -190,8 +190,8 @@ int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t
 		     uint64_t generation, uint64_t len);
 /* Takes up to max queued DEMOTEs into a new in-flight batch (NULL: none). */
 struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max);
-/* Unlinks the in-flight batch reqid (NULL if none); free with dbatch_free. */
+/* Unlinks the in-flight batch reqid (NULL if none); free with seg_dbatch_free. */
 struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid);
-void dbatch_free(struct dbatch *b);
+void seg_dbatch_free(struct dbatch *b);
 
 #endif

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,78 +34,21 @@ uint64_t client_deadline(const struct kvp *kvp)
 	return net_now_ms() + kvp->timeout_ms;
 }
 
-static int wait_fd(int fd, short events, uint64_t deadline_ms)
+/* net.c's full-length I/O (MSG_NOSIGNAL, poll with a deadline) with its
+ * errors mapped to the client's codes. */
+static int net_err(int rc)
 {
-	struct pollfd p = { .fd = fd, .events = events };
-	uint64_t now = net_now_ms();
-	int rc;
-
-	if (now >= deadline_ms)
-		return KVP_ETIMEDOUT;
-	rc = poll(&p, 1, (int)(deadline_ms - now > INT_MAX ? INT_MAX : deadline_ms - now));
-	if (rc < 0 && errno != EINTR)
-		return KVP_ECONN;
-	if (rc == 0)
-		return net_now_ms() >= deadline_ms ? KVP_ETIMEDOUT : 0;
-	return 0;
+	return rc == 0 ? 0 : rc == -ETIMEDOUT ? KVP_ETIMEDOUT : KVP_ECONN;
 }
 
 int client_sendv(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms)
 {
-	while (iovcnt > 0) {
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > 1024 ? 1024 : iovcnt) };
-		ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return KVP_ECONN;
-			int rc = wait_fd(fd, POLLOUT, deadline_ms);
-
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		size_t n = (size_t)k;
-
-		while (iovcnt > 0 && n >= iov->iov_len) {
-			n -= iov->iov_len;
-			iov++;
-			iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + n;
-			iov->iov_len -= n;
-		}
-	}
-	return 0;
+	return net_err(net_sendv_all(fd, iov, iovcnt, deadline_ms ? deadline_ms : 1));
 }
 
 int client_recv(int fd, void *p, size_t n, uint64_t deadline_ms)
 {
-	uint8_t *b = p;
-
-	while (n) {
-		ssize_t k = recv(fd, b, n, MSG_DONTWAIT);
-
-		if (k > 0) {
-			b += k;
-			n -= (size_t)k;
-			continue;
-		}
-		if (k == 0)
-			return KVP_ECONN;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return KVP_ECONN;
-		int rc = wait_fd(fd, POLLIN, deadline_ms);
-
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return net_err(net_recv_all(fd, p, n, deadline_ms ? deadline_ms : 1));
 }
 
 bool client_sock_alive(int fd)

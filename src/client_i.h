@@ -115,8 +115,8 @@ struct kvp {
 
 /* Deadline helpers (CLOCK_MONOTONIC ms). */
 uint64_t client_deadline(const struct kvp *kvp);
-/* Blocking-with-deadline I/O on any fd (polls when it would block), never
- * raising SIGPIPE: 0, KVP_ETIMEDOUT or KVP_ECONN. */
+/* Full-length I/O with a deadline on any fd (net_sendv_all/net_recv_all,
+ * no SIGPIPE): 0, KVP_ETIMEDOUT or KVP_ECONN. */
 int client_sendv(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
 int client_recv(int fd, void *p, size_t n, uint64_t deadline_ms);
 /* Connects to host:port and does the HELLO exchange as a client; returns a

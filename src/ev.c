@@ -688,6 +688,12 @@ out_fd:
 
 void *ev_conn_udata(const struct ev_conn *c) { return c->udata; }
 void ev_conn_set_udata(struct ev_conn *c, void *udata) { c->udata = udata; }
+void ev_conn_set_idle(struct ev_conn *c, uint64_t idle_ms)
+{
+	c->lim.idle_ms = idle_ms;
+	if (idle_ms)
+		sweep_arm(c->loop, idle_ms);
+}
 struct ev_loop *ev_conn_loop(const struct ev_conn *c) { return c->loop; }
 int ev_conn_fd(const struct ev_conn *c) { return c->io.dead ? -1 : c->io.fd; }
 const char *ev_conn_peer(const struct ev_conn *c) { return c->peer; }

@@ -70,6 +70,9 @@ struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_con
 			       const struct ev_conn_limits *lim, void *udata);
 void *ev_conn_udata(const struct ev_conn *c);
 void ev_conn_set_udata(struct ev_conn *c, void *udata);
+/* Changes the idle timeout of one connection (0 = never), e.g. for a
+ * connection whose traffic moved elsewhere (RDMA queue pairs). */
+void ev_conn_set_idle(struct ev_conn *c, uint64_t idle_ms);
 struct ev_loop *ev_conn_loop(const struct ev_conn *c);
 int ev_conn_fd(const struct ev_conn *c);
 /* "ip:port" of the peer. */

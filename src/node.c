@@ -24,6 +24,8 @@
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
+#include "node_rdma.h"
+#include "numa_util.h"
 
 void node_status(struct node *n, const char *fmt, ...)
 {
@@ -186,6 +188,11 @@ static void node_metrics(struct node *n, struct sbuf *b)
 	sb_printf(b, "# HELP kvpool_node_heartbeats_total Heartbeats sent.\n"
 		  "# TYPE kvpool_node_heartbeats_total counter\n"
 		  "kvpool_node_heartbeats_total %llu\n", (unsigned long long)st->heartbeats);
+	node_spill_metrics(n, b);
+	sb_printf(b, "# HELP kvpool_node_numa_node NUMA node the segment and threads are bound to (-1 none).\n"
+		  "# TYPE kvpool_node_numa_node gauge\n"
+		  "kvpool_node_numa_node %d\n", n->numa_node);
+	node_rdma_metrics(n->rdma, b);
 }
 
 static void node_http(const struct http_req *req, struct http_resp *resp, void *arg)
@@ -205,10 +212,12 @@ static void node_http(const struct http_req *req, struct http_resp *resp, void *
 		resp->status = n->stopping ? 503 : 200;
 		resp->content_type = "application/json";
 		sb_printf(&b, "{\"status\":\"%s\",\"master\":\"%s\",\"segment\":\"%s\","
-			  "\"segment_id\":%u,\"endpoint\":\"%s\",\"extents\":%llu}\n",
+			  "\"segment_id\":%u,\"endpoint\":\"%s\",\"extents\":%llu,"
+			  "\"numa_node\":%d,\"rdma\":\"%s\"}\n",
 			  n->stopping ? "stopping" : "ok", node_mstate_name(n->mstate),
 			  n->seg.path, n->segment_id, n->advertise,
-			  (unsigned long long)n->extents);
+			  (unsigned long long)n->extents, n->numa_node,
+			  node_rdma_devices(n->rdma));
 	} else {
 		resp->status = 404;
 		sb_printf(&b, "not found\n");
@@ -546,8 +555,11 @@ int node_run(struct node *n)
 
 /* ---- create / destroy ---- */
 
-static int node_parse_numa(const char *s, int *out, char *err, size_t errlen)
+static int node_parse_numa(const struct kvp_conf *conf, int *out, char *why, size_t whylen,
+			   char *err, size_t errlen)
 {
+	const char *s = conf->node.numa_node;
+
 	if (!s[0] || strcmp(s, "none") == 0) {
 		*out = -1;
 		return 0;
@@ -562,11 +574,17 @@ static int node_parse_numa(const char *s, int *out, char *err, size_t errlen)
 	}
 	int max = numa_max_node();
 	if (strcmp(s, "auto") == 0) {
-		/* The node of the CPU we start on: pin the service (systemd
-		 * CPUAffinity=, numactl) to choose it. One node: 0. */
-		int cpu = sched_getcpu();
-		int nn = cpu >= 0 ? numa_node_of_cpu(cpu) : 0;
-		*out = max == 0 || nn < 0 ? 0 : nn;
+		/* The RDMA device's node (transfers then never cross the
+		 * socket interconnect), else the node of the CPU we start on
+		 * (pin the service with CPUAffinity= or numactl to choose
+		 * it). One node: 0. numa_util.c has the rules. */
+		char dev[64] = "";
+
+		if (node_rdma_wanted(conf))
+			numa_util_rdma_dev(conf->rdma.devices, dev, sizeof(dev));
+		*out = numa_util_auto("", dev, numa_util_cpu_node(), max + 1, why, whylen);
+		if (*out < 0)
+			*out = 0;
 		return 0;
 	}
 	char *end;
@@ -629,8 +647,18 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		snprintf(n->host_id, sizeof(n->host_id), "%s", n->conf.client.host_id);
 	else if (net_host_id(n->host_id, sizeof(n->host_id)) < 0)
 		snprintf(n->host_id, sizeof(n->host_id), "%s", n->name);
-	if (node_parse_numa(n->conf.node.numa_node, &n->numa_node, err, errlen) < 0)
+	if (node_parse_numa(&n->conf, &n->numa_node, n->numa_why, sizeof(n->numa_why), err,
+			    errlen) < 0)
 		goto out_free;
+	if (n->numa_node >= 0) {
+		/* This thread and every thread it starts later (loop, scan,
+		 * FUSE) run next to the segment's memory. */
+		int rc = numa_util_bind_thread(n->numa_node);
+
+		if (rc < 0)
+			log_warn("cannot bind threads to NUMA node %d: %s", n->numa_node,
+				 strerror(-rc));
+	}
 	snprintf(n->listen_addr, sizeof(n->listen_addr), "%s", n->conf.node.listen);
 	snprintf(n->http_addr, sizeof(n->http_addr), "%s", n->conf.node.http_listen);
 	if (!n->conf.cluster.token[0]) {
@@ -670,6 +698,8 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	if (segment_open(&n->seg, &so, false, err, errlen) < 0)
 		goto out_free;
 	n->seg_open = true;
+	/* After the segment (and its mbind): registration pins its pages. */
+	node_rdma_start(&n->conf, n->seg.base, n->seg.size, &n->rdma);
 
 	n->loop = ev_create();
 	if (!n->loop) {
@@ -687,6 +717,14 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	log_notice("node %s: segment %s (%llu bytes, %s), data on %s port %d", n->name,
 		   n->seg.path, (unsigned long long)n->seg.size,
 		   n->seg.created ? "created" : "reused", n->listen_addr, n->data_port);
+	if (n->numa_node >= 0 || n->rdma) {
+		char numa[200];
+
+		numa_util_describe(n->numa_node, n->numa_why, numa, sizeof(numa));
+		log_notice("node %s: NUMA node %s; RDMA %s", n->name, numa,
+			   n->rdma ? node_rdma_devices(n->rdma) : "off");
+	}
+	node_spill_open(n);	/* failures leave the node memory-only */
 	return n;
 
 out_listen:
@@ -694,6 +732,7 @@ out_listen:
 out_loop:
 	ev_destroy(n->loop);
 out_segment:
+	node_rdma_stop(n->rdma);
 	segment_close(&n->seg);
 out_free:
 	free(n);
@@ -716,6 +755,11 @@ void node_destroy(struct node *n)
 	node_master_close(n);
 	/* Closes the remaining connections: their callbacks still use n. */
 	ev_destroy(n->loop);
+	/* Spill I/O still in flight reads the segment: finish it first. */
+	node_spill_close(n);
+	/* Their QPs are gone with them: the regions can go. */
+	node_rdma_stop(n->rdma);
+	n->rdma = NULL;
 	if (n->conf.node.remove_segment_on_exit) {
 		log_notice("removing %s (node.remove_segment_on_exit)", n->seg.path);
 		segment_unlink(&n->seg);

@@ -6,6 +6,8 @@
 #include "node_i.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,6 +19,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
+#include "node_rdma.h"
 
 static void dconn_unlink(struct node_dconn *d)
 {
@@ -47,8 +50,13 @@ static void pwrite_done(struct node *n, struct node_pwrite *pw);
 
 static void dconn_maybe_free(struct node_dconn *d)
 {
-	if (!d->c && d->sends == 0 && !d->writing)
+	if (!d->c && d->sends == 0 && !d->writing && !d->sread)
 		free(d);
+}
+
+void node_data_maybe_free(struct node_dconn *d)
+{
+	dconn_maybe_free(d);
 }
 
 static void data_reply(struct node_dconn *d, const struct wire_hdr *h, int32_t status)
@@ -129,8 +137,8 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 		data_reply(d, h, KVP_EPROTO);
 		return;
 	}
-	if (tier == 1) {	/* disk tier: the spill engine is not here yet */
-		data_reply(d, h, KVP_ENOTSUP);
+	if (tier == 1) {	/* disk tier: streamed from the spill file */
+		node_spill_read(d, h, off, len);
 		return;
 	}
 	if (tier != 0 || !data_range_ok(n, off, len)) {
@@ -262,6 +270,41 @@ static void data_on_payload(struct ev_conn *c, bool ok, void *arg)
 		node_drain_step(n);
 }
 
+/* RDMA_CONNECT: QPs connected to the client's, kept while this connection
+ * lives. The connection then carries no frames (the client READs and WRITEs
+ * one-sided), so it is exempt from the idle timeout; TCP keepalive notices
+ * a client host that vanished. */
+static void data_rdma_connect(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
+{
+	struct node *n = d->n;
+	struct rdma_qps *q = NULL;
+	struct wbuf rep;
+	int rc, fd, on = 1, idle = 60, intvl = 10, cnt = 6;
+
+	if (d->qps) {
+		data_reply(d, h, KVP_EPROTO);	/* one set per connection */
+		return;
+	}
+	wb_init(&rep);
+	rc = node_rdma_connect(n->rdma, body, h->body_len, &q, &rep);
+	if (rc < 0) {
+		wb_free(&rep);
+		data_reply(d, h, rc);
+		return;
+	}
+	d->qps = q;
+	ev_conn_set_idle(d->c, 0);
+	fd = ev_conn_fd(d->c);
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+		setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	}
+	ev_conn_reply(d->c, h, 0, rep.p, rep.len);
+	wb_free(&rep);
+}
+
 static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
 {
 	struct node_dconn *d = ev_conn_udata(c);
@@ -298,6 +341,11 @@ static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint
 			ev_conn_discard_payload(c);
 		data_read(d, h, body);
 		return 0;
+	case WIRE_OP_RDMA_CONNECT:
+		if (h->payload_len)
+			ev_conn_discard_payload(c);
+		data_rdma_connect(d, h, body);
+		return 0;
 	case WIRE_OP_WRITE:
 		data_write(d, h, body);
 		return 0;
@@ -327,8 +375,12 @@ static void data_on_close(struct ev_conn *c)
 		n->st.writes_tombstoned++;
 		pwrite_done(n, &d->pw);
 	}
+	/* The client's QP set goes with its control connection. */
+	node_rdma_release(n->rdma, d->qps);
+	d->qps = NULL;
 	d->c = NULL;
 	dconn_unlink(d);
+	node_spill_conn_closed(d);
 	dconn_maybe_free(d);
 	if (n->stopping)
 		node_drain_step(n);
@@ -480,7 +532,7 @@ void node_data_drain(struct node *n)
 {
 	for (struct node_dconn *d = n->dconns, *next; d; d = next) {
 		next = d->next;
-		if (d->writing)
+		if (d->writing || d->sread)
 			d->close_when_done = true;
 		else
 			ev_conn_close_after_send(d->c);	/* queued READ bytes still go out */

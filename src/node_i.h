@@ -17,7 +17,11 @@
 #include "ev.h"
 #include "node.h"
 #include "segment.h"
+#include "spill.h"
 #include "wire.h"
+
+struct node_rdma;
+struct rdma_qps;
 
 #define NODE_REPORT_CHUNK 4096		/* extents per REPORT frame */
 #define NODE_REPORT_BYTES (1u << 20)	/* and at most this many body bytes */
@@ -74,6 +78,7 @@ struct node_fwait {
 	struct wire_hdr req;
 	uint32_t waiting;		/* writes still in flight */
 	uint64_t mconn_gen;		/* the master connection it came on */
+	struct node *node;		/* set by node_spill_free (its callbacks) */
 };
 
 /* One WRITE whose payload is being received into the segment. */
@@ -96,6 +101,8 @@ struct node_dconn {
 	bool close_when_done;		/* draining: close after the transfer */
 	uint32_t sends;			/* zero-copy sends not yet released */
 	struct node_pwrite pw;
+	struct node_sread *sread;	/* a READ tier 1 being streamed (node_spill.c) */
+	struct rdma_qps *qps;		/* RDMA_CONNECT's queue pairs; destroyed on close */
 	struct node_dconn *prev, *next;
 };
 
@@ -104,10 +111,16 @@ struct node {
 	struct ev_loop *loop;
 	struct segment seg;
 	bool seg_open;
+	/* spill tier (node_spill.c): NULL runs memory-only */
+	struct spill *spill;
+	struct node_ditem *demotes;	/* DEMOTE items copying from the segment */
+	struct node_sread *sread_wait;	/* streams waiting for a read buffer */
 	char name[CONF_STR];
 	char host_id[CONF_STR];
 	char seg_name[CONF_STR + 8];
 	int numa_node;			/* -1: none */
+	char numa_why[128];		/* how numa_node = auto chose ("" otherwise) */
+	struct node_rdma *rdma;		/* segment registered for RDMA; NULL: TCP only */
 	uint64_t epoch;			/* HELLO reply: this process's start */
 
 	/* configuration sources for SIGHUP (node_set_conf_source) */
@@ -213,5 +226,29 @@ void node_data_sweep(struct node *n);	/* slow-loris timeouts */
  * if such a write was found. */
 bool node_data_freed(struct node *n, uint64_t off, uint64_t generation,
 		     struct node_fwait *fw);
+/* Frees d once it is closed and nothing refers to it any more. */
+void node_data_maybe_free(struct node_dconn *d);
+
+/* node_master.c: appends the spill index as tier 1 REPORT items. */
+int node_scan_add_spill(struct node *n, struct node_scan *s);
+
+/* node_spill.c */
+void node_spill_open(struct node *n);	/* [spill] configured: open + scan, else nothing */
+void node_spill_close(struct node *n);
+uint64_t node_spill_capacity(const struct node *n);
+uint64_t node_spill_used(const struct node *n);
+struct sbuf;
+void node_spill_metrics(struct node *n, struct sbuf *b);
+int node_spill_foreach(struct node *n, int (*cb)(const struct ext_found *f, void *arg),
+		       void *arg);
+void node_spill_on_demote(struct node *n, const struct wire_hdr *h, const uint8_t *body);
+void node_spill_on_promote(struct node *n, const struct wire_hdr *h, const uint8_t *body);
+/* FREE tier 1: true if a tombstone was started (fw waits for it). */
+bool node_spill_free(struct node *n, uint64_t off, uint64_t generation, struct node_fwait *fw);
+/* FREE tier 0: makes fw wait for demotions still copying that extent. */
+bool node_spill_mem_freed(struct node *n, uint64_t off, uint64_t generation,
+			  struct node_fwait *fw);
+void node_spill_read(struct node_dconn *d, const struct wire_hdr *h, uint64_t off, uint64_t len);
+void node_spill_conn_closed(struct node_dconn *d);	/* d->c already NULL */
 
 #endif

@@ -20,6 +20,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
+#include "node_rdma.h"
 
 static const char *const mstate_names[] = {
 	[NODE_M_IDLE] = "down",
@@ -50,6 +51,7 @@ void node_scan_free(struct node_scan *s)
 struct scan_ctx {
 	struct node_scan *s;
 	size_t max_bytes;		/* REPORT body budget per frame */
+	uint8_t tier;			/* of the extents being listed */
 	size_t cur_start;
 	uint32_t cur_n;
 	int err;
@@ -96,7 +98,7 @@ static int scan_cb(const struct ext_found *f, void *arg)
 	}
 	/* The key is copied now: local clients may reuse the space later. */
 	wb_str(&s->items, f->key, f->h.key_len);
-	wb_u8(&s->items, 0);		/* tier: memory */
+	wb_u8(&s->items, x->tier);	/* 0 segment, 1 spill file */
 	wb_u64(&s->items, f->off);
 	wb_u64(&s->items, f->alloc_len);
 	wb_u64(&s->items, f->h.value_len);
@@ -135,6 +137,34 @@ int node_scan_segment(struct node *n, struct node_scan *s)
 		 (unsigned long long)s->count, (unsigned long long)s->used,
 		 (unsigned long long)(net_now_ms() - t0));
 	return 0;
+}
+
+/* Appends the spill tier's extents (tier 1) to a finished segment scan,
+ * from the spill index (the file was read once, at start). Spill work in
+ * flight is settled first: a demotion the previous master asked for is
+ * then either done and dropped (nobody will answer for it) or never was,
+ * so no copy the new master cannot know of gets reported. Loop thread. */
+int node_scan_add_spill(struct node *n, struct node_scan *s)
+{
+	if (!n->spill)
+		return 0;
+	struct scan_ctx x = { .s = s, .max_bytes = NODE_REPORT_BYTES, .tier = 1 };
+	uint64_t mf = n->conf.cluster.max_frame;
+	if (mf && mf - 8 < x.max_bytes)
+		x.max_bytes = (size_t)(mf - 8);
+	uint64_t count = s->count, used = s->used;
+
+	spill_wait_idle(n->spill);
+	x.cur_start = s->items.len;
+	node_spill_foreach(n, scan_cb, &x);
+	if (!x.err)
+		x.err = scan_close_chunk(&x);
+	log_info("reporting %llu spill extents (%llu bytes)",
+		 (unsigned long long)(s->count - count), (unsigned long long)(s->used - used));
+	/* count/used describe the segment (the node's memory accounting) */
+	s->count = count;
+	s->used = used;
+	return x.err;
 }
 
 /* ---- sending ---- */
@@ -179,8 +209,12 @@ static void master_send_mount(struct node *n)
 	wb_u64(&b, SEG_DATA_OFF);
 	wb_u32(&b, n->seg.align);
 	wb_cstr(&b, n->advertise);
-	wb_blob(&b, NULL, 0);		/* rdma_info: the verbs transport fills it later */
-	wb_u64(&b, 0);			/* spill_capacity: no spill tier yet */
+	const void *ri;
+	size_t rn;
+
+	node_rdma_blob(n->rdma, &ri, &rn);	/* empty without RDMA */
+	wb_blob(&b, ri, rn);
+	wb_u64(&b, node_spill_capacity(n));
 	wb_i32(&b, n->numa_node);
 	n->mount_req = ++n->mreqid;
 	wire_finish(&b, st, WIRE_OP_MOUNT, 0, 0, n->mount_req, 0);
@@ -223,7 +257,7 @@ void node_master_heartbeat(struct node *n)
 	size_t st = wire_begin(&b);
 	wb_u32(&b, n->segment_id);
 	wb_u64(&b, n->used);
-	wb_u64(&b, 0);			/* spill_used */
+	wb_u64(&b, node_spill_used(n));
 	wire_finish(&b, st, WIRE_OP_HEARTBEAT, 0, 0, ++n->mreqid, 0);
 	if (master_send(n, &b) == 0)
 		n->st.heartbeats++;
@@ -302,6 +336,13 @@ static void master_scan_finish(struct node *n)
 	}
 	if (n->scan_rc < 0) {
 		log_err("scan of %s failed: %s", n->seg.path, strerror(-n->scan_rc));
+		node_scan_free(&n->scan);
+		ev_conn_close(n->mconn);
+		return;
+	}
+	int rc = node_scan_add_spill(n, &n->scan);
+	if (rc < 0) {
+		log_err("listing the spill file failed: %s", strerror(-rc));
 		node_scan_free(&n->scan);
 		ev_conn_close(n->mconn);
 		return;
@@ -503,10 +544,19 @@ static void master_on_free(struct node *n, const struct wire_hdr *h, const uint8
 		uint8_t tier = rb_u8(&r);
 		uint64_t off = rb_u64(&r);
 		uint64_t gen = rb_u64(&r);
-		if (tier != 0 || off < SEG_DATA_OFF || off >= n->seg.size) {
-			n->st.free_stale++;	/* no spill tier yet: nothing there */
+		if (tier == 1) {	/* a spill extent: tombstoned on disk first */
+			if (node_spill_free(n, off, gen, fw))
+				n->st.freed++;
+			else
+				n->st.free_stale++;
 			continue;
 		}
+		if (tier != 0 || off < SEG_DATA_OFF || off >= n->seg.size) {
+			n->st.free_stale++;
+			continue;
+		}
+		/* A demotion still copying from this extent holds the reply. */
+		node_spill_mem_freed(n, off, gen, fw);
 		if (node_data_freed(n, off, gen, fw)) {
 			n->st.freed++;	/* killed when its payload is in */
 			continue;
@@ -544,6 +594,10 @@ static int master_on_frame(struct ev_conn *c, const struct wire_hdr *h, const ui
 			n->st.req[h->opcode]++;
 		if (h->opcode == WIRE_OP_FREE)
 			master_on_free(n, h, body);
+		else if (h->opcode == WIRE_OP_DEMOTE)
+			node_spill_on_demote(n, h, body);
+		else if (h->opcode == WIRE_OP_PROMOTE)
+			node_spill_on_promote(n, h, body);
 		else
 			ev_conn_reply(c, h, KVP_ENOTSUP, NULL, 0);
 		return 0;

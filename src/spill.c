@@ -34,6 +34,8 @@
 #define NSTAGE 4			/* staging buffers (SPILL_CHUNK each) */
 #define SCAN_WIN (8u << 20)		/* spill_scan's read window */
 #define HDR_MAX (EXT_HDR_SIZE + 1024)	/* header + longest key */
+#define LOCK_WAIT_MS 2000		/* default wait for a dying owner's lock */
+#define LOCK_WAIT_US 20000
 
 const double spill_buckets[SPILL_NBUCKETS] = {
 	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -344,10 +346,23 @@ static int file_open(struct spill *sp, const struct spill_opts *o, uint8_t *bloc
 		seterr(err, errlen, "spill file %s: %s", sp->path, strerror(-rc));
 		return rc;
 	}
-	if (flock(sp->fd, LOCK_EX | LOCK_NB) < 0) {
+	/* A previous owner killed with -9 keeps the lock until the kernel has
+	 * torn its ring down (the registered file holds the open file), which
+	 * runs asynchronously after its death: wait a little for that. */
+	int wait_ms = o->lock_wait_ms ? o->lock_wait_ms : LOCK_WAIT_MS;
+	int max_tries = wait_ms > 0 ? wait_ms * 1000 / LOCK_WAIT_US : 0;
+
+	for (int tries = 0;; tries++) {
+		if (flock(sp->fd, LOCK_EX | LOCK_NB) == 0)
+			break;
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		seterr(err, errlen, "spill file %s: in use by another process", sp->path);
-		return rc;
+		if (rc != -EBUSY || tries >= max_tries) {
+			seterr(err, errlen, "spill file %s: in use by another process", sp->path);
+			return rc;
+		}
+		if (tries == 0)
+			log_info("spill file %s: locked; waiting for its previous owner", sp->path);
+		usleep(LOCK_WAIT_US);
 	}
 	if (fstat(sp->fd, &st) < 0) {
 		rc = -errno;

@@ -32,6 +32,7 @@ struct spill_opts {
 	int mode;		/* 0 = 0600 */
 	const char *name;	/* recorded in the header (the node's name) */
 	uint64_t max_value;	/* largest value a scan accepts; 0 = any */
+	int lock_wait_ms;	/* wait this long for a locked file; 0 = 2000, < 0 = no wait */
 };
 
 /* Completion of an asynchronous operation: status 0 or a negative errno;
@@ -39,12 +40,15 @@ struct spill_opts {
  * alloc_len), else the request's values. Runs inside spill_complete. */
 typedef void (*spill_done_fn)(void *arg, int status, uint64_t off, uint64_t len);
 
-/* Opens or creates the spill file and its ring. A file with a valid header
- * of the same size is reused (its extents come back with spill_scan); a
- * file of another size is re-created (it is a cache); a non-empty file that
- * is not a kvpool spill or segment file is refused. Space is reserved with
- * fallocate: a full filesystem fails here (-ENOSPC, err names the free
- * space) and leaves no file behind. NULL with -errno in *rc and a message. */
+/* Opens or creates the spill file and its ring. The file is locked; a
+ * second opener waits lock_wait_ms (an owner killed with -9 holds the lock
+ * until the kernel has torn its ring down), then fails with -EBUSY. A file
+ * with a valid header of the same size is reused (its extents come back
+ * with spill_scan); a file of another size is re-created (it is a cache); a
+ * non-empty file that is not a kvpool spill or segment file is refused.
+ * Space is reserved with fallocate: a full filesystem fails here (-ENOSPC,
+ * err names the free space) and leaves no file behind. NULL with -errno in
+ * *rc and a message. */
 struct spill *spill_open(const struct spill_opts *o, int *rc, char *err, size_t errlen);
 /* Waits for in-flight I/O (their callbacks run), then closes. */
 void spill_close(struct spill *sp);

@@ -352,6 +352,56 @@ static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int
 	return sum;
 }
 
+/* ---- paired measurements ---- */
+
+/* On a shared machine the load changes from second to second, so a
+ * reference measured once, before or after, says little. paired() runs
+ * measurement and reference in alternating slices (PAIR_ROUNDS of each,
+ * secs in all) and prints each one's median and the median of the per-slice
+ * ratios ("NAME_ratio"). */
+#define PAIR_ROUNDS 8
+
+static struct kvp *pk;
+static char **pkeys;
+
+static double m_get1(void) { return get_single(pk, pkeys, NGET, MIB); }
+static double m_get16(void) { return get_batch(pk, pkeys, NGET, MIB, 16); }
+static double m_put1(void) { return put_rounds(pk, "bench/lp", NPUT, MIB, 1); }
+static double m_put16(void) { return put_rounds(pk, "bench/lbp", NPUT, MIB, 16); }
+static double r_gather1(void) { return ref_gather(MIB, NGET, 1); }
+static double r_gather16(void) { return ref_gather(MIB, NGET, 16); }
+static double r_scatter(void) { return ref_scatter(MIB, NPUT); }
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void paired(const char *name, double (*m)(void), double (*ref)(void))
+{
+	double mv[PAIR_ROUNDS], rv[PAIR_ROUNDS], ratio[PAIR_ROUNDS], all = secs;
+
+	if (only && !strstr(name, only))
+		return;
+	secs = all / (2 * PAIR_ROUNDS);
+	for (int i = 0; i < PAIR_ROUNDS; i++) {
+		rv[i] = ref();
+		mv[i] = m();
+		ratio[i] = mv[i] / rv[i];
+	}
+	secs = all;
+	printf("%s %.0f\n%s_ref %.0f\n%s_ratio %.3f\n", name, median(mv, PAIR_ROUNDS), name,
+	       median(rv, PAIR_ROUNDS), name, median(ratio, PAIR_ROUNDS));
+}
+
 int main(int argc, char **argv)
 {
 	const char *tcp[] = { "client.protocol=tcp", "client.connections_per_node=4", NULL };
@@ -399,17 +449,15 @@ int main(int argc, char **argv)
 	kl = open_with(loc);
 	kt = open_with(tcp);
 
-	/* references */
-	MEASURE("memcpy_gather_1m", ref_gather(MIB, NGET, 1));
-	MEASURE("memcpy_gather_1m_x16", ref_gather(MIB, NGET, 16));
-	MEASURE("memcpy_scatter_1m", ref_scatter(MIB, NPUT));
 
-	/* 1 MiB, local path */
+	/* 1 MiB, local path, each interleaved with its memcpy reference */
 	big = preload(kl, "bench/big", NGET, MIB);
-	MEASURE("local_get_into_1m", get_single(kl, big, NGET, MIB));
-	MEASURE("local_batch_get_1m_x16", get_batch(kl, big, NGET, MIB, 16));
-	MEASURE("local_put_from_1m", put_rounds(kl, "bench/lp", NPUT, MIB, 1));
-	MEASURE("local_batch_put_1m_x16", put_rounds(kl, "bench/lbp", NPUT, MIB, 16));
+	pk = kl;
+	pkeys = big;
+	paired("local_get_into_1m", m_get1, r_gather1);
+	paired("local_batch_get_1m_x16", m_get16, r_gather16);
+	paired("local_put_from_1m", m_put1, r_scatter);
+	paired("local_batch_put_1m_x16", m_put16, r_scatter);
 
 	/* 1 MiB over TCP, 4 connections */
 	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, NGET, MIB));

@@ -20,7 +20,9 @@
 #  1. kvpool-master.service, kvpool-node.service and kvpool-node@a.service
 #     start; both nodes mount; a put with 2 replicas and a get through
 #     build/kvpool round-trip the bytes, one replica on each node;
-#  2. ExecReload= as written makes each daemon re-read its configuration;
+#  2. ExecReload= as written makes each daemon re-read its configuration
+#     (and, nothing having changed, report no change); kvpool-node.service
+#     with [fuse] mountpoint set fails plainly instead of running viewless;
 #  3. kvpool-fuse@<dir>.service (Type=forking: ExecStart returns once
 #     mounted) serves the value as a file to another user (allow_other),
 #     unmounts on SIGTERM; ExecStopPost= is harmless afterwards. Needs
@@ -56,6 +58,7 @@ pids=()
 cleanup() {
 	local rc=$?
 	trap - EXIT
+	trap '' PIPE	# a closed stdout must not cut the cleanup short
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for _ in $(seq 50); do
 		local alive=0
@@ -81,6 +84,7 @@ cleanup() {
 	exit $rc
 }
 trap cleanup EXIT
+trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok - $*"; }
 waitfor() {
@@ -302,7 +306,30 @@ waitfor 20 grep -qi "reload" "$tmp/master.log" || fail "master: ExecReload had n
 waitfor 20 grep -qi "reload" "$tmp/node.log" || fail "node: ExecReload had no effect"
 waitfor 20 grep -qi "reload" "$tmp/node-a.log" || fail "node@a: ExecReload had no effect"
 for p in "$mpid" "$npid" "$apid"; do kill -0 "$p" 2>/dev/null || fail "a daemon died on reload"; done
-ok "ExecReload= re-reads the configuration of each daemon"
+# nothing changed: a key reported as changed would mean the reload layers
+# files, environment and options differently from the start
+for l in master node node-a; do
+	grep -q "needs a restart$\|but needs a restart" "$tmp/$l.log" &&
+		fail "$l: an unchanged configuration reloads with changes: $(grep "changed" "$tmp/$l.log")"
+done
+ok "ExecReload= re-reads the configuration of each daemon (nothing reported changed)"
+
+# kvpool-node.service with [fuse] mountpoint set: the sandboxed node cannot
+# mount (and a mount in its namespace would be invisible): it must fail
+# plainly rather than run without the view (docs/service.md).
+mkdir -p "$tmp/nodeview"
+start node-fuse kvpool-node.service "" "${common[@]}" \
+	KVPOOL_NODE_NAME="$tag-f" KVPOOL_NODE_SEGMENT="$tag-f" KVPOOL_NODE_SEGMENT_SIZE=16M \
+	KVPOOL_NODE_LISTEN=127.0.0.1:0 KVPOOL_NODE_HTTP_LISTEN=127.0.0.1:0 \
+	KVPOOL_FUSE_MOUNTPOINT="$tmp/nodeview"
+fnpid=$started
+waitfor 30 bash -c "! kill -0 $fnpid 2>/dev/null" || fail "kvpool-node.service with fuse.mountpoint keeps running"
+wait "$fnpid"
+rc=$?
+[ $rc != 0 ] || fail "kvpool-node.service with fuse.mountpoint exited 0"
+grep -qi "fuse" "$tmp/node-fuse.log" || fail "the node's failure does not name the FUSE view"
+mountpoint -q "$tmp/nodeview" && fail "a FUSE view got mounted by the sandboxed node"
+ok "kvpool-node.service with [fuse] mountpoint fails plainly (exit $rc): $(grep -i fuse "$tmp/node-fuse.log" | tail -n 1 | sed 's/.*: FUSE/FUSE/')"
 
 # ---- 3. the FUSE view unit ----
 fuse_skip=""
@@ -402,6 +429,9 @@ if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; 
 	smpid=$!
 	pids+=("$smpid")
 	waitfor 20 has_segments 0 || fail "strace: master did not come up"
+	m=$(child_of "$smpid")
+	[ -n "$m" ] || fail "strace: no traced master"
+	pids+=("$m")	# strace ignores SIGTERM: the cleanup stops the daemon itself
 	line=$(expand "$(unit_one "$UD/kvpool-node.service" ExecStart)" "" "") && argv_of "$line"
 	env "${common[@]}" KVPOOL_NODE_NAME="$tag-s" KVPOOL_NODE_SEGMENT="$tag-s" KVPOOL_NODE_SEGMENT_SIZE=16M \
 		KVPOOL_NODE_LISTEN="127.0.0.1:$dport" KVPOOL_NODE_HTTP_LISTEN="127.0.0.1:$nhttp" \
@@ -409,10 +439,11 @@ if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; 
 	snpid=$!
 	pids+=("$snpid")
 	waitfor 30 has_segments 1 || fail "strace: node did not mount"
+	n=$(child_of "$snpid")
+	[ -n "$n" ] || fail "strace: no traced node"
+	pids+=("$n")
 	"${K[@]}" put "$tag/s" "$tmp/value" >/dev/null 2>&1 || fail "strace: put"
 	"${K[@]}" get "$tag/s" "$tmp/back2" 2>/dev/null && cmp -s "$tmp/value" "$tmp/back2" || fail "strace: get"
-	m=$(child_of "$smpid") n=$(child_of "$snpid")
-	[ -n "$m" ] && [ -n "$n" ] || fail "strace: no traced daemon"
 	kill -HUP "$m" "$n"
 	waitfor 20 grep -qi reload "$tmp/strace-master.log" || fail "strace: master reload"
 	waitfor 20 grep -qi reload "$tmp/strace-node.log" || fail "strace: node reload"

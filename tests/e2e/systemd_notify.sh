@@ -39,6 +39,7 @@ mpid="" npid=""	# set by start_notified
 cleanup() {
 	local rc=$?
 	trap - EXIT
+	trap '' PIPE	# a closed stdout must not cut the cleanup short
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for _ in $(seq 50); do
 		local alive=0
@@ -63,6 +64,7 @@ cleanup() {
 	exit $rc
 }
 trap cleanup EXIT
+trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
 
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok - $*"; }

@@ -37,10 +37,12 @@ V=$tmp/vroot
 cleanup() {
 	local rc=$?
 	trap - EXIT
+	trap '' PIPE	# a closed stdout must not cut the cleanup short
 	rm -rf "$tmp"
 	exit $rc
 }
 trap cleanup EXIT
+trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok - $*"; }
 

@@ -485,7 +485,8 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 	/* a second opener is refused while the first holds it */
 	sp = open_spill(path, spill_size, direct, 8);
 	{
-		struct spill_opts o = { .path = path, .size = spill_size, .direct_io = direct };
+		struct spill_opts o = { .path = path, .size = spill_size, .direct_io = direct,
+					.lock_wait_ms = -1 };
 		char err[256] = "";
 		int rc = 0;
 		CHECK(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EBUSY, "second open: %d", rc);
@@ -609,7 +610,7 @@ static int run_full_fs(void)
 
 int main(void)
 {
-	log_init("t_spill", LOG_WARNING);
+	log_init("t_spill", getenv("T_SPILL_DEBUG") ? LOG_DEBUG : LOG_WARNING);
 	atexit(cleanup);
 	rng ^= (uint64_t)getpid();
 
