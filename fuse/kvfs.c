@@ -228,6 +228,7 @@ static void fs_free(struct kvfs *fs)
 	kvfs_tables_free(fs);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->kvp_lock);
+	pthread_mutex_destroy(&fs->lseg_lock);
 	free(fs);
 }
 
@@ -245,6 +246,7 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 	}
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->kvp_lock, NULL);
+	pthread_mutex_init(&fs->lseg_lock, NULL);
 	fs->conf = *conf;
 	fs->ro = conf->fuse.ro;
 	fs->attr_timeout = (double)conf->fuse.attr_timeout / 1000.0;

@@ -1,9 +1,10 @@
 /* kvfs_i.h: internals of the FUSE view shared by kvfs.c (session, mount,
- * start/stop/main), kvfs_ops.c (the low-level operations and the inode
- * table) and kvfs_ctl.c (the .kvpool/ texts). libfuse's worker threads call
- * the operations concurrently; fs->lock guards the inode table and every
- * node field marked so, and is never held across a pool call. Lock order:
- * a handle's lock (dir or file), then fs->lock, then fs->kvp_lock.
+ * start/stop/main), kvfs_ops.c (operations, inode table), kvfs_local.c
+ * (same-host segment reads) and kvfs_ctl.c (the .kvpool/ texts). libfuse's
+ * worker threads call the operations concurrently; fs->lock guards the
+ * inode table and the node fields marked so and is never held across a
+ * pool call. Lock order: a handle's lock, then fs->lseg_lock or fs->lock,
+ * then fs->kvp_lock.
  */
 #ifndef KVP_KVFS_I_H
 #define KVP_KVFS_I_H
@@ -112,7 +113,8 @@ struct kvfs {
 	struct kvfs_node *root;
 	struct kvfs_node *memdirs;
 
-	struct kvfs_lseg *lsegs;	/* mapped local segments, under lock */
+	pthread_mutex_t lseg_lock;
+	struct kvfs_lseg *lsegs;	/* mapped local segments, under lseg_lock */
 
 	/* statfs cache, under lock */
 	uint64_t info_until;

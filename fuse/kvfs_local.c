@@ -8,7 +8,8 @@
  * range into a per-thread bounce buffer and then checks that the header
  * is still live with the generation open saw: if so, nothing was reused
  * while it copied. Otherwise the handle falls back to kvp_get_into.
- * Mappings live until the view is unmounted (fs->lock guards the table).
+ * Mappings live until the view is unmounted (fs->lseg_lock guards the
+ * table; lock order: lseg_lock, then kvp_lock).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,8 +35,8 @@ struct kvfs_lseg {
 	struct kvfs_lseg *retired;	/* older mappings of the same id */
 };
 
-/* Attaches segment_id's file if its node is on this host (fs->lock held;
- * kvp_info is a pool call, but attaching happens once per segment). */
+/* Attaches segment_id's file if its node is on this host (fs->lseg_lock
+ * held: a pool call under it delays only opens, once per segment). */
 static void lseg_attach_locked(struct kvfs *fs, struct kvfs_lseg *l)
 {
 	struct kvp_info info;
@@ -120,7 +121,7 @@ int kvfs_local_find(struct kvfs *fs, const char *key, size_t keylen, const struc
 {
 	int rc = -ENOENT;
 
-	pthread_mutex_lock(&fs->lock);
+	pthread_mutex_lock(&fs->lseg_lock);
 	for (uint32_t i = 0; i < st->nreplicas && i < KVP_MAX_REPLICAS && rc; i++) {
 		const struct kvp_replica *r = &st->replicas[i];
 		struct kvfs_lseg *l;
@@ -150,7 +151,7 @@ int kvfs_local_find(struct kvfs *fs, const char *key, size_t keylen, const struc
 		if (*hdr)
 			rc = 0;
 	}
-	pthread_mutex_unlock(&fs->lock);
+	pthread_mutex_unlock(&fs->lseg_lock);
 	return rc;
 }
 

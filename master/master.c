@@ -430,6 +430,30 @@ static uint64_t lease_ttl(const struct master *m)
 
 /* ---- HELLO and node operations ---- */
 
+/* Copies at most cap - 1 bytes of an untrusted name, '?' for anything that
+ * is not printable ASCII (the names end up in logs). */
+static void printable(char *dst, size_t cap, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i + 1 < cap; i++)
+		dst[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
+	dst[i] = '\0';
+}
+
+/* Logs a refused HELLO at most once a second (a flood of wrong tokens must
+ * not flood the log), with the number of refusals not logged. */
+static void log_auth_failure(struct master *m, const struct master_client *c)
+{
+	m->auth_failures++;
+	if (m->now_ms < m->auth_logged_ms + 1000)
+		return;
+	log_warn("client '%s' (host '%s'): wrong cluster token (%llu refused since the last "
+		 "message)", c->name, c->host_id, (unsigned long long)m->auth_failures);
+	m->auth_failures = 0;
+	m->auth_logged_ms = m->now_ms;
+}
+
 static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
 {
 	size_t tlen, nlen, hlen;
@@ -440,11 +464,9 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 
 	if (!rb_ok(r))
 		return KVP_EPROTO;
-	/* names are for logs and WIRE_SEG_LOCAL: truncated, never trusted */
-	snprintf(c->name, sizeof(c->name), "%.*s", (int)(nlen < 63 ? nlen : 63),
-		 name ? (const char *)name : "");
-	snprintf(c->host_id, sizeof(c->host_id), "%.*s", (int)(hlen < 63 ? hlen : 63),
-		 host ? (const char *)host : "");
+	/* names are for logs and WIRE_SEG_LOCAL: truncated, made printable */
+	printable(c->name, sizeof(c->name), name, nlen);
+	printable(c->host_id, sizeof(c->host_id), host, hlen);
 	const char *want = m->conf.cluster.token;
 	size_t wlen = strlen(want);
 	if (wlen && (tlen != wlen || CRYPTO_memcmp(tok, want, wlen) != 0))
@@ -458,10 +480,15 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	return 0;
 }
 
+/* A MOUNT string: fits, printable ASCII only (it ends up in logs, metric
+ * labels and client configuration). */
 static bool copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
 {
-	if (n >= cap || (n && memchr(p, '\0', n)))
+	if (n >= cap)
 		return false;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] < 0x20 || p[i] >= 0x7f)
+			return false;
 	memcpy(dst, p, n);
 	dst[n] = '\0';
 	return true;
@@ -1619,7 +1646,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_HELLO:
 		status = op_hello(m, c, &r, reply);
 		if (status == KVP_EAUTH) {
-			log_warn("client %s: wrong cluster token", c->name[0] ? c->name : "?");
+			log_auth_failure(m, c);
 			ret = -1;
 		}
 		break;

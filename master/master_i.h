@@ -87,6 +87,8 @@ struct master {
 	uint64_t demotions;		/* memory replicas moved to a spill tier */
 	uint64_t put_timeouts;
 	uint64_t node_expiries;
+	uint64_t auth_failures;		/* refused HELLOs not logged yet */
+	uint64_t auth_logged_ms;
 
 	struct op_stats ops[WIRE_OP_MAX];
 	struct wbuf scratch;		/* FREE frames being built */

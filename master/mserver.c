@@ -19,6 +19,7 @@
 
 #define TICK_MS 50
 #define FAST_TICK_MS 0		/* while eviction runs: one ~20 us step per loop pass */
+#define MAX_OUTBUF (4u << 20)	/* queued replies per connection before it is paused */
 
 struct mserver {
 	struct kvp_conf conf;		/* with the effective listen addresses */
@@ -231,6 +232,9 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	}
 	s->lim.max_body = conf->cluster.max_frame > UINT32_MAX ? UINT32_MAX
 							       : (uint32_t)conf->cluster.max_frame;
+	/* Replies are small: a peer that stops reading them is paused early
+	 * rather than growing the master by ev's default 64 MiB. */
+	s->lim.max_outbuf = MAX_OUTBUF;
 	s->m = master_create(&s->conf, err, errlen);
 	if (!s->m)
 		goto out_free;

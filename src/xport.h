@@ -4,7 +4,9 @@
  * frames to the owning node, xp_tcp.c); RDMA plugs in as a third struct
  * xport_ops. A "run" is one API call's set of transfers, driven on the
  * calling thread only: no locks inside a run; the transports take and return
- * node connections under kvp->lock (client_i.h).
+ * node connections under kvp->lock (client_i.h). Adding a transport: a
+ * kind in enum xp_kind (cheapest first), its ops in client.c's xports[], and
+ * which replicas it reaches in get_order() and put_plan() (client.c).
  */
 #ifndef KVP_XPORT_H
 #define KVP_XPORT_H

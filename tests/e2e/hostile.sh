@@ -154,8 +154,10 @@ def alive():
     except OSError:
         return False
 
+T0 = time.time()
+
 def say(*a):
-    print("  [%s:%d]" % (kind, port), *a, flush=True)
+    print("  [%s:%d %5.1fs]" % (kind, port, time.time() - T0), *a, flush=True)
 
 def hdr(op, blen, plen=0, reqid=1, status=0, magic=MAGIC, ver=VER, flags=0):
     return struct.pack("<IBBHiIQQ", magic, ver, flags, op, status, blen, reqid, plen)
@@ -478,7 +480,7 @@ def http_attacks():
              b"GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
              b"GET /health HTTP/0.9\r\n\r\n", b"\r\n\r\n", b"GET\r\n\r\n"]
     for r in reqs:
-        tally(res, http_req(r, 5.0))
+        tally(res, http_req(r, 2.0))
         check_alive("HTTP request")
     say("%d odd HTTP requests -> status counts %s" % (len(reqs), res))
     for i in range(100):   # truncated requests, some reset
@@ -547,7 +549,13 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 echo "   open fds: master $m_fd0 -> $m_fd, node $n_fd0 -> $n_fd"
-[ $settled = 1 ] || bad "file descriptors leaked: master $m_fd0 -> $m_fd, node $n_fd0 -> $n_fd"
+if [ $settled != 1 ]; then
+	bad "file descriptors leaked: master $m_fd0 -> $m_fd, node $n_fd0 -> $n_fd"
+	for p in master node; do
+		echo "   $p's sockets (state, local, peer):"
+		ss -tanp 2>/dev/null | grep "pid=${pid[$p]}," | awk '{ print $1, $4, $5 }' | sort | uniq -c | sort -rn | head -n 8
+	done
+fi
 m_kb=$(anon_kb "${pid[master]}") n_kb=$(anon_kb "${pid[node]}")
 m_peak=$(awk '/^PEAK_KB/ { if ($2 > p) p = $2 } END { print p + 0 }' "$tmp"/attack-master-*.out)
 n_peak=$(awk '/^PEAK_KB/ { if ($2 > p) p = $2 } END { print p + 0 }' "$tmp"/attack-node-*.out)

@@ -184,7 +184,8 @@ int main(void)
 	int err = 0;
 	uint64_t moved;
 
-	p = tc_start(1, 128, "[master]\nlease_ttl = 2s\n");
+	/* a long lease: the "remove refused while leased" check must not race it */
+	p = tc_start(1, 128, "[master]\nlease_ttl = 1h\n");
 
 	/* local path: same host id as the node (the boot id) */
 	k = tc_open(p, NULL, &err);

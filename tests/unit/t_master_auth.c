@@ -55,6 +55,16 @@ static void test_token(void)
 	CHECK_EQ(tl_hello(c, WIRE_ROLE_NODE, "nope", "n", "h"), KVP_EAUTH);
 	tl_conn_close(c);
 
+	/* a flood of wrong tokens with binary names: refused, logged at most
+	 * once a second, names made printable */
+	for (int i = 0; i < 50; i++) {
+		c = tl_conn_open(m.port);
+		REQUIRE(c, "connect");
+		CHECK_EQ(tl_hello(c, WIRE_ROLE_CLIENT, "bad", "\x01\xff\x1b[31mred\n", "h\t"),
+			 KVP_EAUTH);
+		tl_conn_close(c);
+	}
+
 	/* the authenticated connection is still served */
 	CHECK_EQ(tl_exists(good, "k"), 0);
 	struct tl_info info;
@@ -63,6 +73,14 @@ static void test_token(void)
 
 	char *log = tl_read_file(m.log);
 	CHECK(log && strstr(log, "wrong cluster token"), "refusals are logged");
+	int lines = 0;
+	for (char *p = log; p && (p = strstr(p, "wrong cluster token")); p++)
+		lines++;
+	CHECK(lines <= 3, "%d refusal messages for 54 refusals (rate-limited)", lines);
+	bool clean = true;
+	for (const unsigned char *p = (const unsigned char *)log; p && *p; p++)
+		clean &= (*p >= 0x20 && *p < 0x7f) || *p == '\n';
+	CHECK(clean, "the log holds printable text only");
 	CHECK(log && !strstr(log, "replaced by 127.0.0.1"), "no loopback rewrite with a token");
 	free(log);
 	int st = tl_stop_master(&m);
