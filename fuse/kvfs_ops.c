@@ -255,7 +255,7 @@ static void table_grow_locked(struct kvfs *fs)
 {
 	size_t nb = fs->nbuckets * 2;
 	struct kvfs_node **bi = calloc(nb, sizeof(*bi)), **bn = calloc(nb, sizeof(*bn));
-	struct kvfs_node **oi = fs->by_ino;
+	struct kvfs_node **oi = fs->by_ino, **on = fs->by_name;
 	size_t ob = fs->nbuckets;
 
 	if (!bi || !bn) {	/* keep the smaller table: slower, still correct */
@@ -276,6 +276,7 @@ static void table_grow_locked(struct kvfs *fs)
 		}
 	}
 	free(oi);
+	free(on);
 }
 
 static void table_remove_locked(struct kvfs *fs, struct kvfs_node *n)

@@ -128,11 +128,10 @@ static uint64_t evict_clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* True while s's memory round has work and time is left (the clock is read
- * every fourth object). */
+/* True while a round has work and time is left (at least one object). */
 static bool more(uint64_t done, uint64_t goal, unsigned n, uint64_t deadline_ns)
 {
-	return done < goal && ((n & 3) || !n || evict_clock_ns() < deadline_ns);
+	return done < goal && (!n || evict_clock_ns() < deadline_ns);
 }
 
 /* Memory round on s until its goal or the deadline; returns how many

@@ -17,7 +17,7 @@
 
 #define HELLO_TIMEOUT_MS 10000
 #define PARK_MAX_MS 2000		/* a parked PUT_START retries by then at the latest */
-#define SWEEP_BUDGET 4096		/* lease / pending entries looked at per tick */
+#define SWEEP_BUDGET 1024		/* lease / pending entries looked at per tick */
 #define EVICT_STEP_US 20		/* eviction per tick: a request waits at most this */
 #define LIST_DEFAULT 1000
 #define RDMA_INFO_MAX 4096
@@ -320,14 +320,12 @@ static void seg_drop(struct master *m, struct seg *s, const char *why)
 	segreg_offline(&m->segs, s);
 }
 
+/* The lease array holds the objects with a lease and, until the sweeps
+ * reach them, ones whose lease ran out: counting them exactly would touch
+ * every object on each INFO or /metrics scrape. */
 size_t master_active_leases(struct master *m)
 {
-	size_t n = 0;
-
-	master_now(m);
-	for (size_t i = 0; i < m->leased.n; i++)
-		n += obj_leased(m, m->leased.v[i]);
-	return n;
+	return m->leased.n;
 }
 
 /* ---- FREE to the nodes ---- */
@@ -1226,6 +1224,8 @@ static void put_reps(struct wbuf *b, const struct obj *o)
 	}
 }
 
+static void sweep_leases(struct master *m, size_t budget);
+
 static int op_get(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
 {
 	uint32_t n;
@@ -1237,9 +1237,17 @@ static int op_get(struct master *m, struct rbuf *r, struct wbuf *b, struct op_st
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
-		if (o && o->slot == OBJ_NOSLOT && objarr_push(&m->leased, o)) {
-			o = NULL;
-			s = KVP_ENOMEM;
+		if (o && o->slot == OBJ_NOSLOT) {
+			if (objarr_push(&m->leased, o)) {
+				o = NULL;
+				s = KVP_ENOMEM;
+			} else {
+				/* two looked at per one added: the array stays near
+				 * the set of live leases without long sweeps (o's
+				 * new deadline first, so that it is not one of them) */
+				o->deadline = m_now32(m) + (uint32_t)lease_ttl(m);
+				sweep_leases(m, 2);
+			}
 		}
 		wb_i32(b, s);
 		if (!o) {
@@ -1717,10 +1725,8 @@ static void sweep_pending(struct master *m)
 	}
 }
 
-static void sweep_leases(struct master *m)
+static void sweep_leases(struct master *m, size_t budget)
 {
-	size_t budget = SWEEP_BUDGET;
-
 	while (budget-- && m->leased.n) {
 		if (m->lease_cursor >= m->leased.n)
 			m->lease_cursor = 0;
@@ -1773,7 +1779,7 @@ void master_tick(struct master *m)
 {
 	master_now(m);
 	sweep_pending(m);
-	sweep_leases(m);
+	sweep_leases(m, SWEEP_BUDGET);
 	check_nodes(m);
 	check_hello(m);
 	master_step(m);

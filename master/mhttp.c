@@ -115,7 +115,8 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	gauge(b, "kvpool_master_keys", "Objects visible to readers (complete puts).", m->keys);
 	gauge(b, "kvpool_master_pending_puts", "Puts started and not yet ended or revoked.",
 	      m->pending.n);
-	gauge(b, "kvpool_master_active_leases", "Objects under a read lease.",
+	gauge(b, "kvpool_master_active_leases",
+	      "Objects under a read lease (ended ones count until swept, within a tick).",
 	      master_active_leases(m));
 	gauge(b, "kvpool_master_segments", "Mounted segments.", m->segs.online);
 	gauge(b, "kvpool_master_connections", "Open RPC connections.", master_clients(m));

@@ -171,50 +171,16 @@ void segreg_offline(struct segreg *r, struct seg *s)
 
 int seg_new_secret(struct seg *s)
 {
-	uint8_t pad[SHA256_CBLOCK];
-
 	if (getrandom(s->secret, sizeof(s->secret), 0) != (ssize_t)sizeof(s->secret))
 		return -EIO;
-	/* HMAC (RFC 2104) with a 32-byte key: hash(key ^ opad, hash(key ^ ipad, m)).
-	 * The two padded-key blocks are hashed once here. */
-	memset(pad, 0x36, sizeof(pad));
-	for (size_t i = 0; i < sizeof(s->secret); i++)
-		pad[i] ^= s->secret[i];
-	SHA256_Init(&s->grant_in);
-	SHA256_Update(&s->grant_in, pad, sizeof(pad));
-	memset(pad, 0x5c, sizeof(pad));
-	for (size_t i = 0; i < sizeof(s->secret); i++)
-		pad[i] ^= s->secret[i];
-	SHA256_Init(&s->grant_out);
-	SHA256_Update(&s->grant_out, pad, sizeof(pad));
+	wire_grant_key_init(&s->grant_key, s->secret);
 	return 0;
-}
-
-static void le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
 }
 
 void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
 	       uint8_t out[WIRE_GRANT_LEN])
 {
-	uint8_t msg[28], inner[SHA256_DIGEST_LENGTH], mac[SHA256_DIGEST_LENGTH];
-	SHA256_CTX c = s->grant_in;
-
-	/* the message of wire_grant(): u32 segment_id u64 generation u64 off
-	 * u64 alloc_len, little-endian */
-	for (int i = 0; i < 4; i++)
-		msg[i] = (uint8_t)(s->id >> (8 * i));
-	le64(msg + 4, generation);
-	le64(msg + 12, off);
-	le64(msg + 20, alloc_len);
-	SHA256_Update(&c, msg, sizeof(msg));
-	SHA256_Final(inner, &c);
-	c = s->grant_out;
-	SHA256_Update(&c, inner, sizeof(inner));
-	SHA256_Final(mac, &c);
-	memcpy(out, mac, WIRE_GRANT_LEN);
+	wire_grant_k(&s->grant_key, s->id, generation, off, alloc_len, out);
 }
 
 uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len)

@@ -11,8 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OPENSSL_SUPPRESS_DEPRECATED	/* SHA256_CTX: see seg_grant() */
-#include <openssl/sha.h>
 
 #include "objtab.h"
 #include "wire.h"
@@ -84,7 +82,7 @@ struct seg {
 	uint64_t spill_capacity, spill_used;
 	uint64_t node_used;		/* as the node reported in HEARTBEAT */
 	uint8_t secret[WIRE_SECRET_LEN];
-	SHA256_CTX grant_in, grant_out;	/* HMAC key schedule of secret */
+	struct wire_grant_key grant_key;	/* HMAC key schedule of secret */
 
 	struct alloc *alloc;
 	uint64_t capacity;		/* size - data_off */

@@ -18,6 +18,9 @@
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
+#include "cuda.h"
+#include "rdma.h"
+#include "xp_rdma.h"
 #include "xport.h"
 
 #define MASTER_CONNS_MAX 64		/* master connections per handle */
@@ -483,6 +486,7 @@ static struct client_node *node_find_locked(struct kvp *kvp, const char *endpoin
 static void seg_free(struct client_seg *s)
 {
 	xp_local_detach(s);
+	rdma_info_free(s->rdma);
 	free(s);
 }
 
@@ -529,7 +533,7 @@ static int segs_parse(const struct mcall *m, struct client_seg ***out, size_t *n
 
 		if (!s) {
 			for (uint32_t j = 0; j < i; j++)
-				free(v[j]);
+				seg_free(v[j]);
 			free(v);
 			return KVP_ENOMEM;
 		}
@@ -543,7 +547,10 @@ static int segs_parse(const struct mcall *m, struct client_seg ***out, size_t *n
 		s->seg_size = rb_u64(&r);
 		s->seg_uuid = rb_u64(&r);
 		rb_cstr(&r, s->endpoint, sizeof(s->endpoint));
-		(void)rb_blob(&r, &bl);
+		const uint8_t *ri = rb_blob(&r, &bl);
+
+		if (ri && bl)
+			xp_rdma_seg_info(ri, bl, &s->rdma, &s->rdma_hash);
 		s->draining = rb_u8(&r);
 		s->used = rb_u64(&r);
 		s->objects = rb_u64(&r);
@@ -553,7 +560,7 @@ static int segs_parse(const struct mcall *m, struct client_seg ***out, size_t *n
 	}
 	if (!rb_ok(&r)) {
 		for (uint32_t i = 0; i < n; i++)
-			free(v[i]);
+			seg_free(v[i]);
 		free(v);
 		return KVP_EPROTO;
 	}
@@ -567,7 +574,7 @@ static bool seg_same(const struct client_seg *a, const struct client_seg *b)
 	return a->id == b->id && a->seg_uuid == b->seg_uuid && a->shm_dev == b->shm_dev &&
 	       a->shm_ino == b->shm_ino && a->seg_size == b->seg_size &&
 	       !strcmp(a->shm_path, b->shm_path) && !strcmp(a->host_id, b->host_id) &&
-	       !strcmp(a->endpoint, b->endpoint);
+	       !strcmp(a->endpoint, b->endpoint) && a->rdma_hash == b->rdma_hash;
 }
 
 static struct client_seg *seg_find_locked(struct kvp *kvp, uint32_t id)
@@ -712,7 +719,7 @@ static bool have_local_rw(struct kvp *kvp)
 {
 	bool yes = false;
 
-	if (kvp->proto == CLIENT_TCP)
+	if (kvp->proto == CLIENT_TCP || kvp->proto == CLIENT_RDMA)
 		return false;
 	pthread_mutex_lock(&kvp->lock);
 	for (size_t i = 0; i < kvp->nsegs && !yes; i++)
@@ -726,6 +733,7 @@ static bool have_local_rw(struct kvp *kvp)
 static const struct xport_ops *const xports[XP_NKIND] = {
 	[XP_LOCAL] = &xp_local_ops,
 	[XP_TCP] = &xp_tcp_ops,
+	[XP_RDMA] = &xp_rdma_ops,
 };
 
 struct run {
@@ -786,6 +794,14 @@ static void run_wait(struct run *r)
 	}
 }
 
+/* A device pointer in a process whose CUDA runtime we could not load
+ * (cuda.c recognised it through the driver): refused, never memcpy'd. */
+static int device_refused(const void *p)
+{
+	log_err("kvpool: %p is GPU memory but CUDA is not usable here (%s)", p, cuda_status());
+	return KVP_ENOTSUP;
+}
+
 static bool xport_error(int rc)
 {
 	return rc == KVP_ECONN || rc == KVP_EIO || rc == KVP_ENOSEG || rc == KVP_ESTALE;
@@ -802,7 +818,7 @@ static int proto_parse(const char *s, enum client_proto *p)
 	else if (!strcmp(s, "tcp"))
 		*p = CLIENT_TCP;
 	else if (!strcmp(s, "rdma"))
-		return KVP_ENOTSUP;	/* no RDMA transport in this build yet */
+		*p = CLIENT_RDMA;
 	else
 		return KVP_EINVAL;
 	return 0;
@@ -870,6 +886,11 @@ struct kvp *kvp_open(const struct kvp_open_opts *opts, int *errp)
 	pthread_cond_init(&kvp->cond, &ca);
 	pthread_condattr_destroy(&ca);
 
+	/* Devices and the bounce buffer before the segment table, whose
+	 * entries say how RDMA reaches each segment. */
+	rc = xp_rdma_open(kvp);
+	if (rc < 0)
+		goto out_close;
 	/* Connects (HELLO) and loads the segment table: a handle that opens
 	 * is a handle that works. */
 	rc = seg_refresh(kvp, 0, client_deadline(kvp));
@@ -904,6 +925,7 @@ void kvp_close(struct kvp *kvp)
 		free(mc);
 	}
 	xp_tcp_close_pools(kvp);
+	xp_rdma_close(kvp);
 	for (size_t i = 0; i < kvp->nsegs; i++)
 		client_seg_put(kvp, kvp->segs[i]);
 	free(kvp->segs);
@@ -947,6 +969,9 @@ struct put_item {
 	uint32_t seg_id[KVP_MAX_REPLICAS];
 	struct xp_op *ops;		/* nrep */
 	struct run *run;
+	bool dev;			/* buf is CUDA device memory */
+	bool stage_pinned;
+	void *stage;			/* host copy of a device buf (remote paths) */
 };
 
 struct put_ctx {
@@ -1057,6 +1082,54 @@ static int put_reply_item(struct rbuf *r, struct put_reply *p)
 	return p->nrep ? 0 : KVP_EPROTO;
 }
 
+/* Host memory for a device buffer's bytes on the remote paths: pinned when
+ * CUDA can (DMA), else plain. */
+static void *stage_alloc(size_t n, bool *pinned)
+{
+	void *p = NULL;
+
+	*pinned = cuda_malloc_host(&p, n ? n : 1) == 0;
+	return *pinned ? p : malloc(n ? n : 1);
+}
+
+static void stage_free(void *p, bool pinned)
+{
+	if (p && pinned)
+		cuda_free_host(p);
+	else
+		free(p);
+}
+
+/* A put of device memory: when every replica is local the value goes
+ * device -> segment by cudaMemcpy (XP_F_DEVICE); otherwise it is copied
+ * once to host staging and every replica is written from there. */
+static int put_device(struct put_item *it)
+{
+	bool all_local = true;
+
+	for (uint8_t i = 0; i < it->nrep; i++)
+		all_local &= it->ops[i].kind == XP_LOCAL;
+	if (all_local) {
+		for (uint8_t i = 0; i < it->nrep; i++)
+			it->ops[i].flags |= XP_F_DEVICE;
+		return 0;
+	}
+	if (!it->stage) {
+		it->stage = stage_alloc(it->len, &it->stage_pinned);
+		if (!it->stage) {
+			put_fail(it, KVP_ENOMEM);
+			return -1;
+		}
+		if (cuda_memcpy(it->stage, it->buf, it->len) < 0) {
+			put_fail(it, KVP_EIO);
+			return -1;
+		}
+	}
+	for (uint8_t i = 0; i < it->nrep; i++)
+		it->ops[i].src = it->stage;
+	return 0;
+}
+
 /* Parses PUT_START replies and queues every replica write. */
 static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t nc,
 		    struct run *run)
@@ -1124,15 +1197,14 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 				put_fail(it, KVP_ENOSEG);
 				continue;
 			}
-			if (kvp->proto != CLIENT_TCP && s->local_rw) {
-				o->kind = XP_LOCAL;
-				if (first_local < 0)
-					first_local = i;
-			} else if (kvp->proto != CLIENT_LOCAL) {
-				o->kind = XP_TCP;
-			} else {
+			int kind = xp_path_choose(kvp->proto, s->local_rw, xp_rdma_seg_ok(kvp, s),
+						  true, KVP_TIER_MEM);
+
+			if (kind < 0)
 				put_fail(it, KVP_ENOTSUP);
-			}
+			o->kind = kind < 0 ? XP_TCP : (enum xp_kind)kind;
+			if (kind == XP_LOCAL && first_local < 0)
+				first_local = i;
 			o->tier = KVP_TIER_MEM;
 			o->h.key_len = it->klen;
 			o->h.value_len = it->len;
@@ -1146,12 +1218,14 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 		}
 		if (it->status)
 			continue;
+		if (it->dev && put_device(it) < 0)
+			continue;
 		it->left = it->nrep;
 		if (first_local >= 0) {
-			it->ops[first_local].flags = XP_F_CSUM;
+			it->ops[first_local].flags |= XP_F_CSUM;
 			run_add(run, &it->ops[first_local]);
 		} else {
-			it->csum = ext_checksum(it->buf, it->len);
+			it->csum = ext_checksum(it->ops[0].src, it->len);
 			for (uint8_t i = 0; i < it->nrep; i++) {
 				it->ops[i].h.value_checksum = it->csum;
 				run_add(run, &it->ops[i]);
@@ -1312,6 +1386,8 @@ int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
 			it->status = KVP_EINVAL;
 		else if (lens[i] > kvp->conf.cluster.max_object_size)
 			it->status = KVP_ETOOBIG;
+		else if ((it->dev = cuda_is_device(bufs[i])) && !cuda_available())
+			it->status = device_refused(bufs[i]);
 		else
 			pc.todo[pc.ntodo++] = i;
 		it->valid = !it->status;
@@ -1349,8 +1425,10 @@ out:
 			results[i] = rc;
 		else
 			results[i] = pc.items[i].status;
-		if (pc.items)
+		if (pc.items) {
 			free(pc.items[i].ops);
+			stage_free(pc.items[i].stage, pc.items[i].stage_pinned);
+		}
 	}
 	free(pc.items);
 	free(pc.todo);
@@ -1400,6 +1478,9 @@ struct get_item {
 	struct run *run;
 	struct kvp *kvp;
 	uint8_t *hdr;			/* EXT_HDR_SIZE + klen */
+	bool dev;			/* dst is CUDA device memory */
+	bool stage_pinned;
+	void *stage;			/* host landing place for remote reads of dev */
 };
 
 struct get_ctx {
@@ -1447,6 +1528,12 @@ static void get_op_done(struct xp_op *op)
 
 	if (op->status == 0) {
 		if (get_verify(it, op)) {
+			/* Verified in host memory; only now onto the GPU. */
+			if (it->dev && op->dst == it->stage &&
+			    cuda_memcpy(it->dst, it->stage, it->vlen) < 0) {
+				it->result = KVP_EIO;
+				return;
+			}
 			it->result = (int64_t)it->vlen;
 			client_count(kvp, gets, 1);
 			return;
@@ -1489,6 +1576,17 @@ static bool get_next(struct get_item *it)
 	op->hdr = it->hdr;
 	op->hdr_len = EXT_HDR_SIZE + it->klen;
 	op->dst = it->dst;
+	if (it->dev && rp->kind == XP_LOCAL) {
+		op->flags |= XP_F_DEVICE;
+	} else if (it->dev) {
+		if (!it->stage)
+			it->stage = stage_alloc(it->vlen, &it->stage_pinned);
+		if (!it->stage) {
+			it->xerr = KVP_ENOMEM;
+			return false;
+		}
+		op->dst = it->stage;
+	}
 	op->len = it->vlen;
 	op->done = get_op_done;
 	op->arg = it;
@@ -1497,21 +1595,30 @@ static bool get_next(struct get_item *it)
 }
 
 /* Orders an item's replicas: memory replicas mapped on this host first,
- * then memory over TCP, then disk replicas (read by their node). */
+ * then memory over RDMA, then memory over TCP, then disk replicas (read by
+ * their node); xp_path_choose() says which path each may take. */
 static void get_order(struct kvp *kvp, struct get_item *it)
 {
+	int kind[KVP_MAX_REPLICAS];
+
+	for (uint8_t i = 0; i < it->nrep; i++) {
+		struct get_rep *rp = &it->rep[i];
+
+		kind[i] = !rp->seg ? -1 :
+			  xp_path_choose(kvp->proto, rp->seg->local, xp_rdma_seg_ok(kvp, rp->seg),
+					 true, rp->tier);
+	}
 	it->norder = 0;
-	for (int pass = 0; pass < 3; pass++) {
+	for (int pass = 0; pass < 4; pass++) {
 		for (uint8_t i = 0; i < it->nrep; i++) {
 			struct get_rep *rp = &it->rep[i];
-			bool local = rp->seg && rp->seg->local && rp->tier == KVP_TIER_MEM &&
-				     kvp->proto != CLIENT_TCP;
-			bool tcp = rp->seg && kvp->proto != CLIENT_LOCAL;
+			bool mem = rp->tier == KVP_TIER_MEM;
 
-			if ((pass == 0 && local) ||
-			    (pass == 1 && !local && tcp && rp->tier == KVP_TIER_MEM) ||
-			    (pass == 2 && !local && tcp && rp->tier != KVP_TIER_MEM)) {
-				rp->kind = pass == 0 ? XP_LOCAL : XP_TCP;
+			if ((pass == 0 && kind[i] == XP_LOCAL) ||
+			    (pass == 1 && kind[i] == XP_RDMA) ||
+			    (pass == 2 && kind[i] == XP_TCP && mem) ||
+			    (pass == 3 && kind[i] == XP_TCP && !mem)) {
+				rp->kind = (enum xp_kind)kind[i];
 				it->order[it->norder++] = i;
 			}
 		}
@@ -1708,8 +1815,10 @@ static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *
 
 static void get_teardown(struct get_ctx *gc, size_t n)
 {
-	for (size_t i = 0; gc->items && i < n; i++)
+	for (size_t i = 0; gc->items && i < n; i++) {
 		free(gc->items[i].hdr);
+		stage_free(gc->items[i].stage, gc->items[i].stage_pinned);
+	}
 	free(gc->items);
 	free(gc->todo);
 }
@@ -1726,10 +1835,22 @@ int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
 		return 0;
 	rc = get_setup(kvp, &gc, n, keys);
 	if (rc == 0) {
+		size_t keep = 0;
+
 		for (size_t i = 0; i < n; i++) {
 			gc.items[i].dst = bufs[i];
 			gc.items[i].cap = bufs[i] ? caps[i] : 0;
 		}
+		for (size_t t = 0; t < gc.ntodo; t++) {
+			struct get_item *it = &gc.items[gc.todo[t]];
+
+			it->dev = it->dst && cuda_is_device(it->dst);
+			if (it->dev && !cuda_available())
+				it->result = device_refused(it->dst);
+			else
+				gc.todo[keep++] = gc.todo[t];
+		}
+		gc.ntodo = keep;
 		rc = get_batch(kvp, &gc);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -2258,6 +2379,13 @@ int kvp_register_buffer(struct kvp *kvp, void *buf, size_t len)
 	b->next = kvp->bufs;
 	kvp->bufs = b;
 	pthread_mutex_unlock(&kvp->lock);
+	/* With RDMA the NIC reads and writes it in place from now on. */
+	int rc = xp_rdma_register(kvp, buf, len);
+
+	if (rc < 0) {
+		kvp_unregister_buffer(kvp, buf);
+		return rc;
+	}
 	return 0;
 }
 
@@ -2278,6 +2406,7 @@ int kvp_unregister_buffer(struct kvp *kvp, void *buf)
 	pthread_mutex_unlock(&kvp->lock);
 	if (!b)
 		return KVP_EINVAL;
+	xp_rdma_unregister(kvp, buf);
 	free(b);
 	return 0;
 }
@@ -2297,6 +2426,7 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->segment_refreshes = LD(segment_refreshes);
 	out->master_connects = LD(master_connects);
 	out->node_connects = LD(node_connects);
+	out->rdma_bytes = LD(rdma_bytes);
 #undef LD
 	return 0;
 }

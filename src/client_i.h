@@ -19,7 +19,10 @@
 #include "segment.h"
 #include "wire.h"
 
-enum client_proto { CLIENT_AUTO, CLIENT_LOCAL, CLIENT_TCP };
+struct rdma_info;
+struct xp_rdma;
+
+enum client_proto { CLIENT_AUTO, CLIENT_LOCAL, CLIENT_TCP, CLIENT_RDMA };
 
 /* One data connection to a node (after HELLO, non-blocking) and its
  * receive buffer; owned by the pool while idle, by one call while lent. */
@@ -57,6 +60,11 @@ struct client_seg {
 	bool local;			/* mapped: memcpy reads possible */
 	bool local_rw;			/* mapped writable: memcpy puts possible */
 	struct segment map;		/* valid when local */
+	/* cudaHostRegister of map (xp_local.c): 0 not tried, 1 in progress,
+	 * 2 registered, 3 failed */
+	atomic_int cuda_reg;
+	struct rdma_info *rdma;		/* where RDMA reaches it; NULL: no RDMA */
+	uint64_t rdma_hash;		/* of the rdma_info blob (seg_same) */
 	int refs;			/* protected by kvp->lock */
 };
 
@@ -102,9 +110,10 @@ struct kvp {
 	unsigned nnodes;
 
 	struct regbuf *bufs;		/* protected by lock */
+	struct xp_rdma *rdma;		/* RDMA state (xp_rdma.c); NULL: RDMA off */
 
 	struct {
-		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes;
+		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes, rdma_bytes;
 		atomic_uint_fast64_t checksum_mismatches, retries;
 		atomic_uint_fast64_t segment_refreshes, master_connects, node_connects;
 	} st;

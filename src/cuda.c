@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,13 +93,13 @@ static void load_driver(void)
 
 static void load_once(void)
 {
-	const char *env = getenv("KVPOOL_CUDA_LIB");
+	const char *env = getenv("KVP_CUDA_LIB");
 	const char *missing = NULL;
 	char tried[160] = "";
 	int rc, rv = 0, dv = 0;
 
 	if (env && !strcmp(env, "none")) {
-		snprintf(rt.status, sizeof(rt.status), "CUDA disabled (KVPOOL_CUDA_LIB=none)");
+		snprintf(rt.status, sizeof(rt.status), "CUDA disabled (KVP_CUDA_LIB=none)");
 		return;
 	}
 	if (env && *env) {
@@ -192,12 +193,33 @@ const char *cuda_kind_name(enum cuda_kind k)
 	}
 }
 
+/* True once the process itself uses CUDA (the driver library is mapped).
+ * Until then no device pointer can exist, and loading the runtime here
+ * would initialise the driver behind the application's back (a CUDA
+ * process that forks later could no longer use CUDA in the children). */
+static bool driver_in_process(void)
+{
+	static atomic_bool seen;
+	void *h;
+
+	if (atomic_load_explicit(&seen, memory_order_relaxed))
+		return true;
+	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return false;
+	dlclose(h);
+	atomic_store(&seen, true);
+	return true;
+}
+
 enum cuda_kind cuda_ptr_kind(const void *p, int *device)
 {
 	if (device)
 		*device = -1;
 	if (!p)
 		return CUDA_UNKNOWN;
+	if (!driver_in_process())
+		return CUDA_HOST;
 	cuda_load();
 	if (rt.ok) {
 		struct cuda_ptr_attr a;

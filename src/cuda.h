@@ -1,6 +1,6 @@
 /* cuda: the CUDA runtime, loaded at run time with dlopen so one binary runs
  * with or without a GPU. Owns the function pointers into libcudart (tried as
- * $KVPOOL_CUDA_LIB, libcudart.so, then versioned names) and, to recognise
+ * $KVP_CUDA_LIB, libcudart.so, then versioned names) and, to recognise
  * device pointers even when libcudart is missing, libcuda.so.1's
  * cuPointerGetAttribute. Loading happens once (pthread_once), from any
  * thread; afterwards everything is read-only. Without the library, a driver
@@ -20,7 +20,7 @@ enum cuda_kind {
 };
 
 /* Loads the runtime (once). 0 when a device is usable, else -ENOTSUP;
- * cuda_status() says why. $KVPOOL_CUDA_LIB names the library to load
+ * cuda_status() says why. $KVP_CUDA_LIB names the library to load
  * ("none" disables CUDA, the driver probe included). */
 int cuda_load(void);
 bool cuda_available(void);
@@ -29,9 +29,11 @@ bool cuda_available(void);
 const char *cuda_status(void);
 const char *cuda_kind_name(enum cuda_kind k);
 
-/* What p points to. Host when CUDA is absent (no device pointer can exist
- * then) unless the driver alone recognises it as device memory. device (may
- * be NULL) gets the owning device, -1 for host memory. */
+/* What p points to. Host while the process has not loaded the CUDA
+ * driver itself (nothing is loaded or initialised then: no device pointer
+ * can exist), or when CUDA is absent, unless the driver alone recognises p
+ * as device memory. device (may be NULL) gets the owning device, -1 for
+ * host memory. */
 enum cuda_kind cuda_ptr_kind(const void *p, int *device);
 /* True when p needs cudaMemcpy (CUDA_DEVICE). */
 bool cuda_is_device(const void *p);

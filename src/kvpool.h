@@ -218,6 +218,7 @@ struct kvp_stats {
 	uint64_t segment_refreshes;	/* segment table loads */
 	uint64_t master_connects;	/* master connections opened */
 	uint64_t node_connects;		/* data connections opened */
+	uint64_t rdma_bytes;		/* value bytes moved by RDMA READ/WRITE */
 };
 int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 

@@ -17,8 +17,12 @@
 #include "log.h"
 #include "net.h"
 
-#define SREAD_WINDOW 4		/* 1 MiB pieces in flight per streamed READ */
-#define SPILL_POOL_BUFS 32	/* registered 1 MiB read buffers */
+/* A streamed READ moves in pieces of SPILL_PIECE bytes, up to SREAD_WINDOW
+ * of them in flight: small enough that the socket is busy with the first
+ * pieces while the disk reads the next ones, large enough for the disk. */
+#define SPILL_PIECE (256u << 10)
+#define SREAD_WINDOW 8
+#define SPILL_POOL_BUFS 64	/* registered SPILL_PIECE read buffers: 16 MiB */
 
 /* One item of a DEMOTE or PROMOTE batch being executed. */
 struct node_ditem {
@@ -106,6 +110,7 @@ void node_spill_open(struct node *n)
 		.direct_io = c->spill.direct_io,
 		.queue_depth = (unsigned)c->spill.queue_depth,
 		.nbufs = SPILL_POOL_BUFS,
+		.buf_size = SPILL_PIECE,
 		.name = n->name,
 		.max_value = c->cluster.max_object_size,
 	};
@@ -541,7 +546,7 @@ static void sread_flush(struct node_sread *sr)
 		sr->header_sent = true;
 		n->st.bytes_read += c->len;
 	}
-	if (sr->failed || sr->sent * (uint64_t)SPILL_CHUNK >= sr->len)
+	if (sr->failed || sr->sent * (uint64_t)SPILL_PIECE >= sr->len)
 		sread_finish(sr);
 }
 
@@ -583,8 +588,8 @@ static void sread_pump(struct node_sread *sr)
 			return;
 		}
 		uint64_t l = sr->len - sr->issued_bytes;
-		if (l > SPILL_CHUNK)
-			l = SPILL_CHUNK;
+		if (l > SPILL_PIECE)
+			l = SPILL_PIECE;
 		c->sr = sr;
 		c->buf = buf;
 		c->len = (uint32_t)l;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -941,7 +942,11 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		}
 		/* Random start PSNs, as rc_pingpong: stale packets of an
 		 * earlier QP with the same number are not accepted. */
-		q->psn[i] = (uint32_t)lrand48() & 0xffffff;
+		uint32_t r = 0;
+
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (uint32_t)lrand48() ^ (uint32_t)getpid();
+		q->psn[i] = r & 0xffffff;
 	}
 	*out = q;
 	return 0;

@@ -120,11 +120,13 @@ struct spill {
 	bool fixed_bufs;
 	unsigned qd;
 
-	/* one mapping: nbufs user chunks, NSTAGE stage chunks, qd blocks */
+	/* one mapping: nbufs user buffers of bufsz bytes, then NSTAGE stage
+	 * buffers of SPILL_CHUNK, then one 4 KiB block per ring entry; fixed
+	 * buffer indices in that order */
 	uint8_t *pool;
-	size_t pool_len;
-	unsigned nbufs, nchunks, nblocks;
-	uint8_t *blocks;
+	size_t pool_len, bufsz;
+	unsigned nbufs, nblocks;
+	uint8_t *stage, *blocks;
 	int *free_user, *free_stage, *free_block;	/* stacks of indices */
 	unsigned nfree_user, nfree_stage, nfree_block;
 
@@ -404,7 +406,7 @@ static int file_open(struct spill *sp, const struct spill_opts *o, uint8_t *bloc
 
 /* ---- ring and buffers ---- */
 
-static int ring_setup(struct spill *sp, unsigned nbufs, char *err, size_t errlen)
+static int ring_setup(struct spill *sp, unsigned nbufs, size_t bufsz, char *err, size_t errlen)
 {
 	int rc;
 
@@ -428,9 +430,10 @@ static int ring_setup(struct spill *sp, unsigned nbufs, char *err, size_t errlen
 	sp->fixed_file = io_uring_register_files(&sp->ring, &sp->fd, 1) == 0;
 
 	sp->nbufs = nbufs;
-	sp->nchunks = nbufs + NSTAGE;
+	sp->bufsz = bufsz;
 	sp->nblocks = sp->qd;
-	sp->pool_len = (size_t)sp->nchunks * SPILL_CHUNK + (size_t)sp->nblocks * SPILL_ALIGN;
+	sp->pool_len = (size_t)nbufs * bufsz + (size_t)NSTAGE * SPILL_CHUNK +
+		       (size_t)sp->nblocks * SPILL_ALIGN;
 	sp->pool = mmap(NULL, sp->pool_len, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (sp->pool == MAP_FAILED) {
@@ -440,9 +443,10 @@ static int ring_setup(struct spill *sp, unsigned nbufs, char *err, size_t errlen
 		       strerror(-rc));
 		return rc;
 	}
-	sp->blocks = sp->pool + (size_t)sp->nchunks * SPILL_CHUNK;
+	sp->stage = sp->pool + (size_t)nbufs * bufsz;
+	sp->blocks = sp->stage + (size_t)NSTAGE * SPILL_CHUNK;
 
-	unsigned niov = sp->nchunks + sp->nblocks;
+	unsigned niov = nbufs + NSTAGE + sp->nblocks;
 	struct iovec *iov = calloc(niov, sizeof(*iov));
 	sp->free_user = calloc(sp->nbufs ? sp->nbufs : 1, sizeof(int));
 	sp->free_stage = calloc(NSTAGE, sizeof(int));
@@ -453,13 +457,17 @@ static int ring_setup(struct spill *sp, unsigned nbufs, char *err, size_t errlen
 		seterr(err, errlen, "spill: out of memory");
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < sp->nchunks; i++) {
-		iov[i].iov_base = sp->pool + (size_t)i * SPILL_CHUNK;
-		iov[i].iov_len = SPILL_CHUNK;
+	for (unsigned i = 0; i < nbufs; i++) {
+		iov[i].iov_base = sp->pool + (size_t)i * bufsz;
+		iov[i].iov_len = bufsz;
+	}
+	for (unsigned i = 0; i < NSTAGE; i++) {
+		iov[nbufs + i].iov_base = sp->stage + (size_t)i * SPILL_CHUNK;
+		iov[nbufs + i].iov_len = SPILL_CHUNK;
 	}
 	for (unsigned i = 0; i < sp->nblocks; i++) {
-		iov[sp->nchunks + i].iov_base = sp->blocks + (size_t)i * SPILL_ALIGN;
-		iov[sp->nchunks + i].iov_len = SPILL_ALIGN;
+		iov[nbufs + NSTAGE + i].iov_base = sp->blocks + (size_t)i * SPILL_ALIGN;
+		iov[nbufs + NSTAGE + i].iov_len = SPILL_ALIGN;
 	}
 	rc = io_uring_register_buffers(&sp->ring, iov, niov);
 	free(iov);
@@ -480,9 +488,10 @@ static int ring_setup(struct spill *sp, unsigned nbufs, char *err, size_t errlen
 	return 0;
 }
 
-static uint8_t *chunk_ptr(const struct spill *sp, int idx)
+/* A staging buffer by its fixed index (nbufs .. nbufs + NSTAGE - 1). */
+static uint8_t *stage_ptr(const struct spill *sp, int idx)
 {
-	return sp->pool + (size_t)idx * SPILL_CHUNK;
+	return sp->stage + (size_t)(idx - (int)sp->nbufs) * SPILL_CHUNK;
 }
 
 static uint8_t *block_ptr(const struct spill *sp, int idx)
@@ -496,17 +505,21 @@ static int fixed_index(const struct spill *sp, const uint8_t *p, uint64_t len)
 	if (!sp->fixed_bufs || !sp->pool)
 		return -1;
 	uintptr_t a = (uintptr_t)p, base = (uintptr_t)sp->pool;
-	uintptr_t blocks = (uintptr_t)sp->blocks;
-	if (a >= base && a < blocks) {
-		uintptr_t i = (a - base) / SPILL_CHUNK;
-		if (a + len <= base + (i + 1) * SPILL_CHUNK)
-			return (int)i;
-		return -1;
+	uintptr_t stage = (uintptr_t)sp->stage, blocks = (uintptr_t)sp->blocks;
+	uintptr_t i;
+
+	if (a >= base && a < stage) {
+		i = (a - base) / sp->bufsz;
+		return a + len <= base + (i + 1) * sp->bufsz ? (int)i : -1;
+	}
+	if (a >= stage && a < blocks) {
+		i = (a - stage) / SPILL_CHUNK;
+		return a + len <= stage + (i + 1) * SPILL_CHUNK ? (int)(sp->nbufs + i) : -1;
 	}
 	if (a >= blocks && a < base + sp->pool_len) {
-		uintptr_t i = (a - blocks) / SPILL_ALIGN;
-		if (a + len <= blocks + (i + 1) * SPILL_ALIGN)
-			return (int)(sp->nchunks + i);
+		i = (a - blocks) / SPILL_ALIGN;
+		return a + len <= blocks + (i + 1) * SPILL_ALIGN ?
+			(int)(sp->nbufs + NSTAGE + i) : -1;
 	}
 	return -1;
 }
@@ -555,7 +568,9 @@ struct spill *spill_open(const struct spill_opts *o, int *rcp, char *err, size_t
 		goto out_close;
 	sp->direct = o->direct_io && try_direct(sp, block);
 
-	rc = ring_setup(sp, o->nbufs ? o->nbufs : 16, err, errlen);
+	size_t bufsz = o->buf_size ? (o->buf_size + SPILL_ALIGN - 1) & ~(size_t)(SPILL_ALIGN - 1) :
+		       SPILL_CHUNK;
+	rc = ring_setup(sp, o->nbufs ? o->nbufs : 16, bufsz, err, errlen);
 	if (rc < 0)
 		goto out_ring;
 	sp->alloc = alloc_create(SPILL_DATA_OFF, sp->size - SPILL_DATA_OFF, SPILL_ALIGN);
@@ -849,7 +864,7 @@ static bool op_issue(struct spill *sp, struct sp_op *op)
 			uint64_t have = r->mem_avail > p ? r->mem_avail - p : 0;
 			uint32_t n = (uint32_t)(have < l ? have : l);
 
-			io->mem = chunk_ptr(sp, stage);
+			io->mem = stage_ptr(sp, stage);
 			io->buf = sp->fixed_bufs ? stage : -1;
 			if (op->write) {
 				memcpy(io->mem, m, n);
@@ -1315,16 +1330,21 @@ void *spill_buf_get(struct spill *sp)
 {
 	if (!sp->nfree_user)
 		return NULL;
-	return chunk_ptr(sp, sp->free_user[--sp->nfree_user]);
+	return sp->pool + (size_t)sp->free_user[--sp->nfree_user] * sp->bufsz;
 }
 
 void spill_buf_put(struct spill *sp, void *buf)
 {
 	uintptr_t a = (uintptr_t)buf, base = (uintptr_t)sp->pool;
 
-	if (!buf || a < base || (a - base) % SPILL_CHUNK || (a - base) / SPILL_CHUNK >= sp->nbufs)
+	if (!buf || a < base || (a - base) % sp->bufsz || (a - base) / sp->bufsz >= sp->nbufs)
 		return;
-	sp->free_user[sp->nfree_user++] = (int)((a - base) / SPILL_CHUNK);
+	sp->free_user[sp->nfree_user++] = (int)((a - base) / sp->bufsz);
+}
+
+size_t spill_buf_size(const struct spill *sp)
+{
+	return sp->bufsz;
 }
 
 unsigned spill_bufs_free(const struct spill *sp)

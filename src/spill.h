@@ -28,7 +28,8 @@ struct spill_opts {
 	uint64_t size;		/* whole file, header included; rounded down to 4 KiB */
 	bool direct_io;		/* try O_DIRECT (falls back to buffered, one log line) */
 	unsigned queue_depth;	/* io_uring entries; 0 = 32 */
-	unsigned nbufs;		/* SPILL_CHUNK buffers for spill_buf_get; 0 = 16 */
+	unsigned nbufs;		/* buffers for spill_buf_get; 0 = 16 */
+	size_t buf_size;	/* their size, rounded up to 4 KiB; 0 = SPILL_CHUNK */
 	int mode;		/* 0 = 0600 */
 	const char *name;	/* recorded in the header (the node's name) */
 	uint64_t max_value;	/* largest value a scan accepts; 0 = any */
@@ -105,10 +106,12 @@ int spill_read(struct spill *sp, uint64_t off, uint64_t len, void *dst,
 int spill_free(struct spill *sp, uint64_t off, uint64_t generation,
 	       spill_done_fn cb, void *arg);
 
-/* Registered SPILL_CHUNK-byte, SPILL_ALIGN-aligned buffers for streaming
- * reads (NULL when all are in use); give each back with spill_buf_put. */
+/* Registered, SPILL_ALIGN-aligned buffers of spill_buf_size() bytes for
+ * streaming reads (NULL when all are in use); give each back with
+ * spill_buf_put. */
 void *spill_buf_get(struct spill *sp);
 void spill_buf_put(struct spill *sp, void *buf);
+size_t spill_buf_size(const struct spill *sp);
 unsigned spill_bufs_free(const struct spill *sp);
 
 /* Is [off, off+len) inside the data area? */

@@ -1,12 +1,12 @@
 /* wire: framing and body codec; see wire.h for the protocol. */
+#define OPENSSL_SUPPRESS_DEPRECATED	/* SHA256_CTX: see wire_grant_key_init */
 #include "wire.h"
 
 #include <stdlib.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/params.h>
+#include <openssl/sha.h>
 
 #include "kvpool.h"
 
@@ -88,96 +88,105 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
 	return 0;
 }
 
-/* OpenSSL's one-shot HMAC() fetches the algorithm and hashes the key on
- * every call (about 9 us); a grant is computed per replica on every put, by
- * the master and again by the node. So each thread keeps a few keyed
- * contexts and re-initialises them with the key already set (about 1 us). */
-#define GRANT_CACHE 4
-struct grant_ctx {
-	uint8_t secret[WIRE_SECRET_LEN];
-	EVP_MAC_CTX *ctx;
-	uint64_t used;
-};
-static __thread struct grant_ctx grant_cache[GRANT_CACHE];
-static __thread uint64_t grant_clock;
+/* The grant MAC is HMAC-SHA256 built from SHA-256 with the key schedule
+ * kept (see wire_grant_key): OpenSSL's one-shot HMAC() fetches the algorithm
+ * and hashes the key on every call (about 9 us) while a grant is computed per
+ * replica on every put, by the master and again by the node. SHA256_CTX is
+ * deprecated in OpenSSL 3 but is the only API that can copy a keyed state. */
+_Static_assert(sizeof(SHA256_CTX) <= sizeof(((struct wire_grant_key *)0)->ipad_state),
+	       "SHA256_CTX does not fit wire_grant_key");
 
-static EVP_MAC_CTX *grant_ctx_get(const uint8_t secret[WIRE_SECRET_LEN])
+void wire_grant_key_init(struct wire_grant_key *k, const uint8_t secret[WIRE_SECRET_LEN])
 {
-	struct grant_ctx *victim = &grant_cache[0];
+	uint8_t pad[SHA256_CBLOCK];
+	SHA256_CTX c;
 
-	for (int i = 0; i < GRANT_CACHE; i++) {
-		struct grant_ctx *g = &grant_cache[i];
-
-		if (g->ctx && memcmp(g->secret, secret, WIRE_SECRET_LEN) == 0) {
-			g->used = ++grant_clock;
-			return EVP_MAC_init(g->ctx, NULL, 0, NULL) ? g->ctx : NULL;
-		}
-		if (!g->ctx || g->used < victim->used)
-			victim = g;
-	}
-	if (!victim->ctx) {
-		EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-
-		if (!mac)
-			return NULL;
-		victim->ctx = EVP_MAC_CTX_new(mac);
-		EVP_MAC_free(mac);
-		if (!victim->ctx)
-			return NULL;
-	}
-	OSSL_PARAM params[] = {
-		OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0),
-		OSSL_PARAM_construct_end(),
-	};
-	if (!EVP_MAC_init(victim->ctx, secret, WIRE_SECRET_LEN, params)) {
-		EVP_MAC_CTX_free(victim->ctx);
-		victim->ctx = NULL;
-		return NULL;
-	}
-	memcpy(victim->secret, secret, WIRE_SECRET_LEN);
-	victim->used = ++grant_clock;
-	return victim->ctx;
+	memset(k, 0, sizeof(*k));
+	memset(pad, 0x36, sizeof(pad));
+	for (size_t i = 0; i < WIRE_SECRET_LEN; i++)
+		pad[i] ^= secret[i];
+	SHA256_Init(&c);
+	SHA256_Update(&c, pad, sizeof(pad));
+	memcpy(k->ipad_state, &c, sizeof(c));
+	memset(pad, 0x5c, sizeof(pad));
+	for (size_t i = 0; i < WIRE_SECRET_LEN; i++)
+		pad[i] ^= secret[i];
+	SHA256_Init(&c);
+	SHA256_Update(&c, pad, sizeof(pad));
+	memcpy(k->opad_state, &c, sizeof(c));
 }
 
-static bool grant_compute(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-			  uint64_t generation, uint64_t off, uint64_t alloc_len,
-			  uint8_t out[32])
+static void grant_mac(const struct wire_grant_key *k, uint32_t segment_id, uint64_t generation,
+		      uint64_t off, uint64_t alloc_len, uint8_t mac[SHA256_DIGEST_LENGTH])
 {
-	uint8_t msg[28];
-	size_t outlen = 0;
-	EVP_MAC_CTX *ctx = grant_ctx_get(secret);
+	uint8_t msg[28], inner[SHA256_DIGEST_LENGTH];
+	SHA256_CTX c;
 
 	put32(msg, segment_id);
 	put64(msg + 4, generation);
 	put64(msg + 12, off);
 	put64(msg + 20, alloc_len);
-	if (!ctx || !EVP_MAC_update(ctx, msg, sizeof(msg)) ||
-	    !EVP_MAC_final(ctx, out, &outlen, 32) || outlen != 32) {
-		memset(out, 0, 32);
-		return false;
+	memcpy(&c, k->ipad_state, sizeof(c));
+	SHA256_Update(&c, msg, sizeof(msg));
+	SHA256_Final(inner, &c);
+	memcpy(&c, k->opad_state, sizeof(c));
+	SHA256_Update(&c, inner, sizeof(inner));
+	SHA256_Final(mac, &c);
+}
+
+void wire_grant_k(const struct wire_grant_key *k, uint32_t segment_id, uint64_t generation,
+		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN])
+{
+	uint8_t mac[SHA256_DIGEST_LENGTH];
+
+	grant_mac(k, segment_id, generation, off, alloc_len, mac);
+	memcpy(out, mac, WIRE_GRANT_LEN);
+}
+
+/* A few key schedules per thread, for callers that hold only the secret. */
+#define GRANT_CACHE 4
+struct grant_slot {
+	uint8_t secret[WIRE_SECRET_LEN];
+	struct wire_grant_key key;
+	uint64_t used;		/* 0 = empty */
+};
+static __thread struct grant_slot grant_cache[GRANT_CACHE];
+static __thread uint64_t grant_clock;
+
+static const struct wire_grant_key *grant_key(const uint8_t secret[WIRE_SECRET_LEN])
+{
+	struct grant_slot *victim = &grant_cache[0];
+
+	for (int i = 0; i < GRANT_CACHE; i++) {
+		struct grant_slot *g = &grant_cache[i];
+
+		if (g->used && memcmp(g->secret, secret, WIRE_SECRET_LEN) == 0) {
+			g->used = ++grant_clock;
+			return &g->key;
+		}
+		if (g->used < victim->used)
+			victim = g;
 	}
-	return true;
+	memcpy(victim->secret, secret, WIRE_SECRET_LEN);
+	wire_grant_key_init(&victim->key, secret);
+	victim->used = ++grant_clock;
+	return &victim->key;
 }
 
 void wire_grant(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
 		uint64_t generation, uint64_t off, uint64_t alloc_len,
 		uint8_t out[WIRE_GRANT_LEN])
 {
-	uint8_t mac[32];
-
-	grant_compute(secret, segment_id, generation, off, alloc_len, mac);
-	memcpy(out, mac, WIRE_GRANT_LEN);
+	wire_grant_k(grant_key(secret), segment_id, generation, off, alloc_len, out);
 }
 
 bool wire_grant_ok(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
 		   uint64_t generation, uint64_t off, uint64_t alloc_len,
 		   const uint8_t grant[WIRE_GRANT_LEN])
 {
-	uint8_t mac[32];
+	uint8_t mac[SHA256_DIGEST_LENGTH];
 
-	/* fail closed: a MAC we could not compute verifies nothing */
-	if (!grant_compute(secret, segment_id, generation, off, alloc_len, mac))
-		return false;
+	grant_mac(grant_key(secret), segment_id, generation, off, alloc_len, mac);
 	return CRYPTO_memcmp(mac, grant, WIRE_GRANT_LEN) == 0;
 }
 

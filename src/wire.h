@@ -181,6 +181,17 @@ void wire_hdr_encode(const struct wire_hdr *h, uint8_t out[WIRE_HDR_SIZE]);
 int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
 		    uint32_t max_body, uint64_t max_payload);
 
+/* A grant secret with its HMAC-SHA256 key schedule (RFC 2104: the two
+ * padded-key blocks hashed once), so each grant costs two SHA-256 blocks.
+ * The master keeps one per segment; wire_grant() caches a few per thread. */
+struct wire_grant_key {
+	uint8_t ipad_state[112];	/* SHA256_CTX after hashing key ^ ipad */
+	uint8_t opad_state[112];	/* SHA256_CTX after hashing key ^ opad */
+};
+void wire_grant_key_init(struct wire_grant_key *k, const uint8_t secret[WIRE_SECRET_LEN]);
+void wire_grant_k(const struct wire_grant_key *k, uint32_t segment_id, uint64_t generation,
+		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN]);
+
 /* Computes a write grant (see above) into out[WIRE_GRANT_LEN]. */
 void wire_grant(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
 		uint64_t generation, uint64_t off, uint64_t alloc_len,

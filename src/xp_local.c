@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "client_i.h"
+#include "cuda.h"
 #include "log.h"
 #include "xport.h"
 
@@ -70,6 +71,8 @@ void xp_local_attach(struct kvp *kvp, struct client_seg *seg)
 
 void xp_local_detach(struct client_seg *seg)
 {
+	if (seg->local && atomic_load(&seg->cuda_reg) == 2)
+		cuda_host_unregister(seg->map.base);
 	if (seg->local)
 		segment_close(&seg->map);
 	seg->local = seg->local_rw = false;
@@ -131,6 +134,59 @@ static void local_unpublish(uint8_t *dst)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
+/* Page-locks the mapping for CUDA once (the first device transfer that
+ * meets it), so copies between it and GPU memory are DMA. Others that come
+ * meanwhile copy unregistered (correct, slower). */
+static void local_cuda_register(struct client_seg *seg)
+{
+	int zero = 0;
+
+	if (!atomic_compare_exchange_strong(&seg->cuda_reg, &zero, 1))
+		return;
+	if (cuda_host_register(seg->map.base, seg->map.size) == 0) {
+		atomic_store(&seg->cuda_reg, 2);
+	} else {
+		log_info("segment %u: cudaHostRegister failed: GPU copies stay pageable", seg->id);
+		atomic_store(&seg->cuda_reg, 3);
+	}
+}
+
+/* One chunk of an XP_F_DEVICE op: cudaMemcpy, and when hash is set the
+ * checksum of the segment-side bytes (host memory), chunk by chunk as the
+ * host path does. false when op failed (status set). */
+static bool local_dev_step(struct local_run *r, struct xp_op *op, void *dst, const void *src,
+			   uint64_t n, uint64_t len, const void *seg_bytes, bool hash)
+{
+	if (cuda_memcpy(dst, src, n) < 0) {
+		if (op->cs_on) {
+			ext_csum_final(&op->cs);
+			op->cs_on = false;
+		}
+		op->status = KVP_EIO;
+		return false;
+	}
+	if (!hash)
+		return true;
+	if (r->pos == 0 && n == len) {
+		uint64_t c = ext_checksum(seg_bytes, n);
+
+		if (op->dir == XP_READ)
+			op->csum = c;
+		else
+			op->h.value_checksum = c;
+		return true;
+	}
+	if (r->pos == 0) {
+		if (ext_csum_init(&op->cs) < 0) {
+			op->status = KVP_ENOMEM;
+			return false;
+		}
+		op->cs_on = true;
+	}
+	ext_csum_update(&op->cs, seg_bytes, n);
+	return true;
+}
+
 /* Does up to *budget bytes of op; returns true when op is finished. */
 static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 {
@@ -161,6 +217,8 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 			}
 			local_unpublish(ext);
 		}
+		if (op->flags & XP_F_DEVICE)
+			local_cuda_register(op->seg);
 	}
 	len = op->dir == XP_READ ? op->len : op->h.value_len;
 	n = len - r->pos;
@@ -170,7 +228,10 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		const uint8_t *src = ext + op->hdr_len + r->pos;
 		uint8_t *dst = (uint8_t *)op->dst + r->pos;
 
-		if (r->pos == 0 && n == len) {
+		if (op->flags & XP_F_DEVICE) {
+			if (!local_dev_step(r, op, dst, src, n, len, src, true))
+				return true;
+		} else if (r->pos == 0 && n == len) {
 			op->csum = ext_copy_checksum(dst, src, n);
 		} else {
 			if (r->pos == 0) {
@@ -186,7 +247,10 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		uint8_t *dst = ext + EXT_HDR_SIZE + op->h.key_len + r->pos;
 		const uint8_t *src = (const uint8_t *)op->src + r->pos;
 
-		if (!(op->flags & XP_F_CSUM)) {
+		if (op->flags & XP_F_DEVICE) {
+			if (!local_dev_step(r, op, dst, src, n, len, dst, op->flags & XP_F_CSUM))
+				return true;
+		} else if (!(op->flags & XP_F_CSUM)) {
 			memcpy(dst, src, n);
 		} else if (r->pos == 0 && n == len) {
 			op->h.value_checksum = ext_copy_checksum(dst, src, n);

@@ -23,13 +23,17 @@ struct client_seg;
 
 enum xp_dir { XP_READ, XP_WRITE };
 
-/* Transport kinds, cheapest first (the order a reader tries replicas). */
-enum xp_kind { XP_LOCAL, XP_TCP, XP_NKIND };
+/* Transport kinds, cheapest first (the order a reader tries replicas;
+ * xp_path_choose() in xp_rdma.c says which one each replica may take). */
+enum xp_kind { XP_LOCAL, XP_RDMA, XP_TCP, XP_NKIND };
 
 enum xp_flag {
 	/* write: compute h.value_checksum while copying the value (fused
 	 * copy + checksum); the header is encoded after the value. Local only. */
 	XP_F_CSUM = 1,
+	/* src/dst is CUDA device memory: cudaMemcpy, checksum from the
+	 * segment side. Local only (other paths stage through host memory). */
+	XP_F_DEVICE = 2,
 };
 
 /* Frame header + largest request body (WRITE: 45 bytes) + extent header. */

@@ -17,7 +17,10 @@ fuzz_s=${FUZZ_SECONDS:-10}
 
 tests=()
 for t in "$build"/tests/t_*; do [ -x "$t" ] && tests+=("$t"); done
-for t in tests/e2e/*.sh; do [ -f "$t" ] && tests+=("$t"); done
+for t in tests/e2e/*.sh; do
+	case "$(basename "$t")" in lib*.sh) continue ;; esac	# helpers, not tests
+	[ -f "$t" ] && tests+=("$t")
+done
 if [ -d build-fuzz/fuzz ]; then
 	for t in build-fuzz/fuzz/fuzz_*; do [ -x "$t" ] && tests+=("fuzz:$t"); done
 fi

@@ -84,6 +84,7 @@ struct cfg {
 	unsigned keys;
 	unsigned batch;
 	unsigned force_pct;		/* removes with KVP_REMOVE_FORCE, percent */
+	unsigned think_us;		/* pause between two operations of a client */
 	uint64_t size_min, size_max;
 	uint64_t hang_ms;
 	uint64_t timeout_ms;		/* client.timeout, for the default hang limit */
@@ -518,6 +519,8 @@ static int client_main(unsigned id, bool tcp)
 			continue;
 		}
 		do_one(&c, pick_op(&c));
+		if (cfg.think_us)
+			usleep(cfg.think_us);
 		/* Reopen now and then: exercises connect/close under faults. */
 		if (++ops % 500 == 0) {
 			kvp_close(c.kvp);
@@ -782,6 +785,7 @@ static void usage(FILE *f)
 		"  --state DIR          fault schedule state: DIR/pids/NAME, DIR/crashes\n"
 		"  --json FILE          also write the summary as JSON\n"
 		"  --force PCT          removes that pass KVP_REMOVE_FORCE (default 25)\n"
+		"  --think-us US        pause between two operations of a client (default 0)\n"
 		"  --strict             fail on error kinds a healthy pool does not return\n"
 		"  --seed N             random seed\n"
 		"  -q, --quiet          no progress lines\n"
@@ -826,6 +830,7 @@ static int parse_args(int argc, char **argv)
 		{ "strict", no_argument, NULL, 11 },
 		{ "seed", required_argument, NULL, 12 },
 		{ "force", required_argument, NULL, 13 },
+		{ "think-us", required_argument, NULL, 14 },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -870,6 +875,7 @@ static int parse_args(int argc, char **argv)
 		case 11: cfg.strict = true; break;
 		case 12: cfg.seed = strtoull(optarg, NULL, 0); break;
 		case 13: cfg.force_pct = (unsigned)atoi(optarg); break;
+		case 14: cfg.think_us = (unsigned)atoi(optarg); break;
 		case 'q': cfg.quiet = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -1;

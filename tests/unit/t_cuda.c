@@ -4,9 +4,12 @@
  * pointer read as host memory, so host buffers keep working. Where a GPU is
  * present the same program checks the real thing: pointer kinds of
  * cudaMalloc/cudaMallocHost/malloc memory, round trips through device
- * memory from plain, pinned and host-registered MAP_SHARED memory. Each
- * loader scenario runs in its own child (loading happens once per process).
+ * memory from plain, pinned and host-registered MAP_SHARED memory. And a
+ * process that never loaded the CUDA driver gets host pointers classified
+ * without anything being loaded. Each loader scenario runs in its own child
+ * (loading happens once per process).
  */
+#include <dlfcn.h>
 #include <sys/mman.h>
 
 /* testlib's CHECK(cond) with no message is an empty format string. */
@@ -98,7 +101,7 @@ static void real_gpu(void)
 	free(back);
 }
 
-/* Runs fn in a child with KVPOOL_CUDA_LIB=lib (NULL: unset). */
+/* Runs fn in a child with KVP_CUDA_LIB=lib (NULL: unset). */
 static void scenario(const char *name, const char *lib, void (*fn)(const char *))
 {
 	pid_t pid = fork();
@@ -107,9 +110,9 @@ static void scenario(const char *name, const char *lib, void (*fn)(const char *)
 	REQUIRE(pid >= 0);
 	if (pid == 0) {
 		if (lib)
-			setenv("KVPOOL_CUDA_LIB", lib, 1);
+			setenv("KVP_CUDA_LIB", lib, 1);
 		else
-			unsetenv("KVPOOL_CUDA_LIB");
+			unsetenv("KVP_CUDA_LIB");
 		fn(name);
 		fflush(NULL);
 		_exit(tl_failures ? 1 : 0);
@@ -131,6 +134,20 @@ static void sc_missing(const char *name)
 	CHECK(strstr(cuda_status(), "/nonexistent/libcudart.so.99") != NULL, "%s", cuda_status());
 }
 
+/* Asking about a host pointer in a process that never touched CUDA loads
+ * nothing (no driver initialised behind the application's back). */
+static void sc_lazy(const char *name)
+{
+	int x = 0;
+	bool drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != NULL;
+
+	CHECK_EQ(cuda_ptr_kind(&x, NULL), CUDA_HOST);
+	CHECK(!cuda_is_device(&x));
+	if (!drv)
+		CHECK(dlopen("libcudart.so", RTLD_LAZY | RTLD_NOLOAD) == NULL,
+		      "%s: the runtime was loaded for a host pointer", name);
+}
+
 static void sc_default(const char *name)
 {
 	printf("%s: %s\n", name, cuda_status());
@@ -144,6 +161,7 @@ int main(void)
 {
 	scenario("disabled", "none", sc_disabled);
 	scenario("missing", "/nonexistent/libcudart.so.99", sc_missing);
+	scenario("lazy", NULL, sc_lazy);
 	scenario("default", NULL, sc_default);
 	return tl_done();
 }
