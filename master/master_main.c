@@ -66,7 +66,8 @@ struct mc_value {
 };
 
 struct args {
-	const char *config;
+	const char *configs[CONF_MAX_FILES];	/* repeated -c: layered, later wins */
+	size_t nconfigs;
 	const char *overrides[MAX_OVERRIDES + 1];
 	size_t noverrides;
 	struct mc_value mc[64];
@@ -82,7 +83,8 @@ static void usage(FILE *out)
 		"usage: kvpool-master [-c FILE] [-o section.key=value]... [--print-config]\n"
 		"                     [--help] [--version] [Mooncake flags]\n"
 		"\n"
-		"  -c, --config FILE      INI configuration (default %s if present)\n"
+		"  -c, --config FILE      INI configuration (default %s if present);\n"
+		"                         repeat to layer files (a later one wins)\n"
 		"  -o, --set S.K=V        override one key, e.g. -o master.lease_ttl=10s\n"
 		"      --print-config     print the effective configuration and exit\n"
 		"  -h, --help             this text\n"
@@ -165,15 +167,20 @@ static int parse_args(int argc, char **argv, struct args *a, bool *exit_now)
 			}
 			val = argv[++i];
 		} else if (!strncmp(arg, "--config=", 9)) {
-			a->config = arg + 9;
-			continue;
+			val = arg + 9;
+			arg = "-c";
 		} else if (!strncmp(arg, "--set=", 6)) {
 			val = arg + 6;
 			arg = "-o";
 		}
 		if (val) {
 			if (arg[1] == 'c' || !strcmp(arg, "--config")) {
-				a->config = val;
+				if (a->nconfigs == CONF_MAX_FILES) {
+					fprintf(stderr, "kvpool-master: at most %d -c files\n",
+						CONF_MAX_FILES);
+					return 2;
+				}
+				a->configs[a->nconfigs++] = val;
 			} else if (a->noverrides < MAX_OVERRIDES) {
 				a->overrides[a->noverrides++] = val;
 			} else {
@@ -315,7 +322,7 @@ static int load_conf(struct kvp_conf *c, char *err, size_t errlen, void *arg)
 {
 	const struct args *a = arg;
 
-	if (conf_load(c, a->config, a->overrides, err, errlen))
+	if (conf_load_files(c, a->configs, a->nconfigs, a->overrides, err, errlen))
 		return -1;
 	return apply_mooncake(c, a, err, errlen);
 }

@@ -337,59 +337,10 @@ static void node_hb_timer(struct ev_loop *loop, void *arg);
 
 /* A later -c file layered on c: keys that came from the environment or the
  * command line keep their values. */
-static int node_conf_layer(struct kvp_conf *c, const char *path, char *err, size_t errlen)
-{
-	struct kvp_conf *keep = malloc(sizeof(*keep));
-	char v[CONF_STR + 8], e2[256];
-	int ret = -1;
-
-	if (!keep) {
-		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
-		return -1;
-	}
-	*keep = *c;
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out_free;
-	}
-	int r = conf_load_stream(c, f, path, err, errlen);
-	fclose(f);
-	if (r)
-		goto out_free;
-	for (size_t i = 0; i < conf_table_len && i < sizeof(c->src); i++) {
-		if (keep->src[i] != CONF_SRC_ENV && keep->src[i] != CONF_SRC_CMDLINE)
-			continue;
-		conf_format(keep, &conf_table[i], v, sizeof(v));
-		if (conf_set(c, conf_table[i].section, conf_table[i].key, v,
-			     (enum conf_src)keep->src[i], e2, sizeof(e2)) < 0) {
-			snprintf(err, errlen, "%s: %s", path, e2);
-			goto out_free;
-		}
-	}
-	/* The token was read from the first file's token_file. */
-	if (strcmp(keep->cluster.token_file, c->cluster.token_file) != 0) {
-		snprintf(err, errlen, "%s: [cluster] token_file: set it in the first -c file (%s)",
-			 path, keep->file);
-		goto out_free;
-	}
-	memcpy(c->cluster.token, keep->cluster.token, sizeof(c->cluster.token));
-	ret = 0;
-out_free:
-	memset(keep->cluster.token, 0, sizeof(keep->cluster.token));
-	free(keep);
-	return ret;
-}
-
 int node_conf_load(struct kvp_conf *c, const char *const *files, size_t nfiles,
 		   const char *const *overrides, char *err, size_t errlen)
 {
-	if (conf_load(c, nfiles ? files[0] : NULL, overrides, err, errlen) < 0)
-		return -1;
-	for (size_t i = 1; i < nfiles; i++)
-		if (node_conf_layer(c, files[i], err, errlen) < 0)
-			return -1;
-	return 0;
+	return conf_load_files(c, files, nfiles, overrides, err, errlen);
 }
 
 static void node_free_strv(char **v)

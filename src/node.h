@@ -37,9 +37,8 @@ int node_http_port(const struct node *n);
 
 /* Loads files[0..nfiles) layered in order (a later file overrides an earlier
  * one; the environment and the overrides still win), as kvpool-node's
- * repeated -c does; nfiles 0 = conf_load's default file. [cluster]
- * token_file must come from the first file. 0 or -1 with "FILE:LINE: ..." in
- * err. */
+ * repeated -c does (conf_load_files); nfiles 0 = conf_load's default file.
+ * 0 or -1 with "FILE:LINE: ..." in err. */
 int node_conf_load(struct kvp_conf *c, const char *const *files, size_t nfiles,
 		   const char *const *overrides, char *err, size_t errlen);
 /* What node_reload re-reads (copied); default: conf->file, no overrides. */

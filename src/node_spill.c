@@ -245,10 +245,12 @@ static void ditem_done(struct node_ditem *it, int status, uint64_t off, uint64_t
 		ditem_unlink(n, it);
 	struct node_fwait *fw = it->fw;
 	it->fw = NULL;
-	if (fw && --fw->waiting == 0)
-		node_master_free_done(n, fw);
+	/* The copy is done: a FREE of its source may be answered now, after
+	 * the DEMOTE reply when that is complete (it frees r and it). */
 	if (--r->pending == 0)
 		dreq_reply(r);
+	if (fw && --fw->waiting == 0)
+		node_master_free_done(n, fw);
 }
 
 static void demote_cb(void *arg, int status, uint64_t off, uint64_t len)
