@@ -454,6 +454,7 @@ if command -v runuser >/dev/null && id nobody >/dev/null 2>&1; then
 	# check above would notice a readable file.
 	stop node
 	rm -f "$seg"
+	wait_nodes "$tmp/pool.ini" 0 || fail "the master still lists the stopped node"
 	node_ini "$tmp/token" "shm_group = $(id -gn nobody)" >"$tmp/node-g.ini"
 	"$NODE" -c "$tmp/node-g.ini" >"$tmp/node-g.log" 2>&1 &
 	pid[node]=$!
