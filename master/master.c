@@ -951,6 +951,19 @@ static bool frees_in_flight(const struct master *m)
 	return false;
 }
 
+/* True if an allocatable segment has DEMOTEs queued or unanswered: their
+ * memory extents are FREEd (room coming back) once the node has copied
+ * them, which may take a disk's while. */
+static bool demotes_in_flight(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (seg_allocatable(s) && (s->dq.n || s->dinflight))
+			return true;
+	}
+	return false;
+}
+
 /* Runs the PUT_START items of body from item `from` on, appending their
  * results to out. Returns the item count when done, or the index of the
  * item that found no room and started an eviction (not final: the caller
@@ -984,7 +997,8 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 		size_t mark = out->len;
 		int rc = put_one(m, c, pref, want, key, klen, vlen, out, &need_evict);
 		if (rc == KVP_ENOSPC && need_evict && !final &&
-		    (evict_force(m, ext_size((uint32_t)klen, vlen)) || frees_in_flight(m))) {
+		    (evict_force(m, ext_size((uint32_t)klen, vlen)) || frees_in_flight(m) ||
+		     demotes_in_flight(m))) {
 			out->len = mark;
 			return i;
 		}
@@ -1049,7 +1063,7 @@ out_finish:
 /* True while an eviction a parked PUT_START waits for is still freeing. */
 static bool eviction_pending(const struct master *m)
 {
-	return m->evict_active || frees_in_flight(m);
+	return m->evict_active || frees_in_flight(m) || demotes_in_flight(m);
 }
 
 /* Finishes the parked PUT_STARTs whose eviction is done or whose wait
@@ -1560,7 +1574,13 @@ static void demoted(struct master *m, struct seg *s, const struct dbatch *d,
 		if (ri < 0)
 			continue;	/* removed (its memory extent FREEd then) */
 		o->rep[ri].demoting = 0;
-		if (placed) {
+		if (placed && obj_leased(m, o)) {
+			/* A reader took a lease on the memory replica while it
+			 * was copied: it stays; the copy goes (a later round
+			 * may demote the object again). */
+			seg_queue_free(s, soff, e->generation, KVP_TIER_DISK, true);
+			s->spill_dropped += slen;
+		} else if (placed) {
 			uint64_t sidx = o->rep[ri].sidx;
 			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
 			o->rep[ri].sidx = sidx;

@@ -4,6 +4,9 @@
  * afterwards, so every thread may call.
  */
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stddef.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -193,23 +196,49 @@ const char *cuda_kind_name(enum cuda_kind k)
 	}
 }
 
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;	/* the counter is the same in every entry: stop */
+}
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+	(void)size;
+	base = base ? base + 1 : info->dlpi_name;
+	if (base && !strncmp(base, "libcuda.so", 10)) {
+		*(bool *)arg = true;
+		return 1;
+	}
+	return 0;
+}
+
 /* True once the process itself uses CUDA (the driver library is mapped).
  * Until then no device pointer can exist, and loading the runtime here
  * would initialise the driver behind the application's back (a CUDA
- * process that forks later could no longer use CUDA in the children). */
+ * process that forks later could no longer use CUDA in the children).
+ * Cheap on the hot path: the list of loaded objects is scanned again only
+ * when the loader's count of loads changed since the last look. */
 static bool driver_in_process(void)
 {
 	static atomic_bool seen;
-	void *h;
+	static atomic_ullong looked_at = ULLONG_MAX;
+	unsigned long long adds = 0;
+	bool found = false;
 
 	if (atomic_load_explicit(&seen, memory_order_relaxed))
 		return true;
-	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
+	dl_iterate_phdr(adds_cb, &adds);
+	if (adds && adds == atomic_load_explicit(&looked_at, memory_order_relaxed))
 		return false;
-	dlclose(h);
-	atomic_store(&seen, true);
-	return true;
+	dl_iterate_phdr(find_cb, &found);
+	atomic_store_explicit(&looked_at, adds, memory_order_relaxed);
+	if (found)
+		atomic_store(&seen, true);
+	return found;
 }
 
 enum cuda_kind cuda_ptr_kind(const void *p, int *device)

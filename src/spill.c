@@ -1,13 +1,13 @@
-/* spill: see spill.h. The spill file, its allocator and its io_uring.
- * Every operation is a small state machine (struct sp_op) split into pieces
- * of at most SPILL_CHUNK bytes; pieces go to the ring while it has room,
- * the rest waits in a FIFO. Pieces whose memory O_DIRECT cannot use (not
- * aligned, or not all readable/writable) go through registered staging
- * buffers. Loop thread only; spill_scan may run on a helper thread first.
+/* spill: see spill.h. The spill file, its allocator, its index of live
+ * extents and its io_uring. Each operation (demote, promote, read, free) is
+ * one struct sp_op whose byte ranges are cut into pieces of at most
+ * SPILL_CHUNK; pieces go to the ring while it has entries, the rest waits
+ * in a FIFO. Pieces whose memory O_DIRECT cannot use (misaligned, or not all
+ * readable/writable there) go through registered staging buffers. Loop
+ * thread only; spill_scan may run on another thread before anything else.
  */
 #include "spill.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -28,6 +28,7 @@
 #define QP_DEPTH 64			/* send WRs per QP */
 #define CONNECT_MAX_BODY 4096
 #define BOUNCE_MIN (1u << 20)		/* headers are staged even with no buffer configured */
+#define PEER_BACKOFF_MS 5000		/* after a failed set-up, TCP only for this long */
 
 /* One QP set to a node device, with the TCP connection that keeps the
  * node's side alive. */
@@ -46,6 +47,7 @@ struct rpeer {
 	unsigned cdev;
 	struct rconn *idle;		/* protected by kvp->lock */
 	int nconns;			/* protected by kvp->lock */
+	uint64_t retry_after;		/* CLOCK_MONOTONIC ms; kvp->lock */
 	struct rpeer *next;
 };
 
@@ -464,6 +466,12 @@ static int rconn_take(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	int rc;
 
 	pthread_mutex_lock(&kvp->lock);
+	/* A peer whose set-up just failed (node without RDMA, unreachable
+	 * port): do not pay a connection per call to learn it again. */
+	if (net_now_ms() < p->retry_after) {
+		pthread_mutex_unlock(&kvp->lock);
+		return KVP_ENOTSUP;
+	}
 	for (;;) {
 		struct rconn *c = p->idle;
 
@@ -487,11 +495,12 @@ static int rconn_take(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	pthread_mutex_unlock(&kvp->lock);
 	rc = rconn_open(kvp, p, deadline, out);
 	if (rc < 0) {
-		if (pooled) {
-			pthread_mutex_lock(&kvp->lock);
+		pthread_mutex_lock(&kvp->lock);
+		if (pooled)
 			p->nconns--;
-			pthread_mutex_unlock(&kvp->lock);
-		}
+		if (rc != KVP_ETIMEDOUT)
+			p->retry_after = net_now_ms() + PEER_BACKOFF_MS;
+		pthread_mutex_unlock(&kvp->lock);
 		return rc;
 	}
 	(*out)->pooled = pooled;

@@ -120,7 +120,7 @@ mpid=$!
 npid=$!
 kv() { "$build/kvpool" -c "$work/pool.ini" "$@"; }
 for _ in $(seq 100); do kv info --json 2>/dev/null | grep -q '"bench"' && break; sleep 0.1; done
-kv bench --op put --prefix g/ --size 1M --count "$total" --threads 1 --keep --json \
+kv bench --op put --prefix g/ --size 1M --count "$total" --threads 2 --keep --json \
 	>"$work/put.json" 2>&1 ||
 	{ echo "spill_bench: put failed: $(cat "$work/put.json")"; tail "$work/node.log"; exit 1; }
 # fio's file next to the spill file; each round reads with fio, then gets
@@ -147,3 +147,33 @@ awk -v s="$share" -v t="$threads" 'BEGIN {
 	printf " end to end, kvpool bench --op get, %d threads, %.0f%% of the bytes from disk:\n",
 		t, s * 100 }'
 ratio "disk-tier get" "$gb" "$fg"
+
+# The transport's own ceiling: the same gets from memory over TCP (a node
+# whose segment holds everything), so a low ratio above can be told apart
+# from the spill tier's own cost.
+kill -TERM "$npid" 2>/dev/null
+wait "$npid" 2>/dev/null
+npid=""
+rm -f "/dev/shm/$seg"
+sed -i -e "s/^segment_size = .*/segment_size = $((total + 64))M/" -e 's/^path = .*/path =/' \
+	"$work/pool.ini"
+"$build/kvpool-node" -c "$work/pool.ini" >>"$work/node.log" 2>&1 &
+npid=$!
+for _ in $(seq 300); do
+	kv bench --op put --prefix probe/ --size 1M --count 1 --json >/dev/null 2>&1 && break
+	sleep 0.1
+done
+kv bench --op put --prefix m/ --size 1M --count "$total" --threads 2 --keep --json \
+	>"$work/put.json" 2>&1 || { echo "spill_bench: memory put failed: $(cat "$work/put.json")"; exit 1; }
+mg=0
+for ((i = 0; i < rounds; i++)); do
+	kv bench --op get --existing --keep --prefix m/ --size 1M --count "$total" \
+		--threads "$threads" --path tcp --json >"$work/get.json" 2>&1 ||
+		{ echo "spill_bench: memory get failed: $(cat "$work/get.json")"; exit 1; }
+	g=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gb_per_s"] * 1e9)' \
+		"$work/get.json")
+	mg=$(best "$mg" "$g")
+done
+awk -v g="$gb" -v m="$mg" 'BEGIN {
+	printf "  (memory-tier get over TCP, same client and threads: %.0f MB/s; disk-tier/memory %.2f)\n",
+		m / 1e6, g / m }'

@@ -105,6 +105,11 @@ dem=$(nmetric kvpool_node_spill_demotions_total)
 [ "${dem:-0}" -ge "$disk" ] || fail "node demotions metric '$dem' < $disk disk replicas"
 [ "$(metric kvpool_master_demotions_total)" -ge "$disk" ] || fail "master demotions metric"
 ok "48 MiB in a 16 MiB segment: all 96 objects readable, $disk from disk, $mem in memory"
+# the spill file has the segment layout: kvpool scan lists it offline
+"$KVP" scan "$spill" --json >"$E2E_TMP/scan.json" || fail "kvpool scan of the spill file"
+listed=$(python3 -c 'import json,sys; print(sum(1 for e in json.load(open(sys.argv[1])) if e["key"].startswith("a/")))' "$E2E_TMP/scan.json")
+[ "$listed" -ge "$disk" ] || fail "kvpool scan lists $listed a/ extents in the spill file, $disk on disk"
+ok "kvpool scan lists the spill file ($listed a/ extents)"
 
 # ---- 2. reads racing demotions ------------------------------------------------------
 (

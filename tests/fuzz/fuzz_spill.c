@@ -7,8 +7,10 @@
  * inside the data area, does not overlap the previous one, has a key, and
  * the space the scan reserved equals what it reported.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +52,31 @@ static struct spill *open_it(void)
 	return sp;
 }
 
+/* Files of earlier runs that died without their atexit (killed). */
+static void remove_stale(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		int pid;
+		char p[300];
+
+		if (sscanf(de->d_name, "kvp-fuzz_spill-%d", &pid) != 1 || pid == getpid() ||
+		    kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(p, sizeof(p), "/dev/shm/%s", de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+}
+
 static void setup(void)
 {
 	log_init("fuzz_spill", LOG_ERR);
+	remove_stale();
 	snprintf(path, sizeof(path), "/dev/shm/kvp-fuzz_spill-%d", (int)getpid());
 	unlink(path);
 	atexit(cleanup);

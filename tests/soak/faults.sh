@@ -18,7 +18,7 @@
 #   shm_full     fill /dev/shm (a private tmpfs) to the last byte for
 #                SOAK_HOLD seconds, restarting a node meanwhile (needs root)
 #   spill_full   fill the spill filesystem (a private tmpfs) for SOAK_HOLD
-#                seconds                                  (needs root)
+#                seconds, restarting a node meanwhile     (needs root)
 #   client_kill  SIGKILL a client process while it is inside a put
 #                (SIGUSR1 to the driver, which respawns it)
 
@@ -310,9 +310,14 @@ fault_shm_full() {
 
 fault_spill_full() {
 	[ $has_spillfs = 1 ] || return 0
+	local n
 	filler_spill=$tmp/spill/filler
 	fill_fs "$filler_spill"
-	event "spill_full: spill filesystem full"
+	event "spill_full: spill filesystem full ($(df -h --output=avail "$tmp/spill" | tail -n 1 | tr -d ' ') free)"
+	n=$(pick_node)
+	event "spill_full: kill -9 and restart $n while the spill filesystem is full"
+	daemon_kill "$n" KILL
+	daemon_start "$n"
 	soak_sleep "$SOAK_HOLD"
 	rm -f "$filler_spill" "$filler_spill.2"
 	filler_spill=""

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -608,10 +609,19 @@ static int run_full_fs(void)
 	return 1;
 }
 
+static void on_fatal(int sig)
+{
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int main(void)
 {
 	log_init("t_spill", getenv("T_SPILL_DEBUG") ? LOG_DEBUG : LOG_WARNING);
 	atexit(cleanup);
+	signal(SIGTERM, on_fatal);
+	signal(SIGINT, on_fatal);
 	rng ^= (uint64_t)getpid();
 
 	run_mode("/var/tmp", "disk", true);
