@@ -420,6 +420,8 @@ expand_group() {
 }
 child_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | awk '{ print $1 }'; }
 if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; then
+	# LeakSanitizer cannot run under ptrace (sanitizer builds)
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 	read -r mport mhttp dport nhttp < <(free_ports 4)
 	common=(KVPOOL_CLUSTER_MASTER="127.0.0.1:$mport")
 	K=(env "${common[@]}" "$KVP")
