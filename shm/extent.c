@@ -1,6 +1,7 @@
 /* extent: see extent.h. Encoder, hostile-input decoder and scanner of the
- * self-describing extent format. Pure functions over caller memory; no
- * global state, callable from any thread.
+ * self-describing extent format, and the value checksum (XXH3-64, fused
+ * with copies). Pure functions over caller memory; the only global is the
+ * cached choice of SIMD loop for this CPU. Callable from any thread.
  */
 #include "extent.h"
 
@@ -9,17 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-#if defined(__x86_64__) || defined(__i386__)
-/* libxxhash's run-time dispatch picks AVX2/AVX-512 when the CPU has them
- * (about 3x the SSE2 default on 1 MiB values); same hash values. */
-#include <xxh_x86dispatch.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 #define EXT_KEY_MAX 1024
 #define EXT_CSUM_OFF 56		/* header checksum covers bytes 0..55 + key */
-#ifndef EXT_COPY_CHUNK
-#define EXT_COPY_CHUNK (64 * 1024)
-#endif
 
 static inline uint16_t ld16(const uint8_t *p)
 {
@@ -63,65 +59,378 @@ static inline void st64(uint8_t *p, uint64_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
+/* ---- value checksum: XXH3-64, computed in the same pass as the copy ----
+ *
+ * libxxhash hashes a buffer, so "copy and verify" with it is two passes
+ * (copy, then hash the copy). XXH3-64's long-input loop is simple enough to
+ * run inside the copy: every 64-byte stripe is loaded once into a vector
+ * register, stored to the destination and fed to the accumulators from that
+ * same register, so the hash covers exactly the bytes the caller got. With
+ * the source (and destination) prefetched a few KiB ahead this runs at
+ * memcpy speed from cold memory, where copy-then-hash costs 1.3-1.5x
+ * (tests/bench/b_checksum.c). Values are identical to XXH3_64bits(), which
+ * remains the reference for short inputs (t_copy_csum checks both).
+ */
+#define XH_STRIPE 64
+#define XH_BLOCK_STRIPES 16		/* (secret size - 64) / 8 */
+#define XH_BUF 256			/* held back until the input is long */
+#define XH_PREFETCH 4096		/* bytes ahead: past the L2 streamer's reach */
+
+#define XH_P32_1 0x9E3779B1u
+#define XH_P32_2 0x85EBCA77u
+#define XH_P32_3 0xC2B2AE3Du
+#define XH_P64_1 0x9E3779B185EBCA87ull
+#define XH_P64_2 0xC2B2AE3D27D4EB4Full
+#define XH_P64_3 0x165667B19E3779F9ull
+#define XH_P64_4 0x85EBCA77C2B2AE63ull
+#define XH_P64_5 0x27D4EB2F165667C5ull
+
+/* XXH3's default secret (xxhash.h XXH3_kSecret). */
+static const uint8_t xh_secret[192] __attribute__((aligned(64))) = {
+	0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
+	0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f,
+	0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21,
+	0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c,
+	0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3,
+	0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8,
+	0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d,
+	0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64,
+	0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
+	0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e,
+	0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce,
+	0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
+};
+
+/* Streaming state. Stripes are accumulated as soon as a later byte is
+ * known to exist (XXH3 treats the stripe holding the last byte apart). */
+struct xh_state {
+	uint64_t acc[8];
+	uint64_t total;			/* bytes fed */
+	unsigned stripe;		/* stripes accumulated in the current block */
+	unsigned buffered;		/* bytes in buf, not accumulated yet */
+	uint8_t buf[XH_BUF];		/* all input while total <= XH_BUF, else the tail */
+	uint8_t last[XH_STRIPE];	/* the last stripe accumulated */
+};
+
+/* Accumulates nst stripes of src into acc, scrambling after each block;
+ * when dst is not NULL also stores each stripe there (from the register
+ * that was hashed). */
+typedef void (*xh_stripes_fn)(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+			      unsigned *stripe);
+
+static void xh_acc_scalar(uint64_t *acc, const uint8_t *in, const uint8_t *key)
+{
+	for (int i = 0; i < 8; i++) {
+		uint64_t v = ld64(in + 8 * i), k = v ^ ld64(key + 8 * i);
+
+		acc[i ^ 1] += v;
+		acc[i] += (k & 0xffffffffu) * (k >> 32);
+	}
+}
+
+static void xh_scramble_scalar(uint64_t *acc)
+{
+	for (int i = 0; i < 8; i++) {
+		uint64_t a = acc[i];
+
+		a ^= a >> 47;
+		a ^= ld64(xh_secret + 128 + 8 * i);
+		acc[i] = a * XH_P32_1;
+	}
+}
+
+static void xh_stripes_scalar(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+			      unsigned *stripe)
+{
+	unsigned s = *stripe;
+
+	for (size_t n = 0; n < nst; n++) {
+		const uint8_t *in = src + XH_STRIPE * n;
+
+		if (dst) {
+			memcpy(dst + XH_STRIPE * n, in, XH_STRIPE);
+			in = dst + XH_STRIPE * n;
+		}
+		xh_acc_scalar(acc, in, xh_secret + 8 * s);
+		if (++s == XH_BLOCK_STRIPES) {
+			xh_scramble_scalar(acc);
+			s = 0;
+		}
+	}
+	*stripe = s;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+static void xh_stripes_avx2(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+			    unsigned *stripe)
+{
+	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc);
+	__m256i a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
+	const __m256i prime = _mm256_set1_epi32((int)XH_P32_1);
+	const __m256i sk0 = _mm256_loadu_si256((const __m256i *)(xh_secret + 128));
+	const __m256i sk1 = _mm256_loadu_si256((const __m256i *)(xh_secret + 160));
+	unsigned s = *stripe;
+
+	for (size_t n = 0; n < nst; n++) {
+		const uint8_t *in = src + XH_STRIPE * n, *key = xh_secret + 8 * s;
+
+		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
+		__m256i d0 = _mm256_loadu_si256((const __m256i *)in);
+		__m256i d1 = _mm256_loadu_si256((const __m256i *)(in + 32));
+
+		if (dst) {
+			_mm_prefetch((const char *)dst + XH_STRIPE * n + XH_PREFETCH, _MM_HINT_T0);
+			_mm256_storeu_si256((__m256i *)(dst + XH_STRIPE * n), d0);
+			_mm256_storeu_si256((__m256i *)(dst + XH_STRIPE * n + 32), d1);
+		}
+		__m256i k0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)key));
+		__m256i k1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(key + 32)));
+		__m256i p0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
+		__m256i p1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
+
+		a0 = _mm256_add_epi64(a0, _mm256_add_epi64(p0,
+				_mm256_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2))));
+		a1 = _mm256_add_epi64(a1, _mm256_add_epi64(p1,
+				_mm256_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2))));
+		if (++s == XH_BLOCK_STRIPES) {
+			__m256i x0 = _mm256_xor_si256(_mm256_xor_si256(a0, _mm256_srli_epi64(a0, 47)), sk0);
+			__m256i x1 = _mm256_xor_si256(_mm256_xor_si256(a1, _mm256_srli_epi64(a1, 47)), sk1);
+			__m256i h0 = _mm256_shuffle_epi32(x0, _MM_SHUFFLE(0, 3, 0, 1));
+			__m256i h1 = _mm256_shuffle_epi32(x1, _MM_SHUFFLE(0, 3, 0, 1));
+
+			a0 = _mm256_add_epi64(_mm256_mul_epu32(x0, prime),
+					      _mm256_slli_epi64(_mm256_mul_epu32(h0, prime), 32));
+			a1 = _mm256_add_epi64(_mm256_mul_epu32(x1, prime),
+					      _mm256_slli_epi64(_mm256_mul_epu32(h1, prime), 32));
+			s = 0;
+		}
+	}
+	_mm256_storeu_si256((__m256i *)acc, a0);
+	_mm256_storeu_si256((__m256i *)(acc + 4), a1);
+	*stripe = s;
+}
+
+__attribute__((target("avx512f")))
+static void xh_stripes_avx512(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+			      unsigned *stripe)
+{
+	__m512i a = _mm512_loadu_si512(acc);
+	const __m512i prime = _mm512_set1_epi32((int)XH_P32_1);
+	const __m512i sk = _mm512_loadu_si512(xh_secret + 128);
+	unsigned s = *stripe;
+
+	for (size_t n = 0; n < nst; n++) {
+		const uint8_t *in = src + XH_STRIPE * n;
+
+		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
+		__m512i d = _mm512_loadu_si512(in);
+
+		if (dst) {
+			/* A destination not in cache is read for ownership
+			 * first: ask for it early too. */
+			_mm_prefetch((const char *)dst + XH_STRIPE * n + XH_PREFETCH, _MM_HINT_T0);
+			_mm512_storeu_si512(dst + XH_STRIPE * n, d);
+		}
+		__m512i k = _mm512_xor_si512(d, _mm512_loadu_si512(xh_secret + 8 * s));
+		__m512i p = _mm512_mul_epu32(k, _mm512_shuffle_epi32(k, (_MM_PERM_ENUM)_MM_SHUFFLE(0, 3, 0, 1)));
+
+		a = _mm512_add_epi64(a, _mm512_add_epi64(p,
+				_mm512_shuffle_epi32(d, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2))));
+		if (++s == XH_BLOCK_STRIPES) {
+			__m512i x = _mm512_xor_si512(_mm512_xor_si512(a, _mm512_srli_epi64(a, 47)), sk);
+			__m512i h = _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)_MM_SHUFFLE(0, 3, 0, 1));
+
+			a = _mm512_add_epi64(_mm512_mul_epu32(x, prime),
+					     _mm512_slli_epi64(_mm512_mul_epu32(h, prime), 32));
+			s = 0;
+		}
+	}
+	_mm512_storeu_si512(acc, a);
+	*stripe = s;
+}
+#endif
+
+/* The widest loop this CPU runs; KVPOOL_CSUM_ISA=scalar|avx2 caps it
+ * (tests run every loop on one machine). */
+static xh_stripes_fn xh_pick(void)
+{
+	const char *cap = getenv("KVPOOL_CSUM_ISA");
+
+	if (cap && !strcmp(cap, "scalar"))
+		return xh_stripes_scalar;
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && !(cap && !strcmp(cap, "avx2")))
+		return xh_stripes_avx512;
+	if (__builtin_cpu_supports("avx2"))
+		return xh_stripes_avx2;
+#endif
+	return xh_stripes_scalar;
+}
+
+static xh_stripes_fn xh_stripes_impl;
+
+static inline xh_stripes_fn xh_stripes(void)
+{
+	/* Racing first callers store the same pointer. */
+	xh_stripes_fn f = __atomic_load_n(&xh_stripes_impl, __ATOMIC_RELAXED);
+
+	if (!f) {
+		f = xh_pick();
+		__atomic_store_n(&xh_stripes_impl, f, __ATOMIC_RELAXED);
+	}
+	return f;
+}
+
+static void xh_init(struct xh_state *s)
+{
+	static const uint64_t init[8] = { XH_P32_3, XH_P64_1, XH_P64_2, XH_P64_3,
+					  XH_P64_4, XH_P32_2, XH_P64_5, XH_P32_1 };
+
+	memcpy(s->acc, init, sizeof(s->acc));
+	s->total = 0;
+	s->stripe = 0;
+	s->buffered = 0;
+}
+
+/* Feeds n bytes of src; with dst, copies them there too and hashes the
+ * copy (what the caller will hold). */
+static void xh_update(struct xh_state *s, uint8_t *dst, const uint8_t *src, size_t n)
+{
+	if (s->buffered + n <= XH_BUF) {
+		if (dst) {
+			memcpy(dst, src, n);
+			src = dst;
+		}
+		memcpy(s->buf + s->buffered, src, n);
+		s->buffered += (unsigned)n;
+		s->total += n;
+		return;
+	}
+	s->total += n;
+	if (s->buffered) {
+		size_t k = XH_BUF - s->buffered;
+
+		if (dst) {
+			memcpy(dst, src, k);
+			memcpy(s->buf + s->buffered, dst, k);
+			dst += k;
+		} else {
+			memcpy(s->buf + s->buffered, src, k);
+		}
+		src += k;
+		n -= k;
+		/* n > 0: none of the buffered stripes holds the last byte. */
+		xh_stripes()(s->acc, NULL, s->buf, XH_BUF / XH_STRIPE, &s->stripe);
+		memcpy(s->last, s->buf + XH_BUF - XH_STRIPE, XH_STRIPE);
+		s->buffered = 0;
+	}
+	if (n > XH_STRIPE) {
+		size_t nst = (n - 1) / XH_STRIPE, done = nst * XH_STRIPE;
+
+		xh_stripes()(s->acc, dst, src, nst, &s->stripe);
+		memcpy(s->last, (dst ? dst : src) + done - XH_STRIPE, XH_STRIPE);
+		src += done;
+		n -= done;
+		if (dst)
+			dst += done;
+	}
+	/* 1..64 bytes left */
+	if (dst) {
+		memcpy(dst, src, n);
+		src = dst;
+	}
+	memcpy(s->buf, src, n);
+	s->buffered = (unsigned)n;
+}
+
+static uint64_t xh_fold(uint64_t a, uint64_t b)
+{
+	unsigned __int128 p = (unsigned __int128)a * b;
+
+	return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+static uint64_t xh_digest(const struct xh_state *s)
+{
+	uint8_t lastst[XH_STRIPE];
+	const uint8_t *lp;
+	uint64_t acc[8], r;
+	unsigned stripe = s->stripe;
+
+	if (s->total <= XH_BUF)		/* short, or never accumulated: buf is all */
+		return XXH3_64bits(s->buf, (size_t)s->total);
+	memcpy(acc, s->acc, sizeof(acc));
+	if (s->buffered > XH_STRIPE)
+		xh_stripes_scalar(acc, NULL, s->buf, (s->buffered - 1) / XH_STRIPE, &stripe);
+	if (s->buffered >= XH_STRIPE) {
+		lp = s->buf + s->buffered - XH_STRIPE;
+	} else {
+		size_t k = XH_STRIPE - s->buffered;
+
+		memcpy(lastst, s->last + XH_STRIPE - k, k);
+		memcpy(lastst + k, s->buf, s->buffered);
+		lp = lastst;
+	}
+	xh_acc_scalar(acc, lp, xh_secret + sizeof(xh_secret) - XH_STRIPE - 7);
+	r = s->total * XH_P64_1;
+	for (int i = 0; i < 4; i++)
+		r += xh_fold(acc[2 * i] ^ ld64(xh_secret + 11 + 16 * i),
+			     acc[2 * i + 1] ^ ld64(xh_secret + 11 + 16 * i + 8));
+	r ^= r >> 37;
+	r *= 0x165667919E3779F9ull;
+	return r ^ (r >> 32);
+}
+
 uint64_t ext_checksum(const void *p, size_t n)
 {
-	return XXH3_64bits(p, n);
+	struct xh_state s;
+
+	if (n <= XH_BUF)
+		return XXH3_64bits(p, n);
+	xh_init(&s);
+	xh_update(&s, NULL, p, n);
+	return xh_digest(&s);
 }
 
 int ext_csum_init(struct ext_csum *c)
 {
-	XXH3_state_t *s = XXH3_createState();
+	struct xh_state *s = malloc(sizeof(*s));
 
 	c->state = s;
 	if (!s)
 		return -ENOMEM;
-	XXH3_64bits_reset(s);
+	xh_init(s);
 	return 0;
 }
 
 void ext_csum_update(struct ext_csum *c, const void *p, size_t n)
 {
-	XXH3_64bits_update(c->state, p, n);
+	xh_update(c->state, NULL, p, n);
 }
 
 uint64_t ext_csum_final(struct ext_csum *c)
 {
-	uint64_t v = XXH3_64bits_digest(c->state);
+	uint64_t v = xh_digest(c->state);
 
-	XXH3_freeState(c->state);
+	free(c->state);
 	c->state = NULL;
 	return v;
 }
 
 void ext_copy_csum(void *dst, const void *src, size_t n, struct ext_csum *c)
 {
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-
-	while (n) {
-		size_t k = n < EXT_COPY_CHUNK ? n : EXT_COPY_CHUNK;
-
-		memcpy(d, s, k);
-		/* Hash the destination: the chunk is hot in L1/L2 and these
-		 * are the bytes the caller gets, even if src changes now. */
-		XXH3_64bits_update(c->state, d, k);
-		d += k;
-		s += k;
-		n -= k;
-	}
+	xh_update(c->state, dst, src, n);
 }
 
 uint64_t ext_copy_checksum(void *dst, const void *src, size_t n)
 {
-	struct ext_csum c;
+	struct xh_state s;
 
-	if (n <= EXT_COPY_CHUNK || ext_csum_init(&c) < 0) {
-		/* Small (or no memory for the state): two passes cost nothing. */
-		memcpy(dst, src, n);
-		return XXH3_64bits(dst, n);
-	}
-	ext_copy_csum(dst, src, n, &c);
-	return ext_csum_final(&c);
+	xh_init(&s);
+	xh_update(&s, dst, src, n);
+	return xh_digest(&s);
 }
 
 /* Header checksum: bytes 0..55 with the live magic, then the key. Using the
@@ -205,7 +514,7 @@ bool ext_verify(const void *src, const struct ext_hdr *h)
 {
 	const uint8_t *v = (const uint8_t *)src + EXT_HDR_SIZE + h->key_len;
 
-	return XXH3_64bits(v, h->value_len) == h->value_checksum;
+	return ext_checksum(v, h->value_len) == h->value_checksum;
 }
 
 void ext_tombstone(void *dst)

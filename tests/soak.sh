@@ -104,6 +104,7 @@ pool_start || fail "the pool did not come up"
 	--keys "$SOAK_KEYS" --size "$SOAK_SIZE" --batch "$SOAK_BATCH" --state "$state" \
 	--prefix "soak/run/" --json "$tmp/driver.json" >"$tmp/driver.out" 2>"$tmp/driver.err" &
 driver_pid=$!
+event "driver started (its times count from here)"
 start=$SECONDS
 nfaults=0
 read -r -a order <<<"$sched"
@@ -123,7 +124,11 @@ wait "$driver_pid"
 drc=$?
 driver_pid=""
 cat "$tmp/driver.out"
-grep -E "WRONG|HANG|CRASH|unexpected" "$tmp/driver.err" | head -n 20
+if [ $drc = 0 ]; then
+	grep -E "WRONG|HANG|CRASH|unexpected" "$tmp/driver.err" | head -n 20
+else	# everything it said: hung clients' stacks, wrong bytes, crashes
+	grep -v "^soak: [0-9]* s: [0-9]* ops" "$tmp/driver.err" | head -n 300
+fi
 [ -n "${SOAK_JSON:-}" ] && cp "$tmp/driver.json" "$SOAK_JSON"
 
 # Recovery: every node back, then a clean run with strict expectations.

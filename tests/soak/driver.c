@@ -664,6 +664,14 @@ static long read_crashes(void)
 	return n;
 }
 
+static uint64_t t_start;
+
+/* Seconds since the run started, for messages next to the fault log. */
+static double elapsed(void)
+{
+	return (double)(now_ns() - t_start) / 1e9;
+}
+
 /* SIGKILLs a client that is inside a put (waits up to 3 s for one). */
 static void kill_client_mid_put(unsigned *killed)
 {
@@ -677,13 +685,27 @@ static void kill_client_mid_put(unsigned *killed)
 			if (p > 0 && atomic_load(&s->in_put)) {
 				kill(p, SIGKILL);
 				(*killed)++;
-				fprintf(stderr, "soak: killed client %u (pid %d) mid-put\n", i, p);
+				fprintf(stderr, "soak: %.1f s: killed client %u (pid %d) mid-put\n", elapsed(),
+					i, p);
 				return;
 			}
 		}
 		usleep(200);
 	}
 	fprintf(stderr, "soak: no client was inside a put for 3 s; none killed\n");
+}
+
+/* Stacks of a hung client, to stderr (gdb, when installed). */
+static void dump_stacks(int pid)
+{
+	char cmd[256];
+
+	if (getenv("KVP_SOAK_NO_GDB"))
+		return;
+	snprintf(cmd, sizeof(cmd), "command -v gdb >/dev/null && timeout 30 gdb -batch -nx -p %d "
+		 "-ex 'thread apply all bt' 2>/dev/null | grep -E '^(Thread|#)' >&2", pid);
+	if (system(cmd) != 0)
+		fprintf(stderr, "soak: (no stacks of pid %d: gdb missing or failed)\n", pid);
 }
 
 static void watchdog(void)
@@ -696,8 +718,11 @@ static void watchdog(void)
 		if (start && now > start && now - start > cfg.hang_ms * 1000000ull &&
 		    atomic_exchange(&s->hang_start, start) != start) {
 			atomic_fetch_add(&s->hangs, 1);
-			fprintf(stderr, "soak: HANG: client %u: %s running for %" PRIu64 " ms\n", i,
-				op_names[atomic_load(&s->op)], (now - start) / 1000000);
+			fprintf(stderr, "soak: %.1f s: HANG: client %u (pid %d, %s): %s running for %" PRIu64
+				" ms; its stacks:\n", elapsed(), i, atomic_load(&s->pid),
+				i < cfg.tcp_clients ? "tcp" : "auto", op_names[atomic_load(&s->op)],
+				(now - start) / 1000000);
+			dump_stacks(atomic_load(&s->pid));
 		}
 	}
 }
@@ -1049,7 +1074,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_parent_term);
 	signal(SIGINT, on_parent_term);
 	n0 = read_daemons(d0, MAX_DAEMONS);
-	t0 = now_ns();
+	t0 = t_start = now_ns();
 	end = t0 + (uint64_t)cfg.seconds * 1000000000ull;
 	last_progress = t0;
 	for (unsigned i = 0; i < cfg.clients; i++)
@@ -1076,8 +1101,8 @@ int main(int argc, char **argv)
 				atomic_store(&sh->slot[i].in_put, 0);
 				if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
 					ccrash++;
-					fprintf(stderr, "soak: CLIENT CRASH: client %u (pid %d) %s %d\n", i,
-						(int)p, WIFSIGNALED(status) ? "killed by signal" : "exited",
+					fprintf(stderr, "soak: %.1f s: CLIENT CRASH: client %u (pid %d) %s %d\n",
+						elapsed(), i, (int)p, WIFSIGNALED(status) ? "killed by signal" : "exited",
 						WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 				}
 				if (spawn(i) < 0)
