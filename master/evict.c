@@ -9,7 +9,8 @@
  * its spill file) while the node's spill tier has room, else evicted:
  * dropped, the FREE goes to the node, and an object goes with its last
  * replica. A disk round does the same to spill (tier 1) replicas when the
- * spill tier passes the watermark.
+ * spill tier passes the watermark. Replicas the node is copying (DEMOTE,
+ * PROMOTE) are left alone; promotion itself never evicts (master.c).
  */
 #include "master_i.h"
 
@@ -27,11 +28,13 @@ bool evict_candidate(const struct master *m, const struct obj *o)
 	return obj_complete(o) && !obj_leased(m, o) && !obj_pinned(m, o);
 }
 
-/* Index of o's replica on seg in tier (not one being demoted), -1 if none. */
+/* Index of o's replica on seg in tier (not one being demoted or
+ * promoted: the node is copying it), -1 if none. */
 static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (o->rep[k].seg == seg && o->rep[k].tier == tier && !o->rep[k].demoting)
+		if (o->rep[k].seg == seg && o->rep[k].tier == tier && !o->rep[k].demoting &&
+		    !o->rep[k].promoting)
 			return (int)k;
 	return -1;
 }

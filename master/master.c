@@ -336,7 +336,7 @@ void master_flush(struct master *m)
 
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
-		if (!s || !s->online || !s->client || !(s->fq.n || s->dq.n))
+		if (!s || !s->online || !s->client || !(s->fq.n || s->dq.n || s->pq.n))
 			continue;
 		struct fbatch *b;
 		/* s->client is checked each time: a send may end the connection */
@@ -369,6 +369,24 @@ void master_flush(struct master *m)
 				wb_u64(w, d->e[k]->generation);
 			}
 			wire_finish(w, st, WIRE_OP_DEMOTE, 0, 0, d->reqid, 0);
+			if (w->oom || s->client->send(s->client->arg, w->p, w->len))
+				break;
+		}
+		/* After the FREEs: the space a PROMOTE fills was allocated only
+		 * once the FREE that held it had been acknowledged. */
+		while (s->client && (d = seg_take_promotes(s, ++m->next_reqid, max))) {
+			struct wbuf *w = &m->scratch;
+			wb_reset(w);
+			size_t st = wire_begin(w);
+			wb_u32(w, s->id);
+			wb_u32(w, d->n);
+			for (uint32_t k = 0; k < d->n; k++) {
+				wb_u64(w, d->e[k]->off);
+				wb_u64(w, d->e[k]->generation);
+				wb_u64(w, d->e[k]->to);
+				wb_u64(w, d->e[k]->to_len);
+			}
+			wire_finish(w, st, WIRE_OP_PROMOTE, 0, 0, d->reqid, 0);
 			if (w->oom || s->client->send(s->client->arg, w->p, w->len))
 				break;
 		}
@@ -643,7 +661,7 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 			report_reject(s, tier, off, alloc_len, gen);
 		return false;
 	}
-	if (tier == 0 && seg_rejected(s, off, gen)) {
+	if (seg_rejected(s, tier, off, gen)) {
 		report_reject(s, tier, off, alloc_len, gen);
 		return false;
 	}
@@ -1225,6 +1243,131 @@ static int op_put_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struc
 	return 0;
 }
 
+/* ---- promotion (spill.promote_on_hit) ---- */
+
+/* Room in s's memory for a promoted copy of len bytes: the segment stays
+ * at or under the high watermark (1.0 when it is 0), counting extents on
+ * their way out as gone like evict_check does, so a promotion never starts
+ * an eviction round; and none while a round runs (memory is tight). */
+static bool promote_room(const struct master *m, const struct seg *s, uint64_t len)
+{
+	double hw = m->conf.master.eviction_high_watermark;
+
+	if (hw <= 0)
+		hw = 1;
+	return seg_allocatable(s) && s->spill_capacity && !s->evicting && len <= s->capacity &&
+	       (double)(s->used - s->freeing - s->demoting + len) <= hw * (double)s->capacity;
+}
+
+/* A GET hit o, which has no memory replica (clients read memory replicas
+ * first, so a disk one is then the nearest): queue a PROMOTE of a disk
+ * replica, one on the reader's host first, into memory the master
+ * allocates in the same node's segment. The GET's reply still names the
+ * disk replica; promoted() flips it when the node has copied it. */
+static void promote_maybe(struct master *m, const struct master_client *c, struct obj *o)
+{
+	uint64_t need = ext_size(o->key_len, o->value_len);
+	struct seg *pick = NULL;
+	int ri = -1;
+	bool tight = false;
+
+	for (unsigned k = 0; k < o->nrep; k++) {
+		const struct rep *rp = &o->rep[k];
+		if (rp->tier != KVP_TIER_DISK || rp->promoting)
+			return;		/* a memory replica, or a copy already on its way */
+		struct seg *s = segreg_online(&m->segs, (uint32_t)rp->seg);
+		if (!s || !promote_room(m, s, need)) {
+			tight |= s && s->spill_capacity;
+			continue;
+		}
+		bool local = c->host_id[0] && strcmp(s->host_id, c->host_id) == 0;
+		if (!pick || local) {
+			pick = s;
+			ri = (int)k;
+		}
+		if (local)
+			break;
+	}
+	if (!pick) {
+		if (tight)
+			m->promote_skipped++;
+		return;
+	}
+	uint64_t alen, off = seg_alloc(pick, need, &alen);
+	if (off == UINT64_MAX) {
+		m->promote_skipped++;	/* room in total, none in one piece */
+		return;
+	}
+	if (alen >= REP_MAX_LEN ||
+	    seg_queue_promote(pick, obj_key(o), o->key_len, rep_off(&o->rep[ri]), o->generation,
+			      rep_len(&o->rep[ri]), off, alen)) {
+		seg_unalloc(pick, off);
+		return;
+	}
+	o->rep[ri].promoting = 1;	/* answered in promoted() */
+}
+
+/* The disk replica's spill extent outlives the flip until every lease
+ * granted while it was the object's replica has run out: the readers who
+ * got it may still be reading it. Returns 0 or -ENOMEM (nothing done). */
+static int retire_spill(struct master *m, struct seg *s, const struct obj *o, uint64_t soff,
+			uint64_t slen)
+{
+	if (obj_leased(m, o))
+		return seg_defer_free(s, soff, o->generation, slen,
+				      m->now_ms + (uint32_t)(o->deadline - m_now32(m)));
+	if (seg_queue_free(s, soff, o->generation, KVP_TIER_DISK, false))
+		return -ENOMEM;
+	s->spill_dropped += slen;
+	return 0;
+}
+
+/* The node answered PROMOTE batch d. A copy made: the replica becomes the
+ * memory extent and the spill extent is retired; a copy that failed, or of
+ * an object that went or changed meanwhile, has its memory extent FREEd
+ * (the node may have written part of it). A spill extent the node could
+ * not read back (gone, damaged) is no replica any more. */
+static void promoted(struct master *m, struct seg *s, const struct dbatch *d,
+		     const struct wire_hdr *h, const uint8_t *body)
+{
+	struct rbuf r;
+
+	rb_init(&r, body, h->body_len);
+	bool ok = h->status == 0 && rb_u32(&r) == d->n;
+	for (uint32_t i = 0; i < d->n; i++) {
+		const struct dent *e = d->e[i];
+		int st = ok ? rb_i32(&r) : h->status ? h->status : KVP_EPROTO;
+		if (!rb_ok(&r))
+			st = KVP_EPROTO;
+		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
+		int ri = -1;
+		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
+			if (o->rep[k].seg == s->id && o->rep[k].tier == KVP_TIER_DISK &&
+			    o->rep[k].promoting && rep_off(&o->rep[k]) == e->off)
+				ri = (int)k;
+		if (ri >= 0)
+			o->rep[ri].promoting = 0;
+		if (st == 0 && ri >= 0 &&
+		    retire_spill(m, s, o, rep_off(&o->rep[ri]), rep_len(&o->rep[ri])) == 0) {
+			uint64_t sidx = o->rep[ri].sidx;
+			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
+			o->rep[ri].sidx = sidx;
+			m->promotions++;
+			continue;
+		}
+		if (seg_queue_free(s, e->to, e->generation, KVP_TIER_MEM, false))
+			log_err("segment %u: out of memory queueing a FREE; %llu bytes leak until "
+				"re-mount", s->id, (unsigned long long)e->to_len);
+		if (st == 0 || ri < 0)
+			continue;	/* went meanwhile (its spill extent FREEd then), or OOM */
+		m->promote_failures++;
+		log_info("segment %u: PROMOTE of '%.*s' failed (%s)", s->id, (int)e->key_len, e->key,
+			 kvp_strerror(st));
+		if (st == KVP_ESTALE || st == KVP_ECHECKSUM)
+			master_drop_replica(m, o, (unsigned)ri, true);
+	}
+}
+
 /* ---- reads ---- */
 
 static void put_reps(struct wbuf *b, const struct obj *o)
@@ -1240,7 +1383,8 @@ static void put_reps(struct wbuf *b, const struct obj *o)
 
 static void sweep_leases(struct master *m, size_t budget);
 
-static int op_get(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+static int op_get(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b,
+		  struct op_stats *st)
 {
 	uint32_t n;
 	struct kref *keys;
@@ -1274,6 +1418,8 @@ static int op_get(struct master *m, struct rbuf *r, struct wbuf *b, struct op_st
 			wb_u64(b, o->checksum);
 			wb_u64(b, lease_ttl(m));
 			put_reps(b, o);
+			if (m->conf.spill.promote_on_hit)
+				promote_maybe(m, c, o);
 		}
 		item_status(st, s);
 	}
@@ -1599,7 +1745,7 @@ static void demoted(struct master *m, struct seg *s, const struct dbatch *d,
 	evict_check(m, s);
 }
 
-/* A node answered a request of ours (FREE, DEMOTE). */
+/* A node answered a request of ours (FREE, DEMOTE, PROMOTE). */
 static void node_reply(struct master *m, struct master_client *c, const struct wire_hdr *h,
 		       const uint8_t *body)
 {
@@ -1616,6 +1762,11 @@ static void node_reply(struct master *m, struct master_client *c, const struct w
 		struct dbatch *d;
 		if (h->opcode == WIRE_OP_DEMOTE && (d = seg_answered_demotes(s, h->reqid))) {
 			demoted(m, s, d, h, body);
+			seg_dbatch_free(d);
+			break;
+		}
+		if (h->opcode == WIRE_OP_PROMOTE && (d = seg_answered_promotes(s, h->reqid))) {
+			promoted(m, s, d, h, body);
 			seg_dbatch_free(d);
 			break;
 		}
@@ -1688,7 +1839,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 		break;
 	case WIRE_OP_PUT_END: status = op_put_end(m, &r, reply, st); break;
 	case WIRE_OP_PUT_REVOKE: status = op_put_revoke(m, &r, reply, st); break;
-	case WIRE_OP_GET: status = op_get(m, &r, reply, st); break;
+	case WIRE_OP_GET: status = op_get(m, c, &r, reply, st); break;
 	case WIRE_OP_EXISTS: status = op_exists(m, &r, reply, st); break;
 	case WIRE_OP_SIZE: status = op_size(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE: status = op_remove(m, &r, reply, st); break;
@@ -1795,11 +1946,23 @@ bool master_step(struct master *m)
 	return m->evict_active;
 }
 
+/* FREEs the spill extents of promoted objects whose readers' leases have
+ * run out (sent by master_step's flush). */
+static void free_due_spill(struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (s && s->online && s->lfree.n)
+			seg_free_due(s, m->now_ms);
+	}
+}
+
 void master_tick(struct master *m)
 {
 	master_now(m);
 	sweep_pending(m);
 	sweep_leases(m, SWEEP_BUDGET);
+	free_due_spill(m);
 	check_nodes(m);
 	check_hello(m);
 	master_step(m);

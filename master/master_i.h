@@ -85,6 +85,9 @@ struct master {
 	uint64_t evictions;		/* replicas dropped for room */
 	uint64_t evicted_bytes;
 	uint64_t demotions;		/* memory replicas moved to a spill tier */
+	uint64_t promotions;		/* disk replicas copied back to memory */
+	uint64_t promote_failures;	/* PROMOTEs the node could not do */
+	uint64_t promote_skipped;	/* disk hits not promoted: memory tight */
 	uint64_t put_timeouts;
 	uint64_t node_expiries;
 	uint64_t auth_failures;		/* refused HELLOs not logged yet */

@@ -133,6 +133,15 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	counter(b, "kvpool_master_evicted_bytes_total", "Bytes evicted.", m->evicted_bytes);
 	counter(b, "kvpool_master_demotions_total",
 		"Memory replicas moved to their node's spill tier.", m->demotions);
+	counter(b, "kvpool_master_promotions_total",
+		"Disk replicas copied back to memory on a get (spill.promote_on_hit).",
+		m->promotions);
+	counter(b, "kvpool_master_promote_failures_total",
+		"Promotions the node could not do (the object stayed on disk).",
+		m->promote_failures);
+	counter(b, "kvpool_master_promote_skipped_total",
+		"Gets of disk-only objects not promoted: no memory under the watermark.",
+		m->promote_skipped);
 	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
 		m->put_timeouts);
 	counter(b, "kvpool_master_node_expiries_total",

@@ -20,6 +20,9 @@
 #define TICK_MS 50
 #define FAST_TICK_MS 0		/* while eviction runs: one ~20 us step per loop pass */
 #define MAX_OUTBUF (4u << 20)	/* queued replies per connection before it is paused */
+/* Body limit until HELLO succeeds: a peer without the token must not make
+ * the master buffer cluster.max_frame bytes per connection. */
+#define PREAUTH_MAX_BODY (64u << 10)
 
 struct mserver {
 	struct kvp_conf conf;		/* with the effective listen addresses */
@@ -59,6 +62,7 @@ static void want_tick(struct mserver *s)
 struct mconn {
 	struct mserver *s;
 	struct master_client *mc;
+	bool authed;		/* HELLO accepted: the full body limit applies */
 };
 
 static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
@@ -70,6 +74,14 @@ static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t
 		ev_conn_discard_payload(c);	/* the master takes no value bytes */
 	wb_reset(&s->reply);
 	int rc = master_handle(s->m, mc->mc, h, body, &s->reply);
+	if (h->opcode == WIRE_OP_HELLO && rc == 0 && !mc->authed && s->reply.len >= WIRE_HDR_SIZE) {
+		struct wire_hdr rh;
+
+		if (wire_hdr_decode(s->reply.p, &rh, UINT32_MAX, UINT64_MAX) == 0 && rh.status == 0) {
+			mc->authed = true;
+			ev_conn_set_max_body(c, s->lim.max_body);
+		}
+	}
 	if (s->reply.len && !s->reply.oom && ev_conn_send(c, s->reply.p, s->reply.len) < 0)
 		rc = -1;
 	if (rc < 0)
@@ -135,7 +147,10 @@ static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
 			continue;
 		}
 		mc->s = s;
-		struct ev_conn *c = ev_conn_create(loop, fd, &conn_ops, &s->lim, mc);
+		struct ev_conn_limits lim = s->lim;
+		lim.max_body = lim.max_body && lim.max_body < PREAUTH_MAX_BODY ? lim.max_body
+										 : PREAUTH_MAX_BODY;
+		struct ev_conn *c = ev_conn_create(loop, fd, &conn_ops, &lim, mc);
 		if (!c) {
 			free(mc);
 			continue;

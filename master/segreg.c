@@ -1,4 +1,5 @@
-/* segreg: segments, their allocators, replica arrays and FREE queues; see segreg.h. */
+/* segreg: segments, their allocators, replica arrays, FREE, DEMOTE and
+ * PROMOTE queues and lease-held spill frees; see segreg.h. */
 #include "segreg.h"
 
 #include <errno.h>
@@ -54,18 +55,25 @@ void seg_dbatch_free(struct dbatch *b)
 	free(b);
 }
 
-/* Forgets every DEMOTE, queued or sent (the segment goes offline: its
- * replicas are dropped; a copy the node made is an orphan it re-reports). */
-static void seg_free_demotes(struct seg *s)
+static void dq_clear(struct dvec *q, struct dbatch **inflight)
 {
-	for (size_t i = 0; i < s->dq.n; i++)
-		free(s->dq.v[i]);
-	s->dq.n = 0;
-	while (s->dinflight) {
-		struct dbatch *b = s->dinflight;
-		s->dinflight = b->next;
+	for (size_t i = 0; i < q->n; i++)
+		free(q->v[i]);
+	q->n = 0;
+	while (*inflight) {
+		struct dbatch *b = *inflight;
+		*inflight = b->next;
 		seg_dbatch_free(b);
 	}
+}
+
+/* Forgets every DEMOTE and PROMOTE, queued or sent (the segment goes
+ * offline: its replicas are dropped; a copy the node made is an orphan it
+ * re-reports). */
+static void seg_free_demotes(struct seg *s)
+{
+	dq_clear(&s->dq, &s->dinflight);
+	dq_clear(&s->pq, &s->pinflight);
 	s->demoting = 0;
 }
 
@@ -84,6 +92,8 @@ void segreg_destroy(struct segreg *r)
 		seg_free_batches(s);
 		seg_free_demotes(s);
 		free(s->dq.v);
+		free(s->pq.v);
+		free(s->lfree.v);
 		free(s);
 	}
 	free(r->v);
@@ -150,6 +160,22 @@ void segreg_offline(struct segreg *r, struct seg *s)
 		for (uint32_t i = 0; i < b->n; i++)
 			if (!b->e[i].keep && fvec_push(&s->reject, &b->e[i]))
 				break;
+	/* A promoted object's spill copy the master meant to FREE, and the
+	 * memory extent an unanswered PROMOTE may have filled: a re-mount
+	 * must not adopt them (the object may be gone by then). */
+	for (size_t i = 0; i < s->lfree.n; i++) {
+		struct fent e = { .off = s->lfree.v[i].off, .generation = s->lfree.v[i].generation,
+				  .tier = 1 };
+		if (fvec_push(&s->reject, &e))
+			break;
+	}
+	s->lfree.n = 0;
+	for (struct dbatch *b = s->pinflight; b; b = b->next)
+		for (uint32_t i = 0; i < b->n; i++) {
+			struct fent e = { .off = b->e[i]->to, .generation = b->e[i]->generation };
+			if (fvec_push(&s->reject, &e))
+				break;
+		}
 	seg_free_batches(s);
 	seg_free_demotes(s);
 	s->fq.n = 0;
@@ -199,6 +225,14 @@ int seg_reserve(struct seg *s, uint64_t off, uint64_t len)
 	if (rc == 0)
 		s->used += alloc_len_at(s->alloc, off);
 	return rc;
+}
+
+void seg_unalloc(struct seg *s, uint64_t off)
+{
+	uint64_t len = alloc_len_at(s->alloc, off);
+
+	if (alloc_free(s->alloc, off) == 0)
+		s->used -= len;
 }
 
 int seg_grow(struct seg *s)
@@ -313,14 +347,15 @@ static int fent_cmp(const void *a, const void *b)
 		return x->off < y->off ? -1 : 1;
 	if (x->generation != y->generation)
 		return x->generation < y->generation ? -1 : 1;
-	return 0;
+	return x->tier < y->tier ? -1 : x->tier > y->tier;
 }
 
 /* s->reject is sorted (segreg_offline); a matched entry is spent by setting
- * its keep flag, so a second report of the same extent is adopted. */
-bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation)
+ * its keep flag, so a second report of the same extent is adopted. The
+ * tier is part of the match: a spill offset may equal a segment offset. */
+bool seg_rejected(struct seg *s, uint8_t tier, uint64_t off, uint64_t generation)
 {
-	struct fent key = { .off = off, .generation = generation };
+	struct fent key = { .off = off, .generation = generation, .tier = tier };
 	struct fent *e = s->reject.n ? bsearch(&key, s->reject.v, s->reject.n,
 					       sizeof(key), fent_cmp) : NULL;
 
@@ -335,16 +370,17 @@ bool seg_frees_pending(const struct seg *s)
 	return s->fq.n || s->inflight || s->dq.n || s->dinflight;
 }
 
-int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
-		     uint64_t generation, uint64_t len)
+/* Appends a new entry to q: 0 or -ENOMEM. */
+static int dq_push(struct dvec *q, const uint8_t *key, size_t key_len, uint64_t off,
+		   uint64_t generation, uint64_t len, uint64_t to, uint64_t to_len)
 {
-	if (s->dq.n == s->dq.cap) {
-		size_t cap = s->dq.cap ? s->dq.cap * 2 : 16;
-		struct dent **v = realloc(s->dq.v, cap * sizeof(*v));
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 16;
+		struct dent **v = realloc(q->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
-		s->dq.v = v;
-		s->dq.cap = cap;
+		q->v = v;
+		q->cap = cap;
 	}
 	struct dent *e = malloc(sizeof(*e) + key_len);
 	if (!e)
@@ -352,16 +388,18 @@ int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t
 	e->off = off;
 	e->generation = generation;
 	e->len = len;
+	e->to = to;
+	e->to_len = to_len;
 	e->key_len = (uint16_t)key_len;
 	memcpy(e->key, key, key_len);
-	s->dq.v[s->dq.n++] = e;
-	s->demoting += len;
+	q->v[q->n++] = e;
 	return 0;
 }
 
-struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max)
+static struct dbatch *dq_take(struct dvec *q, struct dbatch **inflight, uint64_t reqid,
+			      uint32_t max)
 {
-	uint32_t n = s->dq.n < max ? (uint32_t)s->dq.n : max;
+	uint32_t n = q->n < max ? (uint32_t)q->n : max;
 
 	if (!n)
 		return NULL;
@@ -370,17 +408,17 @@ struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max)
 		return NULL;
 	b->reqid = reqid;
 	b->n = n;
-	memcpy(b->e, s->dq.v, n * sizeof(struct dent *));
-	memmove(s->dq.v, s->dq.v + n, (s->dq.n - n) * sizeof(struct dent *));
-	s->dq.n -= n;
-	b->next = s->dinflight;
-	s->dinflight = b;
+	memcpy(b->e, q->v, n * sizeof(struct dent *));
+	memmove(q->v, q->v + n, (q->n - n) * sizeof(struct dent *));
+	q->n -= n;
+	b->next = *inflight;
+	*inflight = b;
 	return b;
 }
 
-struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid)
+static struct dbatch *dq_answered(struct dbatch **inflight, uint64_t reqid)
 {
-	for (struct dbatch **pb = &s->dinflight; *pb; pb = &(*pb)->next) {
+	for (struct dbatch **pb = inflight; *pb; pb = &(*pb)->next) {
 		struct dbatch *b = *pb;
 		if (b->reqid == reqid) {
 			*pb = b->next;
@@ -388,4 +426,79 @@ struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid)
 		}
 	}
 	return NULL;
+}
+
+int seg_queue_demote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
+		     uint64_t generation, uint64_t len)
+{
+	int rc = dq_push(&s->dq, key, key_len, off, generation, len, 0, 0);
+
+	if (!rc)
+		s->demoting += len;
+	return rc;
+}
+
+struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max)
+{
+	return dq_take(&s->dq, &s->dinflight, reqid, max);
+}
+
+struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid)
+{
+	return dq_answered(&s->dinflight, reqid);
+}
+
+int seg_queue_promote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
+		      uint64_t generation, uint64_t len, uint64_t to, uint64_t to_len)
+{
+	return dq_push(&s->pq, key, key_len, off, generation, len, to, to_len);
+}
+
+struct dbatch *seg_take_promotes(struct seg *s, uint64_t reqid, uint32_t max)
+{
+	return dq_take(&s->pq, &s->pinflight, reqid, max);
+}
+
+struct dbatch *seg_answered_promotes(struct seg *s, uint64_t reqid)
+{
+	return dq_answered(&s->pinflight, reqid);
+}
+
+int seg_defer_free(struct seg *s, uint64_t off, uint64_t generation, uint64_t len,
+		   uint64_t due_ms)
+{
+	struct lfvec *f = &s->lfree;
+
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 16;
+		struct lfree *v = realloc(f->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n++] = (struct lfree){ .off = off, .generation = generation, .len = len,
+				       .due_ms = due_ms };
+	return 0;
+}
+
+/* Whole-list pass: the list holds the promotions of about one lease_ttl,
+ * and a reload may change lease_ttl, so it is not sorted by due time. */
+size_t seg_free_due(struct seg *s, uint64_t now_ms)
+{
+	struct lfvec *f = &s->lfree;
+	size_t kept = 0, queued = 0;
+
+	for (size_t i = 0; i < f->n; i++) {
+		struct lfree *e = &f->v[i];
+		/* on OOM the entry stays for the next pass */
+		if (e->due_ms > now_ms || seg_queue_free(s, e->off, e->generation, 1, false)) {
+			f->v[kept++] = *e;
+			continue;
+		}
+		s->spill_dropped += e->len;
+		queued++;
+	}
+	f->n = kept;
+	return queued;
 }

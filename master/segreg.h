@@ -1,8 +1,10 @@
 /* segreg: the master's segment registry — one entry per segment a node
  * mounted (identity, allocator over [data_off, seg_size), grant secret,
- * liveness, the array of replicas living in it) and the FREE queue of
+ * liveness, the array of replicas living in it), the FREE queue of
  * extents waiting for the node's acknowledgement before their space is
- * reused. Runs on the master's loop thread only; no locks.
+ * reused, the DEMOTE and PROMOTE queues, and the spill extents of promoted
+ * objects waiting for their readers' leases to end. Runs on the master's
+ * loop thread only; no locks.
  */
 #ifndef KVP_SEGREG_H
 #define KVP_SEGREG_H
@@ -40,17 +42,20 @@ struct fvec {
 	size_t n, cap;
 };
 
-/* A memory extent to DEMOTE to the node's spill file: the key identifies
- * the object when the answer comes (it may be gone or changed by then). */
+/* A memory extent to DEMOTE to the node's spill file, or a spill extent
+ * to PROMOTE into the memory extent (to, to_len) the master allocated for
+ * it: the key identifies the object when the answer comes (it may be gone
+ * or changed by then). */
 struct dent {
 	uint64_t off;
 	uint64_t generation;
 	uint64_t len;
+	uint64_t to, to_len;		/* PROMOTE only */
 	uint16_t key_len;
 	uint8_t key[];
 };
 
-/* A DEMOTE request sent to the node and not yet answered. */
+/* A DEMOTE or PROMOTE request sent to the node and not yet answered. */
 struct dbatch {
 	struct dbatch *next;
 	uint64_t reqid;
@@ -60,6 +65,21 @@ struct dbatch {
 
 struct dvec {
 	struct dent **v;
+	size_t n, cap;
+};
+
+/* The spill extent a promoted object left behind: readers that got it in
+ * a GET reply may still read it, so it is FREEd (tier 1) only at due_ms,
+ * when the object's lease at the time of the promotion has run out. */
+struct lfree {
+	uint64_t off;
+	uint64_t generation;
+	uint64_t len;
+	uint64_t due_ms;		/* master monotonic ms */
+};
+
+struct lfvec {
+	struct lfree *v;
 	size_t n, cap;
 };
 
@@ -108,6 +128,10 @@ struct seg {
 	uint64_t spill_dropped;		/* spill bytes FREEd since the last HEARTBEAT */
 	uint64_t spill_added;		/* spill bytes demoted since the last HEARTBEAT */
 
+	struct dvec pq;			/* PROMOTEs to send */
+	struct dbatch *pinflight;	/* PROMOTEs sent, not answered */
+	struct lfvec lfree;		/* spill extents of promoted objects, FREEd when due */
+
 	/* eviction round state (evict.c); disk: the round evicts spill
 	 * (tier 1) replicas instead of memory ones */
 	bool evicting, evicting_disk;
@@ -142,8 +166,10 @@ struct seg *segreg_add(struct segreg *r);
  * (bad geometry) / -ENOMEM. The caller has filled the identity fields. */
 int segreg_online_start(struct segreg *r, struct seg *s);
 /* Takes s offline: the allocator, replica array and queued FREEs go; the
- * unacknowledged FREEs become s->reject (kept for a re-mount). The caller
- * has already detached every replica. */
+ * unacknowledged FREEs, the spill extents waiting in s->lfree and the
+ * targets of unanswered PROMOTEs become s->reject (kept for a re-mount:
+ * the node may still hold them). The caller has already detached every
+ * replica. */
 void segreg_offline(struct segreg *r, struct seg *s);
 
 /* Draws a new grant secret and its HMAC key schedule: 0 or -EIO. */
@@ -156,6 +182,8 @@ void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t 
 uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len);
 /* Reserves a reported extent: 0 or -EINVAL / -EEXIST. */
 int seg_reserve(struct seg *s, uint64_t off, uint64_t len);
+/* Releases an allocation the node never heard of (no FREE needed). */
+void seg_unalloc(struct seg *s, uint64_t off);
 static inline uint64_t seg_free_bytes(const struct seg *s)
 {
 	return s->capacity - s->used;
@@ -178,8 +206,8 @@ struct fbatch *seg_take_frees(struct seg *s, uint64_t reqid, uint32_t max);
 /* The node acknowledged batch reqid: releases its space. Returns the number
  * of extents, or -1 if no such batch. */
 int seg_ack_frees(struct seg *s, uint64_t reqid);
-/* True (and the entry removed) if (off, generation) is in s->reject. */
-bool seg_rejected(struct seg *s, uint64_t off, uint64_t generation);
+/* True (and the entry spent) if (tier, off, generation) is in s->reject. */
+bool seg_rejected(struct seg *s, uint8_t tier, uint64_t off, uint64_t generation);
 /* FREEs or DEMOTEs not answered yet: space is coming back. */
 bool seg_frees_pending(const struct seg *s);
 
@@ -191,5 +219,22 @@ struct dbatch *seg_take_demotes(struct seg *s, uint64_t reqid, uint32_t max);
 /* Unlinks the in-flight batch reqid (NULL if none); free with seg_dbatch_free. */
 struct dbatch *seg_answered_demotes(struct seg *s, uint64_t reqid);
 void seg_dbatch_free(struct dbatch *b);
+
+/* Queues a PROMOTE of the spill extent (off, len) of key into the memory
+ * extent (to, to_len) allocated for it: 0 or -ENOMEM. */
+int seg_queue_promote(struct seg *s, const uint8_t *key, size_t key_len, uint64_t off,
+		      uint64_t generation, uint64_t len, uint64_t to, uint64_t to_len);
+/* Takes up to max queued PROMOTEs into a new in-flight batch (NULL: none). */
+struct dbatch *seg_take_promotes(struct seg *s, uint64_t reqid, uint32_t max);
+/* Unlinks the in-flight PROMOTE batch reqid (NULL if none); free with
+ * seg_dbatch_free. */
+struct dbatch *seg_answered_promotes(struct seg *s, uint64_t reqid);
+
+/* Keeps the spill extent (off, generation, len) until due_ms: 0 or -ENOMEM. */
+int seg_defer_free(struct seg *s, uint64_t off, uint64_t generation, uint64_t len,
+		   uint64_t due_ms);
+/* Queues the FREEs (tier 1) of the kept spill extents due by now_ms and
+ * counts them in spill_dropped; returns how many. */
+size_t seg_free_due(struct seg *s, uint64_t now_ms);
 
 #endif

@@ -694,6 +694,13 @@ void ev_conn_set_idle(struct ev_conn *c, uint64_t idle_ms)
 	if (idle_ms)
 		sweep_arm(c->loop, idle_ms);
 }
+void ev_conn_set_max_body(struct ev_conn *c, uint32_t max_body)
+{
+	/* Takes effect at the next header: the frame being read keeps its size. */
+	c->lim.max_body = max_body ? max_body : EV_DEF_MAX_BODY;
+	if (c->lim.max_body > UINT32_MAX - WIRE_HDR_SIZE)
+		c->lim.max_body = UINT32_MAX - WIRE_HDR_SIZE;
+}
 struct ev_loop *ev_conn_loop(const struct ev_conn *c) { return c->loop; }
 int ev_conn_fd(const struct ev_conn *c) { return c->io.dead ? -1 : c->io.fd; }
 const char *ev_conn_peer(const struct ev_conn *c) { return c->peer; }

@@ -73,6 +73,9 @@ void ev_conn_set_udata(struct ev_conn *c, void *udata);
 /* Changes the idle timeout of one connection (0 = never), e.g. for a
  * connection whose traffic moved elsewhere (RDMA queue pairs). */
 void ev_conn_set_idle(struct ev_conn *c, uint64_t idle_ms);
+/* Changes the largest body the next frames may carry (0 = default), e.g.
+ * small until a peer has authenticated, then the configured limit. */
+void ev_conn_set_max_body(struct ev_conn *c, uint32_t max_body);
 struct ev_loop *ev_conn_loop(const struct ev_conn *c);
 int ev_conn_fd(const struct ev_conn *c);
 /* "ip:port" of the peer. */

@@ -5,113 +5,31 @@
 # pin, info, scan of the node's segment, mount, bench, --help of every
 # command, usage errors (exit 2) and missing keys (exit 3).
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
-KVP=$B/kvpool MASTER=$B/kvpool-master NODE=$B/kvpool-node
-for b in "$KVP" "$MASTER" "$NODE"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+e2e_init cli
+KVP=$B/kvpool
+need "$KVP" "$B/kvpool-master" "$B/kvpool-node" python3
+mnt=$E2E_TMP/mnt
+on_cleanup "fuse_unmount '$mnt'"
 
-tmp=$(mktemp -d /tmp/kvp-cli.XXXXXX)
-seg=kvpt-cli-$$
-pids=()
-mnt=$tmp/mnt
-
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
-	fi
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 30); do
-		local alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 15 "$l"
-		done
-	fi
-	rm -f "/dev/shm/$seg"
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok - $*"; }
-
-# expect RC CMD...: runs CMD, output in $tmp/out and $tmp/err, checks the exit code.
-expect() {
-	local want=$1 rc
-	shift
-	"$@" >"$tmp/out" 2>"$tmp/err"
-	rc=$?
-	if [ "$rc" != "$want" ]; then
-		echo "FAIL: '$*' exited $rc, expected $want"
-		sed 's/^/  stdout: /' "$tmp/out" | head -n 10
-		sed 's/^/  stderr: /' "$tmp/err" | head -n 10
-		exit 1
-	fi
-}
-
-# N free TCP ports on 127.0.0.1 (bound together so they differ).
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
-
-read -r mport mhttp mmeta dport dhttp <<<"$(free_ports 5)"
-cat >"$tmp/pool.ini" <<EOF
-[cluster]
-master = 127.0.0.1:$mport
-[master]
-listen = 127.0.0.1:$mport
-http_listen = 127.0.0.1:$mhttp
-metadata_server = false
-metadata_listen = 127.0.0.1:$mmeta
-[node]
-name = cli-$$
-listen = 127.0.0.1:$dport
-http_listen = 127.0.0.1:$dhttp
-segment = $seg
-segment_size = 128M
-remove_segment_on_exit = true
-heartbeat_interval = 500ms
-[client]
-timeout = 10s
-replicas = 1
-[log]
-level = info
-EOF
-kv() { "$KVP" -c "$tmp/pool.ini" "$@"; }
+pool_ini "[client]" "timeout = 10s" "replicas = 1" "[log]" "level = info"
+pool_node "cli-$$" "segment_size = 128M" "remove_segment_on_exit = true" "heartbeat_interval = 500ms"
+seg=$NODE_SEG
 
 # ---- offline: help, version, usage errors (no daemons needed) ----------
 expect 0 "$KVP" --help
-grep -q "Usage: kvpool" "$tmp/out" || fail "--help has no usage line"
+grep -q "Usage: kvpool" "$E2E_TMP/out" || fail "--help has no usage line"
 expect 0 "$KVP" --version
-grep -q "^kvpool [0-9]" "$tmp/out" || fail "--version: $(cat "$tmp/out")"
+grep -q "^kvpool [0-9]" "$E2E_TMP/out" || fail "--version: $(cat "$E2E_TMP/out")"
 for c in put get ls rm stat exists info pin scan mount bench; do
 	expect 0 "$KVP" "$c" --help
-	grep -q "Usage: kvpool .*$c" "$tmp/out" || fail "$c --help prints no usage"
+	grep -q "Usage: kvpool .*$c" "$E2E_TMP/out" || fail "$c --help prints no usage"
 	expect 0 "$KVP" help "$c"
 done
 ok "--help of the tool and of every command"
 expect 2 "$KVP"
 expect 2 "$KVP" frobnicate
-grep -q "unknown command 'frobnicate'" "$tmp/err" || fail "unknown command message: $(cat "$tmp/err")"
+grep -q "unknown command 'frobnicate'" "$E2E_TMP/err" || fail "unknown command message: $(cat "$E2E_TMP/err")"
 expect 2 "$KVP" --bogus-option info
 expect 2 kv put
 expect 2 kv put a b c
@@ -132,94 +50,82 @@ expect 2 kv bench --op frob
 expect 2 kv bench --size 0
 expect 2 kv bench --op mixed --batch 4
 expect 2 kv put --replicas 0 k1
-expect 2 "$KVP" -c "$tmp/pool.ini" -o no.such=1 info
-grep -q "config" "$tmp/err" || fail "bad -o gives no config message"
-expect 2 "$KVP" -c "$tmp/does-not-exist.ini" info
+expect 2 "$KVP" -c "$E2E_TMP/pool.ini" -o no.such=1 info
+grep -q "config" "$E2E_TMP/err" || fail "bad -o gives no config message"
+expect 2 "$KVP" -c "$E2E_TMP/does-not-exist.ini" info
 ok "usage and configuration errors exit 2"
 expect 0 kv --print-config
-grep -q "127.0.0.1:$mport" "$tmp/out" || fail "--print-config lacks the master address"
+grep -q "$MASTER_ADDR" "$E2E_TMP/out" || fail "--print-config lacks the master address"
 expect 0 kv -o client.replicas=3 --print-config
-grep -Eq "client\.replicas *= *3" "$tmp/out" || fail "-o not in --print-config"
+grep -Eq "client\.replicas *= *3" "$E2E_TMP/out" || fail "-o not in --print-config"
 expect 0 "$KVP" --master 127.0.0.1:1 --print-config
-grep -q "127.0.0.1:1" "$tmp/out" || fail "--master not in --print-config"
+grep -q "127.0.0.1:1" "$E2E_TMP/out" || fail "--master not in --print-config"
 ok "--print-config, -o, --master"
 
 # No master yet: a clear connection error, exit 1.
 expect 1 kv get k1
-grep -q "^kvpool: get: .*(KVP_E" "$tmp/err" || fail "no-master error format: $(cat "$tmp/err")"
+grep -q "^kvpool: get: .*(KVP_E" "$E2E_TMP/err" || fail "no-master error format: $(cat "$E2E_TMP/err")"
 ok "unreachable master: exit 1 with a KVP_E code"
 
 # ---- start the pool ------------------------------------------------------
-"$MASTER" -c "$tmp/pool.ini" >"$tmp/master.log" 2>&1 &
-pids+=($!)
-"$NODE" -c "$tmp/pool.ini" >"$tmp/node.log" 2>&1 &
-pids+=($!)
-up=0
-for _ in $(seq 100); do
-	if kv info --json >"$tmp/info" 2>/dev/null &&
-		python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["nodes"]) == 1 else 1)' "$tmp/info" 2>/dev/null; then
-		up=1
-		break
-	fi
-	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a daemon exited during start-up"; done
-	sleep 0.2
-done
-[ $up = 1 ] || fail "the node did not mount at the master within 20 s"
+run_master
+run_node "cli-$$"
+wait_nodes "cli-$$" 20 || fail "the node did not mount at the master within 20 s"
 ok "master and node up"
 
 # ---- put / get -------------------------------------------------------------
 expect 0 kv put k1 < <(printf 'hello')
 expect 0 kv get k1
-[ "$(cat "$tmp/out")" = hello ] || fail "get k1 returned '$(cat "$tmp/out")'"
+[ "$(cat "$E2E_TMP/out")" = hello ] || fail "get k1 returned '$(cat "$E2E_TMP/out")'"
 expect 0 kv put k2 - < <(printf 'world')
 expect 0 kv get k2 -
-[ "$(cat "$tmp/out")" = world ] || fail "get k2 - returned '$(cat "$tmp/out")'"
+[ "$(cat "$E2E_TMP/out")" = world ] || fail "get k2 - returned '$(cat "$E2E_TMP/out")'"
 ok "stdin round trip"
 
-head -c 3145731 /dev/urandom >"$tmp/big.bin"
-expect 0 kv put bin/big "$tmp/big.bin"
+head -c 3145731 /dev/urandom >"$E2E_TMP/big.bin"
+expect 0 kv put bin/big "$E2E_TMP/big.bin"
 expect 0 kv get bin/big
-cmp -s "$tmp/out" "$tmp/big.bin" || fail "3 MiB binary value differs (stdout)"
-mkdir "$tmp/dl"
-expect 0 kv get bin/big "$tmp/dl/big.copy"
-cmp -s "$tmp/dl/big.copy" "$tmp/big.bin" || fail "3 MiB binary value differs (file)"
-[ "$(ls -A "$tmp/dl")" = big.copy ] || fail "get FILE left temporary files: $(ls -A "$tmp/dl")"
-printf 'X' >"$tmp/dl/big.copy"
-expect 0 kv get bin/big "$tmp/dl/big.copy"
-cmp -s "$tmp/dl/big.copy" "$tmp/big.bin" || fail "get FILE did not replace an existing file"
+cmp -s "$E2E_TMP/out" "$E2E_TMP/big.bin" || fail "3 MiB binary value differs (stdout)"
+mkdir "$E2E_TMP/dl"
+expect 0 kv get bin/big "$E2E_TMP/dl/big.copy"
+cmp -s "$E2E_TMP/dl/big.copy" "$E2E_TMP/big.bin" || fail "3 MiB binary value differs (file)"
+[ "$(ls -A "$E2E_TMP/dl")" = big.copy ] || fail "get FILE left temporary files: $(ls -A "$E2E_TMP/dl")"
+printf 'X' >"$E2E_TMP/dl/big.copy"
+expect 0 kv get bin/big "$E2E_TMP/dl/big.copy"
+cmp -s "$E2E_TMP/dl/big.copy" "$E2E_TMP/big.bin" || fail "get FILE did not replace an existing file"
 ok "binary file round trip, atomic get to a file"
 
-printf '\0' >"$tmp/one.bin"
-expect 0 kv put bin/one "$tmp/one.bin"
+printf '\0' >"$E2E_TMP/one.bin"
+expect 0 kv put bin/one "$E2E_TMP/one.bin"
 expect 0 kv get bin/one
-cmp -s "$tmp/out" "$tmp/one.bin" || fail "1-byte NUL value differs"
+cmp -s "$E2E_TMP/out" "$E2E_TMP/one.bin" || fail "1-byte NUL value differs"
 expect 0 kv put bin/nuls < <(printf 'a\0b\0\377\n')
 expect 0 kv get bin/nuls
-printf 'a\0b\0\377\n' | cmp -s - "$tmp/out" || fail "value with NUL bytes differs"
+printf 'a\0b\0\377\n' | cmp -s - "$E2E_TMP/out" || fail "value with NUL bytes differs"
 expect 0 kv put -- -dash < <(printf 'dash')
 expect 0 kv get -- -dash
-[ "$(cat "$tmp/out")" = dash ] || fail "get -- -dash"
+[ "$(cat "$E2E_TMP/out")" = dash ] || fail "get -- -dash"
 expect 0 kv rm --force -- -dash
 ok "1-byte and NUL-holding values, a key starting with -"
 
 expect 1 kv put empty </dev/null
-grep -q "KVP_EINVAL" "$tmp/err" || fail "empty value message: $(cat "$tmp/err")"
+grep -q "KVP_EINVAL" "$E2E_TMP/err" || fail "empty value message: $(cat "$E2E_TMP/err")"
 expect 1 kv put k1 < <(printf 'again')
-grep -q "^kvpool: put: k1: .*(KVP_EEXIST)$" "$tmp/err" || fail "EEXIST message: $(cat "$tmp/err")"
+grep -q "^kvpool: put: k1: .*(KVP_EEXIST)$" "$E2E_TMP/err" || fail "EEXIST message: $(cat "$E2E_TMP/err")"
 expect 0 kv put --exist-ok k1 < <(printf 'again')
 expect 0 kv get k1
-[ "$(cat "$tmp/out")" = hello ] || fail "--exist-ok changed the value"
-head -c 2097152 /dev/zero >"$tmp/2m.bin"
-expect 1 kv -o cluster.max_object_size=1M put toobig "$tmp/2m.bin"
-grep -q "KVP_ETOOBIG" "$tmp/err" || fail "too-big message: $(cat "$tmp/err")"
-expect 1 kv -o cluster.max_object_size=1M put toobig <"$tmp/2m.bin"
-grep -q "KVP_ETOOBIG" "$tmp/err" || fail "too-big stdin message: $(cat "$tmp/err")"
-expect 1 kv put nofile "$tmp/no-such-file"
+[ "$(cat "$E2E_TMP/out")" = hello ] || fail "--exist-ok changed the value"
+head -c 2097152 /dev/zero >"$E2E_TMP/2m.bin"
+expect 1 kv -o cluster.max_object_size=1M put toobig "$E2E_TMP/2m.bin"
+grep -q "KVP_ETOOBIG" "$E2E_TMP/err" || fail "too-big message: $(cat "$E2E_TMP/err")"
+expect 1 kv -o cluster.max_object_size=1M put toobig <"$E2E_TMP/2m.bin"
+grep -q "KVP_ETOOBIG" "$E2E_TMP/err" || fail "too-big stdin message: $(cat "$E2E_TMP/err")"
+expect 1 kv put nofile "$E2E_TMP/no-such-file"
 expect 3 kv get no/such/key
-[ "$(cat "$tmp/err")" = "kvpool: get: no/such/key: object not found (KVP_ENOTFOUND)" ] ||
-	fail "not-found message: $(cat "$tmp/err")"
-expect 3 kv get no/such/key "$tmp/dl/nothing"
-[ -e "$tmp/dl/nothing" ] && fail "a failed get created its FILE"
+[ "$(cat "$E2E_TMP/err")" = "kvpool: get: no/such/key: object not found (KVP_ENOTFOUND)" ] ||
+	fail "not-found message: $(cat "$E2E_TMP/err")"
+expect 3 kv get no/such/key "$E2E_TMP/dl/nothing"
+[ -e "$E2E_TMP/dl/nothing" ] && fail "a failed get created its FILE"
 ok "put errors exit 1, missing key exits 3 with the documented message"
 
 # ---- ls -------------------------------------------------------------------
@@ -227,17 +133,17 @@ weird=$'we\001ird\377\nkey\xc3\xa9'
 expect 0 kv put "$weird" < <(printf 'w')
 for k in dir/a dir/b dir/sub/c other; do expect 0 kv put "$k" < <(printf '%s' "$k"); done
 expect 0 kv ls dir/
-[ "$(cat "$tmp/out")" = "$(printf 'dir/a\ndir/b\ndir/sub/c')" ] || fail "ls dir/: $(cat "$tmp/out")"
+[ "$(cat "$E2E_TMP/out")" = "$(printf 'dir/a\ndir/b\ndir/sub/c')" ] || fail "ls dir/: $(cat "$E2E_TMP/out")"
 expect 0 kv ls dir/ -d /
-[ "$(cat "$tmp/out")" = "$(printf 'dir/a\ndir/b\ndir/sub/')" ] || fail "ls -d /: $(cat "$tmp/out")"
+[ "$(cat "$E2E_TMP/out")" = "$(printf 'dir/a\ndir/b\ndir/sub/')" ] || fail "ls -d /: $(cat "$E2E_TMP/out")"
 expect 0 kv ls --limit 2
-[ "$(wc -l <"$tmp/out")" = 2 ] || fail "ls --limit 2 printed $(wc -l <"$tmp/out") lines"
+[ "$(wc -l <"$E2E_TMP/out")" = 2 ] || fail "ls --limit 2 printed $(wc -l <"$E2E_TMP/out") lines"
 expect 0 kv ls -l dir/
-grep -Eq '^ +5 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} +1  dir/a$' "$tmp/out" || fail "ls -l: $(cat "$tmp/out")"
+grep -Eq '^ +5 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} +1  dir/a$' "$E2E_TMP/out" || fail "ls -l: $(cat "$E2E_TMP/out")"
 expect 0 kv ls -l -d / dir/
-grep -Eq '^ +PRE .*dir/sub/$' "$tmp/out" || fail "ls -l -d: $(cat "$tmp/out")"
+grep -Eq '^ +PRE .*dir/sub/$' "$E2E_TMP/out" || fail "ls -l -d: $(cat "$E2E_TMP/out")"
 expect 0 kv ls --json -l
-python3 - "$tmp/out" "$weird" <<'EOF' || fail "ls --json: $(head -c 600 "$tmp/out")"
+python3 - "$E2E_TMP/out" "$weird" <<'EOF' || fail "ls --json: $(head -c 600 "$E2E_TMP/out")"
 import json, sys
 entries = json.load(open(sys.argv[1], encoding="utf-8"))
 names = [e["name"] for e in entries]
@@ -268,25 +174,25 @@ python3 -c '
 import json, sys
 e = json.load(open(sys.argv[1]))
 assert [x["name"] for x in e] == ["dir/a", "dir/b", "dir/sub/"], e
-assert e[2]["prefix"] is True' "$tmp/out" || fail "ls --json -d: $(cat "$tmp/out")"
+assert e[2]["prefix"] is True' "$E2E_TMP/out" || fail "ls --json -d: $(cat "$E2E_TMP/out")"
 expect 0 kv ls --json nothing-here/
-python3 -c 'import json,sys; assert json.load(open(sys.argv[1])) == []' "$tmp/out" || fail "empty ls --json"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1])) == []' "$E2E_TMP/out" || fail "empty ls --json"
 ok "ls: prefix, -d, --limit, -l, --json with control bytes and invalid UTF-8"
 
 # Paging: more keys than one page (1000).
 expect 0 kv bench --op put --size 1 --count 1234 --prefix page/ --keep --json
 expect 0 kv ls page/
-[ "$(wc -l <"$tmp/out")" = 1234 ] || fail "ls page/ printed $(wc -l <"$tmp/out") keys, want 1234"
-sort -c "$tmp/out" 2>/dev/null || LC_ALL=C sort -c "$tmp/out" || fail "ls output not in byte order"
+[ "$(wc -l <"$E2E_TMP/out")" = 1234 ] || fail "ls page/ printed $(wc -l <"$E2E_TMP/out") keys, want 1234"
+sort -c "$E2E_TMP/out" 2>/dev/null || LC_ALL=C sort -c "$E2E_TMP/out" || fail "ls output not in byte order"
 expect 0 kv ls page/ --limit 1100 --json
-python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))) == 1100' "$tmp/out" ||
+python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))) == 1100' "$E2E_TMP/out" ||
 	fail "ls --limit 1100 --json"
 ok "ls pages through 1234 keys"
 
 # ---- stat / exists / pin ---------------------------------------------------
 expect 0 kv stat bin/big
-grep -Eq '^size: +3145731 ' "$tmp/out" || fail "stat: $(cat "$tmp/out")"
-grep -Eq "^  cli-$$:mem:[0-9]+ " "$tmp/out" || fail "stat replica line: $(cat "$tmp/out")"
+grep -Eq '^size: +3145731 ' "$E2E_TMP/out" || fail "stat: $(cat "$E2E_TMP/out")"
+grep -Eq "^  cli-$$:mem:[0-9]+ " "$E2E_TMP/out" || fail "stat replica line: $(cat "$E2E_TMP/out")"
 expect 0 kv stat --json bin/big
 python3 -c '
 import json, sys
@@ -295,26 +201,26 @@ assert s["key"] == "bin/big" and s["size"] == 3145731, s
 assert len(s["replicas"]) == 1 and s["replicas"][0]["node"] == sys.argv[2], s
 assert s["replicas"][0]["tier"] == "mem" and s["replicas"][0]["alloc_len"] >= 3145731, s
 assert len(s["checksum"]) == 16 and s["generation"] > 0 and s["put_time_ns"] > 0, s' \
-	"$tmp/out" "cli-$$" || fail "stat --json: $(cat "$tmp/out")"
+	"$E2E_TMP/out" "cli-$$" || fail "stat --json: $(cat "$E2E_TMP/out")"
 expect 3 kv stat no/such/key
-grep -q "KVP_ENOTFOUND" "$tmp/err" || fail "stat not-found message"
+grep -q "KVP_ENOTFOUND" "$E2E_TMP/err" || fail "stat not-found message"
 expect 0 kv exists k1
-[ "$(cat "$tmp/out")" = yes ] || fail "exists k1 printed $(cat "$tmp/out")"
+[ "$(cat "$E2E_TMP/out")" = yes ] || fail "exists k1 printed $(cat "$E2E_TMP/out")"
 expect 3 kv exists no/such/key
 expect 3 kv exists -q no/such/key
-[ -s "$tmp/out" ] && fail "exists -q printed something"
+[ -s "$E2E_TMP/out" ] && fail "exists -q printed something"
 expect 0 kv pin k1 1h
 expect 0 kv stat --json k1   # the master keeps pins in whole seconds, rounded up
 python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))["pin_ms"]; assert 3500000 < p <= 3601000, p' \
-	"$tmp/out" || fail "pin not visible in stat: $(cat "$tmp/out")"
+	"$E2E_TMP/out" || fail "pin not visible in stat: $(cat "$E2E_TMP/out")"
 expect 0 kv pin k1 0
 expect 3 kv pin no/such/key 10s
 ok "stat, exists, pin"
 
 # ---- info -----------------------------------------------------------------
 expect 0 kv info
-grep -q "^nodes: *1$" "$tmp/out" || fail "info: $(cat "$tmp/out")"
-grep -q "cli-$$" "$tmp/out" || fail "info lacks the node line"
+grep -q "^nodes: *1$" "$E2E_TMP/out" || fail "info: $(cat "$E2E_TMP/out")"
+grep -q "cli-$$" "$E2E_TMP/out" || fail "info lacks the node line"
 expect 0 kv info --json
 python3 -c '
 import json, sys
@@ -323,48 +229,48 @@ assert len(i["nodes"]) == 1 and i["nodes"][0]["name"] == sys.argv[2], i
 assert i["keys"] >= 1240, i
 assert i["capacity"] >= 100 << 20 and 3145731 <= i["bytes_used"] <= i["capacity"], i
 for k in ("evictions", "demotions", "leases"): assert isinstance(i[k], int), k' \
-	"$tmp/out" "cli-$$" || fail "info --json: $(cat "$tmp/out")"
+	"$E2E_TMP/out" "cli-$$" || fail "info --json: $(cat "$E2E_TMP/out")"
 ok "info"
 
 # ---- scan (offline, straight from the segment file) ------------------------
 expect 0 kv scan "$seg"
-grep -q "bin/big" "$tmp/out" || fail "scan does not list bin/big"
+grep -q "bin/big" "$E2E_TMP/out" || fail "scan does not list bin/big"
 expect 0 "$KVP" scan "/dev/shm/$seg" --no-verify
-grep -q "dir/sub/c" "$tmp/out" || fail "scan --no-verify does not list dir/sub/c"
+grep -q "dir/sub/c" "$E2E_TMP/out" || fail "scan --no-verify does not list dir/sub/c"
 expect 0 kv scan --json "$seg"
-python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert "bin/big" in json.dumps(d)' "$tmp/out" ||
+python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert "bin/big" in json.dumps(d)' "$E2E_TMP/out" ||
 	fail "scan --json is not JSON or lacks bin/big"
-expect 1 kv scan "$tmp/no-such-segment"
-grep -q "^kvpool: scan: " "$tmp/err" || fail "scan error format: $(cat "$tmp/err")"
-head -c 8192 /dev/urandom >"$tmp/garbage"
-expect 1 kv scan "$tmp/garbage"
+expect 1 kv scan "$E2E_TMP/no-such-segment"
+grep -q "^kvpool: scan: " "$E2E_TMP/err" || fail "scan error format: $(cat "$E2E_TMP/err")"
+head -c 8192 /dev/urandom >"$E2E_TMP/garbage"
+expect 1 kv scan "$E2E_TMP/garbage"
 ok "scan"
 
 # ---- rm -------------------------------------------------------------------
 # Read k2 right before: its read lease (master.lease_ttl, 5 s) holds now,
 # however slowly the checks above ran (sanitizer builds).
-expect 0 kv get k2 "$tmp/k2.out"
+expect 0 kv get k2 "$E2E_TMP/k2.out"
 expect 1 kv rm k2
-grep -q "^kvpool: rm: k2: .*--force.*(KVP_ELEASED)$" "$tmp/err" || fail "leased rm message: $(cat "$tmp/err")"
+grep -q "^kvpool: rm: k2: .*--force.*(KVP_ELEASED)$" "$E2E_TMP/err" || fail "leased rm message: $(cat "$E2E_TMP/err")"
 expect 0 kv rm --force k2
 expect 3 kv get k2
 expect 3 kv rm k2
-grep -q "^kvpool: rm: k2: .*(KVP_ENOTFOUND)$" "$tmp/err" || fail "rm not-found message"
+grep -q "^kvpool: rm: k2: .*(KVP_ENOTFOUND)$" "$E2E_TMP/err" || fail "rm not-found message"
 expect 3 kv rm other no/such/key
 expect 3 kv get other
 expect 0 kv rm --prefix dir/
-[ "$(cat "$tmp/out")" = "removed 3 objects" ] || fail "rm --prefix printed: $(cat "$tmp/out")"
+[ "$(cat "$E2E_TMP/out")" = "removed 3 objects" ] || fail "rm --prefix printed: $(cat "$E2E_TMP/out")"
 expect 0 kv ls dir/
-[ -s "$tmp/out" ] && fail "keys left after rm --prefix dir/"
+[ -s "$E2E_TMP/out" ] && fail "keys left after rm --prefix dir/"
 expect 0 kv rm --force "$weird"
 # A leased object survives rm --prefix without --force, and that is an error.
 expect 0 kv put lease/x < <(printf 'x')
 expect 0 kv get lease/x
 expect 1 kv rm --prefix lease/
-grep -q "remain.*--force.*(KVP_ELEASED)" "$tmp/err" || fail "rm --prefix of a leased object: $(cat "$tmp/err")"
+grep -q "remain.*--force.*(KVP_ELEASED)" "$E2E_TMP/err" || fail "rm --prefix of a leased object: $(cat "$E2E_TMP/err")"
 expect 0 kv exists lease/x
 expect 0 kv rm --prefix lease/ --force
-[ "$(cat "$tmp/out")" = "removed 1 object" ] || fail "rm --prefix --force printed: $(cat "$tmp/out")"
+[ "$(cat "$E2E_TMP/out")" = "removed 1 object" ] || fail "rm --prefix --force printed: $(cat "$E2E_TMP/out")"
 expect 3 kv exists lease/x
 ok "rm keys, rm --prefix, leases and --force"
 
@@ -388,20 +294,19 @@ if r["op"] in ("put", "get"): assert r["bytes"] >= n * r["size_min"] and r["gb_p
 # The library reports which path moved the bytes.
 if r["path"] == "tcp": assert r["tcp_bytes"] >= r["bytes"] and r["local_bytes"] == 0, r
 if r["path"] == "local": assert r["local_bytes"] >= r["bytes"] and r["tcp_bytes"] == 0, r' \
-		"$tmp/out" || fail "bench $args: $(cat "$tmp/out")"
+		"$E2E_TMP/out" || fail "bench $args: $(cat "$E2E_TMP/out")"
 done
 expect 0 kv bench --op put --size 4K --count 50
-grep -q "throughput" "$tmp/out" && grep -q "p999" "$tmp/out" || fail "bench text report: $(cat "$tmp/out")"
+grep -q "throughput" "$E2E_TMP/out" && grep -q "p999" "$E2E_TMP/out" || fail "bench text report: $(cat "$E2E_TMP/out")"
 expect 0 kv ls bench/
-[ -s "$tmp/out" ] && fail "bench left keys behind: $(head -n 3 "$tmp/out")"
+[ -s "$E2E_TMP/out" ] && fail "bench left keys behind: $(head -n 3 "$E2E_TMP/out")"
 ok "bench put/get/exists/mixed, batch, local and tcp paths, verified"
 
 # ---- mount (FUSE view) ------------------------------------------------------
 if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
 	mkdir "$mnt"
-	kv mount -f "$mnt" >"$tmp/mount.log" 2>&1 &
-	mpid=$!
-	pids+=("$mpid")
+	spawn mount "$KVP" -c "$POOL_INI" mount -f "$mnt"
+	mpid=$SPAWN_PID
 	for _ in $(seq 50); do
 		mountpoint -q "$mnt" && break
 		kill -0 $mpid 2>/dev/null || break
@@ -409,11 +314,12 @@ if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
 	done
 	mountpoint -q "$mnt" || fail "kvpool mount did not mount within 10 s"
 	[ "$(cat "$mnt/k1")" = hello ] || fail "cat MNT/k1 through the mount"
-	cmp -s "$mnt/bin/big" "$tmp/big.bin" || fail "MNT/bin/big differs"
+	cmp -s "$mnt/bin/big" "$E2E_TMP/big.bin" || fail "MNT/bin/big differs"
 	fusermount3 -u "$mnt" || fail "fusermount3 -u"
 	for _ in $(seq 50); do kill -0 $mpid 2>/dev/null || break; sleep 0.1; done
 	kill -0 $mpid 2>/dev/null && fail "kvpool mount did not exit after unmount"
 	wait $mpid
+	forget $mpid
 	ok "mount: cat through the FUSE view, unmount"
 	expect 2 kv mount
 else
@@ -421,8 +327,8 @@ else
 fi
 
 expect 0 kv rm --all --force
-grep -Eq "^removed [0-9]+ objects?$" "$tmp/out" || fail "rm --all printed: $(cat "$tmp/out")"
+grep -Eq "^removed [0-9]+ objects?$" "$E2E_TMP/out" || fail "rm --all printed: $(cat "$E2E_TMP/out")"
 expect 0 kv ls
-[ -s "$tmp/out" ] && fail "keys left after rm --all"
+[ -s "$E2E_TMP/out" ] && fail "keys left after rm --all"
 ok "rm --all"
 echo "PASS cli.sh"

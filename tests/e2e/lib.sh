@@ -7,20 +7,30 @@
 #   curl -sf "http://127.0.0.1:$MASTER_HTTP_PORT/health" || fail "health"
 #   ok "health"
 #
-# Everything started with spawn/start_master is stopped at exit (SIGTERM,
-# then SIGKILL after 3 s), on_cleanup commands run (unmounts, /dev/shm
-# files), the temp dir is removed; on failure the last lines of every
-# $E2E_TMP/*.log are printed. Ports are free loopback ports picked by the
-# kernel. Exit codes: 0 pass, 1 fail, 77 skip.
-# Other scripts' helpers go at the end of this file, one section each.
+# A whole pool shares one INI and each node adds its own layer:
+#
+#   pool_ini "[client]" "timeout = 5s"   # [cluster] + [master] + these lines
+#   pool_node n1 "segment_size = 64M"    # $E2E_TMP/n1.ini: [node] of n1
+#   run_master; run_node n1; wait_nodes n1 20
+#   expect 0 kv put k1 /etc/hostname    # exit status checked, output in
+#                                       # $E2E_TMP/out and $E2E_TMP/err
+#
+# Everything started with spawn/run_master/run_node is stopped at exit
+# (SIGTERM, then SIGKILL after 3 s), on_cleanup commands run (unmounts,
+# /dev/shm files), the temp dir is removed; on failure the last lines of
+# every $E2E_TMP/*.log (and of files matching E2E_LOGS) are printed. Ports
+# are free loopback ports picked by the kernel. Exit codes: 0 pass, 1 fail,
+# 77 skip. Run directly, this file tests itself.
 
 set -u
 
 E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${KVP_BUILD:-$E2E_ROOT/build}
 E2E_TMP=""
+E2E_NAME=test
 E2E_PIDS=()
 E2E_CLEANUP=()
+E2E_LOGS=("*.log")	# shown on failure; a script may add patterns
 
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok - $*"; }
@@ -39,8 +49,9 @@ need() {
 }
 
 e2e_cleanup() {
-	local rc=$? p i
-	trap - EXIT INT TERM
+	local rc=$? p i pat
+	trap - EXIT
+	trap '' PIPE	# a closed stdout must not cut the cleanup short
 	for p in "${E2E_PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
 	for i in $(seq 30); do
 		local alive=0
@@ -52,10 +63,12 @@ e2e_cleanup() {
 	wait 2>/dev/null
 	for ((i = ${#E2E_CLEANUP[@]} - 1; i >= 0; i--)); do eval "${E2E_CLEANUP[$i]}" 2>/dev/null; done
 	if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -n "$E2E_TMP" ]; then
-		for p in "$E2E_TMP"/*.log; do
-			[ -f "$p" ] || continue
-			echo "--- last lines of $(basename "$p")"
-			tail -n 25 "$p"
+		for pat in "${E2E_LOGS[@]}"; do
+			for p in "$E2E_TMP"/$pat; do
+				[ -f "$p" ] || continue
+				echo "--- last lines of $(basename "$p")"
+				tail -n 25 "$p"
+			done
 		done
 	fi
 	[ -n "$E2E_TMP" ] && rm -rf "$E2E_TMP"
@@ -64,9 +77,10 @@ e2e_cleanup() {
 
 # e2e_init NAME: private temp dir /tmp/kvp-e2e-NAME-PID.XXXXXX, cleanup trap.
 e2e_init() {
-	E2E_TMP=$(mktemp -d "/tmp/kvp-e2e-${1:-test}-$$.XXXXXX") || fail "mktemp"
+	E2E_NAME=${1:-test}
+	E2E_TMP=$(mktemp -d "/tmp/kvp-e2e-$E2E_NAME-$$.XXXXXX") || fail "mktemp"
 	trap e2e_cleanup EXIT
-	trap 'exit 1' INT TERM
+	trap 'exit 1' HUP INT TERM PIPE	# through the cleanup, too
 }
 
 # on_cleanup 'COMMAND': run at exit (last registered runs first).
@@ -106,6 +120,19 @@ wait_port() {
 	return 1
 }
 
+# waitfor SECONDS CMD...: polls CMD every 50 ms until it succeeds; 1 if it
+# did not within SECONDS (a bound for liveness, not a measurement: a slow
+# machine only makes the test slower).
+waitfor() {
+	local end=$((SECONDS + $1))
+	shift
+	while :; do
+		"$@" && return 0
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.05
+	done
+}
+
 # spawn LOGNAME CMD...: runs CMD in the background with stdout+stderr in
 # $E2E_TMP/LOGNAME.log; stopped at exit. Sets SPAWN_PID.
 spawn() {
@@ -116,17 +143,98 @@ spawn() {
 	E2E_PIDS+=("$SPAWN_PID")
 }
 
-# start_master [LINE...]: a kvpool-master on fresh loopback ports. The
-# arguments are extra lines of its INI after the [master] keys (write
-# "[section]" lines to add other sections). Sets MASTER_PID, MASTER_PORT,
-# MASTER_HTTP_PORT, MASTER_MD_PORT, MASTER_ADDR (host:port), MASTER_INI,
-# MASTER_LOG. Extra arguments for the binary: MASTER_ARGS (array).
-start_master() {
+# forget PID: no longer stopped at exit (it was waited for).
+forget() {
+	local p keep=()
+	for p in "${E2E_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	E2E_PIDS=("${keep[@]+"${keep[@]}"}")
+}
+
+# stop_pid PID [SIGNAL]: sends SIGNAL (default TERM), waits for the process
+# and returns its exit status; it is no longer stopped at exit.
+stop_pid() {
+	local rc=0
+	kill -"${2:-TERM}" "$1" 2>/dev/null
+	wait "$1" 2>/dev/null || rc=$?
+	forget "$1"
+	return $rc
+}
+
+# expect RC CMD...: runs CMD with stdout in $E2E_TMP/out and stderr in
+# $E2E_TMP/err; fails (showing both) unless it exits RC.
+expect() {
+	local want=$1 rc
+	shift
+	"$@" >"$E2E_TMP/out" 2>"$E2E_TMP/err"
+	rc=$?
+	if [ "$rc" != "$want" ]; then
+		echo "FAIL: '$*' exited $rc, expected $want"
+		sed 's/^/  stdout: /' "$E2E_TMP/out" | head -n 10
+		sed 's/^/  stderr: /' "$E2E_TMP/err" | head -n 10
+		exit 1
+	fi
+}
+
+# pyjson FILE EXPR [ARG...]: true if the Python expression EXPR holds for the
+# JSON document r in FILE ("-": stdin); the ARGs are the list args.
+pyjson() {
+	local f=$1 expr=$2
+	shift 2
+	python3 -c "
+import json, sys
+r = json.load(sys.stdin if sys.argv[1] == '-' else open(sys.argv[1]))
+args = sys.argv[2:]
+sys.exit(0 if ($expr) else 1)" "$f" "$@"
+}
+
+# jval FILE EXPR: prints the Python expression EXPR over the JSON document r
+# in FILE ("-": stdin).
+jval() {
+	python3 -c "
+import json, sys
+r = json.load(sys.stdin if sys.argv[1] == '-' else open(sys.argv[1]))
+print($2)" "$1"
+}
+
+# http_get URL: the body (curl, or python3 where curl is missing); non-zero
+# on a connection or HTTP error.
+http_get() {
+	if command -v curl >/dev/null; then
+		curl -sf "$1"
+		return
+	fi
+	python3 -c '
+import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1" 2>/dev/null
+}
+
+# metric NAME[{labels}] [PORT]: a sample's value from /metrics (master's by default).
+metric() {
+	http_get "http://127.0.0.1:${2:-$MASTER_HTTP_PORT}/metrics" |
+		awk -v n="$1" '$1 == n { print $2; exit }'
+}
+
+# fuse_unmount DIR: unmounts the FUSE file system at DIR, if one is there
+# (lazily when it is busy or its daemon is gone).
+fuse_unmount() {
+	grep -q " $1 fuse" /proc/mounts 2>/dev/null || return 0
+	fusermount3 -u "$1" 2>/dev/null || fusermount3 -u -z "$1" 2>/dev/null || umount -l "$1" 2>/dev/null
+}
+
+# ---- the master ----
+
+# master_ini [LINE...]: picks fresh loopback ports for a kvpool-master and
+# writes its INI: [master] listen, http_listen and metadata_listen, then the
+# LINEs (write "[section]" lines to add other sections; a section may
+# repeat, a key may not). Sets MASTER_PORT, MASTER_HTTP_PORT,
+# MASTER_MD_PORT, MASTER_ADDR (host:port), MASTER_INI (default
+# $E2E_TMP/master.ini; set it first to write elsewhere), MASTER_LOG.
+master_ini() {
 	local ports line
 	ports=$(free_ports 3) || fail "free_ports"
 	read -r MASTER_PORT MASTER_HTTP_PORT MASTER_MD_PORT <<<"$ports"
 	MASTER_ADDR=127.0.0.1:$MASTER_PORT
-	MASTER_INI=$E2E_TMP/master.ini
+	MASTER_INI=${MASTER_INI:-$E2E_TMP/master.ini}
 	MASTER_LOG=$E2E_TMP/master.log
 	{
 		echo "[master]"
@@ -135,39 +243,105 @@ start_master() {
 		echo "metadata_listen = 127.0.0.1:$MASTER_MD_PORT"
 		for line in "$@"; do echo "$line"; done
 	} >"$MASTER_INI"
+}
+
+# run_master: starts kvpool-master -c MASTER_INI (after a stop: on the same
+# ports again), logging to MASTER_LOG, and waits until it listens. Sets
+# MASTER_PID. Extra arguments for the binary: MASTER_ARGS (array).
+run_master() {
 	spawn master "$B/kvpool-master" -c "$MASTER_INI" "${MASTER_ARGS[@]+"${MASTER_ARGS[@]}"}"
 	MASTER_PID=$SPAWN_PID
 	wait_port "$MASTER_PORT" 10 || fail "kvpool-master did not listen on $MASTER_ADDR"
 }
 
-# forget PID: no longer stopped at exit (it was waited for).
-forget() {
-	local p keep=()
-	for p in "${E2E_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	E2E_PIDS=("${keep[@]+"${keep[@]}"}")
+# start_master [LINE...]: master_ini LINE..., then run_master.
+start_master() {
+	master_ini "$@"
+	run_master
 }
 
 # stop_master [SIGNAL]: stops it (default TERM) and returns its exit status.
-stop_master() {
-	local rc=0
-	kill -"${1:-TERM}" "$MASTER_PID" 2>/dev/null
-	wait "$MASTER_PID" || rc=$?
-	forget "$MASTER_PID"
-	return $rc
+stop_master() { stop_pid "$MASTER_PID" "${1:-TERM}"; }
+
+# ---- a pool: master, nodes and clients of one INI ----
+
+# pool_ini [LINE...]: writes POOL_INI ($E2E_TMP/pool.ini), the configuration
+# that the master, the nodes and the clients (kv) of a private pool share:
+# [cluster] master = MASTER_ADDR, then what master_ini writes, LINEs
+# included. Start the master with run_master.
+pool_ini() {
+	POOL_INI=$E2E_TMP/pool.ini
+	MASTER_INI=$POOL_INI
+	master_ini "$@"
+	{
+		printf '[cluster]\nmaster = %s\n' "$MASTER_ADDR"
+		cat "$POOL_INI"
+	} >"$POOL_INI.new" && mv "$POOL_INI.new" "$POOL_INI"
 }
 
-# metric NAME[{labels}] [PORT]: a sample's value from /metrics (master's by default).
-metric() {
-	curl -sf "http://127.0.0.1:${2:-$MASTER_HTTP_PORT}/metrics" |
-		awk -v n="$1" '$1 == n { print $2; exit }'
+# pool_node NAME [LINE...]: writes $E2E_TMP/NAME.ini, node NAME's layer on
+# POOL_INI: [node] name = NAME, listen and http_listen on fresh loopback
+# ports, segment kvpt-TEST-PID-NAME (its /dev/shm file is removed at exit),
+# then the LINEs (more [node] keys, or other sections). Sets NODE_PORT,
+# NODE_HTTP_PORT, NODE_SEG (the segment's name) for this node.
+pool_node() {
+	local name=$1 ports line
+	shift
+	ports=$(free_ports 2) || fail "free_ports"
+	read -r NODE_PORT NODE_HTTP_PORT <<<"$ports"
+	NODE_SEG=kvpt-$E2E_NAME-$$-$name
+	on_cleanup "rm -f '/dev/shm/$NODE_SEG'"
+	{
+		echo "[node]"
+		echo "name = $name"
+		echo "listen = 127.0.0.1:$NODE_PORT"
+		echo "http_listen = 127.0.0.1:$NODE_HTTP_PORT"
+		echo "segment = $NODE_SEG"
+		for line in "$@"; do echo "$line"; done
+	} >"$E2E_TMP/$name.ini"
 }
+
+# run_node NAME [ARG...]: starts kvpool-node -c POOL_INI -c NAME.ini ARG...,
+# logging to $E2E_TMP/NAME.log. Sets NODE_PID.
+run_node() {
+	local name=$1
+	shift
+	spawn "$name" "$B/kvpool-node" -c "$POOL_INI" -c "$E2E_TMP/$name.ini" "$@"
+	NODE_PID=$SPAWN_PID
+}
+
+# kv ARG...: the kvpool CLI with the pool's configuration.
+kv() { "$B/kvpool" -c "$POOL_INI" "$@"; }
+
+# pool_nodes: the names of the nodes the master lists, sorted, one line.
+pool_nodes() {
+	kv info --json 2>/dev/null | jval - '" ".join(sorted(n["name"] for n in r["nodes"]))' 2>/dev/null
+}
+
+# wait_nodes "NAME..." [SECONDS]: until the master lists exactly these nodes
+# (default 30 s); 1, saying what it lists, if not. Fails at once if a
+# process started here exited meanwhile.
+wait_nodes() {
+	local want=$1 end=$((SECONDS + ${2:-30})) p
+	while [ $SECONDS -lt $end ]; do
+		[ "$(pool_nodes)" = "$want" ] && return 0
+		for p in "${E2E_PIDS[@]}"; do
+			kill -0 "$p" 2>/dev/null || fail "process $p exited while waiting for nodes '$want'"
+		done
+		sleep 0.1
+	done
+	echo "master lists '$(pool_nodes)', expected '$want' after ${2:-30}s"
+	return 1
+}
+
+# ---- self-test ----
 
 # Run directly (tests/run.sh runs every tests/e2e/*.sh), this file tests
 # itself and a master started with it: ports, start/stop, /health, /metrics,
-# SIGHUP, the cleanup trap.
+# SIGHUP, expect, the JSON helpers, waitfor, the cleanup trap.
 e2e_lib_selftest() {
 	e2e_init lib
-	need "$B/kvpool-master" curl
+	need "$B/kvpool-master" curl python3
 	local a b
 	read -r a b <<<"$(free_ports 2)"
 	[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || fail "free_ports: '$a' '$b'"
@@ -179,9 +353,17 @@ e2e_lib_selftest() {
 	ok "metric"
 	sed -i 's/^lease_ttl = 3s/lease_ttl = 4s/' "$MASTER_INI"
 	kill -HUP "$MASTER_PID"
-	for _ in $(seq 50); do grep -q "lease_ttl = 4s" "$MASTER_LOG" && break; sleep 0.1; done
-	grep -q "lease_ttl = 4s" "$MASTER_LOG" || fail "SIGHUP reload not logged"
-	ok "SIGHUP"
+	waitfor 5 grep -q "lease_ttl = 4s" "$MASTER_LOG" || fail "SIGHUP reload not logged"
+	ok "SIGHUP, waitfor"
+	(expect 0 false) >"$E2E_TMP/expect.txt" && fail "expect 0 false passed"
+	grep -q "exited 1, expected 0" "$E2E_TMP/expect.txt" || fail "expect's message: $(cat "$E2E_TMP/expect.txt")"
+	expect 3 sh -c 'echo out; echo err >&2; exit 3'
+	[ "$(cat "$E2E_TMP/out") $(cat "$E2E_TMP/err")" = "out err" ] || fail "expect's output files"
+	echo '{"a": [1, 2], "b": "x"}' >"$E2E_TMP/j.json"
+	pyjson "$E2E_TMP/j.json" 'r["a"] == [1, 2] and r["b"] == args[0]' x || fail "pyjson true"
+	pyjson "$E2E_TMP/j.json" 'r["b"] == args[0]' y && fail "pyjson false"
+	[ "$(jval - 'sum(r["a"])' <"$E2E_TMP/j.json")" = 3 ] || fail "jval"
+	ok "expect, pyjson, jval"
 	on_cleanup "rm -f '$E2E_TMP/cleanup-ran'"
 	stop_master || fail "kvpool-master exit status $?"
 	ok "stop_master: exit 0"
@@ -192,5 +374,3 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	e2e_lib_selftest
 	exit 0
 fi
-
-# ---- helpers of other scripts below, one section each ----
