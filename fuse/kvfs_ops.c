@@ -699,6 +699,21 @@ static void lookup_ctl(fuse_req_t req, struct kvfs *fs, struct kvfs_node *d, con
 	fuse_reply_err(req, ENOENT);
 }
 
+/* Replies with the directory c->raw (a prefix ending in '/') under @parent
+ * if a key starts with it, else ENOENT. */
+static void reply_dir_if_used(fuse_req_t req, struct kvfs *fs, const struct child *c,
+			      uint64_t parent, const char *name)
+{
+	int rc = prefix_used(fs, c->raw);
+
+	if (rc < 0)
+		fuse_reply_err(req, kvfs_errno(rc));
+	else if (rc == 0)
+		fuse_reply_err(req, ENOENT);
+	else
+		reply_node(req, fs, KN_DIR, c->raw, c->rawlen, parent, name, NULL);
+}
+
 static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct kvfs *fs = req_fs(req);
@@ -781,13 +796,7 @@ static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	}
 	if (c.kind == KN_DIR) {		/* NAME%%: the directory, never the object */
-		rc = prefix_used(fs, c.raw);
-		if (rc < 0)
-			fuse_reply_err(req, kvfs_errno(rc));
-		else if (rc == 0)
-			fuse_reply_err(req, ENOENT);
-		else
-			reply_node(req, fs, KN_DIR, c.raw, c.rawlen, d->ino, name, NULL);
+		reply_dir_if_used(req, fs, &c, d->ino, name);
 		goto out;
 	}
 	k = kvfs_kvp(fs, &e);
@@ -808,13 +817,7 @@ static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* no object NAME: a directory NAME/ if keys are under it */
 	c.raw[c.rawlen++] = '/';
 	c.raw[c.rawlen] = 0;
-	rc = prefix_used(fs, c.raw);
-	if (rc < 0)
-		fuse_reply_err(req, kvfs_errno(rc));
-	else if (rc == 0)
-		fuse_reply_err(req, ENOENT);
-	else
-		reply_node(req, fs, KN_DIR, c.raw, c.rawlen, d->ino, name, NULL);
+	reply_dir_if_used(req, fs, &c, d->ino, name);
 out:
 	node_unref(fs, d);
 }
@@ -1746,6 +1749,32 @@ static void kvfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* ---- files: create, write, flush, release ------------------------------ */
 
+/* The directory @parent, referenced, for a change in it (create, unlink,
+ * mkdir, rmdir); NULL after replying EROFS on a read-only view, ENOENT, or,
+ * for a parent that is no directory, @file_err (a file) or EACCES. */
+static struct kvfs_node *dir_for_change(fuse_req_t req, struct kvfs *fs, fuse_ino_t parent,
+					int file_err)
+{
+	struct kvfs_node *d;
+	int err;
+
+	if (fs->ro) {
+		fuse_reply_err(req, EROFS);
+		return NULL;
+	}
+	d = node_ref(fs, parent);
+	if (!d) {
+		fuse_reply_err(req, ENOENT);
+		return NULL;
+	}
+	if (d->kind == KN_DIR || d->kind == KN_PIECE)
+		return d;
+	err = d->kind == KN_FILE ? file_err : EACCES;
+	node_unref(fs, d);
+	fuse_reply_err(req, err);
+	return NULL;
+}
+
 static void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 			struct fuse_file_info *fi)
 {
@@ -1757,19 +1786,9 @@ static void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	struct kvp *k;
 	int rc, err = 0;
 
-	if (fs->ro) {
-		fuse_reply_err(req, EROFS);
+	d = dir_for_change(req, fs, parent, ENOTDIR);
+	if (!d)
 		return;
-	}
-	d = node_ref(fs, parent);
-	if (!d) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (d->kind != KN_DIR && d->kind != KN_PIECE) {
-		err = d->kind == KN_FILE ? ENOTDIR : EACCES;
-		goto out;
-	}
 	if (d->ino == FUSE_ROOT_ID && !strcmp(name, ".kvpool")) {
 		err = EEXIST;
 		goto out;
@@ -1998,19 +2017,9 @@ static void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct kvp *k;
 	int rc, err = 0;
 
-	if (fs->ro) {
-		fuse_reply_err(req, EROFS);
+	d = dir_for_change(req, fs, parent, EACCES);
+	if (!d)
 		return;
-	}
-	d = node_ref(fs, parent);
-	if (!d) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (d->kind != KN_DIR && d->kind != KN_PIECE) {
-		err = EACCES;
-		goto out;
-	}
 	rc = resolve(d, name, &c);
 	if (rc || c.kind != KN_FILE) {
 		err = rc == -ENAMETOOLONG ? ENAMETOOLONG : rc ? ENOENT : EISDIR;
@@ -2055,19 +2064,9 @@ static void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	struct kvp *k;
 	int rc, err = 0;
 
-	if (fs->ro) {
-		fuse_reply_err(req, EROFS);
+	d = dir_for_change(req, fs, parent, EACCES);
+	if (!d)
 		return;
-	}
-	d = node_ref(fs, parent);
-	if (!d) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (d->kind != KN_DIR && d->kind != KN_PIECE) {
-		err = EACCES;
-		goto out;
-	}
 	if (d->ino == FUSE_ROOT_ID && !strcmp(name, ".kvpool")) {
 		err = EEXIST;
 		goto out;
@@ -2136,19 +2135,9 @@ static void kvfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct child c;
 	int rc, err = 0;
 
-	if (fs->ro) {
-		fuse_reply_err(req, EROFS);
+	d = dir_for_change(req, fs, parent, ENOTDIR);
+	if (!d)
 		return;
-	}
-	d = node_ref(fs, parent);
-	if (!d) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	if (d->kind != KN_DIR && d->kind != KN_PIECE) {
-		err = d->kind == KN_FILE ? ENOTDIR : EACCES;
-		goto out;
-	}
 	rc = resolve(d, name, &c);
 	if (rc) {
 		err = rc == -ENAMETOOLONG ? ENAMETOOLONG : ENOENT;
@@ -2393,6 +2382,18 @@ static int xattr_value(const struct kvp_stat *st, const char *name, char *out, s
 	return 0;
 }
 
+/* The xattr reply to a request for @size bytes: the length when size is 0,
+ * ERANGE when the value does not fit, else the bytes. */
+static void reply_xattr(fuse_req_t req, const char *val, size_t len, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
 static void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct kvfs *fs = req_fs(req);
@@ -2401,7 +2402,6 @@ static void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
 	char val[KVP_MAX_REPLICAS * 80 + 64];
 	struct kvp *k;
 	int rc, e = 0;
-	size_t len;
 
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -2424,14 +2424,8 @@ static void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
 		rc = ENODATA;
 		goto out_err;
 	}
-	len = strlen(val);
 	node_unref(fs, n);
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, val, len);
+	reply_xattr(req, val, strlen(val), size);
 	return;
 out_err:
 	node_unref(fs, n);
@@ -2460,12 +2454,7 @@ static void kvfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		}
 	}
 	node_unref(fs, n);
-	if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, buf, len);
+	reply_xattr(req, buf, len, size);
 }
 
 static void kvfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,

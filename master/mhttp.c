@@ -140,7 +140,8 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 		"Promotions the node could not do (the object stayed on disk).",
 		m->promote_failures);
 	counter(b, "kvpool_master_promote_skipped_total",
-		"Gets of disk-only objects not promoted: no memory under the watermark.",
+		"Gets of disk-only objects not promoted: no room under the watermark, an "
+		"eviction round running, or the node away.",
 		m->promote_skipped);
 	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
 		m->put_timeouts);

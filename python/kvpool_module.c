@@ -296,28 +296,42 @@ out:
 	return rc;
 }
 
-static PyObject *list_of_i64(const int64_t *v, size_t n)
+/* buffer_ptrs and sizes, one of each per key, as the arrays libkvpool takes
+ * (the caller frees both, also after a failure). -1 with an exception. */
+static int ptr_lists_get(PyObject *pl, PyObject *sl, size_t n, void ***bufs, size_t **lens)
 {
-	PyObject *l = PyList_New((Py_ssize_t)n);
+	uint64_t *ptrs = NULL, *sizes = NULL;
+	int rc = -1;
 
-	for (size_t i = 0; l && i < n; i++) {
-		PyObject *x = PyLong_FromLongLong(v[i]);
-
-		if (!x) {
-			Py_CLEAR(l);
-			break;
-		}
-		PyList_SET_ITEM(l, (Py_ssize_t)i, x);
+	*bufs = NULL;
+	*lens = NULL;
+	if (u64s_get(pl, (Py_ssize_t)n, &ptrs, NULL, "buffer_ptrs") < 0 ||
+	    u64s_get(sl, (Py_ssize_t)n, &sizes, NULL, "sizes") < 0)
+		goto out;
+	*bufs = calloc(n + 1, sizeof(**bufs));
+	*lens = calloc(n + 1, sizeof(**lens));
+	if (!*bufs || !*lens) {
+		PyErr_NoMemory();
+		goto out;
 	}
-	return l;
+	for (size_t i = 0; i < n; i++) {
+		(*bufs)[i] = (void *)(uintptr_t)ptrs[i];
+		(*lens)[i] = (size_t)sizes[i];
+	}
+	rc = 0;
+out:
+	free(ptrs);
+	free(sizes);
+	return rc;
 }
 
-static PyObject *list_of_int(const int *v, size_t n)
+/* A list of the n results in @iv, or (iv NULL) in @lv. */
+static PyObject *int_list(size_t n, const int *iv, const int64_t *lv)
 {
 	PyObject *l = PyList_New((Py_ssize_t)n);
 
 	for (size_t i = 0; l && i < n; i++) {
-		PyObject *x = PyLong_FromLong(v[i]);
+		PyObject *x = PyLong_FromLongLong(iv ? iv[i] : lv[i]);
 
 		if (!x) {
 			Py_CLEAR(l);
@@ -412,18 +426,21 @@ static PyTypeObject repcfg_type = {
 struct putopt {
 	int replicas;			/* 0 = the handle's client.replicas */
 	bool hard_pin;
+	bool valid;			/* false: the put fails with KVP_EINVAL */
 };
 
 /* Reads replica_num / with_hard_pin from any object that has them (ours or
- * a real mooncake.store.ReplicateConfig). 1 ok, 0 invalid value, -1 with an
- * exception. */
+ * a real mooncake.store.ReplicateConfig). 0 (po->valid false for an invalid
+ * value), -1 with an exception. */
 static int putopt_get(PyObject *cfg, struct putopt *po)
 {
 	PyObject *v;
 
 	memset(po, 0, sizeof(*po));
-	if (!cfg || cfg == Py_None)
-		return 1;
+	if (!cfg || cfg == Py_None) {
+		po->valid = true;
+		return 0;
+	}
 	v = PyObject_GetAttrString(cfg, "replica_num");
 	if (v) {
 		long n = PyLong_AsLong(v);
@@ -432,7 +449,7 @@ static int putopt_get(PyObject *cfg, struct putopt *po)
 		if (n == -1 && PyErr_Occurred())
 			return -1;
 		if (n < 1 || n > KVP_MAX_REPLICAS)
-			return 0;
+			return 0;	/* invalid */
 		po->replicas = (int)n;
 	} else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
 		PyErr_Clear();
@@ -452,7 +469,8 @@ static int putopt_get(PyObject *cfg, struct putopt *po)
 	} else {
 		return -1;
 	}
-	return 1;
+	po->valid = true;
+	return 0;
 }
 
 /* ---- BufferHandle ---------------------------------------------------------- */
@@ -661,6 +679,144 @@ static size_t store_handles(struct store *s, struct kvp **out)
 	return n;
 }
 
+/* Runs @expr, an int expression that may use the handle k, inside
+ * store_enter/store_leave: @rc receives its value, or KVP_EINVAL when the
+ * store is not set up. STORE_CALL releases the GIL around it; the _NOGIL
+ * form is for code that has released it already. */
+#define STORE_CALL_NOGIL(s, rc, expr)			\
+	do {						\
+		struct kvp *k = store_enter(s);		\
+							\
+		(rc) = KVP_EINVAL;			\
+		if (k) {				\
+			(rc) = (expr);			\
+			store_leave(s);			\
+		}					\
+	} while (0)
+
+#define STORE_CALL(s, rc, expr)				\
+	do {						\
+		Py_BEGIN_ALLOW_THREADS			\
+		STORE_CALL_NOGIL(s, rc, expr);		\
+		Py_END_ALLOW_THREADS			\
+	} while (0)
+
+/* Inside store_enter: the handle that puts as @po asks, or NULL with *rc. */
+static struct kvp *put_handle(struct store *s, const struct putopt *po, int *rc)
+{
+	*rc = KVP_EINVAL;
+	return po->valid ? store_handle(s, po->replicas, rc) : NULL;
+}
+
+/* Inside store_enter: one value through the handle for @po (kvp_put, or
+ * kvp_put_from for a registered buffer), pinned when @po asks. */
+static int put_one(struct store *s, const struct putopt *po, const char *key, const void *buf,
+		   size_t len, bool from)
+{
+	int rc;
+	struct kvp *k = put_handle(s, po, &rc);
+
+	if (!k)
+		return rc;
+	rc = from ? kvp_put_from(k, key, buf, len) : kvp_put(k, key, buf, len);
+	if (rc == 0 && po->hard_pin)
+		rc = kvp_pin(k, key, HARD_PIN_MS);
+	return rc;
+}
+
+/* Inside store_enter: a batch through the handle for @po, each object that
+ * was stored pinned when @po asks. */
+static int put_batch(struct store *s, const struct putopt *po, const struct keys *ks,
+		     const void *const *bufs, const size_t *lens, int *res)
+{
+	int rc;
+	struct kvp *k = put_handle(s, po, &rc);
+
+	if (!k)
+		return rc;
+	rc = kvp_batch_put_from(k, ks->n, ks->k, bufs, lens, res);
+	for (size_t i = 0; rc == 0 && po->hard_pin && i < ks->n; i++)
+		if (res[i] == 0)
+			res[i] = kvp_pin(k, ks->k[i], HARD_PIN_MS);
+	return rc;
+}
+
+/* Inside store_enter: registers a buffer on every handle and remembers it
+ * for the handles opened later. */
+static int store_register(struct store *s, void *p, size_t len)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = 0;
+
+	for (size_t i = 0; i < nh && rc == 0; i++)
+		rc = kvp_register_buffer(hs[i], p, len);
+	pthread_mutex_lock(&s->hlock);
+	if (rc == 0 && s->nregs == s->capregs) {
+		size_t cap = s->capregs ? s->capregs * 2 : 16;
+		struct reg *nr = realloc(s->regs, cap * sizeof(*nr));
+
+		if (nr) {
+			s->regs = nr;
+			s->capregs = cap;
+		} else {
+			rc = KVP_ENOMEM;
+		}
+	}
+	if (rc == 0)
+		s->regs[s->nregs++] = (struct reg){ p, len };
+	pthread_mutex_unlock(&s->hlock);
+	return rc;
+}
+
+/* Inside store_enter: the buffer off every handle and out of the list; the
+ * default handle's result. */
+static int store_unregister(struct store *s, void *p)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = kvp_unregister_buffer(hs[0], p);
+
+	for (size_t i = 1; i < nh; i++)
+		kvp_unregister_buffer(hs[i], p);
+	pthread_mutex_lock(&s->hlock);
+	for (size_t i = 0; i < s->nregs; i++) {
+		if (s->regs[i].p == p) {
+			s->regs[i] = s->regs[--s->nregs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->hlock);
+	return rc;
+}
+
+/* Inside store_enter: kvp_stats summed over every handle. */
+static int store_stats_sum(struct store *s, struct kvp_stats *sum)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	for (size_t i = 0; i < nh && !rc; i++) {
+		struct kvp_stats st;
+
+		rc = kvp_stats(hs[i], &st);
+		if (rc)
+			break;
+		sum->puts += st.puts;
+		sum->gets += st.gets;
+		sum->local_bytes += st.local_bytes;
+		sum->tcp_bytes += st.tcp_bytes;
+		sum->checksum_mismatches += st.checksum_mismatches;
+		sum->retries += st.retries;
+		sum->segment_refreshes += st.segment_refreshes;
+		sum->master_connects += st.master_connects;
+		sum->node_connects += st.node_connects;
+	}
+	return rc;
+}
+
 /* ---- embedded node ------------------------------------------------------- */
 
 static void node_ready_cb(void *arg)
@@ -728,6 +884,16 @@ static void node_conf_adjust(struct store *s, struct kvp_conf *c, unsigned seq)
 	snprintf(s->node_segment, sizeof(s->node_segment), "%s", c->node.segment);
 }
 
+static void node_shutdown(struct store *s)
+{
+	if (!s->node)
+		return;
+	node_stop(s->node);
+	pthread_join(s->node_thr, NULL);
+	node_destroy(s->node);
+	s->node = NULL;
+}
+
 /* Called with lock write-held, GIL released. */
 static int node_start(struct store *s, const struct kvp_conf *c)
 {
@@ -789,21 +955,8 @@ static int node_start(struct store *s, const struct kvp_conf *c)
 			 "(%s)", kvp_errname(nrc < 0 ? nrc : KVP_EINTERNAL));
 		rc = nrc < 0 && nrc >= KVP_ERR_MIN ? nrc : KVP_EINTERNAL;
 	}
-	node_stop(s->node);
-	pthread_join(s->node_thr, NULL);
-	node_destroy(s->node);
-	s->node = NULL;
+	node_shutdown(s);
 	return rc;
-}
-
-static void node_shutdown(struct store *s)
-{
-	if (!s->node)
-		return;
-	node_stop(s->node);
-	pthread_join(s->node_thr, NULL);
-	node_destroy(s->node);
-	s->node = NULL;
 }
 
 /* Called with lock write-held, GIL released. */
@@ -1321,29 +1474,15 @@ static PyObject *store_put(struct store *self, PyObject *args, PyObject *kw)
 	struct keys ks;
 	PyObject *key, *cfg = NULL;
 	Py_buffer v;
-	int rc, ok;
+	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oy*|O:put", kwlist, &key, &v, &cfg))
 		return NULL;
-	ok = putopt_get(cfg, &po);
-	if (ok < 0 || keys_get(key, true, &ks) < 0) {
+	if (putopt_get(cfg, &po) < 0 || keys_get(key, true, &ks) < 0) {
 		PyBuffer_Release(&v);
 		return NULL;
 	}
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		if (ok)
-			k = store_handle(self, po.replicas, &rc);
-		if (ok && k) {
-			rc = kvp_put(k, ks.k[0], v.buf, (size_t)v.len);
-			if (rc == 0 && po.hard_pin)
-				rc = kvp_pin(k, ks.k[0], HARD_PIN_MS);
-		}
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, put_one(self, &po, ks.k[0], v.buf, (size_t)v.len, false));
 	PyBuffer_Release(&v);
 	keys_free(&ks);
 	return PyLong_FromLong(mc_put(rc));
@@ -1360,7 +1499,7 @@ static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *k
 	struct keys ks = { 0 };
 	size_t total = 0;
 	char *buf = NULL;
-	int rc = KVP_EINVAL, ok;
+	int rc = KVP_EINVAL;
 
 	if (kw && PyDict_Size(kw) > (cfg ? 1 : 0)) {
 		PyErr_SetString(PyExc_TypeError, "put_parts: the only keyword is config");
@@ -1370,8 +1509,7 @@ static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *k
 		PyErr_SetString(PyExc_TypeError, "put_parts(key, *parts, config=None)");
 		return NULL;
 	}
-	ok = putopt_get(cfg, &po);
-	if (ok < 0 || keys_get(PyTuple_GET_ITEM(args, 0), true, &ks) < 0)
+	if (putopt_get(cfg, &po) < 0 || keys_get(PyTuple_GET_ITEM(args, 0), true, &ks) < 0)
 		return NULL;
 	nparts = nargs - 1;
 	views = calloc(nparts ? (size_t)nparts : 1, sizeof(*views));
@@ -1396,18 +1534,7 @@ static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *k
 			memcpy(buf + off, views[i].buf, (size_t)views[i].len);
 			off += (size_t)views[i].len;
 		}
-		struct kvp *k = store_enter(self);
-		rc = KVP_EINVAL;
-		if (k) {
-			if (ok)
-				k = store_handle(self, po.replicas, &rc);
-			if (ok && k) {
-				rc = kvp_put(k, ks.k[0], buf, total);
-				if (rc == 0 && po.hard_pin)
-					rc = kvp_pin(k, ks.k[0], HARD_PIN_MS);
-			}
-			store_leave(self);
-		}
+		STORE_CALL_NOGIL(self, rc, put_one(self, &po, ks.k[0], buf, total, false));
 	}
 	free(buf);
 	Py_END_ALLOW_THREADS
@@ -1431,14 +1558,7 @@ static PyObject *store_get(struct store *self, PyObject *key)
 
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_get(k, ks.k[0], &buf, &len);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_get(k, ks.k[0], &buf, &len));
 	keys_free(&ks);
 	/* Mooncake: empty bytes when missing (or on any error). */
 	r = PyBytes_FromStringAndSize(rc == 0 ? buf : NULL, rc == 0 ? (Py_ssize_t)len : 0);
@@ -1455,14 +1575,7 @@ static PyObject *store_get_buffer(struct store *self, PyObject *key)
 
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_get(k, ks.k[0], &buf, &len);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_get(k, ks.k[0], &buf, &len));
 	keys_free(&ks);
 	if (rc < 0)
 		Py_RETURN_NONE;
@@ -1476,14 +1589,7 @@ static PyObject *store_is_exist(struct store *self, PyObject *key)
 
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_exists(k, ks.k[0]);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_exists(k, ks.k[0]));
 	keys_free(&ks);
 	return PyLong_FromLong(mc_exist(rc));
 }
@@ -1496,14 +1602,7 @@ static PyObject *store_get_size(struct store *self, PyObject *key)
 
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_size(k, ks.k[0], &size);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_size(k, ks.k[0], &size));
 	keys_free(&ks);
 	if (rc < 0)
 		return PyLong_FromLong(mc(rc));
@@ -1521,14 +1620,7 @@ static PyObject *store_remove(struct store *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_remove(k, ks.k[0], force ? KVP_REMOVE_FORCE : 0);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_remove(k, ks.k[0], force ? KVP_REMOVE_FORCE : 0));
 	keys_free(&ks);
 	return PyLong_FromLong(mc(rc));
 }
@@ -1541,14 +1633,7 @@ static PyObject *store_remove_all(struct store *self, PyObject *args, PyObject *
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:remove_all", kwlist, &force))
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_remove_all(k, force ? KVP_REMOVE_FORCE : 0, &count);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_remove_all(k, force ? KVP_REMOVE_FORCE : 0, &count));
 	if (rc < 0)
 		return PyLong_FromLong(mc(rc));
 	return PyLong_FromUnsignedLongLong(count);
@@ -1616,14 +1701,7 @@ static PyObject *store_remove_by_regex(struct store *self, PyObject *args, PyObj
 	for (;;) {
 		struct kvp_list l = { 0 };
 
-		Py_BEGIN_ALLOW_THREADS
-		struct kvp *k = store_enter(self);
-		rc = KVP_EINVAL;
-		if (k) {
-			rc = kvp_list(k, prefix, 0, cursor, PAGE_KEYS, &l);
-			store_leave(self);
-		}
-		Py_END_ALLOW_THREADS
+		STORE_CALL(self, rc, kvp_list(k, prefix, 0, cursor, PAGE_KEYS, &l));
 		if (rc < 0)
 			break;
 		for (size_t i = 0; i < l.n; i++) {
@@ -1657,15 +1735,8 @@ static PyObject *store_remove_by_regex(struct store *self, PyObject *args, PyObj
 		size_t n = matched.n - off < REMOVE_CHUNK ? matched.n - off : REMOVE_CHUNK;
 		int res[REMOVE_CHUNK];
 
-		Py_BEGIN_ALLOW_THREADS
-		struct kvp *k = store_enter(self);
-		rc = KVP_EINVAL;
-		if (k) {
-			rc = kvp_batch_remove(k, n, (const char *const *)matched.v + off,
-					      force ? KVP_REMOVE_FORCE : 0, res);
-			store_leave(self);
-		}
-		Py_END_ALLOW_THREADS
+		STORE_CALL(self, rc, kvp_batch_remove(k, n, (const char *const *)matched.v + off,
+				      force ? KVP_REMOVE_FORCE : 0, res));
 		if (rc < 0)
 			break;
 		for (size_t i = 0; i < n; i++)
@@ -1693,34 +1764,7 @@ static PyObject *store_register_buffer(struct store *self, PyObject *args, PyObj
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:register_buffer", kwlist, &po, &so) ||
 	    u64_get(po, &ptr, "buffer_ptr") < 0 || u64_get(so, &size, "size") < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		struct kvp *hs[KVP_MAX_REPLICAS + 2];
-		size_t nh = store_handles(self, hs);
-
-		rc = 0;
-		for (size_t i = 0; i < nh && rc == 0; i++)
-			rc = kvp_register_buffer(hs[i], (void *)(uintptr_t)ptr, (size_t)size);
-		pthread_mutex_lock(&self->hlock);
-		if (rc == 0 && self->nregs == self->capregs) {
-			size_t cap = self->capregs ? self->capregs * 2 : 16;
-			struct reg *nr = realloc(self->regs, cap * sizeof(*nr));
-
-			if (nr) {
-				self->regs = nr;
-				self->capregs = cap;
-			} else {
-				rc = KVP_ENOMEM;
-			}
-		}
-		if (rc == 0)
-			self->regs[self->nregs++] = (struct reg){ (void *)(uintptr_t)ptr, (size_t)size };
-		pthread_mutex_unlock(&self->hlock);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, store_register(self, (void *)(uintptr_t)ptr, (size_t)size));
 	return PyLong_FromLong(mc(rc));
 }
 
@@ -1734,27 +1778,7 @@ static PyObject *store_unregister_buffer(struct store *self, PyObject *args, PyO
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:unregister_buffer", kwlist, &po) ||
 	    u64_get(po, &ptr, "buffer_ptr") < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		struct kvp *hs[KVP_MAX_REPLICAS + 2];
-		size_t nh = store_handles(self, hs);
-
-		rc = kvp_unregister_buffer(hs[0], (void *)(uintptr_t)ptr);
-		for (size_t i = 1; i < nh; i++)
-			kvp_unregister_buffer(hs[i], (void *)(uintptr_t)ptr);
-		pthread_mutex_lock(&self->hlock);
-		for (size_t i = 0; i < self->nregs; i++) {
-			if (self->regs[i].p == (void *)(uintptr_t)ptr) {
-				self->regs[i] = self->regs[--self->nregs];
-				break;
-			}
-		}
-		pthread_mutex_unlock(&self->hlock);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, store_unregister(self, (void *)(uintptr_t)ptr));
 	return PyLong_FromLong(mc(rc));
 }
 
@@ -1765,28 +1789,15 @@ static PyObject *store_put_from(struct store *self, PyObject *args, PyObject *kw
 	struct putopt opt;
 	uint64_t ptr, size;
 	struct keys ks;
-	int rc, ok;
+	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:put_from", kwlist, &key, &po, &so, &cfg) ||
 	    u64_get(po, &ptr, "buffer_ptr") < 0 || u64_get(so, &size, "size") < 0)
 		return NULL;
-	ok = putopt_get(cfg, &opt);
-	if (ok < 0 || keys_get(key, true, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		if (ok)
-			k = store_handle(self, opt.replicas, &rc);
-		if (ok && k) {
-			rc = kvp_put_from(k, ks.k[0], (const void *)(uintptr_t)ptr, (size_t)size);
-			if (rc == 0 && opt.hard_pin)
-				rc = kvp_pin(k, ks.k[0], HARD_PIN_MS);
-		}
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, put_one(self, &opt, ks.k[0], (const void *)(uintptr_t)ptr,
+				     (size_t)size, true));
 	keys_free(&ks);
 	return PyLong_FromLong(mc_put(rc));
 }
@@ -1804,38 +1815,19 @@ static PyObject *store_get_into(struct store *self, PyObject *args, PyObject *kw
 		return NULL;
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_get_into(k, ks.k[0], (void *)(uintptr_t)ptr, (size_t)size);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_get_into(k, ks.k[0], (void *)(uintptr_t)ptr, (size_t)size));
 	keys_free(&ks);
 	return PyLong_FromLongLong(rc >= 0 ? rc : mc(rc));
 }
 
-/* Batch puts from (ptr, len) pairs; results are Mooncake codes. GIL released
- * inside. */
-static void batch_put_nogil(struct store *self, const struct putopt *opt, bool ok,
-			    const struct keys *ks, const void *const *bufs, const size_t *lens,
-			    int *res)
+/* Batch puts from (ptr, len) pairs; results are Mooncake codes. Called
+ * without the GIL. */
+static void batch_put_nogil(struct store *self, const struct putopt *opt, const struct keys *ks,
+			    const void *const *bufs, const size_t *lens, int *res)
 {
-	struct kvp *k = store_enter(self);
-	int rc = KVP_EINVAL;
+	int rc;
 
-	if (k) {
-		if (ok)
-			k = store_handle(self, opt->replicas, &rc);
-		if (ok && k) {
-			rc = kvp_batch_put_from(k, ks->n, ks->k, bufs, lens, res);
-			for (size_t i = 0; rc == 0 && opt->hard_pin && i < ks->n; i++)
-				if (res[i] == 0)
-					res[i] = kvp_pin(k, ks->k[i], HARD_PIN_MS);
-		}
-		store_leave(self);
-	}
+	STORE_CALL_NOGIL(self, rc, put_batch(self, opt, ks, bufs, lens, res));
 	for (size_t i = 0; i < ks->n; i++)
 		res[i] = mc_put(rc < 0 ? rc : res[i]);
 }
@@ -1848,15 +1840,14 @@ static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *k
 	Py_buffer *views = NULL;
 	const void **bufs = NULL;
 	size_t *lens = NULL;
-	int *res = NULL, first = 0, ok;
+	int *res = NULL, first = 0;
 	Py_ssize_t got = 0;
 	struct putopt opt;
 	struct keys ks = { 0 };
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwlist, &keys, &values, &cfg))
 		return NULL;
-	ok = putopt_get(cfg, &opt);
-	if (ok < 0 || keys_get(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || keys_get(keys, false, &ks) < 0)
 		return NULL;
 	fast = PySequence_Fast(values, "values must be a list of bytes-like objects");
 	if (!fast)
@@ -1881,7 +1872,7 @@ static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *k
 		lens[got] = (size_t)views[got].len;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	batch_put_nogil(self, &opt, ok, &ks, bufs, lens, res);
+	batch_put_nogil(self, &opt, &ks, bufs, lens, res);
 	Py_END_ALLOW_THREADS
 	for (size_t i = 0; i < ks.n && !first; i++)
 		first = res[i];
@@ -1903,40 +1894,29 @@ static PyObject *store_batch_put_from(struct store *self, PyObject *args, PyObje
 {
 	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", "config", NULL };
 	PyObject *keys, *pl, *sl, *cfg = NULL, *r = NULL;
-	uint64_t *ptrs = NULL, *sizes = NULL;
 	struct putopt opt;
 	struct keys ks;
-	const void **bufs = NULL;
+	void **bufs = NULL;
 	size_t *lens = NULL;
-	int *res = NULL, ok;
+	int *res = NULL;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl,
 					 &cfg))
 		return NULL;
-	ok = putopt_get(cfg, &opt);
-	if (ok < 0 || keys_get(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || keys_get(keys, false, &ks) < 0)
 		return NULL;
-	if (u64s_get(pl, (Py_ssize_t)ks.n, &ptrs, NULL, "buffer_ptrs") < 0 ||
-	    u64s_get(sl, (Py_ssize_t)ks.n, &sizes, NULL, "sizes") < 0)
+	if (ptr_lists_get(pl, sl, ks.n, &bufs, &lens) < 0)
 		goto out;
-	bufs = calloc(ks.n + 1, sizeof(*bufs));
-	lens = calloc(ks.n + 1, sizeof(*lens));
 	res = calloc(ks.n + 1, sizeof(*res));
-	if (!bufs || !lens || !res) {
+	if (!res) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	for (size_t i = 0; i < ks.n; i++) {
-		bufs[i] = (const void *)(uintptr_t)ptrs[i];
-		lens[i] = (size_t)sizes[i];
-	}
 	Py_BEGIN_ALLOW_THREADS
-	batch_put_nogil(self, &opt, ok, &ks, bufs, lens, res);
+	batch_put_nogil(self, &opt, &ks, (const void *const *)bufs, lens, res);
 	Py_END_ALLOW_THREADS
-	r = list_of_int(res, ks.n);
+	r = int_list(ks.n, res, NULL);
 out:
-	free(ptrs);
-	free(sizes);
 	free(bufs);
 	free(lens);
 	free(res);
@@ -1948,47 +1928,33 @@ static PyObject *store_batch_get_into(struct store *self, PyObject *args, PyObje
 {
 	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", NULL };
 	PyObject *keys, *pl, *sl, *r = NULL;
-	uint64_t *ptrs = NULL, *sizes = NULL;
 	struct keys ks;
 	void **bufs = NULL;
 	size_t *caps = NULL;
 	int64_t *res = NULL;
+	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwlist, &keys, &pl, &sl))
 		return NULL;
 	if (keys_get(keys, false, &ks) < 0)
 		return NULL;
-	if (u64s_get(pl, (Py_ssize_t)ks.n, &ptrs, NULL, "buffer_ptrs") < 0 ||
-	    u64s_get(sl, (Py_ssize_t)ks.n, &sizes, NULL, "sizes") < 0)
+	if (ptr_lists_get(pl, sl, ks.n, &bufs, &caps) < 0)
 		goto out;
-	bufs = calloc(ks.n + 1, sizeof(*bufs));
-	caps = calloc(ks.n + 1, sizeof(*caps));
 	res = calloc(ks.n + 1, sizeof(*res));
-	if (!bufs || !caps || !res) {
+	if (!res) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	for (size_t i = 0; i < ks.n; i++) {
-		bufs[i] = (void *)(uintptr_t)ptrs[i];
-		caps[i] = (size_t)sizes[i];
-	}
 	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	int rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res);
-		store_leave(self);
-	}
+	STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
 	for (size_t i = 0; i < ks.n; i++) {
 		int64_t v = rc < 0 ? rc : res[i];
 
 		res[i] = v >= 0 ? v : mc(v);
 	}
 	Py_END_ALLOW_THREADS
-	r = list_of_i64(res, ks.n);
+	r = int_list(ks.n, NULL, res);
 out:
-	free(ptrs);
-	free(sizes);
 	free(bufs);
 	free(caps);
 	free(res);
@@ -2101,13 +2067,12 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 	struct keys ks;
 	const void **bufs = NULL;
 	size_t *lens = NULL;
-	int *res = NULL, ok;
+	int *res = NULL;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwlist,
 					 &keys, &allp, &alls, &cfg))
 		return NULL;
-	ok = putopt_get(cfg, &opt);
-	if (ok < 0 || keys_get(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || keys_get(keys, false, &ks) < 0)
 		return NULL;
 	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
 		goto out;
@@ -2138,10 +2103,10 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 		for (size_t i = 0; i < ks.n; i++)
 			res[i] = mc(err);
 	} else {
-		batch_put_nogil(self, &opt, ok, &ks, bufs, lens, res);
+		batch_put_nogil(self, &opt, &ks, bufs, lens, res);
 	}
 	Py_END_ALLOW_THREADS
-	r = list_of_int(res, ks.n);
+	r = int_list(ks.n, res, NULL);
 out:
 	mbufs_free(mb, ks.n);
 	free(bufs);
@@ -2188,15 +2153,8 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 		caps[i] = mb[i].total;
 	}
 	int rc = err;
-	if (!rc) {
-		struct kvp *k = store_enter(self);
-
-		rc = KVP_EINVAL;
-		if (k) {
-			rc = kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res);
-			store_leave(self);
-		}
-	}
+	if (!rc)
+		STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
 	for (size_t i = 0; i < ks.n; i++) {
 		int64_t v = rc < 0 ? rc : res[i];
 
@@ -2214,7 +2172,7 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 		res[i] = v >= 0 ? v : mc(v);
 	}
 	Py_END_ALLOW_THREADS
-	r = list_of_i64(res, ks.n);
+	r = int_list(ks.n, NULL, res);
 out:
 	mbufs_free(mb, ks.n);
 	free(bufs);
@@ -2226,11 +2184,13 @@ out:
 
 /* ---- batch calls on values ----------------------------------------------- */
 
-static PyObject *store_batch_is_exist(struct store *self, PyObject *keys)
+/* The per-key results of batch_is_exist (1, 0 or -1) or, with @remove, of
+ * batch_remove (Mooncake codes). */
+static PyObject *batch_exists_remove(struct store *self, PyObject *keys, bool remove, int flags)
 {
 	struct keys ks;
-	int *res;
 	PyObject *r;
+	int *res, rc;
 
 	if (keys_get(keys, false, &ks) < 0)
 		return NULL;
@@ -2240,51 +2200,34 @@ static PyObject *store_batch_is_exist(struct store *self, PyObject *keys)
 		return PyErr_NoMemory();
 	}
 	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	int rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_batch_exists(k, ks.n, ks.k, res);
-		store_leave(self);
+	STORE_CALL_NOGIL(self, rc, remove ? kvp_batch_remove(k, ks.n, ks.k, flags, res) :
+					    kvp_batch_exists(k, ks.n, ks.k, res));
+	for (size_t i = 0; i < ks.n; i++) {
+		int v = rc < 0 ? rc : res[i];
+
+		res[i] = remove ? mc(v) : mc_exist(v);
 	}
-	for (size_t i = 0; i < ks.n; i++)
-		res[i] = mc_exist(rc < 0 ? rc : res[i]);
 	Py_END_ALLOW_THREADS
-	r = list_of_int(res, ks.n);
+	r = int_list(ks.n, res, NULL);
 	free(res);
 	keys_free(&ks);
 	return r;
 }
 
+static PyObject *store_batch_is_exist(struct store *self, PyObject *keys)
+{
+	return batch_exists_remove(self, keys, false, 0);
+}
+
 static PyObject *store_batch_remove(struct store *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "keys", "force", NULL };
-	PyObject *keys, *r;
-	struct keys ks;
-	int force = 0, *res;
+	PyObject *keys;
+	int force = 0;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", kwlist, &keys, &force))
 		return NULL;
-	if (keys_get(keys, false, &ks) < 0)
-		return NULL;
-	res = calloc(ks.n + 1, sizeof(*res));
-	if (!res) {
-		keys_free(&ks);
-		return PyErr_NoMemory();
-	}
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	int rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_batch_remove(k, ks.n, ks.k, force ? KVP_REMOVE_FORCE : 0, res);
-		store_leave(self);
-	}
-	for (size_t i = 0; i < ks.n; i++)
-		res[i] = mc(rc < 0 ? rc : res[i]);
-	Py_END_ALLOW_THREADS
-	r = list_of_int(res, ks.n);
-	free(res);
-	keys_free(&ks);
-	return r;
+	return batch_exists_remove(self, keys, true, force ? KVP_REMOVE_FORCE : 0);
 }
 
 /* get_batch(keys) -> [bytes]: sizes first (one round trip), then every value
@@ -2296,7 +2239,6 @@ static PyObject *store_get_batch(struct store *self, PyObject *keys)
 	int64_t *sizes = NULL, *res = NULL;
 	void **bufs = NULL;
 	size_t *caps = NULL;
-	struct kvp *k;
 	int rc = 0;
 
 	if (keys_get(keys, false, &ks) < 0)
@@ -2310,14 +2252,7 @@ static PyObject *store_get_batch(struct store *self, PyObject *keys)
 		PyErr_NoMemory();
 		goto out;
 	}
-	Py_BEGIN_ALLOW_THREADS
-	k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_batch_size(k, ks.n, ks.k, sizes);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_batch_size(k, ks.n, ks.k, sizes));
 	for (size_t i = 0; i < ks.n; i++) {
 		Py_ssize_t len = rc == 0 && sizes[i] > 0 ? (Py_ssize_t)sizes[i] : 0;
 
@@ -2330,14 +2265,7 @@ static PyObject *store_get_batch(struct store *self, PyObject *keys)
 	if (rc == 0) {
 		/* The bytes objects are ours alone until returned: filling them
 		 * without the GIL is safe. */
-		Py_BEGIN_ALLOW_THREADS
-		k = store_enter(self);
-		rc = KVP_EINVAL;
-		if (k) {
-			rc = kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res);
-			store_leave(self);
-		}
-		Py_END_ALLOW_THREADS
+		STORE_CALL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
 	}
 	r = PyList_New((Py_ssize_t)ks.n);
 	if (!r)
@@ -2353,14 +2281,7 @@ static PyObject *store_get_batch(struct store *self, PyObject *keys)
 			size_t len = 0;
 			int grc;
 
-			Py_BEGIN_ALLOW_THREADS
-			k = store_enter(self);
-			grc = KVP_EINVAL;
-			if (k) {
-				grc = kvp_get(k, ks.k[i], &buf, &len);
-				store_leave(self);
-			}
-			Py_END_ALLOW_THREADS
+			STORE_CALL(self, grc, kvp_get(k, ks.k[i], &buf, &len));
 			if (grc == 0) {
 				Py_DECREF(o);
 				o = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
@@ -2412,14 +2333,7 @@ static PyObject *store_batch_get_buffer(struct store *self, PyObject *keys)
 		PyObject *o;
 		int rc;
 
-		Py_BEGIN_ALLOW_THREADS
-		struct kvp *k = store_enter(self);
-		rc = KVP_EINVAL;
-		if (k) {
-			rc = kvp_get(k, ks.k[i], &buf, &len);
-			store_leave(self);
-		}
-		Py_END_ALLOW_THREADS
+		STORE_CALL(self, rc, kvp_get(k, ks.k[i], &buf, &len));
 		o = rc < 0 ? Py_NewRef(Py_None) : pybuf_new(buf, len);
 		if (!o) {
 			Py_CLEAR(r);
@@ -2461,14 +2375,7 @@ static PyObject *store_stat(struct store *self, PyObject *key)
 
 	if (keys_get(key, true, &ks) < 0)
 		return NULL;
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		rc = kvp_stat(k, ks.k[0], &st);
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, kvp_stat(k, ks.k[0], &st));
 	keys_free(&ks);
 	if (rc < 0)
 		Py_RETURN_NONE;
@@ -2508,31 +2415,7 @@ static PyObject *store_stats(struct store *self, PyObject *unused)
 	struct kvp_stats sum = { 0 };
 	int rc;
 
-	Py_BEGIN_ALLOW_THREADS
-	struct kvp *k = store_enter(self);
-	rc = KVP_EINVAL;
-	if (k) {
-		struct kvp *hs[KVP_MAX_REPLICAS + 2];
-		size_t nh = store_handles(self, hs);
-
-		rc = 0;
-		for (size_t i = 0; i < nh && !rc; i++) {
-			struct kvp_stats st;
-
-			rc = kvp_stats(hs[i], &st);
-			sum.puts += st.puts;
-			sum.gets += st.gets;
-			sum.local_bytes += st.local_bytes;
-			sum.tcp_bytes += st.tcp_bytes;
-			sum.checksum_mismatches += st.checksum_mismatches;
-			sum.retries += st.retries;
-			sum.segment_refreshes += st.segment_refreshes;
-			sum.master_connects += st.master_connects;
-			sum.node_connects += st.node_connects;
-		}
-		store_leave(self);
-	}
-	Py_END_ALLOW_THREADS
+	STORE_CALL(self, rc, store_stats_sum(self, &sum));
 	if (rc < 0)
 		Py_RETURN_NONE;
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",

@@ -249,36 +249,121 @@ static void xh_stripes_avx512(uint64_t *acc, uint8_t *dst, const uint8_t *src, s
 	_mm512_storeu_si512(acc, a);
 	*stripe = s;
 }
+
+/* The same with non-temporal stores to dst (which must not be NULL), for
+ * destinations nobody on this CPU reads next: no read-for-ownership of
+ * each destination line, no cache pollution (a value written into a
+ * segment, a batch larger than the cache). Streaming stores must be
+ * 64-byte aligned and dst is anything, so each aligned destination line is
+ * assembled from two consecutive stripe registers (vpermt2b); the partial
+ * lines at both ends are masked stores of the same registers. Ends with
+ * sfence: the bytes are visible before whatever the caller stores next
+ * (a header being published). */
+__attribute__((target("avx512f,avx512bw,avx512vbmi")))
+static void xh_stripes_avx512_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+				 unsigned *stripe)
+{
+	static const uint8_t iota[64] __attribute__((aligned(64))) = {
+		0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+		16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+		32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+		48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63,
+	};
+	/* h value bytes go before the first aligned destination address;
+	 * aligned line k then holds value bytes [64k + h, 64k + h + 64). */
+	const unsigned h = (unsigned)(-(uintptr_t)dst & 63);
+	const __m512i idx = _mm512_add_epi8(_mm512_load_si512(iota), _mm512_set1_epi8((char)h));
+	__m512i a = _mm512_loadu_si512(acc);
+	const __m512i prime = _mm512_set1_epi32((int)XH_P32_1);
+	const __m512i sk = _mm512_loadu_si512(xh_secret + 128);
+	__m512i prev = _mm512_setzero_si512();
+	unsigned s = *stripe;
+
+	for (size_t n = 0; n < nst; n++) {
+		const uint8_t *in = src + XH_STRIPE * n;
+
+		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
+		__m512i d = _mm512_loadu_si512(in);
+
+		if (n == 0) {
+			if (h)
+				_mm512_mask_storeu_epi8(dst, (1ull << h) - 1, d);
+		} else {
+			__m512i line = h ? _mm512_permutex2var_epi8(prev, idx, d) : prev;
+
+			_mm512_stream_si512((void *)(dst + XH_STRIPE * (n - 1) + h), line);
+		}
+		prev = d;
+		__m512i k = _mm512_xor_si512(d, _mm512_loadu_si512(xh_secret + 8 * s));
+		__m512i p = _mm512_mul_epu32(k, _mm512_shuffle_epi32(k, (_MM_PERM_ENUM)_MM_SHUFFLE(0, 3, 0, 1)));
+
+		a = _mm512_add_epi64(a, _mm512_add_epi64(p,
+				_mm512_shuffle_epi32(d, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2))));
+		if (++s == XH_BLOCK_STRIPES) {
+			__m512i x = _mm512_xor_si512(_mm512_xor_si512(a, _mm512_srli_epi64(a, 47)), sk);
+			__m512i hh = _mm512_shuffle_epi32(x, (_MM_PERM_ENUM)_MM_SHUFFLE(0, 3, 0, 1));
+
+			a = _mm512_add_epi64(_mm512_mul_epu32(x, prime),
+					     _mm512_slli_epi64(_mm512_mul_epu32(hh, prime), 32));
+			s = 0;
+		}
+	}
+	/* The last stripe's bytes from h on start an aligned line. */
+	if (nst) {
+		uint8_t *at = dst + XH_STRIPE * (nst - 1) + h;
+
+		if (!h)
+			_mm512_stream_si512((void *)at, prev);
+		else
+			_mm512_mask_storeu_epi8(at, (1ull << (64 - h)) - 1,
+						_mm512_permutex2var_epi8(prev, idx, prev));
+	}
+	_mm_sfence();
+	_mm512_storeu_si512(acc, a);
+	*stripe = s;
+}
 #endif
 
-/* The widest loop this CPU runs; KVPOOL_CSUM_ISA=scalar|avx2 caps it
- * (tests run every loop on one machine). */
-static xh_stripes_fn xh_pick(void)
+/* The widest loops this CPU runs: [0] plain stores, [1] non-temporal
+ * stores (the plain loop where there is none). KVPOOL_CSUM_ISA=scalar|
+ * avx2|avx512 caps the choice (tests run every loop on one machine). */
+static void xh_pick(xh_stripes_fn f[2])
 {
 	const char *cap = getenv("KVPOOL_CSUM_ISA");
 
+	f[0] = f[1] = xh_stripes_scalar;
 	if (cap && !strcmp(cap, "scalar"))
-		return xh_stripes_scalar;
+		return;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && !(cap && !strcmp(cap, "avx2")))
-		return xh_stripes_avx512;
 	if (__builtin_cpu_supports("avx2"))
-		return xh_stripes_avx2;
+		f[0] = f[1] = xh_stripes_avx2;
+	if (cap && !strcmp(cap, "avx2"))
+		return;
+	if (__builtin_cpu_supports("avx512f"))
+		f[0] = f[1] = xh_stripes_avx512;
+	if (cap && !strcmp(cap, "avx512"))
+		return;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vbmi"))
+		f[1] = xh_stripes_avx512_nt;
 #endif
-	return xh_stripes_scalar;
 }
 
-static xh_stripes_fn xh_stripes_impl;
+static xh_stripes_fn xh_stripes_impl[2];
 
-static inline xh_stripes_fn xh_stripes(void)
+static inline xh_stripes_fn xh_stripes(bool nt)
 {
-	/* Racing first callers store the same pointer. */
-	xh_stripes_fn f = __atomic_load_n(&xh_stripes_impl, __ATOMIC_RELAXED);
+	/* Racing first callers store the same pointers. */
+	xh_stripes_fn f = __atomic_load_n(&xh_stripes_impl[nt], __ATOMIC_ACQUIRE);
 
 	if (!f) {
-		f = xh_pick();
-		__atomic_store_n(&xh_stripes_impl, f, __ATOMIC_RELAXED);
+		xh_stripes_fn p[2];
+
+		xh_pick(p);
+		__atomic_store_n(&xh_stripes_impl[1], p[1], __ATOMIC_RELAXED);
+		__atomic_store_n(&xh_stripes_impl[0], p[0], __ATOMIC_RELEASE);
+		f = p[nt];
 	}
 	return f;
 }
@@ -294,9 +379,10 @@ static void xh_init(struct xh_state *s)
 	s->buffered = 0;
 }
 
-/* Feeds n bytes of src; with dst, copies them there too and hashes the
- * copy (what the caller will hold). */
-static void xh_update(struct xh_state *s, uint8_t *dst, const uint8_t *src, size_t n)
+/* Feeds n bytes of src; with dst, copies them there too (nt: with
+ * non-temporal stores where the CPU can) and hashes the copy (what the
+ * caller will hold). */
+static void xh_update(struct xh_state *s, uint8_t *dst, const uint8_t *src, size_t n, bool nt)
 {
 	if (s->buffered + n <= XH_BUF) {
 		if (dst) {
@@ -322,14 +408,14 @@ static void xh_update(struct xh_state *s, uint8_t *dst, const uint8_t *src, size
 		src += k;
 		n -= k;
 		/* n > 0: none of the buffered stripes holds the last byte. */
-		xh_stripes()(s->acc, NULL, s->buf, XH_BUF / XH_STRIPE, &s->stripe);
+		xh_stripes(false)(s->acc, NULL, s->buf, XH_BUF / XH_STRIPE, &s->stripe);
 		memcpy(s->last, s->buf + XH_BUF - XH_STRIPE, XH_STRIPE);
 		s->buffered = 0;
 	}
 	if (n > XH_STRIPE) {
 		size_t nst = (n - 1) / XH_STRIPE, done = nst * XH_STRIPE;
 
-		xh_stripes()(s->acc, dst, src, nst, &s->stripe);
+		xh_stripes(nt && dst)(s->acc, dst, src, nst, &s->stripe);
 		memcpy(s->last, (dst ? dst : src) + done - XH_STRIPE, XH_STRIPE);
 		src += done;
 		n -= done;
@@ -390,7 +476,7 @@ uint64_t ext_checksum(const void *p, size_t n)
 	if (n <= XH_BUF)
 		return XXH3_64bits(p, n);
 	xh_init(&s);
-	xh_update(&s, NULL, p, n);
+	xh_update(&s, NULL, p, n, false);
 	return xh_digest(&s);
 }
 
@@ -407,7 +493,7 @@ int ext_csum_init(struct ext_csum *c)
 
 void ext_csum_update(struct ext_csum *c, const void *p, size_t n)
 {
-	xh_update(c->state, NULL, p, n);
+	xh_update(c->state, NULL, p, n, false);
 }
 
 uint64_t ext_csum_final(struct ext_csum *c)
@@ -421,7 +507,7 @@ uint64_t ext_csum_final(struct ext_csum *c)
 
 void ext_copy_csum(void *dst, const void *src, size_t n, struct ext_csum *c)
 {
-	xh_update(c->state, dst, src, n);
+	xh_update(c->state, dst, src, n, false);
 }
 
 uint64_t ext_copy_checksum(void *dst, const void *src, size_t n)
@@ -429,7 +515,21 @@ uint64_t ext_copy_checksum(void *dst, const void *src, size_t n)
 	struct xh_state s;
 
 	xh_init(&s);
-	xh_update(&s, dst, src, n);
+	xh_update(&s, dst, src, n, false);
+	return xh_digest(&s);
+}
+
+void ext_copy_csum_nt(void *dst, const void *src, size_t n, struct ext_csum *c)
+{
+	xh_update(c->state, dst, src, n, true);
+}
+
+uint64_t ext_copy_checksum_nt(void *dst, const void *src, size_t n)
+{
+	struct xh_state s;
+
+	xh_init(&s);
+	xh_update(&s, dst, src, n, true);
 	return xh_digest(&s);
 }
 

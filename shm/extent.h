@@ -64,6 +64,12 @@ void ext_copy_csum(void *dst, const void *src, size_t n, struct ext_csum *c);
 /* One-shot form: copies and returns the xxh3-64 of the bytes copied (equal
  * to ext_checksum(dst, n)). */
 uint64_t ext_copy_checksum(void *dst, const void *src, size_t n);
+/* The same with non-temporal stores where the CPU has them, for a dst this
+ * CPU will not read next (a segment being written, a batch larger than the
+ * cache): no read-for-ownership of dst, no cache pollution. The copied
+ * bytes are visible to other CPUs before the call returns. */
+void ext_copy_csum_nt(void *dst, const void *src, size_t n, struct ext_csum *c);
+uint64_t ext_copy_checksum_nt(void *dst, const void *src, size_t n);
 
 /* Decodes a header from at most avail bytes at src: 0, or -EINVAL (bad
  * magic/version/reserved/key_len/checksum), -ENOENT (tombstone; *h still

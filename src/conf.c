@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #define OFF(f) offsetof(struct kvp_conf, f)
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define KiB 1024.0
 #define MiB (1024.0 * KiB)
 #define GiB (1024.0 * MiB)
@@ -229,6 +230,13 @@ static const struct {
 	{ "MOONCAKE_RDMA_DEVICES", "rdma", "devices" },
 };
 
+/* Mooncake alias @a stands for key @k. */
+static bool alias_of(size_t a, const struct conf_key *k)
+{
+	return strcmp(conf_aliases[a].section, k->section) == 0 &&
+	       strcmp(conf_aliases[a].key, k->key) == 0;
+}
+
 static void errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void errf(char *err, size_t len, const char *fmt, ...)
@@ -261,7 +269,7 @@ static void errprefix(char *err, size_t len, const char *fmt, ...)
 
 static bool section_known(const char *section)
 {
-	for (size_t i = 0; i < sizeof(conf_sections) / sizeof(conf_sections[0]); i++)
+	for (size_t i = 0; i < NELEM(conf_sections); i++)
 		if (strcmp(conf_sections[i].name, section) == 0)
 			return true;
 	return false;
@@ -329,18 +337,13 @@ static int scale(uint64_t ip, uint64_t fnum, uint64_t fden, uint64_t mult, uint6
 	return 0;
 }
 
-/* 0, -EINVAL (not a number), -EBADMSG (bad suffix), -ERANGE (too large). */
-static int parse_size(const char *s, uint64_t *out, const char **suffix)
+/* The multiplier of a size suffix at *sp (K M G T, each optionally with B
+ * or iB; a bare B is bytes); *sp moves past it. 1 without one. */
+static uint64_t size_unit(const char **sp)
 {
-	uint64_t ip, fnum, fden, mult = 1;
-	int r;
+	const char *s = *sp;
+	uint64_t mult = 1;
 
-	s = skip_space(s);
-	r = parse_decimal(&s, &ip, &fnum, &fden);
-	if (r)
-		return r;
-	s = skip_space(s);
-	*suffix = s;
 	switch (tolower((unsigned char)*s)) {
 	case 'k': mult = 1ull << 10; s++; break;
 	case 'm': mult = 1ull << 20; s++; break;
@@ -351,26 +354,33 @@ static int parse_size(const char *s, uint64_t *out, const char **suffix)
 		s += 2;
 	else if (tolower((unsigned char)*s) == 'b')
 		s++;
-	s = skip_space(s);
-	if (*s)
-		return -EBADMSG;
-	if (mult == 1 && fnum)
-		return -EINVAL;		/* a fraction of a byte */
-	return scale(ip, fnum, fden, mult, out);
+	*sp = s;
+	return mult;
 }
 
-int conf_parse_size(const char *s, uint64_t *out)
+/* The multiplier (to ms) of a duration unit at *sp (ms s m h); *sp moves
+ * past it. 1 without one: a bare number is milliseconds. */
+static uint64_t duration_unit(const char **sp)
 {
-	const char *suffix;
-	uint64_t v;
+	const char *s = *sp;
 
-	if (!s || parse_size(s, &v, &suffix))
-		return -1;
-	*out = v;
-	return 0;
+	if (strncasecmp(s, "ms", 2) == 0) {
+		*sp = s + 2;
+		return 1;
+	}
+	switch (tolower((unsigned char)*s)) {
+	case 's': *sp = s + 1; return 1000;
+	case 'm': *sp = s + 1; return 60 * 1000;
+	case 'h': *sp = s + 1; return 3600 * 1000;
+	}
+	return 1;
 }
 
-static int parse_duration(const char *s, uint64_t *out, const char **suffix)
+/* A number, then the unit that @unit reads (*suffix points at it, for
+ * messages). 0, -EINVAL (not a number, or a fraction of the smallest unit),
+ * -EBADMSG (bad unit), -ERANGE (too large). */
+static int parse_scaled(const char *s, uint64_t (*unit)(const char **), uint64_t *out,
+			const char **suffix)
 {
 	uint64_t ip, fnum, fden, mult;
 	int r;
@@ -381,38 +391,27 @@ static int parse_duration(const char *s, uint64_t *out, const char **suffix)
 		return r;
 	s = skip_space(s);
 	*suffix = s;
-	if (strncasecmp(s, "ms", 2) == 0) {
-		mult = 1;
-		s += 2;
-	} else if (tolower((unsigned char)*s) == 's') {
-		mult = 1000;
-		s++;
-	} else if (tolower((unsigned char)*s) == 'm') {
-		mult = 60 * 1000;
-		s++;
-	} else if (tolower((unsigned char)*s) == 'h') {
-		mult = 3600 * 1000;
-		s++;
-	} else {
-		mult = 1;
-	}
+	mult = unit(&s);
 	s = skip_space(s);
 	if (*s)
 		return -EBADMSG;
 	if (mult == 1 && fnum)
-		return -EINVAL;		/* a fraction of a millisecond */
+		return -EINVAL;		/* a fraction of a byte or millisecond */
 	return scale(ip, fnum, fden, mult, out);
+}
+
+int conf_parse_size(const char *s, uint64_t *out)
+{
+	const char *suffix;
+
+	return s && parse_scaled(s, size_unit, out, &suffix) == 0 ? 0 : -1;
 }
 
 int conf_parse_duration(const char *s, uint64_t *out)
 {
 	const char *suffix;
-	uint64_t v;
 
-	if (!s || parse_duration(s, &v, &suffix))
-		return -1;
-	*out = v;
-	return 0;
+	return s && parse_scaled(s, duration_unit, out, &suffix) == 0 ? 0 : -1;
 }
 
 static bool host_ok(const char *h)
@@ -529,6 +528,15 @@ static void fmt_ratio(double v, char *buf, size_t len)
 	}
 }
 
+/* An integer key's value: octal (0644) for modes, else decimal. */
+static void fmt_int(const struct conf_key *k, long long n, char *buf, size_t len)
+{
+	if ((k->flags & CONF_F_OCTAL) && n != 0)
+		snprintf(buf, len, "0%llo", (unsigned long long)n);
+	else
+		snprintf(buf, len, "%lld", n);
+}
+
 static void fmt_num(const struct conf_key *k, double v, char *buf, size_t len)
 {
 	switch (k->type) {
@@ -542,10 +550,7 @@ static void fmt_num(const struct conf_key *k, double v, char *buf, size_t len)
 		fmt_ratio(v, buf, len);
 		break;
 	default:
-		if ((k->flags & CONF_F_OCTAL) && v != 0)
-			snprintf(buf, len, "0%llo", (unsigned long long)v);
-		else
-			snprintf(buf, len, "%lld", (long long)v);
+		fmt_int(k, (long long)v, buf, len);
 		break;
 	}
 }
@@ -568,15 +573,9 @@ void conf_format(const struct kvp_conf *c, const struct conf_key *k, char *buf, 
 	case CONF_T_HOSTPORT:
 		snprintf(buf, len, "%s", p);
 		break;
-	case CONF_T_INT: {
-		int64_t n = *(const int64_t *)(const void *)p;
-
-		if ((k->flags & CONF_F_OCTAL) && n != 0)
-			snprintf(buf, len, "0%llo", (unsigned long long)n);
-		else
-			snprintf(buf, len, "%lld", (long long)n);
+	case CONF_T_INT:
+		fmt_int(k, *(const int64_t *)(const void *)p, buf, len);
 		break;
-	}
 	case CONF_T_BOOL:
 		snprintf(buf, len, "%s", *(const bool *)(const void *)p ? "true" : "false");
 		break;
@@ -751,7 +750,7 @@ static int set_unsigned(struct kvp_conf *c, const struct conf_key *k, const char
 	uint64_t n = 0;
 	int r;
 
-	r = size ? parse_size(v, &n, &suffix) : parse_duration(v, &n, &suffix);
+	r = parse_scaled(v, size ? size_unit : duration_unit, &n, &suffix);
 	if (r == -EBADMSG) {
 		errf(err, errlen, size ?
 		     "bad size suffix \"%s\" in \"%s\" (use K, M, G or T, optionally with B or iB)" :
@@ -760,10 +759,7 @@ static int set_unsigned(struct kvp_conf *c, const struct conf_key *k, const char
 		return -1;
 	}
 	if (r == -ERANGE) {
-		char range[80];
-
-		fmt_range(k, range, sizeof(range));
-		errf(err, errlen, "\"%s\" is out of range (%s)", v, range);
+		check_range(k, INFINITY, v, err, errlen);
 		return -1;
 	}
 	if (r) {
@@ -1213,7 +1209,7 @@ static int conf_load_env(struct kvp_conf *c, char *err, size_t errlen)
 {
 	char var[256];
 
-	for (size_t i = 0; i < sizeof(conf_aliases) / sizeof(conf_aliases[0]); i++) {
+	for (size_t i = 0; i < NELEM(conf_aliases); i++) {
 		const struct conf_key *k = conf_find(conf_aliases[i].section, conf_aliases[i].key);
 
 		if (env_set(c, k, conf_aliases[i].var, err, errlen))
@@ -1351,9 +1347,8 @@ static const char *env_source(const struct conf_key *k, char *buf, size_t len)
 	env_name(k, buf, len);
 	if (getenv(buf))
 		return buf;
-	for (size_t i = 0; i < sizeof(conf_aliases) / sizeof(conf_aliases[0]); i++)
-		if (strcmp(conf_aliases[i].section, k->section) == 0 &&
-		    strcmp(conf_aliases[i].key, k->key) == 0 && getenv(conf_aliases[i].var))
+	for (size_t i = 0; i < NELEM(conf_aliases); i++)
+		if (alias_of(i, k) && getenv(conf_aliases[i].var))
 			return conf_aliases[i].var;
 	return buf;
 }
@@ -1469,7 +1464,7 @@ void conf_write_example(FILE *out)
 	      "#\n"
 	      "# Generated by conf_write_example() from the table in src/conf.c:\n"
 	      "#   build/tests/t_conf --write-example > conf/kvpool.ini\n", out);
-	for (size_t s = 0; s < sizeof(conf_sections) / sizeof(conf_sections[0]); s++) {
+	for (size_t s = 0; s < NELEM(conf_sections); s++) {
 		fprintf(out, "\n[%s]\n", conf_sections[s].name);
 		write_comment(out, conf_sections[s].help);
 		for (size_t i = 0; i < conf_table_len; i++) {
@@ -1483,9 +1478,8 @@ void conf_write_example(FILE *out)
 			write_comment(out, k->help);
 			snprintf(line, sizeof(line), "%s%s. Env %s", type,
 				 k->live ? "; live" : "", var);
-			for (size_t a = 0; a < sizeof(conf_aliases) / sizeof(conf_aliases[0]); a++)
-				if (strcmp(conf_aliases[a].section, k->section) == 0 &&
-				    strcmp(conf_aliases[a].key, k->key) == 0)
+			for (size_t a = 0; a < NELEM(conf_aliases); a++)
+				if (alias_of(a, k))
 					snprintf(line + strlen(line), sizeof(line) - strlen(line),
 						 " or %s", conf_aliases[a].var);
 			strncat(line, ".", sizeof(line) - strlen(line) - 1);

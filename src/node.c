@@ -102,93 +102,75 @@ void node_on_ready(struct node *n, void (*cb)(void *arg), void *arg)
 
 /* ---- HTTP ---- */
 
+/* One sample of a metric without labels, with its HELP and TYPE lines. */
+static void node_metric(struct sbuf *b, const char *type, const char *name, const char *help,
+			unsigned long long v)
+{
+	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name, v);
+}
+
+/* A counter with one sample per opcode that has a count. */
+static void node_op_counter(struct sbuf *b, const char *name, const char *help,
+			    const uint64_t *count)
+{
+	sb_printf(b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (unsigned op = 0; op < WIRE_OP_MAX; op++)
+		if (count[op] && wire_op_name(op))
+			sb_printf(b, "%s{op=\"%s\"} %llu\n", name, wire_op_name(op),
+				  (unsigned long long)count[op]);
+}
+
 static void node_metrics(struct node *n, struct sbuf *b)
 {
 	const struct node_stats *st = &n->st;
 
-	sb_printf(b, "# HELP kvpool_node_segment_size_bytes Size of the node's segment file.\n"
-		  "# TYPE kvpool_node_segment_size_bytes gauge\n"
-		  "kvpool_node_segment_size_bytes %llu\n", (unsigned long long)n->seg.size);
-	sb_printf(b, "# HELP kvpool_node_segment_used_bytes Bytes held by extents (last scan + TCP writes - frees).\n"
-		  "# TYPE kvpool_node_segment_used_bytes gauge\n"
-		  "kvpool_node_segment_used_bytes %llu\n", (unsigned long long)n->used);
-	sb_printf(b, "# HELP kvpool_node_extents Extents held (last scan + TCP writes - frees).\n"
-		  "# TYPE kvpool_node_extents gauge\n"
-		  "kvpool_node_extents %llu\n", (unsigned long long)n->extents);
-	sb_printf(b, "# HELP kvpool_node_read_bytes_total Value bytes sent by READ.\n"
-		  "# TYPE kvpool_node_read_bytes_total counter\n"
-		  "kvpool_node_read_bytes_total %llu\n", (unsigned long long)st->bytes_read);
-	sb_printf(b, "# HELP kvpool_node_written_bytes_total Extent bytes received by WRITE.\n"
-		  "# TYPE kvpool_node_written_bytes_total counter\n"
-		  "kvpool_node_written_bytes_total %llu\n", (unsigned long long)st->bytes_written);
-	sb_printf(b, "# HELP kvpool_node_requests_total Frames handled, by opcode.\n"
-		  "# TYPE kvpool_node_requests_total counter\n");
-	for (unsigned op = 0; op < WIRE_OP_MAX; op++)
-		if (st->req[op] && wire_op_name(op))
-			sb_printf(b, "kvpool_node_requests_total{op=\"%s\"} %llu\n", wire_op_name(op),
-				  (unsigned long long)st->req[op]);
-	sb_printf(b, "# HELP kvpool_node_errors_total Requests answered with an error, by opcode.\n"
-		  "# TYPE kvpool_node_errors_total counter\n");
-	for (unsigned op = 0; op < WIRE_OP_MAX; op++)
-		if (st->err[op] && wire_op_name(op))
-			sb_printf(b, "kvpool_node_errors_total{op=\"%s\"} %llu\n", wire_op_name(op),
-				  (unsigned long long)st->err[op]);
-	sb_printf(b, "# HELP kvpool_node_connections Open data-server connections.\n"
-		  "# TYPE kvpool_node_connections gauge\n"
-		  "kvpool_node_connections %zu\n", n->ndconns);
-	sb_printf(b, "# HELP kvpool_node_connections_total Data-server connections accepted.\n"
-		  "# TYPE kvpool_node_connections_total counter\n"
-		  "kvpool_node_connections_total %llu\n", (unsigned long long)st->conns_total);
-	sb_printf(b, "# HELP kvpool_node_connections_rejected_total Connections refused over node.max_connections.\n"
-		  "# TYPE kvpool_node_connections_rejected_total counter\n"
-		  "kvpool_node_connections_rejected_total %llu\n",
-		  (unsigned long long)st->conns_rejected);
-	sb_printf(b, "# HELP kvpool_node_connections_timed_out_total Connections closed for not sending HELLO in time.\n"
-		  "# TYPE kvpool_node_connections_timed_out_total counter\n"
-		  "kvpool_node_connections_timed_out_total %llu\n",
-		  (unsigned long long)st->conns_timed_out);
-	sb_printf(b, "# HELP kvpool_node_master_up 1 while the segment is mounted at the master.\n"
-		  "# TYPE kvpool_node_master_up gauge\n"
-		  "kvpool_node_master_up %d\n", n->mstate == NODE_M_UP);
-	sb_printf(b, "# HELP kvpool_node_master_connects_total Connections made to the master.\n"
-		  "# TYPE kvpool_node_master_connects_total counter\n"
-		  "kvpool_node_master_connects_total %llu\n",
-		  (unsigned long long)st->master_connects);
-	sb_printf(b, "# HELP kvpool_node_master_failures_total Failed or lost master connections.\n"
-		  "# TYPE kvpool_node_master_failures_total counter\n"
-		  "kvpool_node_master_failures_total %llu\n",
-		  (unsigned long long)st->master_failures);
-	sb_printf(b, "# HELP kvpool_node_mounts_total Successful MOUNTs at the master.\n"
-		  "# TYPE kvpool_node_mounts_total counter\n"
-		  "kvpool_node_mounts_total %llu\n", (unsigned long long)st->mounts);
-	sb_printf(b, "# HELP kvpool_node_remounts_total MOUNTs after the first (master restart or drop).\n"
-		  "# TYPE kvpool_node_remounts_total counter\n"
-		  "kvpool_node_remounts_total %llu\n", (unsigned long long)st->remounts);
-	sb_printf(b, "# HELP kvpool_node_reported_extents_total Extents sent in REPORTs.\n"
-		  "# TYPE kvpool_node_reported_extents_total counter\n"
-		  "kvpool_node_reported_extents_total %llu\n", (unsigned long long)st->reported);
-	sb_printf(b, "# HELP kvpool_node_report_adopted_total Reported extents the master adopted.\n"
-		  "# TYPE kvpool_node_report_adopted_total counter\n"
-		  "kvpool_node_report_adopted_total %llu\n",
-		  (unsigned long long)st->report_adopted);
-	sb_printf(b, "# HELP kvpool_node_report_rejected_total Reported extents the master rejected.\n"
-		  "# TYPE kvpool_node_report_rejected_total counter\n"
-		  "kvpool_node_report_rejected_total %llu\n",
-		  (unsigned long long)st->report_rejected);
-	sb_printf(b, "# HELP kvpool_node_freed_extents_total Extents tombstoned on the master's FREE.\n"
-		  "# TYPE kvpool_node_freed_extents_total counter\n"
-		  "kvpool_node_freed_extents_total %llu\n", (unsigned long long)st->freed);
-	sb_printf(b, "# HELP kvpool_node_free_stale_total FREE items that named no live extent.\n"
-		  "# TYPE kvpool_node_free_stale_total counter\n"
-		  "kvpool_node_free_stale_total %llu\n", (unsigned long long)st->free_stale);
-	sb_printf(b, "# HELP kvpool_node_writes_tombstoned_total WRITEs whose image failed the check or broke off.\n"
-		  "# TYPE kvpool_node_writes_tombstoned_total counter\n"
-		  "kvpool_node_writes_tombstoned_total %llu\n",
-		  (unsigned long long)st->writes_tombstoned);
-	sb_printf(b, "# HELP kvpool_node_heartbeats_total Heartbeats sent.\n"
-		  "# TYPE kvpool_node_heartbeats_total counter\n"
-		  "kvpool_node_heartbeats_total %llu\n", (unsigned long long)st->heartbeats);
+	node_metric(b, "gauge", "kvpool_node_segment_size_bytes",
+		    "Size of the node's segment file.", n->seg.size);
+	node_metric(b, "gauge", "kvpool_node_segment_used_bytes",
+		    "Bytes held by extents (last scan + TCP writes - frees).", n->used);
+	node_metric(b, "gauge", "kvpool_node_extents",
+		    "Extents held (last scan + TCP writes - frees).", n->extents);
+	node_metric(b, "counter", "kvpool_node_read_bytes_total",
+		    "Value bytes sent by READ.", st->bytes_read);
+	node_metric(b, "counter", "kvpool_node_written_bytes_total",
+		    "Extent bytes received by WRITE.", st->bytes_written);
+	node_op_counter(b, "kvpool_node_requests_total", "Frames handled, by opcode.", st->req);
+	node_op_counter(b, "kvpool_node_errors_total",
+			"Requests answered with an error, by opcode.", st->err);
+	node_metric(b, "gauge", "kvpool_node_connections",
+		    "Open data-server connections.", n->ndconns);
+	node_metric(b, "counter", "kvpool_node_connections_total",
+		    "Data-server connections accepted.", st->conns_total);
+	node_metric(b, "counter", "kvpool_node_connections_rejected_total",
+		    "Connections refused over node.max_connections.", st->conns_rejected);
+	node_metric(b, "counter", "kvpool_node_connections_timed_out_total",
+		    "Connections closed for not sending HELLO in time.", st->conns_timed_out);
+	node_metric(b, "gauge", "kvpool_node_master_up",
+		    "1 while the segment is mounted at the master.", n->mstate == NODE_M_UP);
+	node_metric(b, "counter", "kvpool_node_master_connects_total",
+		    "Connections made to the master.", st->master_connects);
+	node_metric(b, "counter", "kvpool_node_master_failures_total",
+		    "Failed or lost master connections.", st->master_failures);
+	node_metric(b, "counter", "kvpool_node_mounts_total",
+		    "Successful MOUNTs at the master.", st->mounts);
+	node_metric(b, "counter", "kvpool_node_remounts_total",
+		    "MOUNTs after the first (master restart or drop).", st->remounts);
+	node_metric(b, "counter", "kvpool_node_reported_extents_total",
+		    "Extents sent in REPORTs.", st->reported);
+	node_metric(b, "counter", "kvpool_node_report_adopted_total",
+		    "Reported extents the master adopted.", st->report_adopted);
+	node_metric(b, "counter", "kvpool_node_report_rejected_total",
+		    "Reported extents the master rejected.", st->report_rejected);
+	node_metric(b, "counter", "kvpool_node_freed_extents_total",
+		    "Extents tombstoned on the master's FREE.", st->freed);
+	node_metric(b, "counter", "kvpool_node_free_stale_total",
+		    "FREE items that named no live extent.", st->free_stale);
+	node_metric(b, "counter", "kvpool_node_writes_tombstoned_total",
+		    "WRITEs whose image failed the check or broke off.", st->writes_tombstoned);
+	node_metric(b, "counter", "kvpool_node_heartbeats_total",
+		    "Heartbeats sent.", st->heartbeats);
 	node_spill_metrics(n, b);
+	/* signed: -1 is "none" */
 	sb_printf(b, "# HELP kvpool_node_numa_node NUMA node the segment and threads are bound to (-1 none).\n"
 		  "# TYPE kvpool_node_numa_node gauge\n"
 		  "kvpool_node_numa_node %d\n", n->numa_node);

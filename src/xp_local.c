@@ -1,8 +1,9 @@
 /* xp_local: the same-host transport. Moves extents by memcpy through the
  * client's own MAP_SHARED mapping of a node's /dev/shm segment: no syscall,
- * no node CPU. Reads copy and checksum in cache-sized chunks (ext_copy_csum)
- * so verification costs no second pass over memory; writes put the value
- * first and publish the header last (magic stored with release order), so a
+ * no node CPU. Reads copy and checksum in one pass (ext_copy_csum: the hash
+ * is fed from the registers that store the copy), so verification costs no
+ * second trip over memory; writes put the value first (streaming stores)
+ * and publish the header last (magic stored with release order), so a
  * concurrent scan never sees a header before its value. Runs on the calling
  * thread; the per-call state is private to it.
  */
@@ -22,12 +23,20 @@
 #define LOCAL_BUDGET (2u << 20)
 /* Segments up to this size get their page tables filled at attach. */
 #define LOCAL_POPULATE_MAX (4ull << 30)
+/* Reads of a call that together exceed this (about twice a core's L2) land
+ * with non-temporal stores: the caller's buffers would not stay in cache
+ * anyway, and streaming stores skip reading each destination line first.
+ * Below it a destination (one value read again and again into the same
+ * buffer) stays cached and plain stores are cheaper. Writes into a segment
+ * always stream: nobody here reads them back. */
+#define LOCAL_NT_READ_MIN (4u << 20)
 
 struct local_run {
 	struct kvp *kvp;
 	struct xp_op *head, *tail;	/* queued; head may be partly copied */
 	size_t pending;
 	uint64_t pos;			/* value bytes of head done */
+	uint64_t read_bytes;		/* value bytes of every read added */
 };
 
 void xp_local_attach(struct kvp *kvp, struct client_seg *seg)
@@ -101,6 +110,8 @@ static void local_add(void *st, struct xp_op *op)
 		r->head = op;
 	r->tail = op;
 	r->pending++;
+	if (op->dir == XP_READ)
+		r->read_bytes += op->len;
 }
 
 /* Extent bounds inside the mapping: off is past the segment header and the
@@ -228,11 +239,13 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		const uint8_t *src = ext + op->hdr_len + r->pos;
 		uint8_t *dst = (uint8_t *)op->dst + r->pos;
 
+		bool nt = r->read_bytes >= LOCAL_NT_READ_MIN;
+
 		if (op->flags & XP_F_DEVICE) {
 			if (!local_dev_step(r, op, dst, src, n, len, src, true))
 				return true;
 		} else if (r->pos == 0 && n == len) {
-			op->csum = ext_copy_checksum(dst, src, n);
+			op->csum = nt ? ext_copy_checksum_nt(dst, src, n) : ext_copy_checksum(dst, src, n);
 		} else {
 			if (r->pos == 0) {
 				if (ext_csum_init(&op->cs) < 0) {
@@ -241,7 +254,10 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 				}
 				op->cs_on = true;
 			}
-			ext_copy_csum(dst, src, n, &op->cs);
+			if (nt)
+				ext_copy_csum_nt(dst, src, n, &op->cs);
+			else
+				ext_copy_csum(dst, src, n, &op->cs);
 		}
 	} else {
 		uint8_t *dst = ext + EXT_HDR_SIZE + op->h.key_len + r->pos;
@@ -253,7 +269,7 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		} else if (!(op->flags & XP_F_CSUM)) {
 			memcpy(dst, src, n);
 		} else if (r->pos == 0 && n == len) {
-			op->h.value_checksum = ext_copy_checksum(dst, src, n);
+			op->h.value_checksum = ext_copy_checksum_nt(dst, src, n);
 		} else {
 			if (r->pos == 0) {
 				if (ext_csum_init(&op->cs) < 0) {
@@ -264,7 +280,7 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 			}
 			/* Hashes what landed in the segment, i.e. what
 			 * readers will verify against. */
-			ext_copy_csum(dst, src, n, &op->cs);
+			ext_copy_csum_nt(dst, src, n, &op->cs);
 		}
 	}
 	r->pos += n;

@@ -1,6 +1,8 @@
 #!/bin/bash
 # master_bench.sh [BUILD] — kvpool-master benchmark: pipelined throughput
-# next to redis-benchmark measured in the same run, memory per object at
+# next to redis-benchmark measured in the same run (one connection, -P 64,
+# -r over the same number of random keys the master's run uses: the fair
+# comparison; without -r redis-benchmark hits one key), memory per object at
 # 1M objects, p99 GET latency idle / under load / while eviction runs.
 # b_master starts (and stops) its own masters and redis-server on private
 # loopback ports. About a minute on a 2-core machine.

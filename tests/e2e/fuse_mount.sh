@@ -8,11 +8,11 @@
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/fuse_lib.inc"
 
-nmnt=$tmp/nmnt
+nmnt=$E2E_TMP/nmnt
 mkdir -p "$nmnt"
-mounts+=("$nmnt")
+mounted_at "$nmnt"
 start_pool "$(printf '[fuse]\nmountpoint = %s' "$nmnt")"
-wait_mounted "$nmnt" "$node_pid"
+wait_mounted "$nmnt" "$NODE_PID"
 printf 'in the node' | kv put nodekey || fail "put"
 [ "$(cat "$nmnt/nodekey")" = "in the node" ] || fail "read through the node's view"
 printf 'written' >"$nmnt/fromfs" || fail "write through the node's view"
@@ -20,31 +20,27 @@ printf 'written' >"$nmnt/fromfs" || fail "write through the node's view"
 ok "kvpool-node mounts [fuse] mountpoint: reads and writes"
 
 # ---- kvpool mount, detached; SIGTERM unmounts ----------------------------------
-dmnt=$tmp/dmnt
+dmnt=$E2E_TMP/dmnt
 mkdir -p "$dmnt"
-mounts+=("$dmnt")
-kv mount "$dmnt" >"$tmp/daemon.log" 2>&1 || fail "kvpool mount (detached) failed: $(cat "$tmp/daemon.log")"
+mounted_at "$dmnt"
+kv mount "$dmnt" >"$E2E_TMP/daemon.log" 2>&1 || fail "kvpool mount (detached) failed: $(cat "$E2E_TMP/daemon.log")"
 grep -q " $dmnt fuse.kvpool " /proc/mounts || fail "kvpool mount returned before mounting"
 [ "$(cat "$dmnt/nodekey")" = "in the node" ] || fail "read through the detached view"
 dpid=$(pgrep -f -- "mount $dmnt\$" | head -n 1)
 [ -n "$dpid" ] || fail "no daemon process for $dmnt"
-pids+=("$dpid")
+E2E_PIDS+=("$dpid")
 kill -TERM "$dpid"
-for _ in $(seq 100); do
-	kill -0 "$dpid" 2>/dev/null || break
-	sleep 0.05
-done
-kill -0 "$dpid" 2>/dev/null && fail "the daemon did not exit on SIGTERM"
+waitfor 10 gone "$dpid" || fail "the daemon did not exit on SIGTERM"
+forget "$dpid"
 grep -q " $dmnt " /proc/mounts && fail "SIGTERM left $dmnt mounted"
 ok "kvpool mount detaches once mounted; SIGTERM unmounts and exits"
 
 # ---- a stale mount is cleared ---------------------------------------------------
-smnt=$tmp/smnt
+smnt=$E2E_TMP/smnt
 mount_view "$smnt"
-kill -KILL "$view_pid"
-wait "$view_pid" 2>/dev/null
-stat -f "$smnt" >/dev/null 2>"$tmp/err" && fail "a killed daemon's mount still answers"
-grep -q "not connected" "$tmp/err" || fail "stale mount: $(cat "$tmp/err")"
+stop_pid "$view_pid" KILL
+stat -f "$smnt" >/dev/null 2>"$E2E_TMP/err" && fail "a killed daemon's mount still answers"
+grep -q "not connected" "$E2E_TMP/err" || fail "stale mount: $(cat "$E2E_TMP/err")"
 mount_view "$smnt"
 [ "$(cat "$smnt/nodekey")" = "in the node" ] || fail "read after clearing the stale mount"
 [ "$(grep -c " $smnt " /proc/mounts)" = 1 ] || fail "stale mount still stacked under the new one"
@@ -55,7 +51,7 @@ unmount_view "$smnt" "$view_pid"
 ok "a second mount on a live view is refused"
 
 # ---- read-only --------------------------------------------------------------------
-rmnt=$tmp/rmnt
+rmnt=$E2E_TMP/rmnt
 mount_view "$rmnt" -o ro
 grep -q " $rmnt fuse.kvpool ro," /proc/mounts || fail "-o ro: not a read-only mount"
 [ "$(cat "$rmnt/nodekey")" = "in the node" ] || fail "read through the ro view"
@@ -70,11 +66,11 @@ unmount_view "$rmnt" "$view_pid"
 ok "-o ro: cp, rm, mkdir, > refused with EROFS; mode without write bits"
 
 # ---- fstab: mount -t fuse.kvpool through tools/mount.kvpool ---------------------
-fmnt=$tmp/fmnt
+fmnt=$E2E_TMP/fmnt
 mkdir -p "$fmnt"
-mounts+=("$fmnt")
-helper=$root/tools/mount.kvpool
-MOUNT_KVPOOL_BIN=$KVP "$helper" kvpool "$fmnt" -o "defaults,_netdev,nofail,config=$tmp/pool.ini,ro" ||
+mounted_at "$fmnt"
+helper=$E2E_ROOT/tools/mount.kvpool
+MOUNT_KVPOOL_BIN=$KVP "$helper" kvpool "$fmnt" -o "defaults,_netdev,nofail,config=$E2E_TMP/pool.ini,ro" ||
 	fail "mount.kvpool (run directly) failed"
 grep -q " $fmnt fuse.kvpool ro," /proc/mounts || fail "mount.kvpool: not mounted read-only"
 [ "$(cat "$fmnt/nodekey")" = "in the node" ] || fail "read through the helper's mount"
@@ -83,7 +79,7 @@ if [ "$(id -u)" = 0 ] && [ ! -e /sbin/mount.fuse.kvpool ] && [ -w /sbin ]; then
 	ln -s "$helper" /sbin/mount.fuse.kvpool || fail "install /sbin/mount.fuse.kvpool"
 	extra_cleanup='rm -f /sbin/mount.fuse.kvpool'
 	MOUNT_KVPOOL_BIN=$KVP mount -t fuse.kvpool kvpool "$fmnt" \
-		-o "defaults,_netdev,config=$tmp/pool.ini" 2>"$tmp/err" || fail "mount -t fuse.kvpool: $(cat "$tmp/err")"
+		-o "defaults,_netdev,config=$E2E_TMP/pool.ini" 2>"$E2E_TMP/err" || fail "mount -t fuse.kvpool: $(cat "$E2E_TMP/err")"
 	grep -q " $fmnt fuse.kvpool " /proc/mounts || fail "mount(8) did not mount"
 	[ "$(cat "$fmnt/nodekey")" = "in the node" ] || fail "read through mount(8)'s mount"
 	printf via-fstab >"$fmnt/fstabkey" || fail "write through mount(8)'s mount"
@@ -98,12 +94,8 @@ else
 fi
 
 # ---- stopping the node unmounts its view -----------------------------------------
-kill -TERM "$node_pid"
-for _ in $(seq 200); do
-	kill -0 "$node_pid" 2>/dev/null || break
-	sleep 0.05
-done
-kill -0 "$node_pid" 2>/dev/null && fail "kvpool-node did not exit"
+kill -TERM "$NODE_PID"
+waitfor 10 gone "$NODE_PID" || fail "kvpool-node did not exit"
 grep -q " $nmnt " /proc/mounts && fail "the node left its view mounted"
-grep -q "fuse.kvpool" /proc/mounts && grep " $tmp" /proc/mounts && fail "mounts left under $tmp"
+grep -q "fuse.kvpool" /proc/mounts && grep " $E2E_TMP" /proc/mounts && fail "mounts left under $E2E_TMP"
 ok "stopping kvpool-node unmounts its view; no mount left"

@@ -11,11 +11,11 @@
 . "$(dirname "$0")/fuse_lib.inc"
 
 start_pool
-mnt=$tmp/mnt
+mnt=$E2E_TMP/mnt
 mount_view "$mnt"
 mpid=$view_pid
 
-python3 - "$mnt" "$KVP" "$tmp/pool.ini" <<'EOF' || fail "name scheme (see above)"
+python3 - "$mnt" "$KVP" "$E2E_TMP/pool.ini" <<'EOF' || fail "name scheme (see above)"
 import errno, json, os, subprocess, sys
 
 mnt, kvp, conf = sys.argv[1].encode(), sys.argv[2], sys.argv[3]
@@ -149,12 +149,12 @@ EOF
 ok "every key at its documented path; find maps back to the master's keys; writes and refusals"
 
 # ---- 10,000 keys list completely ----------------------------------------------
-kv bench --op put --count 10000 --size 256 --batch 200 --prefix many/ --keep >"$tmp/bench.log" 2>&1 ||
+kv bench --op put --count 10000 --size 256 --batch 200 --prefix many/ --keep >"$E2E_TMP/bench.log" 2>&1 ||
 	fail "kvpool bench --op put (10,000 keys)"
-kv ls many/ | sed 's|^many/||' >"$tmp/want"
-[ "$(wc -l <"$tmp/want")" = 10000 ] || fail "the pool lists $(wc -l <"$tmp/want") keys under many/"
-ls "$mnt/many" >"$tmp/got"
-cmp "$tmp/want" "$tmp/got" || fail "ls of 10,000 keys differs from kvpool ls"
+kv ls many/ | sed 's|^many/||' >"$E2E_TMP/want"
+[ "$(wc -l <"$E2E_TMP/want")" = 10000 ] || fail "the pool lists $(wc -l <"$E2E_TMP/want") keys under many/"
+ls "$mnt/many" >"$E2E_TMP/got"
+cmp "$E2E_TMP/want" "$E2E_TMP/got" || fail "ls of 10,000 keys differs from kvpool ls"
 [ "$(ls -l "$mnt/many" | grep -c '^-rw')" = 10000 ] || fail "ls -l does not show 10,000 files"
 [ "$(find "$mnt/many" -type f | wc -l)" = 10000 ] || fail "find does not see 10,000 files"
 [ "$(ls -f "$mnt/many" | sort -u | wc -l)" = 10002 ] || fail "ls -f (unsorted, with . and ..) repeats or drops names"

@@ -10,25 +10,24 @@
 
 # small objects only in this test, so that EFBIG is cheap to reach
 FUSE_MODE=0640 POOL_EXTRA=$'[cluster]\nmax_object_size = 24M' start_pool
-mnt=$tmp/mnt
+mnt=$E2E_TMP/mnt
 mount_view "$mnt"
 mpid=$view_pid
-node=fz-$$
 
 # ---- reads ---------------------------------------------------------------
-head -c 3000000 /dev/urandom >"$tmp/v1"
-kv put blob/v1 "$tmp/v1" || fail "kvpool put"
+head -c 3000000 /dev/urandom >"$E2E_TMP/v1"
+kv put blob/v1 "$E2E_TMP/v1" || fail "kvpool put"
 printf x | kv put one || fail "kvpool put one"
-cmp "$tmp/v1" "$mnt/blob/v1" || fail "cat of a 3 MB value differs"
-[ "$(md5sum <"$mnt/blob/v1")" = "$(md5sum <"$tmp/v1")" ] || fail "md5sum differs"
+cmp "$E2E_TMP/v1" "$mnt/blob/v1" || fail "cat of a 3 MB value differs"
+[ "$(md5sum <"$mnt/blob/v1")" = "$(md5sum <"$E2E_TMP/v1")" ] || fail "md5sum differs"
 [ "$(cat "$mnt/one")" = x ] || fail "1-byte value"
-cmp <(head -c 100 "$mnt/blob/v1") <(head -c 100 "$tmp/v1") || fail "head -c"
-cmp <(tail -c 777 "$mnt/blob/v1") <(tail -c 777 "$tmp/v1") || fail "tail -c"
+cmp <(head -c 100 "$mnt/blob/v1") <(head -c 100 "$E2E_TMP/v1") || fail "head -c"
+cmp <(tail -c 777 "$mnt/blob/v1") <(tail -c 777 "$E2E_TMP/v1") || fail "tail -c"
 for off in 0 1 4095 4096 65537 1048575 1048576 2999000; do
 	cmp <(dd if="$mnt/blob/v1" bs=1 skip=$off count=1000 2>/dev/null) \
-		<(dd if="$tmp/v1" bs=1 skip=$off count=1000 2>/dev/null) || fail "dd skip=$off"
+		<(dd if="$E2E_TMP/v1" bs=1 skip=$off count=1000 2>/dev/null) || fail "dd skip=$off"
 done
-python3 - "$mnt/blob/v1" "$tmp/v1" <<'EOF' || fail "random-offset reads differ"
+python3 - "$mnt/blob/v1" "$E2E_TMP/v1" <<'EOF' || fail "random-offset reads differ"
 import os, random, sys
 a, b = open(sys.argv[1], 'rb', buffering=0), open(sys.argv[2], 'rb')
 n = os.path.getsize(sys.argv[2])
@@ -42,20 +41,20 @@ EOF
 ok "cat, md5sum, head -c, tail -c, dd skip= and 300 random-offset reads"
 
 # ---- stat and xattrs --------------------------------------------------------
-kv stat blob/v1 --json >"$tmp/st.json" || fail "kvpool stat"
+kv stat blob/v1 --json >"$E2E_TMP/st.json" || fail "kvpool stat"
 [ "$(stat -c '%s %a %h %F' "$mnt/blob/v1")" = "3000000 640 1 regular file" ] ||
 	fail "stat: $(stat -c '%s %a %h %F' "$mnt/blob/v1")"
 [ "$(stat -c %b "$mnt/blob/v1")" = $(((3000000 + 511) / 512)) ] || fail "st_blocks"
-put_ns=$(json "$tmp/st.json" 'j["put_time_ns"]')
+put_ns=$(jval "$E2E_TMP/st.json" 'r["put_time_ns"]')
 [ "$(stat -c %.9Y "$mnt/blob/v1" | tr -d .)" = "$put_ns" ] ||
 	fail "mtime $(stat -c %.9Y "$mnt/blob/v1") is not the put time $put_ns"
 [ "$(stat -c %a "$mnt/blob")" = 750 ] || fail "directory mode $(stat -c %a "$mnt/blob")"
-getfattr -d -m user.kvpool --absolute-names "$mnt/blob/v1" >"$tmp/x" || fail "getfattr -d"
-xa() { sed -n "s/^user\.kvpool\.$1=\"\(.*\)\"$/\1/p" "$tmp/x"; }
+getfattr -d -m user.kvpool --absolute-names "$mnt/blob/v1" >"$E2E_TMP/x" || fail "getfattr -d"
+xa() { sed -n "s/^user\.kvpool\.$1=\"\(.*\)\"$/\1/p" "$E2E_TMP/x"; }
 [ "$(xa size)" = 3000000 ] || fail "xattr size '$(xa size)'"
 [ "$(xa replicas)" = "$node:mem" ] || fail "xattr replicas '$(xa replicas)'"
-[ "$(xa checksum)" = "$(json "$tmp/st.json" 'j["checksum"]')" ] || fail "xattr checksum"
-[ "$(xa generation)" = "$(json "$tmp/st.json" 'j["generation"]')" ] || fail "xattr generation"
+[ "$(xa checksum)" = "$(jval "$E2E_TMP/st.json" 'r["checksum"]')" ] || fail "xattr checksum"
+[ "$(xa generation)" = "$(jval "$E2E_TMP/st.json" 'r["generation"]')" ] || fail "xattr generation"
 [ "$(xa pin_ms)" = 0 ] || fail "xattr pin_ms '$(xa pin_ms)'"
 [[ "$(xa lease_ms)" =~ ^[0-9]+$ ]] || fail "xattr lease_ms '$(xa lease_ms)'"
 [ "$(xa put_time)" = "$(date -u -d @"${put_ns:0:10}" +%Y-%m-%dT%H:%M:%S).${put_ns:10}Z" ] ||
@@ -69,19 +68,19 @@ expect_errno "Operation not supported" setfattr -n user.kvpool.size -v 1 "$mnt/b
 ok "stat (size, mode, blocks, mtime = put time) and user.kvpool.* xattrs"
 
 # ---- writes -----------------------------------------------------------------
-head -c 5000000 /dev/urandom >"$tmp/v2"
+head -c 5000000 /dev/urandom >"$E2E_TMP/v2"
 mkdir "$mnt/w" || fail "mkdir w"
-cp "$tmp/v2" "$mnt/w/copied" || fail "cp into the mount"
-kv get w/copied >"$tmp/got" && cmp "$tmp/v2" "$tmp/got" || fail "cp: stored value differs"
-cat >"$mnt/w/stdin" <"$tmp/v2" || fail "cat > MNT/KEY"
-kv get w/stdin >"$tmp/got" && cmp "$tmp/v2" "$tmp/got" || fail "cat >: stored value differs"
-dd if="$tmp/v2" of="$mnt/w/dd" bs=1M status=none || fail "dd of="
-kv get w/dd >"$tmp/got" && cmp "$tmp/v2" "$tmp/got" || fail "dd: stored value differs"
+cp "$E2E_TMP/v2" "$mnt/w/copied" || fail "cp into the mount"
+kv get w/copied >"$E2E_TMP/got" && cmp "$E2E_TMP/v2" "$E2E_TMP/got" || fail "cp: stored value differs"
+cat >"$mnt/w/stdin" <"$E2E_TMP/v2" || fail "cat > MNT/KEY"
+kv get w/stdin >"$E2E_TMP/got" && cmp "$E2E_TMP/v2" "$E2E_TMP/got" || fail "cat >: stored value differs"
+dd if="$E2E_TMP/v2" of="$mnt/w/dd" bs=1M status=none || fail "dd of="
+kv get w/dd >"$E2E_TMP/got" && cmp "$E2E_TMP/v2" "$E2E_TMP/got" || fail "dd: stored value differs"
 (printf a; sleep 0.1; printf b) >"$mnt/w/sub" || fail "writes from a subshell and a child"
 [ "$(kv get w/sub)" = ab ] || fail "subshell value '$(kv get w/sub)'"
-expect_errno "File exists" cp "$tmp/v1" "$mnt/w/copied"
+expect_errno "File exists" cp "$E2E_TMP/v1" "$mnt/w/copied"
 expect_errno "File exists" bash -c "echo x > '$mnt/w/copied'"
-kv get w/copied >"$tmp/got" && cmp "$tmp/v2" "$tmp/got" || fail "value changed by a refused write"
+kv get w/copied >"$E2E_TMP/got" && cmp "$E2E_TMP/v2" "$E2E_TMP/got" || fail "value changed by a refused write"
 expect_errno "Operation not permitted" mv "$mnt/w/copied" "$mnt/w/moved"
 expect_errno "Operation not permitted" python3 -c 'import os,sys; os.truncate(sys.argv[1], 0)' "$mnt/w/copied"
 expect_errno "File exists" python3 -c 'import sys; open(sys.argv[1], "r+b")' "$mnt/w/copied"
@@ -110,7 +109,7 @@ rmdir "$mnt/empty/deeper" "$mnt/empty" || fail "rmdir of empty directories"
 ok "cp, cat >, dd, subshell writes; EEXIST, EPERM (mv, truncate, overwrite), EFBIG, mkdir/rmdir"
 
 # ---- a tree through cp -r and diff -r -----------------------------------------
-python3 - "$tmp/tree" <<'EOF'
+python3 - "$E2E_TMP/tree" <<'EOF'
 import os, random, sys
 r = random.Random(42)
 dirs = ["", "a", "a/b", "a/b/c", "with space", "with space/x y", "z"]
@@ -122,21 +121,21 @@ for i in range(200):
     with open(os.path.join(sys.argv[1], d, name), "wb") as f:
         f.write(os.urandom(r.choice([1, 17, 4096, 4097, 65536, 100000, 300000])))
 EOF
-cp -r "$tmp/tree" "$mnt/tree" || fail "cp -r of 200 files"
-diff -r "$tmp/tree" "$mnt/tree" || fail "diff -r after cp -r"
+cp -r "$E2E_TMP/tree" "$mnt/tree" || fail "cp -r of 200 files"
+diff -r "$E2E_TMP/tree" "$mnt/tree" || fail "diff -r after cp -r"
 [ "$(kv ls tree/ | wc -l)" = 200 ] || fail "the pool has $(kv ls tree/ | wc -l) keys under tree/"
 [ "$(find "$mnt/tree" -type f | wc -l)" = 200 ] || fail "find -type f under tree"
 ok "cp -r of a 200-file tree, diff -r equal, 200 keys in the pool"
 
 # ---- the view agrees with the master ------------------------------------------
-kv info --json >"$tmp/info.json" || fail "kvpool info"
-kv ls --json >"$tmp/ls.json" || fail "kvpool ls --json"
-keys=$(json "$tmp/info.json" 'j["keys"]')
+kv info --json >"$E2E_TMP/info.json" || fail "kvpool info"
+kv ls --json >"$E2E_TMP/ls.json" || fail "kvpool ls --json"
+keys=$(jval "$E2E_TMP/info.json" 'r["keys"]')
 [ "$(find "$mnt" -type f | wc -l)" = "$keys" ] ||
 	fail "find -type f counts $(find "$mnt" -type f | wc -l), the master $keys keys"
-total=$(json "$tmp/ls.json" 'sum(e["size"] for e in j)')
+total=$(jval "$E2E_TMP/ls.json" 'sum(e["size"] for e in r)')
 [ "$(du -sb "$mnt" | cut -f1)" = "$total" ] || fail "du -sb $(du -sb "$mnt" | cut -f1) != $total"
-python3 - "$mnt" "$tmp/ls.json" <<'EOF' || fail "ls -l sizes or names differ from kvpool ls"
+python3 - "$mnt" "$E2E_TMP/ls.json" <<'EOF' || fail "ls -l sizes or names differ from kvpool ls"
 import json, os, subprocess, sys
 want = {e["name"]: e["size"] for e in json.load(open(sys.argv[2]))}
 got = {}
@@ -155,11 +154,11 @@ ok "find -type f, du -sb and ls -lR/stat agree with kvpool info and ls"
 # ---- rm --------------------------------------------------------------------------
 kv get one >/dev/null || fail "kvpool get one"
 t0=$(date +%s%N)
-if rm "$mnt/one" 2>"$tmp/err"; then
+if rm "$mnt/one" 2>"$E2E_TMP/err"; then
 	# only if the 2 s read lease had run out already (a very slow machine)
 	[ $(($(date +%s%N) - t0)) -gt 1500000000 ] || fail "rm of a leased object succeeded"
 else
-	grep -q "Device or resource busy" "$tmp/err" || fail "rm while leased: $(cat "$tmp/err")"
+	grep -q "Device or resource busy" "$E2E_TMP/err" || fail "rm while leased: $(cat "$E2E_TMP/err")"
 	for _ in $(seq 100); do
 		rm "$mnt/one" 2>/dev/null && break
 		sleep 0.1
@@ -176,48 +175,48 @@ done
 ok "rm (EBUSY while a read lease is held), rm -rf of the tree"
 
 # ---- objects that disappear while open: an error or the old bytes ----------------
-head -c 1048576 /dev/zero | tr '\0' A >"$tmp/A"
-head -c 1048576 /dev/zero | tr '\0' B >"$tmp/B"
+head -c 1048576 /dev/zero | tr '\0' A >"$E2E_TMP/A"
+head -c 1048576 /dev/zero | tr '\0' B >"$E2E_TMP/B"
 check_old_or_error() {	# FILE-READ-BACK ERRFILE RC what
 	if [ "$3" = 0 ]; then
-		cmp -s "$1" "$tmp/A" || fail "$4: read other bytes than the object's"
+		cmp -s "$1" "$E2E_TMP/A" || fail "$4: read other bytes than the object's"
 	else
 		grep -Eq "No such file or directory|Input/output error" "$2" ||
 			fail "$4: unexpected error $(cat "$2")"
 	fi
 }
-kv put gone/a "$tmp/A" || fail "put gone/a"
+kv put gone/a "$E2E_TMP/A" || fail "put gone/a"
 exec 3<"$mnt/gone/a"
 kv rm -f gone/a || fail "rm -f gone/a"
-cat <&3 >"$tmp/r" 2>"$tmp/rerr"
-check_old_or_error "$tmp/r" "$tmp/rerr" $? "read after remove"
+cat <&3 >"$E2E_TMP/r" 2>"$E2E_TMP/rerr"
+check_old_or_error "$E2E_TMP/r" "$E2E_TMP/rerr" $? "read after remove"
 exec 3<&-
-kv put gone/b "$tmp/A" || fail "put gone/b"
-cmp "$mnt/gone/b" "$tmp/A" || fail "gone/b first read"
+kv put gone/b "$E2E_TMP/A" || fail "put gone/b"
+cmp "$mnt/gone/b" "$E2E_TMP/A" || fail "gone/b first read"
 exec 4<"$mnt/gone/b"
-kv rm -f gone/b && kv put gone/b "$tmp/B" || fail "replace gone/b"
-cmp "$mnt/gone/b" "$tmp/B" || fail "a new open of a replaced key must read the new value"
-cat <&4 >"$tmp/r" 2>"$tmp/rerr"
-check_old_or_error "$tmp/r" "$tmp/rerr" $? "read of a replaced key through an old descriptor"
+kv rm -f gone/b && kv put gone/b "$E2E_TMP/B" || fail "replace gone/b"
+cmp "$mnt/gone/b" "$E2E_TMP/B" || fail "a new open of a replaced key must read the new value"
+cat <&4 >"$E2E_TMP/r" 2>"$E2E_TMP/rerr"
+check_old_or_error "$E2E_TMP/r" "$E2E_TMP/rerr" $? "read of a replaced key through an old descriptor"
 exec 4<&-
-kv put gone/c "$tmp/A" || fail "put gone/c"
+kv put gone/c "$E2E_TMP/A" || fail "put gone/c"
 exec 5<"$mnt/gone/c"
-kv rm -f gone/c && kv put gone/c "$tmp/B" || fail "replace gone/c"
-cat <&5 >"$tmp/r" 2>"$tmp/rerr"
-check_old_or_error "$tmp/r" "$tmp/rerr" $? "first read after replacement"
+kv rm -f gone/c && kv put gone/c "$E2E_TMP/B" || fail "replace gone/c"
+cat <&5 >"$E2E_TMP/r" 2>"$E2E_TMP/rerr"
+check_old_or_error "$E2E_TMP/r" "$E2E_TMP/rerr" $? "first read after replacement"
 exec 5<&-
 ok "removed or replaced while open: EIO/ENOENT or the old bytes, never the new ones"
 
 # ---- .kvpool, statfs --------------------------------------------------------------
-kv info --json >"$tmp/info.json"
-grep -Eq "^keys +$(json "$tmp/info.json" 'j["keys"]')$" "$mnt/.kvpool/stats" ||
+kv info --json >"$E2E_TMP/info.json"
+grep -Eq "^keys +$(jval "$E2E_TMP/info.json" 'r["keys"]')$" "$mnt/.kvpool/stats" ||
 	fail ".kvpool/stats: $(head -3 "$mnt/.kvpool/stats")"
 [ "$(ls "$mnt/.kvpool/nodes")" = "$node" ] || fail ".kvpool/nodes: $(ls "$mnt/.kvpool/nodes")"
 grep -Eq "^name +$node$" "$mnt/.kvpool/nodes/$node/info" || fail "nodes/NODE/info"
 grep -q " blob/v1$" "$mnt/.kvpool/nodes/$node/extents" || fail "nodes/NODE/extents lacks blob/v1"
 n_ext=$(grep -vc '^#' "$mnt/.kvpool/nodes/$node/extents")
-[ "$n_ext" = "$(json "$tmp/info.json" 'j["nodes"][0]["objects"]')" ] ||
-	fail "extents lists $n_ext, the node has $(json "$tmp/info.json" 'j["nodes"][0]["objects"]') objects"
+[ "$n_ext" = "$(jval "$E2E_TMP/info.json" 'r["nodes"][0]["objects"]')" ] ||
+	fail "extents lists $n_ext, the node has $(jval "$E2E_TMP/info.json" 'r["nodes"][0]["objects"]') objects"
 ls -a "$mnt" | grep -q kvpool && fail ".kvpool shows in readdir"
 expect_errno "Permission denied" bash -c "echo x > '$mnt/.kvpool/stats'"
 [ "$(stat -f -c %l "$mnt")" = 255 ] || fail "statfs namemax"

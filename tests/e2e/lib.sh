@@ -133,6 +133,10 @@ waitfor() {
 	done
 }
 
+# alive PID: the process runs. gone PID: it does not (waitfor 5 gone PID).
+alive() { kill -0 "$1" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
 # spawn LOGNAME CMD...: runs CMD in the background with stdout+stderr in
 # $E2E_TMP/LOGNAME.log; stopped at exit. Sets SPAWN_PID.
 spawn() {

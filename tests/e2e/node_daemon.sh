@@ -21,60 +21,15 @@
 #  8. remove_segment_on_exit removes the file; config errors exit 1 with
 #     FILE:LINE; --help / --version / --print-config.
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
-MASTER=$B/kvpool-master NODE=$B/kvpool-node
-for b in "$MASTER" "$NODE"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-python3 -c 'import ctypes; ctypes.CDLL("libxxhash.so.0")' 2>/dev/null ||
-	{ echo "skip: libxxhash.so.0 missing"; exit 77; }
-
-tmp=$(mktemp -d /tmp/kvp-node.XXXXXX)
-seg=kvpt-node-$$
-segfile=/dev/shm/$seg
-mpid="" npid=""
-
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	for p in $npid $mpid; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 30); do
-		local alive=0
-		for p in $npid $mpid; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in $npid $mpid; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 20 "$l"
-		done
-	fi
-	rm -f "$segfile"
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok - $*"; }
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
+. "$(dirname "$0")/lib.sh"
+e2e_init node
+need "$B/kvpool-master" "$B/kvpool-node" python3
+python3 -c 'import ctypes; ctypes.CDLL("libxxhash.so.0")' 2>/dev/null || skip "libxxhash.so.0 missing"
+NODE=$B/kvpool-node
 
 # ---- the wire driver ----
-cat >"$tmp/wire.py" <<'PYEOF'
-import ctypes, json, mmap, os, random, socket, struct, sys, time, urllib.request
+cat >"$E2E_TMP/wire.py" <<'PYEOF'
+import ctypes, json, mmap, os, random, socket, struct, sys, time
 
 MAGIC, VERSION, F_REPLY = 0x3150564b, 1, 1
 OP = dict(HELLO=1, SEGMENTS=7, PUT_START=16, PUT_END=17, GET=19, REMOVE=22, READ=48, WRITE=49)
@@ -240,12 +195,6 @@ def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == 'scan':
         print(json.dumps(scan(a[0]))); return 0
-    if cmd == 'http':
-        try:
-            with urllib.request.urlopen(a[0], timeout=5) as r: sys.stdout.write(r.read().decode())
-        except Exception as e:
-            print(e); return 1
-        return 0
     master, token = a[0], open(a[1], 'rb').read().split(b'\n')[0] if a[1] != '-' else b''
     mc = Conn(master, token)
     if cmd == 'segments':
@@ -317,79 +266,45 @@ def main():
 
 sys.exit(main())
 PYEOF
-W() { python3 "$tmp/wire.py" "$@"; }
+W() { python3 "$E2E_TMP/wire.py" "$@"; }
 
 # ---- configuration ----
-read -r mport mhttp dport hport <<<"$(free_ports 4)"
-printf 'e2e-node-token-%s\n' "$$" >"$tmp/token"
-chmod 600 "$tmp/token"
-tok=$tmp/token
-cat >"$tmp/pool.ini" <<EOF
-[cluster]
-master = 127.0.0.1:$mport
-token_file = $tok
-[master]
-listen = 127.0.0.1:$mport
-http_listen = 127.0.0.1:$mhttp
-metadata_server = false
-client_ttl = 1500ms
-put_timeout = 3s
-lease_ttl = 1s
-[client]
-timeout = 1s
-[node]
-name = e2enode
-listen = 127.0.0.1:$dport
-http_listen = 127.0.0.1:$hport
-segment = $seg
-segment_size = 64M
-heartbeat_interval = 200ms
-[log]
-level = info
-EOF
-M=127.0.0.1:$mport
+tok=$E2E_TMP/token
+printf 'e2e-node-token-%s\n' "$$" >"$tok"
+chmod 600 "$tok"
+pool_ini "client_ttl = 1500ms" "put_timeout = 3s" "lease_ttl = 1s" "[cluster]" "token_file = $tok" \
+	"[client]" "timeout = 1s" "[node]" "segment_size = 64M" "heartbeat_interval = 200ms" \
+	"[log]" "level = info"
+pool_node e2enode
+dport=$NODE_PORT hport=$NODE_HTTP_PORT
+segfile=/dev/shm/$NODE_SEG
+M=$MASTER_ADDR
 
 start_master() {
-	"$MASTER" -c "$tmp/pool.ini" >>"$tmp/master.log" 2>&1 &
-	mpid=$!
-	for _ in $(seq 100); do
-		W segments "$M" "$tok" >/dev/null 2>&1 && return 0
-		sleep 0.05
-	done
-	fail "master did not come up"
+	run_master
+	waitfor 5 W segments "$M" "$tok" >/dev/null 2>&1 || fail "master did not come up"
 }
 start_node() {
-	"$NODE" -c "$tmp/pool.ini" "$@" >>"$tmp/node.log" 2>&1 &
-	npid=$!
+	run_node e2enode "$@"
+	npid=$NODE_PID
 	wait_mounted || fail "node did not mount"
 }
 # The node's segment is listed by SEGMENTS (and not draining).
 mounted() {
-	W segments "$M" "$tok" >"$tmp/segs" 2>/dev/null || return 1
+	W segments "$M" "$tok" >"$E2E_TMP/segs" 2>/dev/null || return 1
 	python3 -c "
 import json, sys
 s = [x for x in json.load(open(sys.argv[1])) if x['name'] == 'e2enode']
 sys.exit(0 if s and not s[0]['draining'] and s[0]['endpoint'] == sys.argv[2] else 1)" \
-		"$tmp/segs" "127.0.0.1:$dport"
+		"$E2E_TMP/segs" "127.0.0.1:$dport"
 }
-wait_mounted() {
-	for _ in $(seq 200); do
-		mounted && return 0
-		sleep 0.05
-	done
-	return 1
-}
-metric() {	# metric NAME: the node's value
-	W http "http://127.0.0.1:$hport/metrics" | awk -v n="$1" '$1 == n { print $2 }'
-}
+wait_mounted() { waitfor 10 mounted; }
+nmetric() { metric "$1" "$hport"; }	# the node's value
 objs="one-byte:1:1 small:4096:2 medium:100000:3 large:3000000:4 odd/key@x:12345:5 gone:5000:6"
 kept="one-byte:1:1 small:4096:2 medium:100000:3 large:3000000:4 odd/key@x:12345:5"
 all_readable() {	# within a few seconds (the node may still be re-reporting)
-	for _ in $(seq 100); do
-		W get "$M" "$tok" $kept >"$tmp/get.out" 2>&1 && return 0
-		sleep 0.1
-	done
-	cat "$tmp/get.out"
+	waitfor 10 W get "$M" "$tok" $kept >"$E2E_TMP/get.out" 2>&1 && return 0
+	cat "$E2E_TMP/get.out"
 	return 1
 }
 
@@ -397,22 +312,22 @@ all_readable() {	# within a few seconds (the node may still be re-reporting)
 start_master
 start_node
 ok "node mounted (SEGMENTS lists e2enode at 127.0.0.1:$dport)"
-W http "http://127.0.0.1:$hport/health" | grep -q '"master":"up"' || fail "/health does not say master up"
+http_get "http://127.0.0.1:$hport/health" | grep -q '"master":"up"' || fail "/health does not say master up"
 W put "$M" "$tok" $objs || fail "put via PUT_START/WRITE/PUT_END"
 W get "$M" "$tok" $objs || fail "GET + READ of what was put"
 ok "6 objects put with grants and read back byte for byte"
-[ "$(metric kvpool_node_written_bytes_total)" -gt 3000000 ] || fail "written bytes metric"
-[ "$(metric kvpool_node_master_up)" = 1 ] || fail "master_up metric"
+[ "$(nmetric kvpool_node_written_bytes_total)" -gt 3000000 ] || fail "written bytes metric"
+[ "$(nmetric kvpool_node_master_up)" = 1 ] || fail "master_up metric"
 
 # ---- 2. refused writes and reads ----
 W refused "$M" "$tok" || fail "refused WRITE/READ checks"
 W badtoken "$M" "$tok" >/dev/null || fail "wrong token not refused"
-W loris "$M" "$tok" >"$tmp/loris" || fail "slow loris: $(cat "$tmp/loris")"
-[ "$(metric kvpool_node_connections_timed_out_total)" -ge 1 ] || fail "timed-out metric"
+W loris "$M" "$tok" >"$E2E_TMP/loris" || fail "slow loris: $(cat "$E2E_TMP/loris")"
+[ "$(nmetric kvpool_node_connections_timed_out_total)" -ge 1 ] || fail "timed-out metric"
 W get "$M" "$tok" $objs || fail "objects after refused writes"
 kill -0 "$npid" || fail "node died"
 ok "forged/misplaced/oversized WRITEs refused (EGRANT), bad READs refused, node keeps serving"
-ok "a connection without HELLO is closed ($(cat "$tmp/loris"))"
+ok "a connection without HELLO is closed ($(cat "$E2E_TMP/loris"))"
 
 # ---- 3. FREE tombstones ----
 W scan "$segfile" | grep -q '"gone"' || fail "scan does not list 'gone' before remove"
@@ -421,56 +336,50 @@ for _ in $(seq 50); do
 	W scan "$segfile" | grep -q '"gone"' || break
 	sleep 0.1
 done
-W scan "$segfile" >"$tmp/scan"
-grep -q '"gone"' "$tmp/scan" && fail "scan still lists 'gone' after REMOVE"
-grep -q '"medium"' "$tmp/scan" || fail "scan lost 'medium'"
-[ "$(metric kvpool_node_freed_extents_total)" -ge 1 ] || fail "freed metric"
+W scan "$segfile" >"$E2E_TMP/scan"
+grep -q '"gone"' "$E2E_TMP/scan" && fail "scan still lists 'gone' after REMOVE"
+grep -q '"medium"' "$E2E_TMP/scan" || fail "scan lost 'medium'"
+[ "$(nmetric kvpool_node_freed_extents_total)" -ge 1 ] || fail "freed metric"
 ok "REMOVE at the master: the node tombstoned the extent"
 
 # ---- 4. SIGHUP ----
-sed -i 's/^level = info/level = debug/' "$tmp/pool.ini"
+sed -i 's/^level = info/level = debug/' "$E2E_TMP/pool.ini"
 kill -HUP "$npid"
-for _ in $(seq 50); do grep -q "configuration reloaded" "$tmp/node.log" && break; sleep 0.1; done
-grep -q "log.level = debug" "$tmp/node.log" || fail "SIGHUP did not apply log.level"
-sed -i 's/^level = debug/level = info/' "$tmp/pool.ini"
-sed -i "s/^segment_size = 64M/segment_size = 32M/" "$tmp/pool.ini"
+for _ in $(seq 50); do grep -q "configuration reloaded" "$E2E_TMP/e2enode.log" && break; sleep 0.1; done
+grep -q "log.level = debug" "$E2E_TMP/e2enode.log" || fail "SIGHUP did not apply log.level"
+sed -i 's/^level = debug/level = info/' "$E2E_TMP/pool.ini"
+sed -i "s/^segment_size = 64M/segment_size = 32M/" "$E2E_TMP/pool.ini"
 kill -HUP "$npid"
-for _ in $(seq 50); do grep -q "segment_size changed" "$tmp/node.log" && break; sleep 0.1; done
-grep -q "segment_size changed.*needs a restart" "$tmp/node.log" || fail "restart-only key not reported"
-sed -i "s/^segment_size = 32M/segment_size = 64M/" "$tmp/pool.ini"
+for _ in $(seq 50); do grep -q "segment_size changed" "$E2E_TMP/e2enode.log" && break; sleep 0.1; done
+grep -q "segment_size changed.*needs a restart" "$E2E_TMP/e2enode.log" || fail "restart-only key not reported"
+sed -i "s/^segment_size = 32M/segment_size = 64M/" "$E2E_TMP/pool.ini"
 kill -HUP "$npid"
 W get "$M" "$tok" $kept || fail "objects after SIGHUP"
 ok "SIGHUP: live key applied, restart-only key reported"
 
 # ---- 5. SIGTERM, restart, kill -9, restart ----
-kill -TERM "$npid"
-wait "$npid"
+stop_pid "$npid"
 rc=$?
-npid=""
 [ $rc = 0 ] || fail "SIGTERM: exit $rc"
-grep -q "segment [0-9]* (e2enode): draining" "$tmp/master.log" || fail "master did not see UNMOUNT drain"
+grep -q "segment [0-9]* (e2enode): draining" "$E2E_TMP/master.log" || fail "master did not see UNMOUNT drain"
 mounted && fail "segment still mounted and not draining after SIGTERM"
 [ -f "$segfile" ] || fail "segment file removed on SIGTERM"
 ok "SIGTERM: exit 0, segment draining at the master, file kept"
 start_node
 all_readable || fail "objects after a SIGTERM restart"
-[ "$(metric kvpool_node_reported_extents_total)" -ge 5 ] || fail "reported extents metric"
+[ "$(nmetric kvpool_node_reported_extents_total)" -ge 5 ] || fail "reported extents metric"
 ok "restart after SIGTERM: every object readable again"
-kill -KILL "$npid"
-wait "$npid" 2>/dev/null
-npid=""
+stop_pid "$npid" KILL
 start_node
 all_readable || fail "objects after kill -9 + restart"
 ok "restart after kill -9: every object readable again"
 
 # ---- 6. master restart ----
-kill -KILL "$mpid"
-wait "$mpid" 2>/dev/null
-mpid=""
+stop_pid "$MASTER_PID" KILL
 start_master
 wait_mounted || fail "node did not re-mount at the restarted master"
 all_readable || fail "objects after the master restart"
-[ "$(metric kvpool_node_remounts_total)" -ge 1 ] || fail "remounts metric"
+[ "$(nmetric kvpool_node_remounts_total)" -ge 1 ] || fail "remounts metric"
 ok "master kill -9 + restart: the node re-mounted and re-reported; objects readable"
 
 # ---- 7. liveness ----
@@ -478,47 +387,43 @@ sleep 3	# two client_ttl
 mounted || fail "segment dropped despite heartbeats"
 W get "$M" "$tok" $kept || fail "objects after 2 x client_ttl"
 ok "heartbeats keep the segment past client_ttl"
-before=$(metric kvpool_node_mounts_total)
+before=$(nmetric kvpool_node_mounts_total)
 kill -STOP "$npid"
 for _ in $(seq 100); do
 	mounted || break
 	sleep 0.1
 done
 mounted && fail "the master kept a stopped node's segment"
-grep -q "node silent for client_ttl" "$tmp/master.log" || fail "no client_ttl drop in the master log"
+grep -q "node silent for client_ttl" "$E2E_TMP/master.log" || fail "no client_ttl drop in the master log"
 kill -CONT "$npid"
 wait_mounted || fail "node did not re-mount after SIGCONT"
 all_readable || fail "objects after SIGSTOP/SIGCONT"
-[ "$(metric kvpool_node_mounts_total)" -gt "$before" ] || fail "mounts metric did not grow"
+[ "$(nmetric kvpool_node_mounts_total)" -gt "$before" ] || fail "mounts metric did not grow"
 ok "SIGSTOP past client_ttl: dropped; SIGCONT: re-mounted with its objects"
 
 # ---- 8. remove_segment_on_exit, command line ----
-kill -TERM "$npid"
-wait "$npid"
-npid=""
+stop_pid "$npid"
 start_node -o node.remove_segment_on_exit=true
-kill -TERM "$npid"
-wait "$npid"
+stop_pid "$npid"
 rc=$?
-npid=""
 [ $rc = 0 ] || fail "exit $rc with remove_segment_on_exit"
 [ -e "$segfile" ] && fail "remove_segment_on_exit left $segfile"
 ok "remove_segment_on_exit removes the file"
 
-printf '[node]\nname = x\nheartbeat_interval = soon\n' >"$tmp/bad.ini"
-"$NODE" -c "$tmp/bad.ini" >"$tmp/out" 2>&1
+printf '[node]\nname = x\nheartbeat_interval = soon\n' >"$E2E_TMP/bad.ini"
+"$NODE" -c "$E2E_TMP/bad.ini" >"$E2E_TMP/out" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "bad config: exit $rc"
-grep -q "bad.ini:3:" "$tmp/out" || fail "bad config message lacks FILE:LINE: $(cat "$tmp/out")"
-"$NODE" -c "$tmp/nonexistent.ini" >/dev/null 2>&1 && fail "missing -c file accepted"
+grep -q "bad.ini:3:" "$E2E_TMP/out" || fail "bad config message lacks FILE:LINE: $(cat "$E2E_TMP/out")"
+"$NODE" -c "$E2E_TMP/nonexistent.ini" >/dev/null 2>&1 && fail "missing -c file accepted"
 "$NODE" -o node.nokey=1 >/dev/null 2>&1 && fail "unknown key accepted"
 "$NODE" --version | grep -q "kvpool-node" || fail "--version"
 "$NODE" --help | grep -q "segment_size" || fail "--help lacks the [node] keys"
-"$NODE" -c "$tmp/pool.ini" -o node.name=printed --print-config >"$tmp/out" || fail "--print-config"
-grep -q "node.name = printed" "$tmp/out" || fail "--print-config lacks the override"
-printf '[node]\nname = layered\n' >"$tmp/layer.ini"
-"$NODE" -c "$tmp/pool.ini" -c "$tmp/layer.ini" --print-config >"$tmp/out" || fail "two -c"
-grep -q "node.name = layered" "$tmp/out" || fail "second -c file not layered"
-grep -q "node.heartbeat_interval = 200ms" "$tmp/out" || fail "first -c file lost"
+"$NODE" -c "$E2E_TMP/pool.ini" -o node.name=printed --print-config >"$E2E_TMP/out" || fail "--print-config"
+grep -q "node.name = printed" "$E2E_TMP/out" || fail "--print-config lacks the override"
+printf '[node]\nname = layered\n' >"$E2E_TMP/layer.ini"
+"$NODE" -c "$E2E_TMP/pool.ini" -c "$E2E_TMP/layer.ini" --print-config >"$E2E_TMP/out" || fail "two -c"
+grep -q "node.name = layered" "$E2E_TMP/out" || fail "second -c file not layered"
+grep -q "node.heartbeat_interval = 200ms" "$E2E_TMP/out" || fail "first -c file lost"
 ok "command line: config errors exit 1 with FILE:LINE, --help, --version, --print-config, -c layering"
 echo "node_daemon: all passed"

@@ -3,29 +3,23 @@
 # suite (python/tests) against real kvpool-master / kvpool-node processes that
 # the tests start on private ports and stop themselves. Exit 0 pass, 1 fail,
 # 77 skip (no Python headers, daemons not built, ThreadSanitizer build).
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
 PY=${PYTHON:-python3}
-cd "$root" || exit 1
+cd "$E2E_ROOT" || exit 1
 
-command -v "$PY" >/dev/null || { echo "skip: $PY not found"; exit 77; }
+need "$PY"
 inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
 if [ -z "$inc" ] || [ ! -f "$inc/Python.h" ] || ! command -v "$PY-config" >/dev/null; then
-	echo "skip: Python development headers missing (apt-get install python3-dev)"
-	exit 77
+	skip "Python development headers missing (apt-get install python3-dev)"
 fi
-for b in kvpool-master kvpool-node; do
-	[ -x "$B/$b" ] || { echo "skip: $B/$b is not built"; exit 77; }
-done
+need "$B/kvpool-master" "$B/kvpool-node"
 
 # The module is built with the flags of the tree under test.
 flags=()
 preload=()
 case $(basename "$B") in
 build-tsan)
-	echo "skip: the Python module is not tested under ThreadSanitizer"
-	exit 77
+	skip "the Python module is not tested under ThreadSanitizer"
 	;;
 build-san)
 	flags=(SANITIZE=1)
@@ -36,11 +30,9 @@ build-san)
 	;;
 esac
 # BUILD as the Makefile spells it (relative), so its dependency files apply.
-mb=${B#"$root"/}
-if ! make --no-print-directory -s -C "$root" BUILD="$mb" PYTHON="$PY" "${flags[@]}" python; then
-	echo "FAIL: make python"
-	exit 1
-fi
+mb=${B#"$E2E_ROOT"/}
+make --no-print-directory -s -C "$E2E_ROOT" BUILD="$mb" PYTHON="$PY" "${flags[@]}" python ||
+	fail "make python"
 
 export KVP_BUILD="$B"
 export PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}"

@@ -32,84 +32,36 @@
 #  5. every syscall master and node make (strace, same work again) is in
 #     their unit's SystemCallFilter= (expanded by systemd-analyze).
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
+e2e_init execstart
 KVP=$B/kvpool
-for b in kvpool kvpool-master kvpool-node; do
-	[ -x "$B/$b" ] || { echo "skip: $B/$b is not built"; exit 77; }
-done
-for t in python3 setpriv prlimit unshare make curl; do
-	command -v "$t" >/dev/null || { echo "skip: $t missing"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (setpriv to another user, mount namespaces)"; exit 77; }
+need "$KVP" "$B/kvpool-master" "$B/kvpool-node" python3 setpriv prlimit unshare make curl
+[ "$(id -u)" = 0 ] || skip "needs root (setpriv to another user, mount namespaces)"
 
 # A uid/gid that no account uses stands in for User=kvpool.
 uid=$((61000 + $$ % 3000))
 while getent passwd "$uid" >/dev/null || getent group "$uid" >/dev/null; do uid=$((uid + 1)); done
-tmp=$(mktemp -d /tmp/kvp-execstart.XXXXXX)
-chmod 755 "$tmp"	# the daemons run as another user and read DESTDIR
-D=$tmp/dest
+chmod 755 "$E2E_TMP"	# the daemons run as another user and read DESTDIR
+D=$E2E_TMP/dest
 UD=$D/usr/lib/systemd/system
 tag=kvpt-exec-$$
 host_ns=$(readlink /proc/self/ns/mnt)
-pids=()
-
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	trap '' PIPE	# a closed stdout must not cut the cleanup short
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	# what the units forked (the FUSE view), recognised by this run's uid
+on_cleanup "rm -f /dev/shm/$tag-*"
+# what the units forked (the FUSE view), recognised by this run's uid
+kill_uid() {
+	local p
 	for p in /proc/[0-9]*; do
 		[ "$(stat -c %u "$p" 2>/dev/null)" = "$uid" ] && kill -KILL "${p#/proc/}" 2>/dev/null
 	done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 20 "$l"
-		done
-	fi
-	rm -f /dev/shm/"$tag"-*
-	rm -rf "$tmp"
-	exit $rc
+	return 0
 }
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok - $*"; }
-waitfor() {
-	local end=$((SECONDS + $1))
-	shift
-	while :; do
-		"$@" && return 0
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.05
-	done
-}
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
-
+on_cleanup kill_uid
 
 # What `make install` runs for the units and binaries (systemd_units.sh
 # tests `make install` itself); the built tree as it is, nothing rebuilt.
-version=$(sed -n 's/^VERSION := //p' "$root/Makefile")
-"$root/tools/install.sh" "$D" /usr "$B" "$version" >"$tmp/install.log" 2>&1 ||
-	{ cat "$tmp/install.log"; fail "tools/install.sh"; }
+version=$(sed -n 's/^VERSION := //p' "$E2E_ROOT/Makefile")
+"$E2E_ROOT/tools/install.sh" "$D" /usr "$B" "$version" >"$E2E_TMP/install.log" 2>&1 ||
+	{ cat "$E2E_TMP/install.log"; fail "tools/install.sh"; }
 
 # ---- reading units ----
 # unit_lines FILE KEY: every value of KEY= in [Service]/[Unit], in order
@@ -164,7 +116,7 @@ sandbox() {
 	[ "$plus" = "+" ] && return 0
 	v=$(unit_one "$u" ProtectSystem)
 	if [ "$v" = strict ] || [ "$v" = yes ] || [ "$v" = full ] || [ "$v" = true ]; then
-		sb+=(unshare -m --propagation private -- bash "$tmp/ro.sh" "$host_ns")
+		sb+=(unshare -m --propagation private -- bash "$E2E_TMP/ro.sh" "$host_ns")
 	elif [ -n "$v" ] && [ "$v" != no ]; then
 		echo "ProtectSystem=$v not emulated" >&2
 		return 1
@@ -199,12 +151,12 @@ limit() {
 	if prlimit "--$1=$2:$2" true 2>/dev/null; then
 		sb+=("--$1=$2:$2")
 	else
-		echo "$1=$2 not settable here; keeping $(prlimit --noheadings -o HARD "--$1")" >>"$tmp/notes.log"
+		echo "$1=$2 not settable here; keeping $(prlimit --noheadings -o HARD "--$1")" >>"$E2E_TMP/notes.log"
 	fi
 }
 # ProtectSystem=strict, roughly: a private mount namespace (checked: never
 # the host's) in which every mount except the API file systems is read-only.
-cat >"$tmp/ro.sh" <<'EOF'
+cat >"$E2E_TMP/ro.sh" <<'EOF'
 host_ns=$1
 shift
 [ "$(readlink /proc/self/ns/mnt)" != "$host_ns" ] || { echo "ro.sh: not in a private mount namespace" >&2; exit 99; }
@@ -222,10 +174,9 @@ start() {
 	line=$(expand "$(unit_one "$UD/$unit" ExecStart)" "$inst" "") || fail "$unit: ExecStart"
 	argv_of "$line"
 	sandbox "$UD/$unit" "$xprefix" || fail "$unit: settings not emulated"
-	echo "$name: ${sb[*]} ${argv[*]}" >>"$tmp/commands.log"
-	env "$@" "${sb[@]}" "${argv[@]}" >>"$tmp/$name.log" 2>&1 &
-	started=$!
-	pids+=("$started")
+	echo "$name: ${sb[*]} ${argv[*]}" >>"$E2E_TMP/commands.log"
+	spawn "$name" env "$@" "${sb[@]}" "${argv[@]}"
+	started=$SPAWN_PID
 }
 # run_line UNIT KEY INSTANCE MAINPID ENV...: runs each KEY= line to the end
 run_lines() {
@@ -236,8 +187,8 @@ run_lines() {
 		line=$(expand "$l" "$inst" "$mainpid") || fail "$unit: $key"
 		argv_of "$line"
 		sandbox "$UD/$unit" "${xprefix//[^+]/}" || fail "$unit: settings not emulated"
-		echo "$unit $key: ${sb[*]} ${argv[*]}" >>"$tmp/commands.log"
-		env "$@" "${sb[@]}" "${argv[@]}" >>"$tmp/$key.log" 2>&1
+		echo "$unit $key: ${sb[*]} ${argv[*]}" >>"$E2E_TMP/commands.log"
+		env "$@" "${sb[@]}" "${argv[@]}" >>"$E2E_TMP/$key.log" 2>&1
 		rc=$?
 		if [ $rc != 0 ] && [[ $xprefix != *-* ]]; then
 			fail "$unit: $key=$l exited $rc"
@@ -288,48 +239,49 @@ if prlimit --memlock=unlimited:unlimited true 2>/dev/null; then
 fi
 ok "kvpool-node.service and kvpool-node@a.service: both mounted"
 
-head -c 300000 /dev/urandom >"$tmp/value"
+head -c 300000 /dev/urandom >"$E2E_TMP/value"
 K=(env "${common[@]}" "$KVP")
-"${K[@]}" put "$tag/key" "$tmp/value" --replicas 2 >"$tmp/put.log" 2>&1 || fail "kvpool put: $(cat "$tmp/put.log")"
-"${K[@]}" get "$tag/key" "$tmp/back" 2>"$tmp/get.log" || fail "kvpool get: $(cat "$tmp/get.log")"
-cmp -s "$tmp/value" "$tmp/back" || fail "get returned other bytes"
-"${K[@]}" stat "$tag/key" >"$tmp/stat.log" 2>&1 || fail "kvpool stat"
-grep -q "$tag-n" "$tmp/stat.log" && grep -q "$tag-a" "$tmp/stat.log" ||
-	fail "the two replicas are not on the two nodes: $(cat "$tmp/stat.log")"
+"${K[@]}" put "$tag/key" "$E2E_TMP/value" --replicas 2 >"$E2E_TMP/put.log" 2>&1 || fail "kvpool put: $(cat "$E2E_TMP/put.log")"
+"${K[@]}" get "$tag/key" "$E2E_TMP/back" 2>"$E2E_TMP/get.log" || fail "kvpool get: $(cat "$E2E_TMP/get.log")"
+cmp -s "$E2E_TMP/value" "$E2E_TMP/back" || fail "get returned other bytes"
+"${K[@]}" stat "$tag/key" >"$E2E_TMP/stat.log" 2>&1 || fail "kvpool stat"
+grep -q "$tag-n" "$E2E_TMP/stat.log" && grep -q "$tag-a" "$E2E_TMP/stat.log" ||
+	fail "the two replicas are not on the two nodes: $(cat "$E2E_TMP/stat.log")"
 ok "put (2 replicas) / get through build/kvpool: bytes equal, one replica per node"
 
 # ---- 2. ExecReload ----
 run_lines kvpool-master.service ExecReload "" "$mpid"
 run_lines kvpool-node.service ExecReload "" "$npid"
 run_lines kvpool-node@.service ExecReload a "$apid"
-waitfor 20 grep -qi "reload" "$tmp/master.log" || fail "master: ExecReload had no effect"
-waitfor 20 grep -qi "reload" "$tmp/node.log" || fail "node: ExecReload had no effect"
-waitfor 20 grep -qi "reload" "$tmp/node-a.log" || fail "node@a: ExecReload had no effect"
+waitfor 20 grep -qi "reload" "$E2E_TMP/master.log" || fail "master: ExecReload had no effect"
+waitfor 20 grep -qi "reload" "$E2E_TMP/node.log" || fail "node: ExecReload had no effect"
+waitfor 20 grep -qi "reload" "$E2E_TMP/node-a.log" || fail "node@a: ExecReload had no effect"
 for p in "$mpid" "$npid" "$apid"; do kill -0 "$p" 2>/dev/null || fail "a daemon died on reload"; done
 # nothing changed: a key reported as changed would mean the reload layers
 # files, environment and options differently from the start
 for l in master node node-a; do
-	grep -q "needs a restart$\|but needs a restart" "$tmp/$l.log" &&
-		fail "$l: an unchanged configuration reloads with changes: $(grep "changed" "$tmp/$l.log")"
+	grep -q "needs a restart$\|but needs a restart" "$E2E_TMP/$l.log" &&
+		fail "$l: an unchanged configuration reloads with changes: $(grep "changed" "$E2E_TMP/$l.log")"
 done
 ok "ExecReload= re-reads the configuration of each daemon (nothing reported changed)"
 
 # kvpool-node.service with [fuse] mountpoint set: the sandboxed node cannot
 # mount (and a mount in its namespace would be invisible): it must fail
 # plainly rather than run without the view (docs/service.md).
-mkdir -p "$tmp/nodeview"
+mkdir -p "$E2E_TMP/nodeview"
 start node-fuse kvpool-node.service "" "${common[@]}" \
 	KVPOOL_NODE_NAME="$tag-f" KVPOOL_NODE_SEGMENT="$tag-f" KVPOOL_NODE_SEGMENT_SIZE=16M \
 	KVPOOL_NODE_LISTEN=127.0.0.1:0 KVPOOL_NODE_HTTP_LISTEN=127.0.0.1:0 \
-	KVPOOL_FUSE_MOUNTPOINT="$tmp/nodeview"
+	KVPOOL_FUSE_MOUNTPOINT="$E2E_TMP/nodeview"
 fnpid=$started
-waitfor 30 bash -c "! kill -0 $fnpid 2>/dev/null" || fail "kvpool-node.service with fuse.mountpoint keeps running"
+waitfor 30 gone "$fnpid" || fail "kvpool-node.service with fuse.mountpoint keeps running"
 wait "$fnpid"
 rc=$?
+forget "$fnpid"
 [ $rc != 0 ] || fail "kvpool-node.service with fuse.mountpoint exited 0"
-grep -qi "fuse" "$tmp/node-fuse.log" || fail "the node's failure does not name the FUSE view"
-mountpoint -q "$tmp/nodeview" && fail "a FUSE view got mounted by the sandboxed node"
-ok "kvpool-node.service with [fuse] mountpoint fails plainly (exit $rc): $(grep -i fuse "$tmp/node-fuse.log" | tail -n 1 | sed 's/.*: FUSE/FUSE/')"
+grep -qi "fuse" "$E2E_TMP/node-fuse.log" || fail "the node's failure does not name the FUSE view"
+mountpoint -q "$E2E_TMP/nodeview" && fail "a FUSE view got mounted by the sandboxed node"
+ok "kvpool-node.service with [fuse] mountpoint fails plainly (exit $rc): $(grep -i fuse "$E2E_TMP/node-fuse.log" | tail -n 1 | sed 's/.*: FUSE/FUSE/')"
 
 # ---- 3. the FUSE view unit ----
 fuse_skip=""
@@ -339,23 +291,23 @@ elif ! command -v fusermount3 >/dev/null || ! command -v systemd-escape >/dev/nu
 	fuse_skip="fusermount3 or systemd-escape missing"
 fi
 if [ -z "$fuse_skip" ]; then
-	mnt=$tmp/view
+	mnt=$E2E_TMP/view
 	inst=$(systemd-escape --path "$mnt")
 	# Runs in a mount namespace of its own so that a private 0666 /dev/fuse
 	# can stand in where the real one is root-only (containers); the unit
 	# itself has no namespace, and the mount shows in this one.
-	cat >"$tmp/fuse.sh" <<EOF
+	cat >"$E2E_TMP/fuse.sh" <<EOF
 set -u
 [ "\$(readlink /proc/self/ns/mnt)" != "$host_ns" ] || exit 99
 if [ "\$(stat -c %a /dev/fuse)" != 666 ]; then
-	mknod "$tmp/fusedev" c \$((16#\$(stat -c %t /dev/fuse))) \$((16#\$(stat -c %T /dev/fuse))) 2>/dev/null &&
-		chmod 666 "$tmp/fusedev" && mount --bind "$tmp/fusedev" /dev/fuse || { echo "SKIP cannot provide a user-accessible /dev/fuse"; exit 77; }
+	mknod "$E2E_TMP/fusedev" c \$((16#\$(stat -c %t /dev/fuse))) \$((16#\$(stat -c %T /dev/fuse))) 2>/dev/null &&
+		chmod 666 "$E2E_TMP/fusedev" && mount --bind "$E2E_TMP/fusedev" /dev/fuse || { echo "SKIP cannot provide a user-accessible /dev/fuse"; exit 77; }
 fi
-. "$tmp/fusefns.sh"
+. "$E2E_TMP/fusefns.sh"
 run_lines kvpool-fuse@.service ExecStartPre "$inst" ""
 run_lines kvpool-fuse@.service ExecStart "$inst" "" ${common[*]} KVPOOL_FUSE_ALLOW_OTHER=true
 mountpoint -q "$mnt" || fail "kvpool-fuse@: ExecStart returned but $mnt is not mounted"
-cmp -s "$tmp/value" "$mnt/$tag/key" || fail "kvpool-fuse@: $mnt/$tag/key differs from the value"
+cmp -s "$E2E_TMP/value" "$mnt/$tag/key" || fail "kvpool-fuse@: $mnt/$tag/key differs from the value"
 fpid=""
 for p in /proc/[0-9]*; do
 	[ "\$(stat -c %u "\$p" 2>/dev/null)" = "$uid" ] || continue
@@ -373,14 +325,14 @@ EOF
 	# the helpers the namespace script needs
 	{
 		declare -f fail ok expand argv_of sandbox limit unit_lines unit_one run_lines
-		declare -p D UD uid tmp host_ns
-	} >"$tmp/fusefns.sh"
-	unshare -m --propagation private -- bash "$tmp/fuse.sh" >"$tmp/fuse.log" 2>&1
+		declare -p D UD uid E2E_TMP host_ns
+	} >"$E2E_TMP/fusefns.sh"
+	unshare -m --propagation private -- bash "$E2E_TMP/fuse.sh" >"$E2E_TMP/fuse.log" 2>&1
 	frc=$?
 	if [ $frc = 77 ]; then
-		fuse_skip=$(grep SKIP "$tmp/fuse.log")
-	elif [ $frc != 0 ] || ! grep -q FUSEOK "$tmp/fuse.log"; then
-		cat "$tmp/fuse.log"
+		fuse_skip=$(grep SKIP "$E2E_TMP/fuse.log")
+	elif [ $frc != 0 ] || ! grep -q FUSEOK "$E2E_TMP/fuse.log"; then
+		cat "$E2E_TMP/fuse.log"
 		fail "kvpool-fuse@.service (exit $frc)"
 	else
 		ok "kvpool-fuse@$inst.service: mounted at $mnt as uid $uid with CAP_SYS_ADMIN, the value reads back as a file, SIGTERM unmounts"
@@ -390,12 +342,10 @@ fi
 
 # ---- 4. stop ----
 for p in "$apid" "$npid" "$mpid"; do
-	kill -TERM "$p"
-	wait "$p"
+	stop_pid "$p"
 	rc=$?
 	[ $rc = 0 ] || fail "a daemon (pid $p) exited $rc after SIGTERM"
 done
-pids=()
 ok "SIGTERM: every daemon exits 0"
 
 # ---- 5. SystemCallFilter= ----
@@ -427,44 +377,44 @@ if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; 
 	K=(env "${common[@]}" "$KVP")
 	line=$(expand "$(unit_one "$UD/kvpool-master.service" ExecStart)" "" "") && argv_of "$line"
 	env "${common[@]}" KVPOOL_MASTER_LISTEN="127.0.0.1:$mport" KVPOOL_MASTER_HTTP_LISTEN="127.0.0.1:$mhttp" \
-		strace -f -qq -o "$tmp/strace.master" -- "${argv[@]}" >>"$tmp/strace-master.log" 2>&1 &
+		strace -f -qq -o "$E2E_TMP/strace.master" -- "${argv[@]}" >>"$E2E_TMP/strace-master.log" 2>&1 &
 	smpid=$!
-	pids+=("$smpid")
+	E2E_PIDS+=("$smpid")
 	waitfor 20 has_segments 0 || fail "strace: master did not come up"
 	m=$(child_of "$smpid")
 	[ -n "$m" ] || fail "strace: no traced master"
-	pids+=("$m")	# strace ignores SIGTERM: the cleanup stops the daemon itself
+	E2E_PIDS+=("$m")	# strace ignores SIGTERM: the cleanup stops the daemon itself
 	line=$(expand "$(unit_one "$UD/kvpool-node.service" ExecStart)" "" "") && argv_of "$line"
 	env "${common[@]}" KVPOOL_NODE_NAME="$tag-s" KVPOOL_NODE_SEGMENT="$tag-s" KVPOOL_NODE_SEGMENT_SIZE=16M \
 		KVPOOL_NODE_LISTEN="127.0.0.1:$dport" KVPOOL_NODE_HTTP_LISTEN="127.0.0.1:$nhttp" \
-		strace -f -qq -o "$tmp/strace.node" -- "${argv[@]}" >>"$tmp/strace-node.log" 2>&1 &
+		strace -f -qq -o "$E2E_TMP/strace.node" -- "${argv[@]}" >>"$E2E_TMP/strace-node.log" 2>&1 &
 	snpid=$!
-	pids+=("$snpid")
+	E2E_PIDS+=("$snpid")
 	waitfor 30 has_segments 1 || fail "strace: node did not mount"
 	n=$(child_of "$snpid")
 	[ -n "$n" ] || fail "strace: no traced node"
-	pids+=("$n")
-	"${K[@]}" put "$tag/s" "$tmp/value" >/dev/null 2>&1 || fail "strace: put"
-	"${K[@]}" get "$tag/s" "$tmp/back2" 2>/dev/null && cmp -s "$tmp/value" "$tmp/back2" || fail "strace: get"
+	E2E_PIDS+=("$n")
+	"${K[@]}" put "$tag/s" "$E2E_TMP/value" >/dev/null 2>&1 || fail "strace: put"
+	"${K[@]}" get "$tag/s" "$E2E_TMP/back2" 2>/dev/null && cmp -s "$E2E_TMP/value" "$E2E_TMP/back2" || fail "strace: get"
 	kill -HUP "$m" "$n"
-	waitfor 20 grep -qi reload "$tmp/strace-master.log" || fail "strace: master reload"
-	waitfor 20 grep -qi reload "$tmp/strace-node.log" || fail "strace: node reload"
+	waitfor 20 grep -qi reload "$E2E_TMP/strace-master.log" || fail "strace: master reload"
+	waitfor 20 grep -qi reload "$E2E_TMP/strace-node.log" || fail "strace: node reload"
 	kill -TERM "$n"
 	wait "$snpid" || fail "strace: node exit"
 	kill -TERM "$m"
 	wait "$smpid" || fail "strace: master exit"
-	pids=()
+	for p in "$smpid" "$m" "$snpid" "$n"; do forget "$p"; done
 	for d in master node; do
-		allowed "$UD/kvpool-$d.service" >"$tmp/allowed.$d" || fail "kvpool-$d.service: SystemCallFilter="
-		[ -s "$tmp/allowed.$d" ] || fail "kvpool-$d.service: no SystemCallFilter="
-		sed -nE 's/^[0-9]+ +(<\.\.\. )?([a-z0-9_]+)[( ].*/\2/p' "$tmp/strace.$d" | sort -u >"$tmp/used.$d"
-		[ "$(wc -l <"$tmp/used.$d")" -gt 20 ] || fail "strace.$d: too few syscalls parsed"
-		outside=$(comm -23 "$tmp/used.$d" "$tmp/allowed.$d" | tr '\n' ' ')
+		allowed "$UD/kvpool-$d.service" >"$E2E_TMP/allowed.$d" || fail "kvpool-$d.service: SystemCallFilter="
+		[ -s "$E2E_TMP/allowed.$d" ] || fail "kvpool-$d.service: no SystemCallFilter="
+		sed -nE 's/^[0-9]+ +(<\.\.\. )?([a-z0-9_]+)[( ].*/\2/p' "$E2E_TMP/strace.$d" | sort -u >"$E2E_TMP/used.$d"
+		[ "$(wc -l <"$E2E_TMP/used.$d")" -gt 20 ] || fail "strace.$d: too few syscalls parsed"
+		outside=$(comm -23 "$E2E_TMP/used.$d" "$E2E_TMP/allowed.$d" | tr '\n' ' ')
 		[ -z "$outside" ] || fail "kvpool-$d made syscalls its unit's SystemCallFilter= forbids: $outside"
 	done
-	ok "SystemCallFilter=: master ($(wc -l <"$tmp/used.master") syscalls) and node ($(wc -l <"$tmp/used.node")) stay inside @system-service"
+	ok "SystemCallFilter=: master ($(wc -l <"$E2E_TMP/used.master") syscalls) and node ($(wc -l <"$E2E_TMP/used.node")) stay inside @system-service"
 else
 	echo "ok - SystemCallFilter part skipped: no usable strace"
 fi
-if [ -f "$tmp/notes.log" ]; then sort -u "$tmp/notes.log" | sed 's/^/note: /'; fi
+if [ -f "$E2E_TMP/notes.log" ]; then sort -u "$E2E_TMP/notes.log" | sed 's/^/note: /'; fi
 echo "PASS"

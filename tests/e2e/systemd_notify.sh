@@ -21,80 +21,25 @@
 #   6. WATCHDOG=1, SIGHUP (log level live, segment_size needs a restart),
 #      SIGTERM: STOPPING=1, exit 0.
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
+e2e_init sdnotify
 MASTER=$B/kvpool-master NODE=$B/kvpool-node
-for b in "$MASTER" "$NODE"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-
-tmp=$(mktemp -d /tmp/kvp-sdnotify.XXXXXX)
+need "$MASTER" "$NODE" python3
+E2E_LOGS=("*.err" "*.events" "*.log")
 seg=kvpt-sdnotify-$$
-mnt=$tmp/mnt
-pids=()
+mnt=$E2E_TMP/mnt
+on_cleanup "rm -f '/dev/shm/$seg'"
+on_cleanup "fuse_unmount '$mnt'"
 mpid="" npid=""	# set by start_notified
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	trap '' PIPE	# a closed stdout must not cut the cleanup short
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
-	fi
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.err "$tmp"/*.events; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 25 "$l"
-		done
-	fi
-	rm -f "/dev/shm/$seg"
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
-
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok - $*"; }
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
-# waitfor SECONDS CMD...: polls CMD every 50 ms (a bound for liveness, not
-# a measurement: a slow machine only makes the test slower).
-waitfor() {
-	local end=$((SECONDS + $1))
-	shift
-	while :; do
-		"$@" && return 0
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.05
-	done
-}
 # count FILE PATTERN: lines of FILE matching the extended regex
 count() { grep -cE -- "$2" "$1" 2>/dev/null || true; }
 atleast() { [ "$(count "$1" "$2")" -ge "$3" ]; }
-alive() { kill -0 "$1" 2>/dev/null; }
 # connect+close to a port: the daemon's event loop logs "peer closed" at debug
 poke() { python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1]))).close()' "$1"; }
 
 # ---- the stand-in for systemd's notification socket ----
-cat >"$tmp/listener.py" <<'PYEOF'
+cat >"$E2E_TMP/listener.py" <<'PYEOF'
 # listener.py SOCKET EVENTS [--check HOST:PORT]... [--metric URL NAME]... [--mount DIR]...
 # Binds SOCKET ("@name" = abstract) with SO_PASSCRED and appends to EVENTS:
 #   LISTENING, then "MSG <sender pid> <field>" per notification field.
@@ -175,13 +120,12 @@ while True:
         out.write("READYCHECK done\n")
 PYEOF
 
-# listen NAME SOCKET ARGS...: starts a listener writing $tmp/NAME.events
+# listen NAME SOCKET ARGS...: starts a listener writing $E2E_TMP/NAME.events
 listen() {
 	local name=$1 sock=$2
 	shift 2
-	python3 "$tmp/listener.py" "$sock" "$tmp/$name.events" "$@" &
-	pids+=($!)
-	waitfor 10 grep -qs LISTENING "$tmp/$name.events" || fail "$name: listener did not start"
+	spawn "listener-$name" python3 "$E2E_TMP/listener.py" "$sock" "$E2E_TMP/$name.events" "$@"
+	waitfor 10 grep -qs LISTENING "$E2E_TMP/$name.events" || fail "$name: listener did not start"
 }
 # start_notified VAR EVENTS-NAME SOCKET LOG CMD...: runs CMD as systemd
 # would for Type=notify + WatchdogSec=: NOTIFY_SOCKET, WATCHDOG_USEC, and
@@ -193,7 +137,7 @@ start_notified() {
 		export NOTIFY_SOCKET=$sock WATCHDOG_USEC=400000 WATCHDOG_PID=$BASHPID
 		exec "$@"
 	) 2>>"$log" &
-	pids+=($!)
+	E2E_PIDS+=($!)
 	printf -v "$var" %s $!
 }
 # msgs EVENTS PID FIELD: count of FIELD sent by PID
@@ -202,7 +146,7 @@ msgs() { count "$1" "^MSG $2 $3\$"; }
 read -r mport mhttp dport nhttp < <(free_ports 4)
 
 # ================================ master =================================
-cat >"$tmp/master.ini" <<EOF
+cat >"$E2E_TMP/master.ini" <<EOF
 [master]
 listen = 127.0.0.1:$mport
 http_listen = 127.0.0.1:$mhttp
@@ -212,8 +156,8 @@ level = notice
 EOF
 msock="@kvpt-sdnotify-$$-master"
 listen master "$msock" --check "127.0.0.1:$mport" --check "127.0.0.1:$mhttp"
-start_notified mpid master "$msock" "$tmp/master.err" "$MASTER" -c "$tmp/master.ini"
-ev=$tmp/master.events
+start_notified mpid master "$msock" "$E2E_TMP/master.err" "$MASTER" -c "$E2E_TMP/master.ini"
+ev=$E2E_TMP/master.events
 
 # 1. READY=1 from the main pid, ports accepting at that moment
 waitfor 20 grep -q "READYCHECK done" "$ev" || fail "master: no READY=1"
@@ -231,8 +175,8 @@ ok "master: WATCHDOG=1 keeps coming ($(msgs "$ev" "$mpid" WATCHDOG=1) so far)"
 # 3. reload
 poke "$mport"
 sleep 0.3	# give a (wrong) debug line the time to show up
-grep -q " debug: " "$tmp/master.err" && fail "master: debug line at level notice"
-cat >"$tmp/master.ini" <<EOF
+grep -q " debug: " "$E2E_TMP/master.err" && fail "master: debug line at level notice"
+cat >"$E2E_TMP/master.ini" <<EOF
 [master]
 listen = 127.0.0.1:$mport
 http_listen = 127.0.0.1:$mhttp
@@ -242,20 +186,20 @@ max_connections = 100
 level = debug
 EOF
 kill -HUP "$mpid"
-waitfor 20 grep -q "master.max_connections changed .* needs a restart" "$tmp/master.err" ||
+waitfor 20 grep -q "master.max_connections changed .* needs a restart" "$E2E_TMP/master.err" ||
 	fail "master: changed non-live key not reported as needing a restart"
-grep -q "master.lease_ttl = 9s (was 5s)" "$tmp/master.err" || fail "master: live key lease_ttl not applied"
-grep -q "log.level = debug (was notice)" "$tmp/master.err" || fail "master: log.level not applied"
+grep -q "master.lease_ttl = 9s (was 5s)" "$E2E_TMP/master.err" || fail "master: live key lease_ttl not applied"
+grep -q "log.level = debug (was notice)" "$E2E_TMP/master.err" || fail "master: log.level not applied"
 poke "$mport"
-waitfor 20 grep -q " debug: " "$tmp/master.err" || fail "master: no debug line after SIGHUP to level debug"
+waitfor 20 grep -q " debug: " "$E2E_TMP/master.err" || fail "master: no debug line after SIGHUP to level debug"
 ok "master: SIGHUP applies log.level and lease_ttl live, reports max_connections"
 
-printf '[master]\nno_such_key = 1\n' >"$tmp/master.ini"
+printf '[master]\nno_such_key = 1\n' >"$E2E_TMP/master.ini"
 wd=$(msgs "$ev" "$mpid" WATCHDOG=1)
 kill -HUP "$mpid"
-waitfor 20 grep -q "keeping the running configuration" "$tmp/master.err" ||
+waitfor 20 grep -q "keeping the running configuration" "$E2E_TMP/master.err" ||
 	fail "master: broken INI on SIGHUP not reported"
-grep -q "master.ini:2: \[master\] no_such_key: unknown key" "$tmp/master.err" ||
+grep -q "master.ini:2: \[master\] no_such_key: unknown key" "$E2E_TMP/master.err" ||
 	fail "master: the reload error does not name FILE:LINE"
 waitfor 20 atleast "$ev" "^MSG $mpid WATCHDOG=1$" $((wd + 2)) || fail "master: watchdog stopped after a failed reload"
 alive "$mpid" || fail "master died on a broken INI"
@@ -263,8 +207,7 @@ poke "$mport"	# still serving, still at debug level
 ok "master: a broken INI on SIGHUP keeps the running configuration"
 
 # 4. stop
-kill -TERM "$mpid"
-wait "$mpid"
+stop_pid "$mpid"
 rc=$?
 [ $rc = 0 ] || fail "master: exit $rc after SIGTERM"
 [ "$(msgs "$ev" "$mpid" STOPPING=1)" = 1 ] || fail "master: no STOPPING=1"
@@ -272,7 +215,7 @@ ok "master: SIGTERM -> STOPPING=1, exit 0"
 
 # ================================= node ==================================
 # A plain master (no notification socket) for the node.
-cat >"$tmp/pool.ini" <<EOF
+cat >"$E2E_TMP/pool.ini" <<EOF
 [master]
 listen = 127.0.0.1:$mport
 http_listen = 127.0.0.1:$mhttp
@@ -285,7 +228,7 @@ if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && [ "$(id -u)" = 0 ]; 
 fi
 mkdir -p "$mnt"
 write_node_ini() {	# write_node_ini LEVEL SEGMENT_SIZE
-	cat >"$tmp/node.ini" <<EOF
+	cat >"$E2E_TMP/node.ini" <<EOF
 [cluster]
 master = 127.0.0.1:$mport
 [node]
@@ -298,27 +241,26 @@ heartbeat_interval = 200ms
 [log]
 level = $1
 EOF
-	[ $fuse_ok = 1 ] && printf '[fuse]\nmountpoint = %s\n' "$mnt" >>"$tmp/node.ini"
+	[ $fuse_ok = 1 ] && printf '[fuse]\nmountpoint = %s\n' "$mnt" >>"$E2E_TMP/node.ini"
 	return 0
 }
 write_node_ini notice 16M
-nsock=$tmp/node.sock
+nsock=$E2E_TMP/node.sock
 margs=(--check "127.0.0.1:$dport" --check "127.0.0.1:$nhttp"
        --metric "http://127.0.0.1:$mhttp/metrics" kvpool_master_segments)
 [ $fuse_ok = 1 ] && margs+=(--mount "$mnt")
 listen node "$nsock" "${margs[@]}"
-ev=$tmp/node.events
+ev=$E2E_TMP/node.events
 
 # 5. the master is down: the node talks (STATUS=) but is not ready
-start_notified npid node "$nsock" "$tmp/node.err" "$NODE" -c "$tmp/node.ini"
+start_notified npid node "$nsock" "$E2E_TMP/node.err" "$NODE" -c "$E2E_TMP/node.ini"
 waitfor 20 grep -qE "^MSG $npid STATUS=" "$ev" || fail "node: no STATUS= while waiting for the master"
 sleep 1
 alive "$npid" || fail "node exited while the master is down"
 grep -q "READY=1" "$ev" && fail "node: READY=1 before it was mounted at a master"
 ok "node: no READY=1 while the master is down"
 
-"$MASTER" -c "$tmp/pool.ini" 2>>"$tmp/pool-master.err" &
-pids+=($!)
+spawn pool-master "$MASTER" -c "$E2E_TMP/pool.ini"
 waitfor 30 grep -q "READYCHECK done" "$ev" || fail "node: no READY=1 once the master is up"
 [ "$(msgs "$ev" "$npid" READY=1)" = 1 ] || fail "node: READY=1 not from the main pid $npid"
 grep -q "^CHECK 127.0.0.1:$dport accept$" "$ev" || fail "node: data port not accepting at READY=1"
@@ -329,8 +271,8 @@ grep -q "^METRIC kvpool_master_segments 1$" "$ev" ||
 if [ $fuse_ok = 1 ]; then
 	if grep -q "^MOUNT $mnt yes fuse" "$ev"; then
 		ok "node: FUSE view mounted at READY=1"
-	elif grep -qiE "fuse|mount" "$tmp/node.err" && ! alive "$npid"; then
-		fail "node: FUSE view configured but the node failed: $(tail -n 3 "$tmp/node.err")"
+	elif grep -qiE "fuse|mount" "$E2E_TMP/node.err" && ! alive "$npid"; then
+		fail "node: FUSE view configured but the node failed: $(tail -n 3 "$E2E_TMP/node.err")"
 	else
 		fail "node: FUSE view configured but not mounted at READY=1: $(grep MOUNT "$ev")"
 	fi
@@ -342,19 +284,18 @@ waitfor 20 atleast "$ev" "^MSG $npid WATCHDOG=1$" 3 || fail "node: WATCHDOG=1 do
 ok "node: WATCHDOG=1 keeps coming"
 poke "$dport"
 sleep 0.3
-grep -q " debug: " "$tmp/node.err" && fail "node: debug line at level notice"
+grep -q " debug: " "$E2E_TMP/node.err" && fail "node: debug line at level notice"
 write_node_ini debug 32M
 kill -HUP "$npid"
-waitfor 20 grep -q "node.segment_size changed .* needs a restart" "$tmp/node.err" ||
+waitfor 20 grep -q "node.segment_size changed .* needs a restart" "$E2E_TMP/node.err" ||
 	fail "node: changed segment_size not reported as needing a restart"
-grep -q "log.level = debug (was notice)" "$tmp/node.err" || fail "node: log.level not applied"
+grep -q "log.level = debug (was notice)" "$E2E_TMP/node.err" || fail "node: log.level not applied"
 poke "$dport"
-waitfor 20 grep -q " debug: " "$tmp/node.err" || fail "node: no debug line after SIGHUP to level debug"
+waitfor 20 grep -q " debug: " "$E2E_TMP/node.err" || fail "node: no debug line after SIGHUP to level debug"
 alive "$npid" || fail "node died on SIGHUP"
 ok "node: SIGHUP applies log.level live, reports segment_size"
 
-kill -TERM "$npid"
-wait "$npid"
+stop_pid "$npid"
 rc=$?
 [ $rc = 0 ] || fail "node: exit $rc after SIGTERM"
 [ "$(msgs "$ev" "$npid" STOPPING=1)" = 1 ] || fail "node: no STOPPING=1"

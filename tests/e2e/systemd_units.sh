@@ -21,40 +21,23 @@
 #  6. `make uninstall DESTDIR=...` removes everything but the edited
 #     kvpool.ini; with the file unedited, it leaves DESTDIR empty.
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
-for t in systemd-analyze systemd-sysusers systemd-tmpfiles pkg-config cc make groff man; do
-	command -v "$t" >/dev/null || { echo "skip: $t missing"; exit 77; }
-done
-for b in kvpool kvpool-master kvpool-node libkvpool.a; do
-	[ -e "$B/$b" ] || { echo "skip: $B/$b is not built"; exit 77; }
-done
-
-tmp=$(mktemp -d /tmp/kvp-units.XXXXXX)
-D=$tmp/dest
-V=$tmp/vroot
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	trap '' PIPE	# a closed stdout must not cut the cleanup short
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM PIPE	# through cleanup, too
-fail() { echo "FAIL: $*"; exit 1; }
-ok() { echo "ok - $*"; }
+. "$(dirname "$0")/lib.sh"
+e2e_init units
+need systemd-analyze systemd-sysusers systemd-tmpfiles pkg-config cc make groff man \
+	"$B/kvpool" "$B/kvpool-master" "$B/kvpool-node"
+[ -e "$B/libkvpool.a" ] || skip "$B/libkvpool.a is not built"
+D=$E2E_TMP/dest
+V=$E2E_TMP/vroot
 
 # The build tree (and flavour) the test runner uses; -o all: install what is
 # built (the runner built it) instead of rebuilding the world mid-test.
-mkargs=(--no-print-directory -C "$root" -o all DESTDIR="$D" PREFIX=/usr BUILD="$B")
+mkargs=(--no-print-directory -C "$E2E_ROOT" -o all DESTDIR="$D" PREFIX=/usr BUILD="$B")
 san=()	# a sanitized libkvpool needs its runtime in the test programs too
 case $(basename "$B") in
 build-san) mkargs+=(SANITIZE=1); san=("-fsanitize=address,undefined") ;;
 build-tsan) mkargs+=(TSAN=1); san=(-fsanitize=thread) ;;
 esac
-make "${mkargs[@]}" install >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; fail "make install"; }
+make "${mkargs[@]}" install >"$E2E_TMP/install.log" 2>&1 || { cat "$E2E_TMP/install.log"; fail "make install"; }
 
 # ---- 1. files ----
 units="kvpool-master.service kvpool-node.service kvpool-node@.service kvpool-fuse@.service"
@@ -70,7 +53,7 @@ done
 for b in kvpool kvpool-master kvpool-node; do
 	[ -x "$D/usr/bin/$b" ] || fail "/usr/bin/$b is not executable"
 done
-cmp -s "$root/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini" || fail "etc/kvpool/kvpool.ini is not conf/kvpool.ini"
+cmp -s "$E2E_ROOT/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini" || fail "etc/kvpool/kvpool.ini is not conf/kvpool.ini"
 left=$(grep -l '@[A-Z]*@' "$D"/usr/lib/systemd/system/* "$D"/usr/share/man/man*/* \
 	"$D"/usr/lib/pkgconfig/kvpool.pc 2>/dev/null)
 [ -z "$left" ] || fail "placeholders left in: $left"
@@ -100,38 +83,38 @@ for h in kill mkdir fusermount3; do
 	p=$(command -v "$h") || p=/bin/$h
 	if [ -x "$p" ]; then cp "$p" "$V/usr/bin/$h"; else printf '#!/bin/sh\n' >"$V/usr/bin/$h"; chmod 755 "$V/usr/bin/$h"; fi
 done
-systemd-sysusers --root="$V" "$V/usr/lib/sysusers.d/kvpool.conf" >"$tmp/sysusers.log" 2>&1 ||
-	{ cat "$tmp/sysusers.log"; fail "systemd-sysusers rejects kvpool.conf"; }
+systemd-sysusers --root="$V" "$V/usr/lib/sysusers.d/kvpool.conf" >"$E2E_TMP/sysusers.log" 2>&1 ||
+	{ cat "$E2E_TMP/sysusers.log"; fail "systemd-sysusers rejects kvpool.conf"; }
 uid=$(awk -F: '$1 == "kvpool" { print $3 }' "$V/etc/passwd")
 gid=$(awk -F: '$1 == "kvpool" { print $3 }' "$V/etc/group")
 [ -n "$uid" ] && [ -n "$gid" ] || fail "sysusers did not create user and group kvpool"
-systemd-tmpfiles --root="$V" --create "$V/usr/lib/tmpfiles.d/kvpool.conf" >"$tmp/tmpfiles.log" 2>&1 ||
-	{ cat "$tmp/tmpfiles.log"; fail "systemd-tmpfiles rejects kvpool.conf"; }
+systemd-tmpfiles --root="$V" --create "$V/usr/lib/tmpfiles.d/kvpool.conf" >"$E2E_TMP/tmpfiles.log" 2>&1 ||
+	{ cat "$E2E_TMP/tmpfiles.log"; fail "systemd-tmpfiles rejects kvpool.conf"; }
 [ "$(stat -c '%a %u %g' "$V/var/lib/kvpool")" = "750 $uid $gid" ] ||
 	fail "/var/lib/kvpool is $(stat -c '%a %u %g' "$V/var/lib/kvpool"), want 750 $uid $gid"
 ok "sysusers.d creates kvpool ($uid:$gid), tmpfiles.d creates /var/lib/kvpool 0750"
 
 # ---- 3. systemd-analyze verify ----
-verify() {	# verify UNIT...: output in $tmp/verify.log, exit status
+verify() {	# verify UNIT...: output in $E2E_TMP/verify.log, exit status
 	(cd "$V" && MANPATH="$V/usr/share/man" SYSTEMD_LOG_COLOR=0 \
-		systemd-analyze verify --root="$V" "$@") >"$tmp/verify.log" 2>&1
+		systemd-analyze verify --root="$V" "$@") >"$E2E_TMP/verify.log" 2>&1
 }
 # a unit with a bad key and a missing binary must be noticed
 sed -e 's|^LockPersonality=yes|LockPersonality=yes\nNoSuchKey=1|' \
 	-e 's|^ExecStart=/usr/bin/kvpool-master|ExecStart=/usr/bin/kvpool-nonexistent|' \
 	"$V/usr/lib/systemd/system/kvpool-master.service" >"$V/usr/lib/systemd/system/kvpt-broken.service"
 verify kvpt-broken.service
-grep -q "NoSuchKey" "$tmp/verify.log" && grep -q "kvpool-nonexistent" "$tmp/verify.log" ||
-	{ cat "$tmp/verify.log"; fail "verify did not notice a broken unit: the check below would be void"; }
+grep -q "NoSuchKey" "$E2E_TMP/verify.log" && grep -q "kvpool-nonexistent" "$E2E_TMP/verify.log" ||
+	{ cat "$E2E_TMP/verify.log"; fail "verify did not notice a broken unit: the check below would be void"; }
 rm "$V/usr/lib/systemd/system/kvpt-broken.service"
 
 vunits="kvpool-master.service kvpool-node.service kvpool-node@a.service kvpool-fuse@mnt-kvpool.service"
 # shellcheck disable=SC2086
 verify $vunits
 vrc=$?
-if [ $vrc != 0 ] || [ -s "$tmp/verify.log" ]; then
-	cat "$tmp/verify.log"
-	fail "systemd-analyze verify: exit $vrc, $(wc -l <"$tmp/verify.log") lines of complaints"
+if [ $vrc != 0 ] || [ -s "$E2E_TMP/verify.log" ]; then
+	cat "$E2E_TMP/verify.log"
+	fail "systemd-analyze verify: exit $vrc, $(wc -l <"$E2E_TMP/verify.log") lines of complaints"
 fi
 ok "systemd-analyze verify: $vunits clean"
 
@@ -139,10 +122,10 @@ for u in kvpool-master.service kvpool-node.service kvpool-fuse@mnt-kvpool.servic
 	thr=30
 	[ "$u" = kvpool-fuse@mnt-kvpool.service ] && thr=50	# needs CAP_SYS_ADMIN, no namespaces
 	(cd "$V" && systemd-analyze security --offline=true --root="$V" --threshold=$thr "$u") \
-		>"$tmp/security.log" 2>&1
+		>"$E2E_TMP/security.log" 2>&1
 	src=$?
-	score=$(grep -o "Overall exposure level for $u: [0-9.]*" "$tmp/security.log" | awk '{print $NF}')
-	[ -n "$score" ] || { tail -n 5 "$tmp/security.log"; fail "systemd-analyze security gave no score for $u"; }
+	score=$(grep -o "Overall exposure level for $u: [0-9.]*" "$E2E_TMP/security.log" | awk '{print $NF}')
+	[ -n "$score" ] || { tail -n 5 "$E2E_TMP/security.log"; fail "systemd-analyze security gave no score for $u"; }
 	[ $src = 0 ] || fail "$u: exposure $score is above $((thr / 10)).$((thr % 10))"
 	echo "    $u: exposure $score"
 done
@@ -154,9 +137,9 @@ flags=$(pkg-config --cflags --libs kvpool) || fail "pkg-config --cflags --libs k
 for f in "-I$D/usr/include" "-L$D/usr/lib" -lkvpool; do
 	case " $flags " in *" $f "*) ;; *) fail "pkg-config gives '$flags', no $f" ;; esac
 done
-[ "$(pkg-config --modversion kvpool)" = "$(sed -n 's/^VERSION := //p' "$root/Makefile")" ] ||
+[ "$(pkg-config --modversion kvpool)" = "$(sed -n 's/^VERSION := //p' "$E2E_ROOT/Makefile")" ] ||
 	fail "kvpool.pc version $(pkg-config --modversion kvpool)"
-cat >"$tmp/t.c" <<'EOF'
+cat >"$E2E_TMP/t.c" <<'EOF'
 #include <kvpool.h>
 #include <stdio.h>
 #include <string.h>
@@ -177,18 +160,18 @@ int main(void)
 }
 EOF
 # shellcheck disable=SC2046
-cc "${san[@]}" -std=c99 -Wall -Werror -o "$tmp/t" "$tmp/t.c" $(pkg-config --cflags --libs kvpool) 2>"$tmp/cc.log" ||
-	{ cat "$tmp/cc.log"; fail "a program does not compile and link with pkg-config's flags"; }
-readelf -d "$tmp/t" | grep -q 'NEEDED.*\[libkvpool.so.0\]' || fail "the program does not need libkvpool.so.0"
-out=$(LD_LIBRARY_PATH="$D/usr/lib" "$tmp/t") || fail "the program fails: $out"
+cc "${san[@]}" -std=c99 -Wall -Werror -o "$E2E_TMP/t" "$E2E_TMP/t.c" $(pkg-config --cflags --libs kvpool) 2>"$E2E_TMP/cc.log" ||
+	{ cat "$E2E_TMP/cc.log"; fail "a program does not compile and link with pkg-config's flags"; }
+readelf -d "$E2E_TMP/t" | grep -q 'NEEDED.*\[libkvpool.so.0\]' || fail "the program does not need libkvpool.so.0"
+out=$(LD_LIBRARY_PATH="$D/usr/lib" "$E2E_TMP/t") || fail "the program fails: $out"
 [ "$out" = "KVP_ECONN|object not found" ] || fail "the program printed '$out'"
-LD_LIBRARY_PATH="$D/usr/lib" ldd "$tmp/t" | grep -q "$D/usr/lib/libkvpool.so.0" ||
+LD_LIBRARY_PATH="$D/usr/lib" ldd "$E2E_TMP/t" | grep -q "$D/usr/lib/libkvpool.so.0" ||
 	fail "the program did not load the installed libkvpool.so.0"
 # shellcheck disable=SC2046
-cc "${san[@]}" -o "$tmp/ts" "$tmp/t.c" $(pkg-config --cflags kvpool) -Wl,-Bstatic -lkvpool -Wl,-Bdynamic \
-	$(pkg-config --static --libs kvpool | sed 's/ -lkvpool / /') 2>"$tmp/cc.log" ||
-	{ cat "$tmp/cc.log"; fail "static link against libkvpool.a with pkg-config --static"; }
-[ "$("$tmp/ts")" = "KVP_ECONN|object not found" ] || fail "the static program"
+cc "${san[@]}" -o "$E2E_TMP/ts" "$E2E_TMP/t.c" $(pkg-config --cflags kvpool) -Wl,-Bstatic -lkvpool -Wl,-Bdynamic \
+	$(pkg-config --static --libs kvpool | sed 's/ -lkvpool / /') 2>"$E2E_TMP/cc.log" ||
+	{ cat "$E2E_TMP/cc.log"; fail "static link against libkvpool.a with pkg-config --static"; }
+[ "$("$E2E_TMP/ts")" = "KVP_ECONN|object not found" ] || fail "the static program"
 extra=$(nm -D --defined-only "$D/usr/lib/libkvpool.so" | awk '$2 ~ /[TDBRVW]/ && $3 !~ /^kvp_/ { print $3 }' |
 	grep -v '^KVPOOL_0$' | head -5)
 [ -z "$extra" ] || fail "libkvpool.so exports more than kvp_*: $extra"
@@ -197,19 +180,19 @@ unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 
 # ---- 5. reinstall keeps an edited configuration ----
 printf '\n# edited by systemd_units.sh\n[log]\nlevel = info\n' >>"$D/etc/kvpool/kvpool.ini"
-make "${mkargs[@]}" install >"$tmp/install2.log" 2>&1 || { cat "$tmp/install2.log"; fail "second make install"; }
+make "${mkargs[@]}" install >"$E2E_TMP/install2.log" 2>&1 || { cat "$E2E_TMP/install2.log"; fail "second make install"; }
 grep -q "edited by systemd_units.sh" "$D/etc/kvpool/kvpool.ini" || fail "a second install overwrote kvpool.ini"
-grep -q "keeping existing" "$tmp/install2.log" || fail "a second install does not say it keeps kvpool.ini"
+grep -q "keeping existing" "$E2E_TMP/install2.log" || fail "a second install does not say it keeps kvpool.ini"
 ok "a second make install keeps the edited kvpool.ini"
 
 # ---- 6. uninstall ----
-make "${mkargs[@]}" uninstall >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall"; }
+make "${mkargs[@]}" uninstall >"$E2E_TMP/uninstall.log" 2>&1 || { cat "$E2E_TMP/uninstall.log"; fail "make uninstall"; }
 rest=$(cd "$D" && find . ! -type d ! -path ./etc/kvpool/kvpool.ini | sort)
 [ -z "$rest" ] || fail "make uninstall leaves what make install put there: $rest"
 [ -f "$D/etc/kvpool/kvpool.ini" ] || fail "make uninstall removed the edited kvpool.ini"
-grep -q "keeping .*kvpool.ini (edited)" "$tmp/uninstall.log" || fail "uninstall does not say it keeps kvpool.ini"
-cp "$root/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini"
-make "${mkargs[@]}" uninstall >"$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; fail "make uninstall"; }
+grep -q "keeping .*kvpool.ini (edited)" "$E2E_TMP/uninstall.log" || fail "uninstall does not say it keeps kvpool.ini"
+cp "$E2E_ROOT/conf/kvpool.ini" "$D/etc/kvpool/kvpool.ini"
+make "${mkargs[@]}" uninstall >"$E2E_TMP/uninstall.log" 2>&1 || { cat "$E2E_TMP/uninstall.log"; fail "make uninstall"; }
 rest=$(cd "$D" && find . -mindepth 1 | sort)
 [ -z "$rest" ] || fail "after uninstall of an unedited install, left: $rest"
 ok "make uninstall removes everything (an edited kvpool.ini stays)"

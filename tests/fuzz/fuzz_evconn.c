@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ev.h"
+#include "fuzz_frames.h"
 #include "kvpool.h"
 #include "log.h"
 #include "wire.h"
@@ -33,10 +34,7 @@ struct fz {
 	int closes, ref_sent, ref_released;
 	uint8_t *pbuf;			/* payload buffer being filled */
 	struct wire_hdr ph;
-	/* reply stream parser */
-	uint8_t rh[WIRE_HDR_SIZE];
-	size_t rh_len;
-	uint64_t skip;			/* body + payload of the current reply */
+	struct fz_frames out;		/* what the server sends: replies only */
 };
 
 static void on_release(void *arg)
@@ -130,57 +128,16 @@ static const struct ev_conn_ops ops = {
 	.on_close = on_close,
 };
 
-/* Every byte from the server must be a well-formed reply frame. */
-static void parse_replies(struct fz *f, const uint8_t *p, size_t n)
-{
-	while (n) {
-		if (f->skip) {
-			size_t t = n < f->skip ? n : (size_t)f->skip;
-			f->skip -= t;
-			p += t;
-			n -= t;
-			continue;
-		}
-		size_t t = WIRE_HDR_SIZE - f->rh_len;
-		t = t < n ? t : n;
-		memcpy(f->rh + f->rh_len, p, t);
-		f->rh_len += t;
-		p += t;
-		n -= t;
-		if (f->rh_len < WIRE_HDR_SIZE)
-			break;
-		struct wire_hdr h;
-		if (wire_hdr_decode(f->rh, &h, UINT32_MAX, UINT64_MAX) != 0)
-			FAIL("server sent a malformed frame");
-		if (!(h.flags & WIRE_F_REPLY))
-			FAIL("server sent a frame that is not a reply");
-		f->rh_len = 0;
-		f->skip = h.body_len + h.payload_len;
-	}
-}
-
 static void on_peer(struct ev_loop *loop, int fd, uint32_t events, void *arg)
 {
 	struct fz *f = arg;
-	uint8_t buf[65536];
 
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		for (;;) {
-			ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (r > 0) {
-				parse_replies(f, buf, (size_t)r);
-				continue;
-			}
-			if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-				f->peer_eof = true;
-				ev_del_fd(loop, fd);
-				if (f->closes)
-					ev_stop(loop);
-				return;
-			}
-			if (errno == EAGAIN)
-				break;
-		}
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && fz_frames_drain(&f->out, fd)) {
+		f->peer_eof = true;
+		ev_del_fd(loop, fd);
+		if (f->closes)
+			ev_stop(loop);
+		return;
 	}
 	if ((events & EPOLLOUT) && !f->in_done) {
 		while (f->in_off < f->in_len) {
@@ -212,7 +169,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool init;
-	struct fz f = { .in = data, .in_len = size };
+	struct fz f = {
+		.in = data, .in_len = size,
+		.out = { .who = "fuzz_evconn: server", .replies_only = true },
+	};
 	int sv[2];
 
 	if (!init) {

@@ -3,8 +3,10 @@
  * GET, eviction and FREE paths are reached. The input is a sequence of
  * records: u8 opcode selector, u8 control bits, u16 body length, body.
  * Control bits: 1 = send as the node (else as the client), 2 = mark as a
- * reply, 4 = run master_tick first, 8 = answer the oldest FREE or DEMOTE
- * the master sent (a DEMOTE answer's body is the record's body).
+ * reply, 4 = run master_tick first, 8 = answer the oldest FREE, DEMOTE or
+ * PROMOTE the master sent (a DEMOTE or PROMOTE answer's body is the
+ * record's body). promote_on_hit is on: a GET of a disk replica sends
+ * PROMOTE.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +25,7 @@ static const uint16_t ops[] = {
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
-/* FREE and DEMOTE requests the master sent to the node, not answered. */
+/* FREE, DEMOTE and PROMOTE requests the master sent to the node, not answered. */
 struct pending_req {
 	uint64_t reqid;
 	uint16_t op;
@@ -45,7 +47,8 @@ static int sink(void *arg, const void *p, size_t n)
 		rb_take(&r, WIRE_HDR_SIZE);
 		if (!rb_take(&r, h.body_len))
 			abort();
-		if ((h.opcode == WIRE_OP_FREE || h.opcode == WIRE_OP_DEMOTE) &&
+		if ((h.opcode == WIRE_OP_FREE || h.opcode == WIRE_OP_DEMOTE ||
+		     h.opcode == WIRE_OP_PROMOTE) &&
 		    !(h.flags & WIRE_F_REPLY) && nreqs < 64)
 			reqs[nreqs++] = (struct pending_req){ h.reqid, h.opcode };
 	}
@@ -124,6 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		conf.cluster.max_object_size = 1 << 20;
 		conf.master.eviction_high_watermark = 0.5;
 		conf.master.eviction_ratio = 0.2;
+		conf.spill.promote_on_hit = true;
 		log_init("fuzz", LOG_CRIT);
 		init = true;
 	}
@@ -160,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct pending_req q = reqs[0];
 			memmove(reqs, reqs + 1, --nreqs * sizeof(reqs[0]));
 			call(m, node, q.op, WIRE_F_REPLY, q.reqid, body,
-			     q.op == WIRE_OP_DEMOTE ? len : 0, &reply);
+			     q.op != WIRE_OP_FREE ? len : 0, &reply);
 		} else {
 			call(m, ctl & 1 ? node : cli, op, ctl & 2 ? WIRE_F_REPLY : 0, reqid++,
 			     body, len, &reply);

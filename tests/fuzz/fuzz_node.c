@@ -22,6 +22,7 @@
 #include "conf.h"
 #include "ev.h"
 #include "extent.h"
+#include "fuzz_frames.h"
 #include "kvpool.h"
 #include "log.h"
 #include "node.h"
@@ -40,10 +41,7 @@ struct feed {
 	size_t len, off;
 	bool shut, eof;
 	uint64_t timer;
-	/* reply stream parser */
-	uint8_t rh[WIRE_HDR_SIZE];
-	size_t rh_len;
-	uint64_t skip;
+	struct fz_frames out;		/* what the node sends */
 };
 
 static void cleanup(void)
@@ -125,50 +123,13 @@ static void patch(uint8_t *p, size_t len)
 	}
 }
 
-static void parse_replies(struct feed *f, const uint8_t *p, size_t n)
-{
-	while (n) {
-		if (f->skip) {
-			size_t t = f->skip < n ? (size_t)f->skip : n;
-			f->skip -= t;
-			p += t;
-			n -= t;
-			continue;
-		}
-		size_t t = WIRE_HDR_SIZE - f->rh_len;
-		t = t < n ? t : n;
-		memcpy(f->rh + f->rh_len, p, t);
-		f->rh_len += t;
-		p += t;
-		n -= t;
-		if (f->rh_len < WIRE_HDR_SIZE)
-			break;
-		struct wire_hdr h;
-		if (wire_hdr_decode(f->rh, &h, UINT32_MAX, UINT64_MAX) != 0)
-			FAIL("the node sent a malformed frame");
-		f->rh_len = 0;
-		f->skip = h.body_len + h.payload_len;
-	}
-}
-
 static void on_peer(struct ev_loop *loop, int fd, uint32_t events, void *arg)
 {
 	struct feed *f = arg;
-	uint8_t buf[65536];
 
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		for (;;) {
-			ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (r > 0) {
-				parse_replies(f, buf, (size_t)r);
-				continue;
-			}
-			if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-				f->eof = true;
-				ev_stop(loop);
-			}
-			break;
-		}
+	if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && fz_frames_drain(&f->out, fd)) {
+		f->eof = true;
+		ev_stop(loop);
 	}
 	if (f->eof)
 		return;
@@ -207,7 +168,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		FAIL("socketpair");
 
-	struct feed f = { .peer = sv[1], .in = in, .len = size - 1 };
+	struct feed f = {
+		.peer = sv[1], .in = in, .len = size - 1,
+		.out = { .who = "fuzz_node: the node" },
+	};
 	struct ev_loop *loop = node->loop;
 	int r = master ? node_master_adopt(node, sv[0], 7, secret) : node_data_adopt(node, sv[0]);
 	if (r < 0)

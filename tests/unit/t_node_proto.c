@@ -28,367 +28,22 @@
 #include "segment.h"
 #include "wire.h"
 
-/* (testlib.h's CHECK(cond) without a message trips -Wformat-zero-length
- * under WERROR=1, so this test keeps its own.) */
-static int tl_failures;
+#include "fake_master.h"
 
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		tl_failures++; \
-	} \
-} while (0)
-#define REQUIRE(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond); \
-		exit(1); \
-	} \
-} while (0)
-
-#define TOKEN "t0ken-for-t_node_proto"
-#define SEG_SIZE (16u << 20)
-#define ALIGN 4096
-
-/* ---- raw frames ---- */
-
-static uint64_t deadline(void)
-{
-	return net_now_ms() + 5000;
-}
-
-static int send_frame(int fd, uint16_t op, uint8_t flags, int32_t status, uint64_t reqid,
-		      const void *body, size_t blen, uint64_t payload_len)
-{
-	struct wire_hdr h = {
-		.magic = WIRE_MAGIC, .version = WIRE_VERSION, .flags = flags, .opcode = op,
-		.status = status, .body_len = (uint32_t)blen, .reqid = reqid,
-		.payload_len = payload_len,
-	};
-	uint8_t hdr[WIRE_HDR_SIZE];
-
-	wire_hdr_encode(&h, hdr);
-	if (net_send_all(fd, hdr, sizeof(hdr), deadline()) < 0)
-		return -1;
-	if (blen && net_send_all(fd, body, blen, deadline()) < 0)
-		return -1;
-	return 0;
-}
-
-/* Receives one frame; the body (and a payload up to pcap bytes) is stored.
- * Returns 0, or -1 on EOF/timeout. */
-static int recv_frame_t(int fd, struct wire_hdr *h, uint8_t *body, size_t cap, uint8_t *pay,
-			size_t pcap, uint64_t ms)
-{
-	uint8_t hdr[WIRE_HDR_SIZE];
-	uint64_t dl = net_now_ms() + ms;
-
-	if (net_recv_all(fd, hdr, sizeof(hdr), dl) < 0)
-		return -1;
-	if (wire_hdr_decode(hdr, h, 1u << 30, 1ull << 40) != 0)
-		return -1;
-	if (h->body_len > cap || h->payload_len > pcap)
-		return -1;
-	if (h->body_len && net_recv_all(fd, body, h->body_len, dl) < 0)
-		return -1;
-	if (h->payload_len && net_recv_all(fd, pay, h->payload_len, dl) < 0)
-		return -1;
-	return 0;
-}
-
-static int recv_frame(int fd, struct wire_hdr *h, uint8_t *body, size_t cap, uint8_t *pay,
-		      size_t pcap)
-{
-	return recv_frame_t(fd, h, body, cap, pay, pcap, 5000);
-}
-
-/* Nothing arrives on fd within ms. */
-static bool quiet(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return poll(&p, 1, ms) == 0;
-}
-
-/* The segment file goes whatever way the test ends. */
-static char seg_path[300];
-
-static void unlink_segment(void)
-{
-	if (seg_path[0])
-		unlink(seg_path);
-}
-
-static void on_fatal(int sig)
-{
-	unlink_segment();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-/* ---- the fake master ---- */
-
-struct fmaster {
-	int lfd, fd;
-	uint8_t body[8 << 20];
-	struct wire_hdr h;
-	/* from MOUNT */
-	char shm_path[256], endpoint[128], name[128];
-	uint64_t seg_size, seg_uuid, data_off;
-	uint32_t align;
-	uint32_t segment_id;
-	uint8_t secret[WIRE_SECRET_LEN];
-	int heartbeats;
-	uint64_t last_used;
-};
-
-/* Next frame that is not a heartbeat (heartbeats are answered OK) within
- * ms: 0, 1 on timeout, -1 on EOF or a broken frame. */
-static int fm_next_within(struct fmaster *m, int ms)
-{
-	uint64_t until = net_now_ms() + (uint64_t)ms;
-
-	for (;;) {
-		uint64_t now = net_now_ms();
-		if (now >= until || quiet(m->fd, (int)(until - now)))
-			return 1;
-		if (recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) < 0)
-			return -1;
-		if (m->h.opcode == WIRE_OP_HEARTBEAT && !(m->h.flags & WIRE_F_REPLY)) {
-			struct rbuf r;
-			rb_init(&r, m->body, m->h.body_len);
-			CHECK(rb_u32(&r) == m->segment_id);
-			m->last_used = rb_u64(&r);
-			rb_u64(&r);
-			CHECK(rb_done(&r));
-			m->heartbeats++;
-			send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
-			continue;
-		}
-		return 0;
-	}
-}
-
-static int fm_next(struct fmaster *m)
-{
-	return fm_next_within(m, 5000) == 0 ? 0 : -1;
-}
-
-static void fm_accept(struct fmaster *m)
-{
-	struct pollfd p = { .fd = m->lfd, .events = POLLIN };
-
-	REQUIRE(poll(&p, 1, 5000) == 1);
-	m->fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
-	REQUIRE(m->fd >= 0);
-}
-
-/* HELLO + MOUNT as a master would answer them; returns the REPORTed extents
- * count after reading nreports REPORT frames (the caller knows how many). */
-static void fm_handshake(struct fmaster *m, uint32_t segment_id)
-{
-	struct rbuf r;
-	char tok[256], name[128], host[128];
-
-	fm_accept(m);
-	REQUIRE(fm_next(m) == 0);
-	REQUIRE(m->h.opcode == WIRE_OP_HELLO && !(m->h.flags & WIRE_F_REPLY));
-	rb_init(&r, m->body, m->h.body_len);
-	CHECK(rb_u16(&r) == WIRE_ROLE_NODE);
-	rb_cstr(&r, tok, sizeof(tok));
-	rb_cstr(&r, name, sizeof(name));
-	rb_cstr(&r, host, sizeof(host));
-	CHECK(rb_done(&r));
-	CHECK(strcmp(tok, TOKEN) == 0);
-	CHECK(strcmp(name, "tnode") == 0);
-	CHECK(strcmp(host, "host-t") == 0);
-	uint8_t rep[10];
-	uint64_t epoch = 77;
-	uint16_t ver = WIRE_VERSION;
-	memcpy(rep, &epoch, 8);
-	memcpy(rep + 8, &ver, 2);
-	send_frame(m->fd, WIRE_OP_HELLO, WIRE_F_REPLY, 0, m->h.reqid, rep, sizeof(rep), 0);
-
-	REQUIRE(fm_next(m) == 0);
-	REQUIRE(m->h.opcode == WIRE_OP_MOUNT);
-	rb_init(&r, m->body, m->h.body_len);
-	rb_cstr(&r, m->name, sizeof(m->name));
-	rb_cstr(&r, host, sizeof(host));
-	rb_cstr(&r, m->shm_path, sizeof(m->shm_path));
-	rb_u64(&r);	/* dev */
-	rb_u64(&r);	/* ino */
-	m->seg_size = rb_u64(&r);
-	m->seg_uuid = rb_u64(&r);
-	m->data_off = rb_u64(&r);
-	m->align = rb_u32(&r);
-	rb_cstr(&r, m->endpoint, sizeof(m->endpoint));
-	size_t rl;
-	rb_blob(&r, &rl);
-	rb_u64(&r);	/* spill */
-	int32_t numa = rb_i32(&r);
-	CHECK(rb_done(&r));
-	CHECK(strcmp(m->name, "tnode") == 0);
-	CHECK(strcmp(host, "host-t") == 0);
-	CHECK(m->seg_size == SEG_SIZE);
-	CHECK(m->seg_uuid != 0);
-	CHECK(m->data_off == SEG_DATA_OFF);
-	CHECK(m->align == ALIGN);
-	CHECK(numa == -1);
-	m->segment_id = segment_id;
-	net_random(m->secret, sizeof(m->secret));
-	struct wbuf b;
-	wb_init(&b);
-	wb_u32(&b, segment_id);
-	wb_blob(&b, m->secret, sizeof(m->secret));
-	send_frame(m->fd, WIRE_OP_MOUNT, WIRE_F_REPLY, 0, m->h.reqid, b.p, b.len, 0);
-	wb_free(&b);
-}
-
-struct rep_ext {
-	char key[64];
-	uint64_t off, alloc_len, value_len, checksum, generation;
-};
-
-/* Reads REPORT frames until quiet; returns the extents. */
-static int fm_reports(struct fmaster *m, struct rep_ext *out, int max)
-{
-	int n = 0;
-
-	for (;;) {
-		int r0 = fm_next_within(m, 300);
-		if (r0 == 1)
-			break;
-		REQUIRE(r0 == 0);
-		if (m->h.opcode != WIRE_OP_REPORT) {
-			fprintf(stderr, "unexpected opcode %u while reading REPORTs\n", m->h.opcode);
-			tl_failures++;
-			break;
-		}
-		struct rbuf r;
-		rb_init(&r, m->body, m->h.body_len);
-		CHECK(rb_u32(&r) == m->segment_id);
-		uint32_t cnt = rb_u32(&r);
-		for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
-			struct rep_ext e = { 0 };
-			rb_cstr(&r, e.key, sizeof(e.key));
-			CHECK(rb_u8(&r) == 0);
-			e.off = rb_u64(&r);
-			e.alloc_len = rb_u64(&r);
-			e.value_len = rb_u64(&r);
-			e.checksum = rb_u64(&r);
-			e.generation = rb_u64(&r);
-			rb_u64(&r);
-			if (n < max)
-				out[n] = e;
-			n++;
-		}
-		CHECK(rb_done(&r));
-		uint8_t rep[8];
-		uint32_t adopted = cnt, rejected = 0;
-		memcpy(rep, &adopted, 4);
-		memcpy(rep + 4, &rejected, 4);
-		send_frame(m->fd, WIRE_OP_REPORT, WIRE_F_REPLY, 0, m->h.reqid, rep, 8, 0);
-	}
-	return n;
-}
-
-/* ---- the node under test ---- */
-
-static atomic_int ready_count;
-
-static void on_ready(void *arg)
-{
-	atomic_fetch_add(&ready_count, 1);
-}
-
-struct runner {
-	struct node *n;
-	pthread_t th;
-	int rc;
-	atomic_bool done;
-};
-
-static void *run_thread(void *arg)
-{
-	struct runner *r = arg;
-
-	r->rc = node_run(r->n);
-	atomic_store(&r->done, true);
-	return NULL;
-}
-
-static void start_node(struct runner *r, const struct kvp_conf *c)
-{
-	char err[512];
-
-	r->n = node_create(c, err, sizeof(err));
-	if (!r->n) {
-		fprintf(stderr, "node_create: %s\n", err);
-		exit(1);
-	}
-	node_on_ready(r->n, on_ready, NULL);
-	atomic_store(&r->done, false);
-	REQUIRE(pthread_create(&r->th, NULL, run_thread, r) == 0);
-}
-
-static bool wait_for(atomic_int *v, int want, int ms)
-{
-	for (int i = 0; i < ms / 10; i++) {
-		if (atomic_load(v) >= want)
-			return true;
-		usleep(10000);
-	}
-	return atomic_load(v) >= want;
-}
+#define ALIGN FM_ALIGN
 
 /* ---- a data client ---- */
 
-static int dconnect(int port)
-{
-	char hp[64];
-	char err[256];
-
-	snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
-	int fd = net_connect(hp, 5000, err, sizeof(err));
-	REQUIRE(fd >= 0);
-	return fd;
-}
-
-static int dhello(int fd, const char *token)
-{
-	struct wbuf b;
-	struct wire_hdr h;
-	uint8_t body[64];
-
-	wb_init(&b);
-	wb_u16(&b, WIRE_ROLE_CLIENT);
-	wb_cstr(&b, token);
-	wb_cstr(&b, "t");
-	wb_cstr(&b, "host-c");
-	send_frame(fd, WIRE_OP_HELLO, 0, 0, 1, b.p, b.len, 0);
-	wb_free(&b);
-	if (recv_frame(fd, &h, body, sizeof(body), NULL, 0) < 0)
-		return -999;
-	if (!h.status)
-		CHECK(h.body_len == 10);
-	return h.status;
-}
-
 static int dread(int fd, uint8_t tier, uint64_t off, uint64_t len, uint8_t *out, size_t cap)
 {
-	uint8_t b[17];
-	struct wire_hdr h;
-	uint8_t body[16];
+	uint64_t plen = 0;
+	int st;
 
-	b[0] = tier;
-	memcpy(b + 1, &off, 8);
-	memcpy(b + 9, &len, 8);
-	send_frame(fd, WIRE_OP_READ, 0, 0, 5, b, sizeof(b), 0);
-	if (recv_frame(fd, &h, body, sizeof(body), out, cap) < 0)
-		return -999;
-	CHECK(h.opcode == WIRE_OP_READ && h.reqid == 5);
-	if (!h.status)
-		CHECK(h.payload_len == len);
-	return h.status;
+	fm_read_send(fd, 5, tier, off, len);
+	st = fm_read_recv(fd, 5, out, cap, &plen);
+	if (!st)
+		CHECK(plen == len);
+	return st;
 }
 
 static void write_hdr(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t alloc_len,
@@ -401,7 +56,7 @@ static void write_hdr(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t
 	memcpy(b + 12, &off, 8);
 	memcpy(b + 20, &alloc_len, 8);
 	memcpy(b + 28, grant, WIRE_GRANT_LEN);
-	REQUIRE(send_frame(fd, WIRE_OP_WRITE, 0, 0, 9, b, sizeof(b), plen) == 0);
+	REQUIRE(fm_send_frame(fd, WIRE_OP_WRITE, 0, 0, 9, b, sizeof(b), plen) == 0);
 }
 
 static int dwrite_reply(int fd)
@@ -409,7 +64,7 @@ static int dwrite_reply(int fd)
 	struct wire_hdr h;
 	uint8_t body[16];
 
-	if (recv_frame(fd, &h, body, sizeof(body), NULL, 0) < 0)
+	if (fm_recv_frame(fd, &h, body, sizeof(body), NULL, 0) < 0)
 		return -999;
 	CHECK(h.opcode == WIRE_OP_WRITE && h.reqid == 9);
 	return h.status;
@@ -420,7 +75,7 @@ static int dwrite(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t all
 {
 	write_hdr(fd, seg, gen, off, alloc_len, grant, plen);
 	if (plen)
-		REQUIRE(net_send_all(fd, img, plen, deadline()) == 0);
+		REQUIRE(net_send_all(fd, img, plen, fm_deadline()) == 0);
 	return dwrite_reply(fd);
 }
 
@@ -455,7 +110,7 @@ static void http_get(int port, const char *path, char *out, size_t cap)
 	int fd = net_connect(hp, 5000, err, sizeof(err));
 	REQUIRE(fd >= 0);
 	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-	REQUIRE(net_send_all(fd, req, (size_t)n, deadline()) == 0);
+	REQUIRE(net_send_all(fd, req, (size_t)n, fm_deadline()) == 0);
 	size_t got = 0;
 	for (;;) {
 		ssize_t r = recv(fd, out + got, cap - 1 - got, 0);
@@ -499,41 +154,25 @@ int main(void)
 {
 	struct kvp_conf c;
 	char err[512], seg[64];
-	struct fmaster *m = calloc(1, sizeof(*m));
-	struct runner run = { 0 };
+	struct fmaster *m;
+	struct fm_node run = { 0 };
 
 	signal(SIGPIPE, SIG_IGN);
 	log_init("t_node_proto", getenv("T_DEBUG") ? LOG_DEBUG : LOG_WARNING);
-	REQUIRE(m);
-	m->lfd = net_listen("127.0.0.1:0", err, sizeof(err));
-	REQUIRE(m->lfd >= 0);
-
+	m = fm_new();
 	snprintf(seg, sizeof(seg), "kvpt-nodeproto-%d", (int)getpid());
-	conf_defaults(&c);
-	char mhp[64];
-	snprintf(mhp, sizeof(mhp), "127.0.0.1:%d", net_local_port(m->lfd));
 	const char *const ov[] = {
-		"node.name=tnode", "node.listen=127.0.0.1:0", "node.http_listen=127.0.0.1:0",
-		"node.segment_size=16M", "node.align=4K", "node.heartbeat_interval=50ms",
-		"node.max_connections=8", "client.host_id=host-t",
+		"node.heartbeat_interval=50ms", "node.max_connections=8",
 		/* frame bodies are small; payloads (extent images) are not */
 		"cluster.max_frame=4K", NULL,
 	};
-	for (const char *const *o = ov; *o; o++)
-		REQUIRE(conf_set_override(&c, *o, err, sizeof(err)) == 0);
-	REQUIRE(conf_set(&c, "node", "segment", seg, CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
-	REQUIRE(conf_set(&c, "cluster", "master", mhp, CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
-	snprintf(c.cluster.token, sizeof(c.cluster.token), "%s", TOKEN);
-	char path[300];
-	segment_path(seg, path, sizeof(path));
+	fm_conf(&c, m, seg, ov);
+	const char *path = fm_seg_path;
 	unlink(path);
-	snprintf(seg_path, sizeof(seg_path), "%s", path);
-	atexit(unlink_segment);
-	signal(SIGTERM, on_fatal);
-	signal(SIGINT, on_fatal);
+	fm_arm_cleanup();
 
 	/* --- first start: fresh segment, nothing to report --- */
-	start_node(&run, &c);
+	fm_start_node(&run, &c);
 	int dport = node_data_port(run.n), hport = node_http_port(run.n);
 	CHECK(dport > 0 && hport > 0);
 	fm_handshake(m, 7);
@@ -541,26 +180,26 @@ int main(void)
 	char want_ep[64];
 	snprintf(want_ep, sizeof(want_ep), "127.0.0.1:%d", dport);
 	CHECK(strcmp(m->endpoint, want_ep) == 0);
-	struct rep_ext rep[8];
-	CHECK(fm_reports(m, rep, 8) == 0);
-	CHECK(wait_for(&ready_count, 1, 3000));
+	struct fm_ext rep[8];
+	CHECK(fm_reports(m, rep, 8, 0) == 0);
+	CHECK(fm_wait_ready(1, 3000));
 	/* heartbeats flow (50 ms) */
 	for (int i = 0; i < 4; i++) {
-		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		REQUIRE(fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
 		CHECK(m->h.opcode == WIRE_OP_HEARTBEAT);
-		send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+		fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
 	}
 
 	/* --- authentication --- */
-	int fd = dconnect(dport);
+	int fd = fm_dconnect(dport);
 	uint8_t buf[65536];
 	CHECK(dread(fd, 0, SEG_DATA_OFF, 64, buf, sizeof(buf)) == KVP_EAUTH);
 	close(fd);
-	fd = dconnect(dport);
-	CHECK(dhello(fd, "wrong") == KVP_EAUTH);
+	fd = fm_dconnect(dport);
+	CHECK(fm_dhello(fd, "wrong") == KVP_EAUTH);
 	close(fd);
-	fd = dconnect(dport);
-	CHECK(dhello(fd, TOKEN) == 0);
+	fd = fm_dconnect(dport);
+	CHECK(fm_dhello(fd, FM_TOKEN) == 0);
 
 	/* --- WRITE with a grant, READ back --- */
 	uint64_t len1, al1, off1 = SEG_DATA_OFF;
@@ -581,14 +220,14 @@ int main(void)
 	wire_grant(m->secret, 7, 42, off2, al1, grant);	/* grant for another offset */
 	CHECK(dwrite(fd, 7, 42, off2 + ALIGN, al1, grant, img1, len1) == KVP_EGRANT);
 	CHECK(dwrite(fd, 8, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
-	uint64_t far = SEG_SIZE - ALIGN;	/* a "granted" range past the end */
+	uint64_t far = FM_SEG_SIZE - ALIGN;	/* a "granted" range past the end */
 	wire_grant(m->secret, 7, 42, far, al1, grant);
 	CHECK(dwrite(fd, 7, 42, far, al1, grant, img1, len1) == KVP_EGRANT);
 	wire_grant(m->secret, 7, 42, off2, ALIGN, grant);	/* payload > alloc_len */
 	CHECK(dwrite(fd, 7, 42, off2, ALIGN, grant, img1, len1) == KVP_EGRANT);
 	wire_grant(m->secret, 7, 42, 0, al1, grant);		/* the segment header */
 	CHECK(dwrite(fd, 7, 42, 0, al1, grant, img1, len1) == KVP_EGRANT);
-	CHECK(dread(fd, 0, SEG_SIZE - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
+	CHECK(dread(fd, 0, FM_SEG_SIZE - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
 	CHECK(dread(fd, 0, UINT64_MAX - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
 	CHECK(dread(fd, 0, 0, 64, buf, sizeof(buf)) == KVP_EINVAL);
 	CHECK(dread(fd, 1, off1, 64, buf, sizeof(buf)) == KVP_ENOTSUP);
@@ -625,7 +264,7 @@ int main(void)
 	wb_u32(&fb, 2);
 	wb_u8(&fb, 0); wb_u64(&fb, off3); wb_u64(&fb, 999);
 	wb_u8(&fb, 0); wb_u64(&fb, off1); wb_u64(&fb, 42);
-	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1001, fb.p, fb.len, 0);
+	fm_send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1001, fb.p, fb.len, 0);
 	wb_free(&fb);
 	REQUIRE(fm_next(m) == 0);
 	CHECK(m->h.opcode == WIRE_OP_FREE && (m->h.flags & WIRE_F_REPLY) && m->h.reqid == 1001 &&
@@ -636,7 +275,7 @@ int main(void)
 	wb_init(&fb);
 	wb_u32(&fb, 99);
 	wb_u32(&fb, 0);
-	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1002, fb.p, fb.len, 0);
+	fm_send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1002, fb.p, fb.len, 0);
 	wb_free(&fb);
 	REQUIRE(fm_next(m) == 0);
 	CHECK(m->h.opcode == WIRE_OP_FREE && m->h.reqid == 1002 && m->h.status == KVP_ENOSEG);
@@ -646,28 +285,28 @@ int main(void)
 	uint8_t *img4 = make_image("key-four", 60000, 70, m->seg_uuid, &len4, &al4, 5);
 	wire_grant(m->secret, 7, 70, off4, al4, grant);
 	write_hdr(fd, 7, 70, off4, al4, grant, len4);
-	REQUIRE(net_send_all(fd, img4, len4 / 2, deadline()) == 0);
+	REQUIRE(net_send_all(fd, img4, len4 / 2, fm_deadline()) == 0);
 	usleep(50000);
 	wb_init(&fb);
 	wb_u32(&fb, 7);
 	wb_u32(&fb, 1);
 	wb_u8(&fb, 0); wb_u64(&fb, off4); wb_u64(&fb, 70);
-	send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1003, fb.p, fb.len, 0);
+	fm_send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1003, fb.p, fb.len, 0);
 	wb_free(&fb);
 	/* only heartbeats until the write completes */
 	uint64_t until = net_now_ms() + 300;
 	bool early = false;
 	while (net_now_ms() < until) {
-		if (quiet(m->fd, 50))
+		if (fm_quiet(m->fd, 50))
 			continue;
-		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		REQUIRE(fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
 		if (m->h.opcode == WIRE_OP_HEARTBEAT)
-			send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+			fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
 		else
 			early = true;
 	}
 	CHECK(!early);
-	REQUIRE(net_send_all(fd, img4 + len4 / 2, len4 - len4 / 2, deadline()) == 0);
+	REQUIRE(net_send_all(fd, img4 + len4 / 2, len4 - len4 / 2, fm_deadline()) == 0);
 	CHECK(dwrite_reply(fd) == KVP_ESTALE);
 	REQUIRE(fm_next(m) == 0);
 	CHECK(m->h.opcode == WIRE_OP_FREE && m->h.reqid == 1003 && m->h.status == 0);
@@ -676,11 +315,11 @@ int main(void)
 	/* --- connection limit (8, one in use) --- */
 	int many[8];
 	for (int i = 0; i < 7; i++) {
-		many[i] = dconnect(dport);
-		CHECK(dhello(many[i], TOKEN) == 0);
+		many[i] = fm_dconnect(dport);
+		CHECK(fm_dhello(many[i], FM_TOKEN) == 0);
 	}
-	many[7] = dconnect(dport);
-	CHECK(dhello(many[7], TOKEN) == KVP_ELIMIT);
+	many[7] = fm_dconnect(dport);
+	CHECK(fm_dhello(many[7], FM_TOKEN) == KVP_ELIMIT);
 	for (int i = 0; i < 8; i++)
 		close(many[i]);
 
@@ -690,7 +329,7 @@ int main(void)
 	usleep(100000);
 	http_get(hport, "/metrics", text, 1 << 16);
 	CHECK(strstr(text, "200") != NULL);
-	CHECK(metric(text, "kvpool_node_segment_size_bytes") == SEG_SIZE);
+	CHECK(metric(text, "kvpool_node_segment_size_bytes") == FM_SEG_SIZE);
 	if (getenv("T_DEBUG"))
 		fprintf(stderr, "%s\n", text);
 	CHECK(metric(text, "kvpool_node_extents") == 2);	/* two and three */
@@ -711,22 +350,22 @@ int main(void)
 	/* (the heartbeats carry the node's used bytes; older ones are queued) */
 	uint64_t used_hb = 0;
 	for (int i = 0; i < 100; i++) {
-		REQUIRE(recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
+		REQUIRE(fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
 		if (m->h.opcode != WIRE_OP_HEARTBEAT)
 			continue;
 		memcpy(&used_hb, m->body + 4, 8);
 		if (used_hb == al2 + al3)
 			break;
-		send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+		fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
 	}
 	CHECK(used_hb == al2 + al3);
-	send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, KVP_ENOSEG, m->h.reqid, NULL, 0, 0);
+	fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, KVP_ENOSEG, m->h.reqid, NULL, 0, 0);
 	/* the node closes; drain until EOF */
-	while (recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0)
+	while (fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0)
 		;
 	close(m->fd);
 	fm_handshake(m, 8);
-	int nrep = fm_reports(m, rep, 8);
+	int nrep = fm_reports(m, rep, 8, 0);
 	CHECK(nrep == 2);
 	bool seen2 = false, seen3 = false;
 	for (int i = 0; i < nrep && i < 8; i++) {
@@ -750,23 +389,23 @@ int main(void)
 	uint64_t t0 = net_now_ms();
 	fm_handshake(m, 9);
 	CHECK(net_now_ms() - t0 < 4000);
-	CHECK(fm_reports(m, rep, 8) == 2);
+	CHECK(fm_reports(m, rep, 8, 0) == 2);
 	http_get(hport, "/metrics", text, 1 << 16);
 	CHECK(metric(text, "kvpool_node_mounts_total") == 3);
 	CHECK(metric(text, "kvpool_node_remounts_total") == 2);
-	CHECK(atomic_load(&ready_count) == 1);	/* READY once */
+	CHECK(atomic_load(&fm_ready) == 1);	/* READY once */
 
 	/* --- stop while a WRITE is in flight: it completes, then UNMOUNT --- */
 	uint64_t off5 = off4, len5, al5;
 	uint8_t *img5 = make_image("key-five", 30000, 80, m->seg_uuid, &len5, &al5, 6);
 	wire_grant(m->secret, 9, 80, off5, al5, grant);
 	write_hdr(fd, 9, 80, off5, al5, grant, len5);
-	REQUIRE(net_send_all(fd, img5, 1000, deadline()) == 0);
+	REQUIRE(net_send_all(fd, img5, 1000, fm_deadline()) == 0);
 	usleep(50000);
 	node_stop(run.n);
 	usleep(100000);
 	CHECK(!atomic_load(&run.done));
-	REQUIRE(net_send_all(fd, img5 + 1000, len5 - 1000, deadline()) == 0);
+	REQUIRE(net_send_all(fd, img5 + 1000, len5 - 1000, fm_deadline()) == 0);
 	CHECK(dwrite_reply(fd) == 0);
 	REQUIRE(fm_next(m) == 0);
 	CHECK(m->h.opcode == WIRE_OP_UNMOUNT);
@@ -775,7 +414,7 @@ int main(void)
 	CHECK(rb_u32(&r) == 9);
 	CHECK(rb_u8(&r) == 1);
 	CHECK(rb_done(&r));
-	send_frame(m->fd, WIRE_OP_UNMOUNT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+	fm_send_frame(m->fd, WIRE_OP_UNMOUNT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
 	pthread_join(run.th, NULL);
 	CHECK(run.rc == 0);
 	node_destroy(run.n);
@@ -784,18 +423,18 @@ int main(void)
 	CHECK(access(path, F_OK) == 0);	/* the cache stays */
 
 	/* --- restart: the surviving extents are reported --- */
-	start_node(&run, &c);
+	fm_start_node(&run, &c);
 	fm_handshake(m, 11);
-	nrep = fm_reports(m, rep, 8);
+	nrep = fm_reports(m, rep, 8, 0);
 	CHECK(nrep == 3);
 	bool seen5 = false;
 	for (int i = 0; i < nrep && i < 8; i++)
 		if (strcmp(rep[i].key, "key-five") == 0)
 			seen5 = rep[i].off == off5 && rep[i].generation == 80;
 	CHECK(seen5);
-	CHECK(wait_for(&ready_count, 2, 3000));
-	fd = dconnect(node_data_port(run.n));
-	CHECK(dhello(fd, TOKEN) == 0);
+	CHECK(fm_wait_ready(2, 3000));
+	fd = fm_dconnect(node_data_port(run.n));
+	CHECK(fm_dhello(fd, FM_TOKEN) == 0);
 	memset(buf, 0, sizeof(buf));
 	CHECK(dread(fd, 0, off2, len2, buf, sizeof(buf)) == 0);
 	CHECK(memcmp(buf, img2, len2) == 0);
@@ -803,24 +442,24 @@ int main(void)
 
 	/* --- stop while two WRITEs stall: after the drain bound (10 s) the
 	 * node closes them, tombstones the partial images, unmounts --- */
-	int st1 = dconnect(node_data_port(run.n)), st2 = dconnect(node_data_port(run.n));
-	CHECK(dhello(st1, TOKEN) == 0);
-	CHECK(dhello(st2, TOKEN) == 0);
+	int st1 = fm_dconnect(node_data_port(run.n)), st2 = fm_dconnect(node_data_port(run.n));
+	CHECK(fm_dhello(st1, FM_TOKEN) == 0);
+	CHECK(fm_dhello(st2, FM_TOKEN) == 0);
 	uint64_t off6 = off5 + al5, off7 = off6 + al5;
 	wire_grant(m->secret, 11, 90, off6, al5, grant);
 	write_hdr(st1, 11, 90, off6, al5, grant, len5);
-	REQUIRE(net_send_all(st1, img5, 1000, deadline()) == 0);
+	REQUIRE(net_send_all(st1, img5, 1000, fm_deadline()) == 0);
 	wire_grant(m->secret, 11, 91, off7, al5, grant);
 	write_hdr(st2, 11, 91, off7, al5, grant, len5);
-	REQUIRE(net_send_all(st2, img5, 1000, deadline()) == 0);
+	REQUIRE(net_send_all(st2, img5, 1000, fm_deadline()) == 0);
 	usleep(50000);
 	node_stop(run.n);
 	REQUIRE(fm_next_within(m, 15000) == 0);	/* heartbeats meanwhile */
 	CHECK(m->h.opcode == WIRE_OP_UNMOUNT);
-	send_frame(m->fd, WIRE_OP_UNMOUNT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
+	fm_send_frame(m->fd, WIRE_OP_UNMOUNT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);
 	pthread_join(run.th, NULL);
 	CHECK(run.rc == 0);
-	CHECK(recv_frame_t(st1, &m->h, m->body, 64, NULL, 0, 1000) < 0);	/* closed */
+	CHECK(fm_recv_frame_within(st1, &m->h, m->body, 64, NULL, 0, 1000) < 0);	/* closed */
 	CHECK(peek(path, off6, &eh) == -ENOENT);
 	CHECK(peek(path, off7, &eh) == -ENOENT);
 	close(st1);
@@ -829,9 +468,9 @@ int main(void)
 	close(m->fd);
 
 	/* --- stop with the master gone: exits without waiting for UNMOUNT --- */
-	start_node(&run, &c);
+	fm_start_node(&run, &c);
 	fm_handshake(m, 12);
-	CHECK(fm_reports(m, rep, 8) == 3);
+	CHECK(fm_reports(m, rep, 8, 0) == 3);
 	close(m->fd);
 	usleep(50000);
 	node_stop(run.n);
@@ -842,7 +481,7 @@ int main(void)
 	/* --- remove_segment_on_exit --- */
 	REQUIRE(conf_set(&c, "node", "remove_segment_on_exit", "true", CONF_SRC_CMDLINE, err,
 			 sizeof(err)) == 0);
-	start_node(&run, &c);
+	fm_start_node(&run, &c);
 	node_stop(run.n);
 	pthread_join(run.th, NULL);
 	node_destroy(run.n);
@@ -853,10 +492,5 @@ int main(void)
 	free(img1); free(img2); free(img3); free(img4); free(img5); free(bad);
 	free(text);
 	free(m);
-	if (tl_failures) {
-		fprintf(stderr, "%d checks failed\n", tl_failures);
-		return 1;
-	}
-	printf("t_node_proto: all checks passed\n");
-	return 0;
+	return tl_done();
 }

@@ -40,12 +40,21 @@
 
 static int tl_failures;
 
+/* The optional printf-style message of CHECK/REQUIRE ("" when there is
+ * none, which -Wformat-zero-length would refuse). */
+#define TL_MSG(...)                                                              \
+	_Pragma("GCC diagnostic push")                                           \
+	_Pragma("GCC diagnostic ignored \"-Wformat-zero-length\"")               \
+	fprintf(stderr, "" __VA_ARGS__);                                         \
+	_Pragma("GCC diagnostic pop")
+
+/* CHECK(cond) or CHECK(cond, "fmt", ...): counts a failure and goes on. */
 #define CHECK(cond, ...)                                                         \
 	do {                                                                     \
 		if (!(cond)) {                                                   \
 			fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__,   \
 				__LINE__, #cond);                                \
-			fprintf(stderr, "" __VA_ARGS__);                         \
+			TL_MSG(__VA_ARGS__)                                      \
 			fputc('\n', stderr);                                     \
 			tl_failures++;                                           \
 		}                                                                \
@@ -57,7 +66,7 @@ static int tl_failures;
 		if (!(cond)) {                                                   \
 			fprintf(stderr, "%s:%d: REQUIRE(%s) failed: ", __FILE__, \
 				__LINE__, #cond);                                \
-			fprintf(stderr, "" __VA_ARGS__);                         \
+			TL_MSG(__VA_ARGS__)                                      \
 			fputc('\n', stderr);                                     \
 			exit(1);                                                 \
 		}                                                                \
@@ -898,7 +907,10 @@ static inline int tl_put_start1(struct tl_conn *c, const char *key, uint64_t siz
 	return st ? st : out->status;
 }
 
-static inline int tl_put_end1(struct tl_conn *c, const char *key, uint64_t gen, uint64_t csum)
+/* PUT_END (csum given) or PUT_REVOKE (csum NULL) of one key: the item
+ * status, or the frame status if that failed. */
+static inline int tl_put_finish1(struct tl_conn *c, uint16_t op, const char *key, uint64_t gen,
+				 const uint64_t *csum)
 {
 	struct wbuf b;
 	int r = 0;
@@ -907,24 +919,21 @@ static inline int tl_put_end1(struct tl_conn *c, const char *key, uint64_t gen, 
 	wb_u32(&b, 1);
 	wb_cstr(&b, key);
 	wb_u64(&b, gen);
-	wb_u64(&b, csum);
-	int st = tl_i32_reply(tl_call(c, WIRE_OP_PUT_END, &b), 1, &r);
+	if (csum)
+		wb_u64(&b, *csum);
+	int st = tl_i32_reply(tl_call(c, op, &b), 1, &r);
 	wb_free(&b);
 	return st ? st : r;
 }
 
+static inline int tl_put_end1(struct tl_conn *c, const char *key, uint64_t gen, uint64_t csum)
+{
+	return tl_put_finish1(c, WIRE_OP_PUT_END, key, gen, &csum);
+}
+
 static inline int tl_put_revoke1(struct tl_conn *c, const char *key, uint64_t gen)
 {
-	struct wbuf b;
-	int r = 0;
-
-	wb_init(&b);
-	wb_u32(&b, 1);
-	wb_cstr(&b, key);
-	wb_u64(&b, gen);
-	int st = tl_i32_reply(tl_call(c, WIRE_OP_PUT_REVOKE, &b), 1, &r);
-	wb_free(&b);
-	return st ? st : r;
+	return tl_put_finish1(c, WIRE_OP_PUT_REVOKE, key, gen, NULL);
 }
 
 /* PUT_START + PUT_END (checksum: the size, a stand-in no reader checks). */
@@ -1102,6 +1111,18 @@ static inline int tl_report(struct tl_conn *c, uint32_t seg, size_t n, const str
 	return st;
 }
 
+/* Sends op with body b (freed here) and returns the reply's frame status,
+ * for requests whose reply holds nothing more. */
+static inline int tl_status_call(struct tl_conn *c, uint16_t op, struct wbuf *b)
+{
+	struct tl_frame *f = tl_call(c, op, b);
+	int st = f ? f->h.status : KVP_ECONN;
+
+	wb_free(b);
+	tl_frame_free(f);
+	return st;
+}
+
 /* HEARTBEAT (reporting spill_used bytes in the spill tier): the frame status. */
 static inline int tl_heartbeat_spill(struct tl_conn *c, uint32_t seg, uint64_t spill_used)
 {
@@ -1111,11 +1132,7 @@ static inline int tl_heartbeat_spill(struct tl_conn *c, uint32_t seg, uint64_t s
 	wb_u32(&b, seg);
 	wb_u64(&b, 0);
 	wb_u64(&b, spill_used);
-	struct tl_frame *f = tl_call(c, WIRE_OP_HEARTBEAT, &b);
-	wb_free(&b);
-	int st = f ? f->h.status : KVP_ECONN;
-	tl_frame_free(f);
-	return st;
+	return tl_status_call(c, WIRE_OP_HEARTBEAT, &b);
 }
 
 /* HEARTBEAT / UNMOUNT: the frame status. */
@@ -1131,11 +1148,7 @@ static inline int tl_unmount(struct tl_conn *c, uint32_t seg, bool drain)
 	wb_init(&b);
 	wb_u32(&b, seg);
 	wb_u8(&b, drain);
-	struct tl_frame *f = tl_call(c, WIRE_OP_UNMOUNT, &b);
-	wb_free(&b);
-	int st = f ? f->h.status : KVP_ECONN;
-	tl_frame_free(f);
-	return st;
+	return tl_status_call(c, WIRE_OP_UNMOUNT, &b);
 }
 
 /* One LIST page: entries appended to names[]/is_prefix[] (each name
