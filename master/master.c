@@ -1190,6 +1190,7 @@ static int op_put_end(struct master *m, struct rbuf *r, struct wbuf *b, struct o
 {
 	uint32_t n;
 	int rc = batch_shape(m, r, "s88", &n);
+	uint64_t now_ns = 0;	/* one clock read per frame, not per key */
 
 	if (rc)
 		return rc;
@@ -1207,7 +1208,9 @@ static int op_put_end(struct master *m, struct rbuf *r, struct wbuf *b, struct o
 			objarr_del(&m->pending, o);
 			o->flags |= OBJ_COMPLETE;
 			o->checksum = csum;
-			o->put_time_ns = real_ns();
+			if (!now_ns)
+				now_ns = real_ns();
+			o->put_time_ns = now_ns;
 			o->atime = m_now32(m);
 			o->deadline = 0;
 			m->keys++;

@@ -2043,18 +2043,28 @@ static void mbufs_free(struct mbuf *mb, size_t n)
 	free(mb);
 }
 
-/* The contiguous buffer of key i: its only buffer, or a staging one (NULL and
- * *err on allocation failure). */
-static char *mbuf_flat(struct mbuf *m, int *err)
+/* Called without the GIL: the contiguous buffer of every key in bufs (its
+ * only buffer, or a staging one; @gather copies a put's buffers into it)
+ * and its total length in lens. 0 or KVP_ENOMEM. */
+static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens, bool gather)
 {
-	if (m->n == 1)
-		return m->p[0];
-	if (m->n == 0)
-		return NULL;
-	m->stage = malloc(m->total ? m->total : 1);
-	if (!m->stage)
-		*err = KVP_ENOMEM;
-	return m->stage;
+	for (size_t i = 0; i < n; i++) {
+		struct mbuf *m = &mb[i];
+
+		bufs[i] = m->n == 1 ? m->p[0] : NULL;
+		lens[i] = m->total;
+		if (m->n <= 1)
+			continue;
+		m->stage = malloc(m->total ? m->total : 1);
+		if (!m->stage)
+			return KVP_ENOMEM;
+		bufs[i] = m->stage;
+		for (size_t j = 0, off = 0; gather && j < m->n; j++) {
+			memcpy(m->stage + off, m->p[j], m->len[j]);
+			off += m->len[j];
+		}
+	}
+	return 0;
 }
 
 static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject *args,
@@ -2065,7 +2075,7 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 	struct mbuf *mb = NULL;
 	struct putopt opt;
 	struct keys ks;
-	const void **bufs = NULL;
+	void **bufs = NULL;
 	size_t *lens = NULL;
 	int *res = NULL;
 
@@ -2084,26 +2094,12 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 		goto out;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	int err = 0;
-	for (size_t i = 0; i < ks.n && !err; i++) {
-		char *flat = mbuf_flat(&mb[i], &err);
-
-		if (flat && mb[i].stage) {
-			size_t off = 0;
-
-			for (size_t j = 0; j < mb[i].n; j++) {
-				memcpy(flat + off, mb[i].p[j], mb[i].len[j]);
-				off += mb[i].len[j];
-			}
-		}
-		bufs[i] = flat;
-		lens[i] = mb[i].total;
-	}
+	int err = mbufs_flatten(mb, ks.n, bufs, lens, true);
 	if (err) {
 		for (size_t i = 0; i < ks.n; i++)
 			res[i] = mc(err);
 	} else {
-		batch_put_nogil(self, &opt, &ks, bufs, lens, res);
+		batch_put_nogil(self, &opt, &ks, (const void *const *)bufs, lens, res);
 	}
 	Py_END_ALLOW_THREADS
 	r = int_list(ks.n, res, NULL);
@@ -2147,12 +2143,7 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 		goto out;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	int err = 0;
-	for (size_t i = 0; i < ks.n && !err; i++) {
-		bufs[i] = mbuf_flat(&mb[i], &err);
-		caps[i] = mb[i].total;
-	}
-	int rc = err;
+	int rc = mbufs_flatten(mb, ks.n, bufs, caps, false);
 	if (!rc)
 		STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
 	for (size_t i = 0; i < ks.n; i++) {

@@ -277,7 +277,13 @@ static void conn_fail(struct tconn *c, int status)
 	c->wq_tail = c->sq_tail = NULL;
 	c->nwait = 0;
 	c->queued = 0;
+	/* The op whose reply was being read left wq already (an early
+	 * refusal is still on sq, completed above): complete it, or the run
+	 * waits for it forever without a busy connection to time out. */
+	if (c->rop && !(c->rop->flags & OP_EARLY))
+		run_complete(r, c->rop, status);
 	c->rop = NULL;
+	c->rs = R_HDR;
 	pool_give(r->kvp, c->node, c->nc, false);
 	c->nc = NULL;
 	c->fd = -1;

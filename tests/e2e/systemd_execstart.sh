@@ -375,25 +375,26 @@ if command -v strace >/dev/null && strace -f -qq -o /dev/null true 2>/dev/null; 
 	read -r mport mhttp dport nhttp < <(free_ports 4)
 	common=(KVPOOL_CLUSTER_MASTER="127.0.0.1:$mport")
 	K=(env "${common[@]}" "$KVP")
-	line=$(expand "$(unit_one "$UD/kvpool-master.service" ExecStart)" "" "") && argv_of "$line"
-	env "${common[@]}" KVPOOL_MASTER_LISTEN="127.0.0.1:$mport" KVPOOL_MASTER_HTTP_LISTEN="127.0.0.1:$mhttp" \
-		strace -f -qq -o "$E2E_TMP/strace.master" -- "${argv[@]}" >>"$E2E_TMP/strace-master.log" 2>&1 &
-	smpid=$!
-	E2E_PIDS+=("$smpid")
-	waitfor 20 has_segments 0 || fail "strace: master did not come up"
-	m=$(child_of "$smpid")
-	[ -n "$m" ] || fail "strace: no traced master"
-	E2E_PIDS+=("$m")	# strace ignores SIGTERM: the cleanup stops the daemon itself
-	line=$(expand "$(unit_one "$UD/kvpool-node.service" ExecStart)" "" "") && argv_of "$line"
-	env "${common[@]}" KVPOOL_NODE_NAME="$tag-s" KVPOOL_NODE_SEGMENT="$tag-s" KVPOOL_NODE_SEGMENT_SIZE=16M \
-		KVPOOL_NODE_LISTEN="127.0.0.1:$dport" KVPOOL_NODE_HTTP_LISTEN="127.0.0.1:$nhttp" \
-		strace -f -qq -o "$E2E_TMP/strace.node" -- "${argv[@]}" >>"$E2E_TMP/strace-node.log" 2>&1 &
-	snpid=$!
-	E2E_PIDS+=("$snpid")
-	waitfor 30 has_segments 1 || fail "strace: node did not mount"
-	n=$(child_of "$snpid")
-	[ -n "$n" ] || fail "strace: no traced node"
-	E2E_PIDS+=("$n")
+	# traced NAME SEGMENTS ENV...: kvpool-NAME.service's ExecStart under
+	# strace (its syscalls in strace.NAME) until the master counts SEGMENTS
+	# segments; the daemon's pid in $traced, strace's in $tracer.
+	traced() {
+		local name=$1 want=$2 line
+		shift 2
+		line=$(expand "$(unit_one "$UD/kvpool-$name.service" ExecStart)" "" "") && argv_of "$line"
+		spawn "strace-$name" env "${common[@]}" "$@" \
+			strace -f -qq -o "$E2E_TMP/strace.$name" -- "${argv[@]}"
+		tracer=$SPAWN_PID
+		waitfor 30 has_segments "$want" || fail "strace: $name did not come up"
+		traced=$(child_of "$tracer")
+		[ -n "$traced" ] || fail "strace: no traced $name"
+		E2E_PIDS+=("$traced")	# strace ignores SIGTERM: the cleanup stops the daemon itself
+	}
+	traced master 0 KVPOOL_MASTER_LISTEN="127.0.0.1:$mport" KVPOOL_MASTER_HTTP_LISTEN="127.0.0.1:$mhttp"
+	smpid=$tracer m=$traced
+	traced node 1 KVPOOL_NODE_NAME="$tag-s" KVPOOL_NODE_SEGMENT="$tag-s" KVPOOL_NODE_SEGMENT_SIZE=16M \
+		KVPOOL_NODE_LISTEN="127.0.0.1:$dport" KVPOOL_NODE_HTTP_LISTEN="127.0.0.1:$nhttp"
+	snpid=$tracer n=$traced
 	"${K[@]}" put "$tag/s" "$E2E_TMP/value" >/dev/null 2>&1 || fail "strace: put"
 	"${K[@]}" get "$tag/s" "$E2E_TMP/back2" 2>/dev/null && cmp -s "$E2E_TMP/value" "$E2E_TMP/back2" || fail "strace: get"
 	kill -HUP "$m" "$n"

@@ -60,13 +60,37 @@ static void answer_promote(struct fake_node *fn, struct tl_frame *f, int32_t sta
 	wb_free(&b);
 }
 
+/* The next request from the master within timeout_ms, or NULL. Only the
+ * wait is bounded by timeout_ms: once bytes are in, the frame is read with
+ * a long deadline (tl_next_request's own deadline could expire between a
+ * frame's header and its body and lose the frame). */
+static struct tl_frame *next_req(struct tl_conn *c, unsigned timeout_ms)
+{
+	uint64_t end = tl_now_ms() + timeout_ms;
+
+	for (;;) {
+		if (c->queue)		/* queued while a call waited for its reply */
+			return tl_next_request(c, 1000);
+		uint64_t now = tl_now_ms();
+		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+		if (now >= end || poll(&pf, 1, (int)(end - now)) <= 0)
+			return NULL;
+		struct tl_frame *f;
+		if (tl_read_frame(c, &f, 5000))
+			return NULL;
+		if (!(f->h.flags & WIRE_F_REPLY))
+			return f;
+		tl_frame_free(f);
+	}
+}
+
 /* Answers the master's requests for up to ms, until quiet for quiet_ms. */
 static void serve_q(struct fake_node *fn, unsigned ms, unsigned quiet_ms)
 {
 	uint64_t end = tl_now_ms() + ms;
 	struct tl_frame *f;
 
-	while (tl_now_ms() < end && (f = tl_next_request(fn->c, quiet_ms))) {
+	while (tl_now_ms() < end && (f = next_req(fn->c, quiet_ms))) {
 		struct rbuf r;
 		struct wbuf b;
 		rb_init(&r, f->body, f->h.body_len);
