@@ -163,7 +163,8 @@ const struct conf_key conf_table[] = {
 	NUM("spill", "queue_depth", CONF_T_INT, spill.queue_depth, 1, 4096, "32",
 	    "io_uring queue depth of the spill tier."),
 	BOOL("spill", "promote_on_hit", spill.promote_on_hit, "false",
-	     "Copy an object back to memory when a get hits its disk replica."),
+	     "Copy an object back to memory when a get hits its disk replica (read by "
+	     "kvpool-master; needs a restart)."),
 
 	/* [fuse] */
 	STR("fuse", "mountpoint", fuse.mountpoint, "",

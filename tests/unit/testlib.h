@@ -540,11 +540,12 @@ static inline int tl_recv_all(int fd, void *p, size_t n, uint64_t deadline)
 	uint8_t *b = p;
 
 	while (n) {
+		/* Past the deadline, bytes already waiting are still taken (poll
+		 * with 0): giving up between a frame's header and its body would
+		 * desynchronise the stream. */
 		uint64_t now = tl_now_ms();
-		if (now >= deadline)
-			return -ETIMEDOUT;
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int r = poll(&pf, 1, (int)(deadline - now));
+		int r = poll(&pf, 1, now >= deadline ? 0 : (int)(deadline - now));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r == 0)
