@@ -377,7 +377,9 @@ static struct mcall *mb_build(struct kvp *kvp, uint16_t op, const void *prefix, 
 			      size_t n, item_enc enc, void *arg, size_t *ncalls)
 {
 	size_t cap = 4, nc = 0, i = 0;
-	size_t max_bytes = kvp->max_frame / 2 > 65536 ? kvp->max_frame / 2 : 65536;
+	/* Half the frame, at least 2 KiB (max_frame >= 4 KiB): one more item
+	 * (<= 1 KiB key) still fits, so no frame exceeds cluster.max_frame. */
+	size_t max_bytes = kvp->max_frame / 2;
 	struct mcall *c = calloc(cap, sizeof(*c));
 
 	if (!c)

@@ -171,6 +171,18 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 	n->st.bytes_read += len;
 }
 
+static bool data_extent_taken(const struct node *n, uint64_t off, uint64_t alloc_len)
+{
+	struct ext_hdr eh;
+	const uint8_t *key;
+
+	for (const struct node_pwrite *pw = n->pwrites; pw; pw = pw->next)
+		if (pw->off == off)
+			return true;
+	return ext_decode((const uint8_t *)n->seg.base + off, alloc_len, 0, &eh, &key) == 0 &&
+	       eh.seg_uuid == n->seg.uuid;
+}
+
 static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
 	struct node *n = d->n;
@@ -192,6 +204,13 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 		  wire_grant_ok(n->secret, segment_id, generation, off, alloc_len, grant) &&
 		  data_range_ok(n, off, alloc_len) && (off & (n->seg.align - 1)) == 0 &&
 		  h->payload_len >= EXT_HDR_SIZE && h->payload_len <= alloc_len;
+	/* A grant is good for one write: an extent that already holds a live
+	 * header of this segment (the put was written — replay after PUT_END, or
+	 * an old grant for space since reused by another object) or that is
+	 * being written right now is refused. Freed extents are tombstoned
+	 * before the master reuses them, so fresh space never looks live. */
+	if (ok && data_extent_taken(n, off, alloc_len))
+		ok = false;
 	if (!ok) {
 		log_info("WRITE from %s refused: segment %u off %llu alloc_len %llu payload %llu",
 			 ev_conn_peer(d->c), segment_id, (unsigned long long)off,

@@ -1,7 +1,8 @@
 /* b_checksum: what verifying a value costs on a local get. For 1 MiB
  * values: memcpy GB/s (the reference), memcpy then xxh3 of the copy (two
- * passes), the fused ext_copy_checksum (64 KiB chunks hashed while in
- * cache) and xxh3 alone; hot (same 1 MiB again and again) and cold (source
+ * passes), the fused ext_copy_checksum (one pass: each 64-byte stripe is
+ * hashed from the register that stores it) and xxh3 alone; hot (same 1 MiB
+ * again and again) and cold (source
  * walks a 512 MiB buffer, beyond the caches, as a segment read is).
  * Prints GB/s and ratios to memcpy; the target is ratio >= 0.5 (checksum
  * must not halve a copy). The same for 32 MiB values, larger than L2, where
