@@ -332,6 +332,7 @@ def cmd_grants(mport, token, kvp, ini, victim_file):
     rc, out, err = cli_get(kvp, ini, key.decode())
     check("a grant replayed after PUT_END does not change the object (node said %s)" % r,
           rc == 0 and out == value,
+          "" if rc == 0 and out == value else
           "get exit %d, %s" % (rc, "the REPLAYED bytes" if out == other else err or "other bytes"))
 
     # Replay after the space went to another object.
@@ -359,6 +360,7 @@ def cmd_grants(mport, token, kvp, ini, victim_file):
         check("an old grant replayed after its extent was reused for another object is refused "
               "and that object keeps its bytes (node said %s)" % r,
               rc == 0 and out == zval,
+              "" if rc == 0 and out == zval else
               "get exit %d: %s" % (rc, "the REPLAYED bytes" if out == other else err or "other bytes"))
     m.close()
 
