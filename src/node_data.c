@@ -171,7 +171,8 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 	n->st.bytes_read += len;
 }
 
-static bool data_extent_taken(const struct node *n, uint64_t off, uint64_t alloc_len)
+static bool data_extent_taken(const struct node *n, uint64_t off, uint64_t alloc_len,
+			      uint64_t generation)
 {
 	struct ext_hdr eh;
 	const uint8_t *key;
@@ -179,8 +180,12 @@ static bool data_extent_taken(const struct node *n, uint64_t off, uint64_t alloc
 	for (const struct node_pwrite *pw = n->pwrites; pw; pw = pw->next)
 		if (pw->off == off)
 			return true;
+	/* Generations only grow: a live header of the same or a newer one means
+	 * this grant was used already or is older than what lives there now. An
+	 * older live header is an extent the master never heard of (a refused
+	 * REPORT) and may be overwritten. */
 	return ext_decode((const uint8_t *)n->seg.base + off, alloc_len, 0, &eh, &key) == 0 &&
-	       eh.seg_uuid == n->seg.uuid;
+	       eh.seg_uuid == n->seg.uuid && eh.generation >= generation;
 }
 
 static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
@@ -205,11 +210,12 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 		  data_range_ok(n, off, alloc_len) && (off & (n->seg.align - 1)) == 0 &&
 		  h->payload_len >= EXT_HDR_SIZE && h->payload_len <= alloc_len;
 	/* A grant is good for one write: an extent that already holds a live
-	 * header of this segment (the put was written — replay after PUT_END, or
-	 * an old grant for space since reused by another object) or that is
-	 * being written right now is refused. Freed extents are tombstoned
+	 * header of this segment with the same or a newer generation (the put
+	 * was written — replay after PUT_END, or an old grant for space since
+	 * reused by another object) or that is being written right now is
+	 * refused. Freed extents are tombstoned
 	 * before the master reuses them, so fresh space never looks live. */
-	if (ok && data_extent_taken(n, off, alloc_len))
+	if (ok && data_extent_taken(n, off, alloc_len, generation))
 		ok = false;
 	if (!ok) {
 		log_info("WRITE from %s refused: segment %u off %llu alloc_len %llu payload %llu",
