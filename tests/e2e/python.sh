@@ -35,6 +35,13 @@ make --no-print-directory -s -C "$E2E_ROOT" BUILD="$mb" PYTHON="$PY" "${flags[@]
 	fail "make python"
 
 export KVP_BUILD="$B"
+# The suite's daemons live under a private TMPDIR: if the interpreter dies
+# without running its own cleanup (a sanitizer abort), stop them and remove
+# their segments here.
+e2e_init python
+export TMPDIR=$E2E_TMP
+on_cleanup "pkill -TERM -f -- '$E2E_TMP'; sleep 1; pkill -KILL -f -- '$E2E_TMP';
+	for s in \$(sed -n 's/^segment = //p' '$E2E_TMP'/*/*.ini 2>/dev/null); do rm -f \"/dev/shm/\$s\"; done"
 export PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}"
 "${preload[@]}" "$PY" -m unittest discover -s python/tests -t python/tests -v
 rc=$?
