@@ -146,7 +146,7 @@ $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(MASTER_A) $(CORE_A)
 # libFuzzer: the same sources built by clang with the fuzzer runtime.
 fuzz:
 	@if command -v clang >/dev/null; then \
-		$(MAKE) --no-print-directory CC=clang FUZZ=1 fuzz-targets; \
+		$(MAKE) --no-print-directory CC=clang FUZZ=1 SANITIZE= TSAN= BUILD=build-fuzz fuzz-targets; \
 	else echo "fuzz: clang not installed (apt-get install clang)"; exit 1; fi
 
 fuzz-targets: $(FUZZERS)
@@ -160,9 +160,9 @@ fuzz-run: fuzz
 	tests/fuzz/run.sh build-fuzz/fuzz $${FUZZ_SECONDS:-60}
 
 test check:
+	tools/deps.sh build test
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	$(Q)if command -v clang >/dev/null; then $(MAKE) --no-print-directory fuzz; fi
-	tools/deps.sh test
 	tests/run.sh $(BUILD)
 
 # The quick start: a master, a node and the FUSE view on loopback, until Ctrl-C.
