@@ -19,56 +19,14 @@ e2e_init spillpromote
 KVP=$B/kvpool NODE=$B/kvpool-node
 need "$B/kvpool-master" "$NODE" "$KVP" curl python3 cmp
 
-read -r nport nhttp <<<"$(free_ports 2)"
 seg=kvpt-spillp-$$
 on_cleanup "rm -f /dev/shm/$seg"
-spill=$E2E_TMP/spill.dat
 
 start_master "lease_ttl = 1s" "eviction_high_watermark = 0.9" "eviction_ratio = 0.1" \
 	"client_ttl = 3s" "put_timeout = 5s" "[spill]" "promote_on_hit = true" \
 	"[log]" "level = info"
-cat >"$E2E_TMP/pool.ini" <<EOF
-[cluster]
-master = $MASTER_ADDR
-[client]
-timeout = 10s
-replicas = 1
-EOF
-cat >"$E2E_TMP/node.ini" <<EOF
-[cluster]
-master = $MASTER_ADDR
-[node]
-name = pn1
-listen = 127.0.0.1:$nport
-http_listen = 127.0.0.1:$nhttp
-segment = $seg
-segment_size = 16M
-heartbeat_interval = 300ms
-[spill]
-path = $spill
-size = 64M
-queue_depth = 16
-[log]
-level = info
-EOF
-kv() { "$KVP" -c "$E2E_TMP/pool.ini" "$@"; }
-start_node() {
-	spawn node "$NODE" -c "$E2E_TMP/node.ini"
-	NODE_PID=$SPAWN_PID
-	local i
-	for i in $(seq 150); do
-		curl -sf "http://127.0.0.1:$nhttp/health" 2>/dev/null | grep -q '"master":"up"' &&
-			return 0
-		sleep 0.1
-	done
-	fail "the node did not mount"
-}
-stop_node() {	# SIGNAL
-	kill -"$1" "$NODE_PID" 2>/dev/null
-	wait "$NODE_PID" 2>/dev/null
-	forget "$NODE_PID"
-}
-nmetric() { metric "$1" "$nhttp"; }
+. "$(dirname "$0")/spill_lib.inc"
+spill_node pn1 64M
 tier() { kv stat --json "$1" | python3 -c 'import json,sys; print(",".join(r["tier"] for r in json.load(sys.stdin)["replicas"]))'; }
 # wait_tier KEY TIER: until its replicas are exactly TIER (5 s at most)
 wait_tier() {

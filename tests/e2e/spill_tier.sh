@@ -18,56 +18,13 @@ e2e_init spill
 KVP=$B/kvpool NODE=$B/kvpool-node
 need "$B/kvpool-master" "$NODE" "$KVP" curl python3
 
-read -r nport nhttp <<<"$(free_ports 2)"
 seg=kvpt-spill-$$
 on_cleanup "rm -f /dev/shm/$seg"
-spill=$E2E_TMP/spill.dat
 
 start_master "lease_ttl = 1s" "eviction_high_watermark = 0.9" "eviction_ratio = 0.1" \
 	"client_ttl = 3s" "put_timeout = 5s" "[log]" "level = info"
-cat >"$E2E_TMP/pool.ini" <<EOF
-[cluster]
-master = $MASTER_ADDR
-[client]
-timeout = 10s
-replicas = 1
-EOF
-cat >"$E2E_TMP/node.ini" <<EOF
-[cluster]
-master = $MASTER_ADDR
-[node]
-name = sn1
-listen = 127.0.0.1:$nport
-http_listen = 127.0.0.1:$nhttp
-segment = $seg
-segment_size = 16M
-heartbeat_interval = 300ms
-[spill]
-path = $spill
-size = 96M
-queue_depth = 16
-[log]
-level = info
-EOF
-kv() { "$KVP" -c "$E2E_TMP/pool.ini" "$@"; }
-start_node() {
-	spawn node "$NODE" -c "$E2E_TMP/node.ini"
-	NODE_PID=$SPAWN_PID
-	local i
-	for i in $(seq 150); do
-		# this process mounted (the master may still list an earlier one)
-		curl -sf "http://127.0.0.1:$nhttp/health" 2>/dev/null | grep -q '"master":"up"' &&
-			return 0
-		sleep 0.1
-	done
-	fail "the node did not mount"
-}
-stop_node() {	# SIGNAL
-	kill -"$1" "$NODE_PID" 2>/dev/null
-	wait "$NODE_PID" 2>/dev/null
-	forget "$NODE_PID"
-}
-nmetric() { metric "$1" "$nhttp"; }
+. "$(dirname "$0")/spill_lib.inc"
+spill_node sn1 96M
 # bench_get PREFIX COUNT: verified gets; the JSON report in $E2E_TMP/out.
 bench_get() {
 	timeout 120 "$KVP" -c "$E2E_TMP/pool.ini" bench --op get --existing --keep --prefix "$1" \
