@@ -42,7 +42,7 @@ BUILD ?= build
 override CFLAGS += -std=gnu11 -D_GNU_SOURCE -fPIC -pthread \
 	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wno-unused-parameter -Wno-format-nonliteral \
-	-Isrc -Ishm -Imaster -Ifuse -MMD -MP \
+	-Isrc/common -Isrc/lib -Isrc/node -Isrc/cli -Ishm -Imaster -Ifuse -MMD -MP \
 	-DKVP_VERSION=\"$(VERSION)\" $(shell pkg-config --cflags fuse3 2>/dev/null)
 ifdef WERROR
 override CFLAGS += -Werror
@@ -51,9 +51,9 @@ endif
 PKGS := fuse3 inih liburing libmicrohttpd libsystemd libxxhash
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lnuma -libverbs -lcrypto -ldl -lpthread -lm
 
-# Files named *_main.c are programs; everything else in src/ shm/ fuse/ is the
-# core (libkvpool), master/ is linked into the master and the tests only.
-CORE_SRCS := $(filter-out %_main.c,$(wildcard src/*.c shm/*.c fuse/*.c))
+# Files named *_main.c are programs; everything else in src/*/ shm/ fuse/ is
+# the core (libkvpool), master/ is linked into the master and the tests only.
+CORE_SRCS := $(filter-out %_main.c,$(wildcard src/*/*.c shm/*.c fuse/*.c))
 MASTER_SRCS := $(filter-out %_main.c,$(wildcard master/*.c))
 CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/%.o)
 MASTER_OBJS := $(MASTER_SRCS:%.c=$(BUILD)/%.o)
@@ -61,8 +61,8 @@ CORE_A := $(BUILD)/libkvpool_core.a
 MASTER_A := $(BUILD)/libkvpool_master.a
 
 PROGS := $(if $(wildcard master/master_main.c),$(BUILD)/kvpool-master) \
-	$(if $(wildcard src/node_main.c),$(BUILD)/kvpool-node) \
-	$(if $(wildcard src/cli_main.c),$(BUILD)/kvpool)
+	$(if $(wildcard src/node/node_main.c),$(BUILD)/kvpool-node) \
+	$(if $(wildcard src/cli/cli_main.c),$(BUILD)/kvpool)
 LIB_A := $(BUILD)/libkvpool.a
 LIB_SO := $(BUILD)/libkvpool.so.$(VERSION)
 
@@ -120,19 +120,19 @@ $(MASTER_A): $(MASTER_OBJS)
 $(LIB_A): $(CORE_A)
 	$(Q)cp $< $@
 
-$(LIB_SO): $(CORE_OBJS) src/libkvpool.map
+$(LIB_SO): $(CORE_OBJS) src/lib/libkvpool.map
 	$(QLD)$(CC) -shared -Wl,-soname,libkvpool.so.$(SOVERSION) \
-		-Wl,--version-script=src/libkvpool.map $(LDFLAGS) -o $@ $(CORE_OBJS) $(LIBS)
+		-Wl,--version-script=src/lib/libkvpool.map $(LDFLAGS) -o $@ $(CORE_OBJS) $(LIBS)
 	$(Q)ln -sf libkvpool.so.$(VERSION) $(BUILD)/libkvpool.so.$(SOVERSION)
 	$(Q)ln -sf libkvpool.so.$(VERSION) $(BUILD)/libkvpool.so
 
 $(BUILD)/kvpool-master: $(BUILD)/master/master_main.o $(MASTER_A) $(CORE_A)
 	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/kvpool-node: $(BUILD)/src/node_main.o $(CORE_A)
+$(BUILD)/kvpool-node: $(BUILD)/src/node/node_main.o $(CORE_A)
 	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/kvpool: $(BUILD)/src/cli_main.o $(CORE_A)
+$(BUILD)/kvpool: $(BUILD)/src/cli/cli_main.o $(CORE_A)
 	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(MASTER_A) $(CORE_A)
@@ -181,8 +181,8 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
-ALL_OBJS := $(CORE_OBJS) $(MASTER_OBJS) $(BUILD)/master/master_main.o $(BUILD)/src/node_main.o \
-	$(BUILD)/src/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
+ALL_OBJS := $(CORE_OBJS) $(MASTER_OBJS) $(BUILD)/master/master_main.o $(BUILD)/src/node/node_main.o \
+	$(BUILD)/src/cli/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
 -include python/Makefile.inc
 -include tests/soak/Makefile.inc

@@ -98,10 +98,10 @@ inst 0755 "$build/libkvpool.so.$version" "$libdir/libkvpool.so.$version"
 ln -sf "libkvpool.so.$version" "$D$libdir/libkvpool.so.0"
 ln -sf "libkvpool.so.$version" "$D$libdir/libkvpool.so"
 inst 0644 "$build/libkvpool.a" "$libdir/libkvpool.a"
-inst 0644 src/kvpool.h "$incdir/kvpool.h"
+inst 0644 src/lib/kvpool.h "$incdir/kvpool.h"
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
-subst src/kvpool.pc.in >"$tmp"; inst 0644 "$tmp" "$libdir/pkgconfig/kvpool.pc"
+subst src/lib/kvpool.pc.in >"$tmp"; inst 0644 "$tmp" "$libdir/pkgconfig/kvpool.pc"
 for u in $units; do
 	subst "systemd/$u" >"$tmp"; inst 0644 "$tmp" "$unitdir/$u"
 done

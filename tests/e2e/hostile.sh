@@ -508,7 +508,7 @@ if kind in ("rpc", "data"):
     slow_and_idle(100, 2200, 6)
 else:
     http_attacks()
-    # libmicrohttpd serves at most 256 connections (src/http.c) and drops
+    # libmicrohttpd serves at most 256 connections (src/common/http.c) and drops
     # idle ones after 30 s: 200 held connections must leave room for others.
     slow_and_idle(50, 150, 4)
 say("done; victim RssAnon %d kB, peak %d kB" % (rss(), peak))
@@ -538,7 +538,7 @@ attack() {	# attack NAME KIND PORT VICTIM_PID BASELINE_KB
 seed=${HOSTILE_SEED:-$RANDOM}
 echo "seed $seed (HOSTILE_SEED=$seed reproduces the random input)"
 # HTTP first: libmicrohttpd closes a connection whose peer vanished mid-body
-# only at its idle timeout (30 s, src/http.c), so the fd check below comes
+# only at its idle timeout (30 s, src/common/http.c), so the fd check below comes
 # after that.
 attack master-http http "$mhttp" "${pid[master]}"
 attack master-metadata metadata "$mmd" "${pid[master]}"

@@ -119,7 +119,7 @@ done
 ok "master and node up with small limits"
 
 cat >"$tmp/lim.py" <<'EOF'
-# Raw frames against one port (src/wire.h). Subcommands print one result.
+# Raw frames against one port (src/common/wire.h). Subcommands print one result.
 import socket, struct, sys, time
 MAGIC, VER, HDR = 0x3150564B, 1, 32
 def s16(b): return struct.pack("<H", len(b)) + b

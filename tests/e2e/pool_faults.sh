@@ -159,7 +159,7 @@ ok "master restarted: $keys_before keys rebuilt from the nodes' reports, all rea
 
 # ---- 4. a client dies mid-put ------------------------------------------------------
 cat >"$E2E_TMP/putstart.py" <<'EOF'
-# HELLO + PUT_START of one key (src/wire.h), then wait to be killed.
+# HELLO + PUT_START of one key (src/common/wire.h), then wait to be killed.
 import socket, struct, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
 key, size = sys.argv[2].encode(), int(sys.argv[3])

@@ -15,6 +15,6 @@ export SOAK_GAP=${SOAK_GAP:-1.5}
 export SOAK_SETTLE=${SOAK_SETTLE:-8}
 export SOAK_CHECK_SECONDS=${SOAK_CHECK_SECONDS:-4}
 # Every fault, the partition three times: a transfer cut mid-payload once
-# left a TCP read spinning past its timeout (fixed in src/xp_tcp.c).
+# left a TCP read spinning past its timeout (fixed in src/lib/xp_tcp.c).
 export SOAK_FAULTS=${SOAK_FAULTS:-partition,node_kill,client_kill,partition,node_stop,master_kill,partition,shm_full,spill_full}
 exec bash "$root/tests/soak.sh" "${KVP_BUILD:-$root/build}"

@@ -136,7 +136,7 @@ ok "master (rpc $mport) and node (data $dport) up with a cluster token"
 
 # ---- the wire helper -----------------------------------------------------------
 cat >"$tmp/sec.py" <<'EOF'
-# Speaks src/wire.h directly. Subcommands:
+# Speaks src/common/wire.h directly. Subcommands:
 #   auth PORT TOKEN          HELLOs with bad tokens and requests before HELLO
 #   grants MPORT TOKEN KVP INI  the grant checks (see security.sh)
 import ctypes, hmac, hashlib, json, os, socket, struct, subprocess, sys, time

@@ -1,4 +1,4 @@
-/* fuzz_evconn: hostile bytes into a framed connection (src/ev.c). The input
+/* fuzz_evconn: hostile bytes into a framed connection (src/common/ev.c). The input
  * is written into one end of a socketpair whose other end is an ev_conn on a
  * loop in this thread. The handler's behaviour is chosen by the frames'
  * reqid bits (reply, referenced payload, receive or discard a payload, pause,

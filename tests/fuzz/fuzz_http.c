@@ -1,7 +1,7 @@
 /* fuzz_http: arbitrary bytes as one HTTP connection to the master's HTTP
  * endpoints — /metrics, /health and the Mooncake metadata store
  * (GET/PUT/DELETE /metadata?key=) on one server — through the real stack:
- * libmicrohttpd parses, src/http.c bounds the body and runs the handler,
+ * libmicrohttpd parses, src/common/http.c bounds the body and runs the handler,
  * master/mhttp.c reads the query and keeps the store. In-process: an ev
  * loop, a master without segments, a loopback socket per input; the loop
  * runs until the server has answered (or closed), at most 20 ms. Asserts

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../src/node_i.h"
+#include "../../src/node/node_i.h"
 #include "conf.h"
 #include "ev.h"
 #include "extent.h"

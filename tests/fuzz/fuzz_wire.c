@@ -1,4 +1,4 @@
-/* fuzz_wire: hostile bytes into the wire decoders (src/wire.h, wire.c).
+/* fuzz_wire: hostile bytes into the wire decoders (src/common/wire.h, wire.c).
  * Input = 32 header bytes, then pairs (op, arg) driving the body reader
  * over the rest of the input as the body. Checks: a header that decodes
  * re-encodes to the same bytes; the reader never leaves its buffer, fails

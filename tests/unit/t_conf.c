@@ -1,4 +1,4 @@
-/* t_conf: the configuration module (src/conf.c): defaults, a file with every
+/* t_conf: the configuration module (src/common/conf.c): defaults, a file with every
  * type, every kind of bad file and its exact "FILE:LINE: [section] key:"
  * message, environment and Mooncake aliases with their precedence, command
  * line overrides, the size/duration/host:port parsers' edges, token file

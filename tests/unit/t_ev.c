@@ -1,4 +1,4 @@
-/* t_ev: the event loop and framed connections (src/ev.c). An in-process
+/* t_ev: the event loop and framed connections (src/common/ev.c). An in-process
  * server runs on an ev loop in a thread, on 127.0.0.1:0; clients in the main
  * thread use blocking sockets with deadlines. Opcodes mean what this test
  * server makes them mean:

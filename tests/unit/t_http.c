@@ -1,4 +1,4 @@
-/* t_http: HTTP endpoints on an ev loop (src/http.c): a raw-socket client
+/* t_http: HTTP endpoints on an ev loop (src/common/http.c): a raw-socket client
  * against 127.0.0.1:0 does GET/PUT/DELETE with query arguments, gets 404
  * for unknown paths and 413 for bodies over max_body. */
 #include <dirent.h>

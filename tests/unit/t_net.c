@@ -1,5 +1,5 @@
 /* t_net: listen/connect, full-length I/O with deadlines, address parsing and
- * host identity (src/net.c). Loopback only. */
+ * host identity (src/common/net.c). Loopback only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* t_wire: the frame header codec, the bounds-checked body reader/writer,
- * write grants and key validation (src/wire.c). */
+ * write grants and key validation (src/common/wire.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* xp_rdma: the RDMA transport of libkvpool, the third struct xport_ops
- * behind src/xport.h. Owns a handle's RDMA state: the opened devices, the
+ * behind src/lib/xport.h. Owns a handle's RDMA state: the opened devices, the
  * registered bounce buffer, the buffers kvp_register_buffer registered, and
  * per (node endpoint, node device) a pool of RC queue-pair sets, each tied
  * to one TCP control connection to the node (RDMA_CONNECT). Pools and the

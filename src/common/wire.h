@@ -73,7 +73,7 @@
  * WRITE      req: u32 segment_id u64 generation u64 off u64 alloc_len u8 grant[16]
  *            payload = extent image (header+key+value, <= alloc_len)   rep: -
  * RDMA_CONNECT req: the client's QP record   rep: the node's QP record
- *            (layout in src/rdma.h: device name, port, lid, gid, mtu,
+ *            (layout in src/common/rdma.h: device name, port, lid, gid, mtu,
  *            rd_atomic, nqp x {qpn psn}). The node creates nqp RC queue
  *            pairs on the named device, connects them to the client's and
  *            keeps them while this connection stays open; afterwards the
@@ -81,7 +81,7 @@
  *            KVP_ENOTSUP: no RDMA on this node or no such device.
  *
  * rdma_info (MOUNT, WIRE_SEGMENT): empty = no RDMA; else the blob of
- * src/rdma.h: u8 version u8 ndev u64 addr u64 len, ndev x {str name u8 port
+ * src/common/rdma.h: u8 version u8 ndev u64 addr u64 len, ndev x {str name u8 port
  * u8 link_layer u16 lid u8 gid[16] u32 nchunks, nchunks x {u64 off u64 len
  * u32 rkey}}: where each device reaches the segment's memory regions.
  *

@@ -3,7 +3,7 @@
  * restart, tombstoning freed extents), the TCP data server and the node's
  * HTTP endpoints. Everything runs on one ev loop thread (node_run);
  * node_stop and node_reload may be called from other threads or signal
- * context. Used by src/node_main.c and by embedders (the Python module).
+ * context. Used by src/node/node_main.c and by embedders (the Python module).
  */
 #ifndef KVP_NODE_H
 #define KVP_NODE_H

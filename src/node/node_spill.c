@@ -1,4 +1,4 @@
-/* node_spill: kvpool-node's side of the spill tier (src/spill.c does the
+/* node_spill: kvpool-node's side of the spill tier (src/node/spill.c does the
  * I/O) — opens and scans the spill file at start (memory-only when that
  * fails), answers the master's DEMOTE and PROMOTE, tombstones spill extents
  * on FREE tier 1, holds a FREE of a memory extent until a demotion reading
