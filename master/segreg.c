@@ -199,14 +199,14 @@ int seg_new_secret(struct seg *s)
 {
 	if (getrandom(s->secret, sizeof(s->secret), 0) != (ssize_t)sizeof(s->secret))
 		return -EIO;
-	wire_grant_key_init(&s->grant_key, s->secret);
+	grant_key_init(&s->grant_key, s->secret);
 	return 0;
 }
 
 void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
 	       uint8_t out[WIRE_GRANT_LEN])
 {
-	wire_grant_k(&s->grant_key, s->id, generation, off, alloc_len, out);
+	grant_make_k(&s->grant_key, s->id, generation, off, alloc_len, out);
 }
 
 uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 
+#include "grant.h"
 #include "objtab.h"
 #include "wire.h"
 
@@ -102,7 +103,7 @@ struct seg {
 	uint64_t spill_capacity, spill_used;
 	uint64_t node_used;		/* as the node reported in HEARTBEAT */
 	uint8_t secret[WIRE_SECRET_LEN];
-	struct wire_grant_key grant_key;	/* HMAC key schedule of secret */
+	struct grant_key grant_key;	/* HMAC key schedule of secret */
 
 	struct alloc *alloc;
 	uint64_t capacity;		/* size - data_off */
@@ -174,7 +175,7 @@ void segreg_offline(struct segreg *r, struct seg *s);
 
 /* Draws a new grant secret and its HMAC key schedule: 0 or -EIO. */
 int seg_new_secret(struct seg *s);
-/* wire_grant() with the precomputed key schedule (a third of the cost). */
+/* grant_make() with the precomputed key schedule (a third of the cost). */
 void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
 	       uint8_t out[WIRE_GRANT_LEN]);
 

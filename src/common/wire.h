@@ -93,7 +93,7 @@
  *               i32 numa_node
  *
  * grant = first 16 bytes of HMAC-SHA256(grant_secret,
- *         u32 segment_id u64 generation u64 off u64 alloc_len)   (wire_grant()).
+ *         u32 segment_id u64 generation u64 off u64 alloc_len)   (grant_make()).
  *
  * Master behaviour the layouts do not show (docs/master.md has the rest):
  * - MOUNT, REPORT, UNMOUNT, HEARTBEAT need HELLO role NODE (else EPROTO);
@@ -180,26 +180,6 @@ void wire_hdr_encode(const struct wire_hdr *h, uint8_t out[WIRE_HDR_SIZE]);
 /* 0, KVP_EPROTO (bad magic/version/opcode) or KVP_ETOOBIG (over the limits). */
 int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
 		    uint32_t max_body, uint64_t max_payload);
-
-/* A grant secret with its HMAC-SHA256 key schedule (RFC 2104: the two
- * padded-key blocks hashed once), so each grant costs two SHA-256 blocks.
- * The master keeps one per segment; wire_grant() caches a few per thread. */
-struct wire_grant_key {
-	uint8_t ipad_state[112];	/* SHA256_CTX after hashing key ^ ipad */
-	uint8_t opad_state[112];	/* SHA256_CTX after hashing key ^ opad */
-};
-void wire_grant_key_init(struct wire_grant_key *k, const uint8_t secret[WIRE_SECRET_LEN]);
-void wire_grant_k(const struct wire_grant_key *k, uint32_t segment_id, uint64_t generation,
-		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN]);
-
-/* Computes a write grant (see above) into out[WIRE_GRANT_LEN]. */
-void wire_grant(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		uint64_t generation, uint64_t off, uint64_t alloc_len,
-		uint8_t out[WIRE_GRANT_LEN]);
-/* Constant-time compare of a received grant with the expected one. */
-bool wire_grant_ok(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		   uint64_t generation, uint64_t off, uint64_t alloc_len,
-		   const uint8_t grant[WIRE_GRANT_LEN]);
 
 /* Growable write buffer. On allocation failure oom is set and further
  * writes are dropped; check it once before sending. */

@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "extent.h"
+#include "grant.h"
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
@@ -206,7 +207,7 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	}
 	/* Every refusal looks the same to the client: no valid grant for it. */
 	bool ok = n->have_secret && segment_id == n->segment_id &&
-		  wire_grant_ok(n->secret, segment_id, generation, off, alloc_len, grant) &&
+		  grant_ok(n->secret, segment_id, generation, off, alloc_len, grant) &&
 		  data_range_ok(n, off, alloc_len) && (off & (n->seg.align - 1)) == 0 &&
 		  h->payload_len >= EXT_HDR_SIZE && h->payload_len <= alloc_len;
 	/* A grant is good for one write: an extent that already holds a live

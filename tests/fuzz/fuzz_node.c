@@ -23,6 +23,7 @@
 #include "ev.h"
 #include "extent.h"
 #include "fuzz_frames.h"
+#include "grant.h"
 #include "kvpool.h"
 #include "log.h"
 #include "node.h"
@@ -100,7 +101,7 @@ static void patch(uint8_t *p, size_t len)
 			memcpy(&eoff, body + 12, 8);
 			memcpy(&alen, body + 20, 8);
 			if (h.reqid & 1)
-				wire_grant(secret, sid, gen, eoff, alen, body + 28);
+				grant_make(secret, sid, gen, eoff, alen, body + 28);
 			uint8_t *pay = body + h.body_len;
 			size_t pavail = avail - h.body_len;
 			if ((h.reqid & 2) && pavail >= EXT_HDR_SIZE && h.payload_len >= EXT_HDR_SIZE) {

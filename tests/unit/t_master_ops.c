@@ -3,6 +3,7 @@
 #include "testlib.h"
 
 #include "extent.h"
+#include "grant.h"
 
 #define SEG_SIZE (1u << 20)
 #define ALIGN 4096
@@ -63,7 +64,7 @@ static void test_put_get(struct tl_conn *c, const uint8_t *secret, uint32_t seg1
 	CHECK_EQ(o.rep[0].len, ext_len("alpha", 1000));
 	CHECK(o.rep[0].off >= ALIGN && o.rep[0].off % ALIGN == 0, "offset %llu",
 	      (unsigned long long)o.rep[0].off);
-	CHECK(wire_grant_ok(secret, o.rep[0].seg, o.generation, o.rep[0].off, o.rep[0].len,
+	CHECK(grant_ok(secret, o.rep[0].seg, o.generation, o.rep[0].off, o.rep[0].len,
 			    o.rep[0].grant), "grant verifies with the segment secret");
 	/* invisible until PUT_END */
 	CHECK_EQ(tl_exists(c, "alpha"), 0);
