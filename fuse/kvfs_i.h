@@ -20,6 +20,7 @@
 #include "kvfs.h"
 #include "kvfs_name.h"
 #include "kvpool.h"
+#include "kvpool_i.h"
 
 #define KVFS_NAME_BUF (KVFS_NAME_MAX + 1)
 
@@ -100,7 +101,6 @@ struct kvfs {
 	char host_id[64];
 
 	/* the pool handle; reopened lazily after a failed start */
-	const char **overrides;		/* "section.key=value" for kvp_open */
 	pthread_mutex_t kvp_lock;
 	struct kvp *kvp;
 	uint64_t kvp_retry_ms;
@@ -128,8 +128,6 @@ void kvfs_tables_free(struct kvfs *fs);
 /* The pool handle, opening it if needed; NULL and *err (a KVP_E*) when the
  * master cannot be reached. */
 struct kvp *kvfs_kvp(struct kvfs *fs, int *err);
-/* KVP_E* -> errno for a file system reply. */
-int kvfs_errno(int kvperr);
 uint64_t kvfs_now_ms(void);
 
 /* kvfs_local.c: same-host reads from a read-only segment mapping. */

@@ -43,27 +43,6 @@ static uint64_t real_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int kvfs_errno(int e)
-{
-	switch (e) {
-	case KVP_OK: return 0;
-	case KVP_ENOTFOUND: return ENOENT;
-	case KVP_EEXIST: return EEXIST;
-	case KVP_ENOSPC: return ENOSPC;
-	case KVP_EINVAL: return EINVAL;
-	case KVP_EKEY: return EINVAL;
-	case KVP_ELEASED: return EBUSY;	/* a reader holds a lease: retry later */
-	case KVP_EBUSY: return EBUSY;	/* a put of it is in progress */
-	case KVP_ETIMEDOUT: return ETIMEDOUT;
-	case KVP_EAUTH: return EACCES;
-	case KVP_ENOTSUP: return ENOTSUP;
-	case KVP_ETOOBIG: return EFBIG;
-	case KVP_ENOMEM: return ENOMEM;
-	case KVP_ELIMIT: return EAGAIN;
-	default: return EIO;	/* lease lost, checksum, node gone, connection */
-	}
-}
-
 struct kvp *kvfs_kvp(struct kvfs *fs, int *err)
 {
 	struct kvp *k;
@@ -76,14 +55,11 @@ struct kvp *kvfs_kvp(struct kvfs *fs, int *err)
 		/* a master that is down is retried at most once a second, so
 		 * that a busy `ls` does not hammer it */
 		if (now >= fs->kvp_retry_ms) {
-			struct kvp_open_opts o = {
-				.config_file = fs->conf.file[0] ? fs->conf.file : NULL,
-				.master = fs->conf.cluster.master[0] ? fs->conf.cluster.master : NULL,
-				.overrides = fs->overrides,
-			};
 			int e = 0;
 
-			k = fs->kvp = kvp_open(&o, &e);
+			/* the caller's whole configuration (every -c layer,
+			 * environment and -o), never re-read from files */
+			k = fs->kvp = kvp_open_conf(&fs->conf, &e);
 			if (!k) {
 				fs->kvp_retry_ms = now + 1000;
 				*err = e ? e : KVP_ECONN;
@@ -707,7 +683,7 @@ static void reply_dir_if_used(fuse_req_t req, struct kvfs *fs, const struct chil
 	int rc = prefix_used(fs, c->raw);
 
 	if (rc < 0)
-		fuse_reply_err(req, kvfs_errno(rc));
+		fuse_reply_err(req, kvp_to_errno(rc));
 	else if (rc == 0)
 		fuse_reply_err(req, ENOENT);
 	else
@@ -787,7 +763,7 @@ static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 		rc = piece_used(fs, c.raw, c.rawlen, dl, d->rawlen - dl);
 		if (rc < 0) {
-			fuse_reply_err(req, kvfs_errno(rc));
+			fuse_reply_err(req, kvp_to_errno(rc));
 		} else if (rc == 0) {
 			fuse_reply_err(req, ENOENT);
 		} else {
@@ -801,7 +777,7 @@ static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	k = kvfs_kvp(fs, &e);
 	if (!k) {
-		fuse_reply_err(req, kvfs_errno(e));
+		fuse_reply_err(req, kvp_to_errno(e));
 		goto out;
 	}
 	/* "" (the name %00 at the root) is no key, only a directory */
@@ -811,7 +787,7 @@ static void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	}
 	if (rc != KVP_ENOTFOUND) {
-		fuse_reply_err(req, kvfs_errno(rc));
+		fuse_reply_err(req, kvp_to_errno(rc));
 		goto out;
 	}
 	/* no object NAME: a directory NAME/ if keys are under it */
@@ -874,7 +850,7 @@ static void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *
 		k = kvfs_kvp(fs, &e);
 		rc = k ? kvp_stat(k, n->raw, &ks) : e;
 		if (rc < 0) {
-			fuse_reply_err(req, kvfs_errno(rc));
+			fuse_reply_err(req, kvp_to_errno(rc));
 			goto out;
 		}
 		pthread_mutex_lock(&fs->lock);
@@ -1329,7 +1305,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 			rc = dh_seek(fs, dh, j);
 			if (rc < 0) {
-				rc = kvfs_errno(rc);
+				rc = kvp_to_errno(rc);
 				if (b.len)	/* what fits is still good */
 					rc = 0;
 				goto out_reply;
@@ -1533,7 +1509,7 @@ static void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	k = kvfs_kvp(fs, &e);
 	rc = k ? kvp_stat(k, n->raw, &st) : e;
 	if (rc < 0) {
-		rc = kvfs_errno(rc);
+		rc = kvp_to_errno(rc);
 		goto out_err;
 	}
 	fh = fh_new(FH_READ, n);
@@ -1604,7 +1580,7 @@ static int fh_blob(struct kvfs *fs, struct kvfs_fh *fh)
 		return 0;
 	k = kvfs_kvp(fs, &e);
 	if (!k)
-		return kvfs_errno(e);
+		return kvp_to_errno(e);
 	b = blob_new(fh->size);
 	if (!b)
 		return ENOMEM;
@@ -1628,7 +1604,7 @@ static int fh_blob(struct kvfs *fs, struct kvfs_fh *fh)
 		blob_free(b);
 		if (got == KVP_ETOOBIG || got == KVP_ESTALE)
 			return EIO;
-		return kvfs_errno((int)got);
+		return kvp_to_errno((int)got);
 	}
 	b->generation = fh->generation;
 	b->refs = 1;
@@ -1802,12 +1778,12 @@ static void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mod
 	}
 	k = kvfs_kvp(fs, &err);
 	if (!k) {
-		err = kvfs_errno(err);
+		err = kvp_to_errno(err);
 		goto out;
 	}
 	rc = kvp_exists(k, c.raw);
 	if (rc != 0) {
-		err = rc == 1 ? EEXIST : kvfs_errno(rc);
+		err = rc == 1 ? EEXIST : kvp_to_errno(rc);
 		goto out;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -1927,9 +1903,9 @@ static int fh_put_locked(struct kvfs *fs, struct kvfs_fh *fh)
 	} else if (w->len == 0) {
 		rc = EINVAL;	/* an object holds at least one byte */
 	} else if (!(k = kvfs_kvp(fs, &e))) {
-		rc = kvfs_errno(e);
+		rc = kvp_to_errno(e);
 	} else {
-		rc = kvfs_errno(kvp_put(k, n->raw, w->buf, w->len));
+		rc = kvp_to_errno(kvp_put(k, n->raw, w->buf, w->len));
 	}
 	free(w->buf);
 	w->buf = NULL;
@@ -2033,13 +2009,13 @@ static void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	k = kvfs_kvp(fs, &err);
 	if (!k) {
-		err = kvfs_errno(err);
+		err = kvp_to_errno(err);
 		goto out;
 	}
 	/* no force: an object a reader holds a lease on answers EBUSY */
 	rc = kvp_remove(k, c.raw, 0);
 	if (rc < 0) {
-		err = kvfs_errno(rc);
+		err = kvp_to_errno(rc);
 		goto out;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -2078,14 +2054,14 @@ static void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 	k = kvfs_kvp(fs, &err);
 	if (!k) {
-		err = kvfs_errno(err);
+		err = kvp_to_errno(err);
 		goto out;
 	}
 	if (c.kind == KN_FILE) {
 		/* a plain name is the object's if there is one */
 		rc = c.rawlen ? kvp_exists(k, c.raw) : 0;
 		if (rc != 0) {
-			err = rc == 1 ? EEXIST : kvfs_errno(rc);
+			err = rc == 1 ? EEXIST : kvp_to_errno(rc);
 			goto out;
 		}
 		if (c.rawlen + 2 > KVP_MAX_KEY) {
@@ -2100,7 +2076,7 @@ static void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 			      : piece_used(fs, c.raw, c.rawlen, dir_part(d->raw, d->rawlen),
 					   d->rawlen - dir_part(d->raw, d->rawlen));
 	if (rc != 0) {
-		err = rc > 0 ? EEXIST : kvfs_errno(rc);
+		err = rc > 0 ? EEXIST : kvp_to_errno(rc);
 		goto out;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -2150,7 +2126,7 @@ static void kvfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	rc = prefix_used(fs, c.raw);
 	if (rc != 0) {
-		err = rc > 0 ? ENOTEMPTY : kvfs_errno(rc);
+		err = rc > 0 ? ENOTEMPTY : kvp_to_errno(rc);
 		goto out;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -2302,7 +2278,7 @@ static void kvfs_statfs(fuse_req_t req, fuse_ino_t ino)
 		k = kvfs_kvp(fs, &e);
 		rc = k ? kvp_info(k, &info) : e;
 		if (rc < 0) {
-			fuse_reply_err(req, kvfs_errno(rc));
+			fuse_reply_err(req, kvp_to_errno(rc));
 			return;
 		}
 		pthread_mutex_lock(&fs->lock);
@@ -2417,7 +2393,7 @@ static void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size
 	k = kvfs_kvp(fs, &e);
 	rc = k ? kvp_stat(k, n->raw, &st) : e;
 	if (rc < 0) {
-		rc = kvfs_errno(rc);
+		rc = kvp_to_errno(rc);
 		goto out_err;
 	}
 	if (xattr_value(&st, name, val, sizeof(val)) < 0) {

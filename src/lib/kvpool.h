@@ -77,6 +77,10 @@ const char *kvp_strerror(int err);
 const char *kvp_errname(int err);
 /* Mooncake's ErrorCode value for a KVP_E* code (e.g. KVP_ENOTFOUND -> -704). */
 int kvp_to_mooncake(int err);
+/* The positive errno a POSIX caller sees for a KVP_E* code (KVP_ENOTFOUND ->
+ * ENOENT, KVP_ELEASED -> EBUSY, transfer and integrity failures -> EIO);
+ * 0 for KVP_OK. The FUSE view and the Python module use it. */
+int kvp_to_errno(int err);
 
 struct kvp;
 

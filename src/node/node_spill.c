@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "extent.h"
 #include "kvpool.h"
 #include "log.h"
@@ -67,19 +68,6 @@ struct node_sread {
 	bool header_sent, failed, finished, waiting;
 	struct node_sread *wnext;	/* n->sread_wait */
 };
-
-static int32_t kvp_status(int err)
-{
-	switch (err) {
-	case 0: return 0;
-	case -ENOSPC: return KVP_ENOSPC;
-	case -ESTALE: case -ENOENT: case -EINVAL: return KVP_ESTALE;
-	case -EBADMSG: return KVP_ECHECKSUM;
-	case -ENOMEM: return KVP_ENOMEM;
-	case -ERANGE: return KVP_EINVAL;
-	default: return KVP_EIO;
-	}
-}
 
 /* ---- open / close ---- */
 
@@ -236,7 +224,7 @@ static void ditem_done(struct node_ditem *it, int status, uint64_t off, uint64_t
 	struct node_dreq *r = it->r;
 	struct node *n = r->n;
 
-	r->res[it->idx].status = kvp_status(status);
+	r->res[it->idx].status = err_from_errno(status);
 	r->res[it->idx].off = off;
 	r->res[it->idx].len = len;
 	if (status && r->req.opcode < WIRE_OP_MAX)
@@ -326,7 +314,7 @@ static void on_dreq(struct node *n, const struct wire_hdr *h, const uint8_t *bod
 			if (!n->spill) {
 				rc = -ENOTSUP;
 			} else if (!mem_range_ok(n, it->off, EXT_HDR_SIZE)) {
-				rc = -EINVAL;
+				rc = -ESTALE;	/* no extent of ours there */
 			} else {
 				/* Linked first: a FREE of this memory extent that
 				 * arrives while the copy runs waits for it. */
@@ -498,7 +486,7 @@ static void sread_fail(struct node_sread *sr, int status)
 	sr->failed = true;
 	d->n->st.err[WIRE_OP_READ]++;
 	if (d->c && !sr->header_sent)
-		ev_conn_reply(d->c, &sr->req, kvp_status(status), NULL, 0);
+		ev_conn_reply(d->c, &sr->req, err_from_errno(status), NULL, 0);
 	else if (d->c)
 		ev_conn_close(d->c);
 }

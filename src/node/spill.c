@@ -1173,9 +1173,8 @@ int spill_demote(struct spill *sp, const void *ext, uint64_t avail, uint64_t gen
 	uint64_t size, alloc_len, off;
 	int rc = ext_decode(ext, avail, sp->max_value, &h, &key);
 
-	if (rc < 0)
-		return -EINVAL;
-	if (h.generation != generation)
+	/* not the extent the caller thinks is there */
+	if (rc < 0 || h.generation != generation)
 		return -ESTALE;
 	size = ext_size(h.key_len, h.value_len);
 	/* Never copy bad bytes to where they would outlive the segment. */
@@ -1205,13 +1204,14 @@ int spill_demote(struct spill *sp, const void *ext, uint64_t avail, uint64_t gen
 	return 0;
 }
 
-/* The live extent at off, if it holds generation: 0, -ENOENT, -ESTALE. */
+/* The live extent at off, if it holds generation: 0 or -ESTALE (none there,
+ * being freed, or another generation: the caller's replica is stale). */
 static int live_ent(struct spill *sp, uint64_t off, uint64_t generation, struct sp_ent **ep)
 {
 	struct sp_ent *e = ix_find(sp, off);
 
 	if (!e || e->dying)
-		return -ENOENT;
+		return -ESTALE;
 	if (e->h.generation != generation)
 		return -ESTALE;
 	*ep = e;
@@ -1277,8 +1277,7 @@ int spill_free(struct spill *sp, uint64_t off, uint64_t generation,
 	int rc = live_ent(sp, off, generation, &e);
 
 	if (rc) {
-		if (rc == -ESTALE || rc == -ENOENT)
-			sp->st.free_stale++;
+		sp->st.free_stale++;
 		return rc;
 	}
 	struct sp_op *op = op_new(OP_FREE, cb, arg);

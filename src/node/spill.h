@@ -83,15 +83,15 @@ bool spill_lookup(const struct spill *sp, uint64_t off, struct ext_found *f);
  * segment) to newly allocated spill space, rewriting its header with the
  * spill file's uuid. The bytes at ext must stay unchanged until cb runs.
  * Returns 0 (cb follows: 0 with the spill offset and alloc_len, or -EIO)
- * or, with nothing started: -ENOSPC (no spill room), -EINVAL (not a live
- * extent), -ESTALE (other generation), -EBADMSG (value checksum wrong). */
+ * or, with nothing started: -ENOSPC (no spill room), -ESTALE (not a live
+ * extent there, or another generation), -EBADMSG (value checksum wrong). */
 int spill_demote(struct spill *sp, const void *ext, uint64_t avail, uint64_t generation,
 		 spill_done_fn cb, void *arg);
 /* Copies the spill extent at off (of that generation) into dst (dst_len
  * bytes of room, e.g. a segment extent the master allocated), verifies what
  * it read and rewrites the header with dst_uuid. 0 (cb follows: 0 with len
- * = the extent's size, -EBADMSG, -EIO) or now: -ENOENT (no live extent at
- * off), -ESTALE (other generation), -ERANGE (does not fit in dst_len). */
+ * = the extent's size, -EBADMSG, -EIO) or now: -ESTALE (no live extent at
+ * off, or another generation), -ERANGE (does not fit in dst_len). */
 int spill_promote(struct spill *sp, uint64_t off, uint64_t generation, void *dst,
 		  uint64_t dst_len, uint64_t dst_uuid, spill_done_fn cb, void *arg);
 /* Reads [off, off+len) of the file into dst. dst may be any memory; a
@@ -101,8 +101,8 @@ int spill_read(struct spill *sp, uint64_t off, uint64_t len, void *dst,
 	       spill_done_fn cb, void *arg);
 /* Tombstones the live extent at off if it holds that generation (a header
  * block rebuilt from the index, one write), then releases its space and
- * forgets it. 0 (cb follows: 0 or -EIO) or now: -ENOENT (no live extent
- * there, or already being freed), -ESTALE (another generation). */
+ * forgets it. 0 (cb follows: 0 or -EIO) or now: -ESTALE (no live extent
+ * there, already being freed, or another generation). */
 int spill_free(struct spill *sp, uint64_t off, uint64_t generation,
 	       spill_done_fn cb, void *arg);
 

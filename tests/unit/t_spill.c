@@ -314,7 +314,7 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 				   NULL) == -ESTALE, "stale generation");
 		uint8_t junk[4096];
 		fill(junk, sizeof(junk), 7);
-		CHECK(spill_demote(sp, junk, sizeof(junk), 1, done_cb, NULL) == -EINVAL, "garbage");
+		CHECK(spill_demote(sp, junk, sizeof(junk), 1, done_cb, NULL) == -ESTALE, "garbage");
 		uint8_t *v = seg + o->src_off + EXT_HDR_SIZE + strlen(o->key);
 		v[0] ^= 0xff;
 		CHECK(spill_demote(sp, seg + o->src_off, seglen - o->src_off, o->gen, done_cb,
@@ -338,7 +338,7 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		      "promote stale");
 		CHECK(spill_promote(sp, o->off, o->gen, raw, sz - 1, 1, done_cb, &r) == -ERANGE,
 		      "promote small");
-		CHECK(spill_promote(sp, o->off + 4096 * 1000, o->gen, raw, sz, 1, done_cb, &r) == -ENOENT,
+		CHECK(spill_promote(sp, o->off + 4096 * 1000, o->gen, raw, sz, 1, done_cb, &r) == -ESTALE,
 		      "promote nothing");
 		CHECK(r.calls == 1, "no callbacks for refused promotes");
 		free(raw);
@@ -355,10 +355,10 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		CHECK(spill_lookup(sp, o->off, NULL), "lookup before free");
 		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == 0, "free");
 		CHECK(!spill_lookup(sp, o->off, NULL), "lookup while freeing");
-		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ENOENT, "free while freeing");
+		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "free while freeing");
 		spill_wait_idle(sp);
 		CHECK(r.calls == 1 && r.status == 0, "free %s: %d", o->key, r.status);
-		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ENOENT, "double free");
+		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "double free");
 		o->freed = true;
 		used0 -= o->alloc_len;
 		/* the tombstone is on disk */
@@ -441,7 +441,7 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 	/* a free of a scanned extent works, of the corrupt one finds nothing */
 	{
 		struct res r = { 0 };
-		CHECK(spill_free(sp, objs[victim].off, objs[victim].gen, done_cb, &r) == -ENOENT,
+		CHECK(spill_free(sp, objs[victim].off, objs[victim].gen, done_cb, &r) == -ESTALE,
 		      "the corrupt extent is not allocated");
 	}
 
