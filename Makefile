@@ -39,32 +39,64 @@ override LDFLAGS += -fsanitize=thread
 endif
 BUILD ?= build
 
+# Flags of the Debian packages come from $(BUILD)/config.mk, which
+# tools/config.sh writes only after tools/deps.sh has made sure the packages
+# are installed; make builds it first and then re-reads this file, so the
+# first plain `make` on a fresh machine computes its flags from the
+# installed packages. Goals that build nothing do not need it.
+CONFIG_MK := $(BUILD)/config.mk
+ifneq ($(filter-out clean deps uninstall run,$(or $(MAKECMDGOALS),all)),)
+include $(CONFIG_MK)
+endif
+
 override CFLAGS += -std=gnu11 -D_GNU_SOURCE -fPIC -pthread \
 	-Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wno-unused-parameter -Wno-format-nonliteral \
 	-Isrc/common -Isrc/lib -Isrc/node -Isrc/cli -Ishm -Imaster -Ifuse -MMD -MP \
-	-DKVP_VERSION=\"$(VERSION)\" $(shell pkg-config --cflags fuse3 2>/dev/null)
+	-DKVP_VERSION=\"$(VERSION)\" $(PKG_CFLAGS)
 ifdef WERROR
 override CFLAGS += -Werror
 endif
+# Programs record only the shared objects they use.
+override LDFLAGS += -Wl,--as-needed
 
-PKGS := fuse3 inih liburing libmicrohttpd libsystemd libxxhash
-LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lnuma -libverbs -lcrypto -ldl -lpthread -lm
+# A partly written target (a link that failed half-way) is deleted.
+.DELETE_ON_ERROR:
+# Objects of tests and benchmarks are kept (not removed as intermediates).
+.SECONDARY:
 
-# Files named *_main.c are programs; everything else in src/*/ shm/ fuse/ is
-# the core (libkvpool), master/ is linked into the master and the tests only.
-CORE_SRCS := $(filter-out %_main.c,$(wildcard src/*/*.c shm/*.c fuse/*.c))
+# One archive per product; files named *_main.c are programs.
+#  libkvpool: src/lib plus exactly the plumbing it uses (its closure).
+#  support:   the rest of src/common and shm/ (event loop, HTTP, grants,
+#             allocator, scanner) that daemons and tools share.
+LIB_CLOSURE := src/common/conf.c src/common/cuda.c src/common/log.c src/common/net.c \
+	src/common/rdma.c src/common/wire.c shm/extent.c shm/segment.c
+LIB_SRCS := $(wildcard src/lib/*.c) $(LIB_CLOSURE)
+SUPPORT_SRCS := $(filter-out $(LIB_CLOSURE),$(wildcard src/common/*.c shm/*.c))
+NODE_SRCS := $(filter-out %_main.c,$(wildcard src/node/*.c))
+CLI_SRCS := $(filter-out %_main.c,$(wildcard src/cli/*.c))
+FUSE_SRCS := $(wildcard fuse/*.c)
 MASTER_SRCS := $(filter-out %_main.c,$(wildcard master/*.c))
-CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/%.o)
-MASTER_OBJS := $(MASTER_SRCS:%.c=$(BUILD)/%.o)
-CORE_A := $(BUILD)/libkvpool_core.a
-MASTER_A := $(BUILD)/libkvpool_master.a
+objs = $(1:%.c=$(BUILD)/%.o)
 
-PROGS := $(if $(wildcard master/master_main.c),$(BUILD)/kvpool-master) \
-	$(if $(wildcard src/node/node_main.c),$(BUILD)/kvpool-node) \
-	$(if $(wildcard src/cli/cli_main.c),$(BUILD)/kvpool)
+LIB_OBJS := $(call objs,$(LIB_SRCS))
 LIB_A := $(BUILD)/libkvpool.a
 LIB_SO := $(BUILD)/libkvpool.so.$(VERSION)
+SUPPORT_A := $(BUILD)/libkvpool_support.a
+NODE_A := $(BUILD)/libkvpool_node.a
+CLI_A := $(BUILD)/libkvpool_cli.a
+FUSE_A := $(BUILD)/libkvpool_fuse.a
+MASTER_A := $(BUILD)/libkvpool_master.a
+ARCHIVES := $(NODE_A) $(CLI_A) $(FUSE_A) $(MASTER_A) $(SUPPORT_A) $(LIB_A)
+# Every archive in one group (the linker takes only the objects a program
+# needs, in any order), and every library; --as-needed drops the unused.
+LINK_ARCHIVES = -Wl,--start-group $(ARCHIVES) -Wl,--end-group
+LIBS = $(LIBS_FUSE) $(LIBS_URING) $(LIBS_HTTP) $(LIBS_SYSTEMD) $(LIBS_CRYPTO) $(LIBS_CURL) \
+	$(LIBS_LIB) -ldl -lpthread -lm
+# What libkvpool.so links (and kvpool.pc's Libs.private says): nothing else.
+LIB_LIBS = $(LIBS_LIB) -ldl -lpthread -lm
+
+PROGS := $(BUILD)/kvpool-master $(BUILD)/kvpool-node $(BUILD)/kvpool
 
 TEST_SRCS := $(wildcard tests/unit/t_*.c)
 TESTS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -84,8 +116,6 @@ QLD =
 QAR =
 endif
 
-DEPS_OK := $(BUILD)/.deps-ok
-
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
 	install uninstall clean soak run
 
@@ -96,52 +126,53 @@ libs: $(LIB_A) $(LIB_SO)
 tests: $(TESTS)
 benches: $(BENCHES)
 
-# The dependency check runs once per build tree (and again when the list changes).
-$(DEPS_OK): tools/deps.sh
+$(CONFIG_MK): tools/deps.sh tools/config.sh
 	$(Q)mkdir -p $(BUILD)
 	$(Q)tools/deps.sh build
-	$(Q)touch $@
+	$(Q)tools/config.sh >$@.tmp
+	$(Q)mv $@.tmp $@
 
 deps:
 	tools/deps.sh build test
 
-$(BUILD)/%.o: %.c | $(DEPS_OK)
+$(BUILD)/%.o: %.c | $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(CORE_A): $(CORE_OBJS)
+$(BUILD)/%.a:
 	$(Q)rm -f $@
 	$(QAR)$(AR) rcs $@ $^
 
-$(MASTER_A): $(MASTER_OBJS)
-	$(Q)rm -f $@
-	$(QAR)$(AR) rcs $@ $^
+$(LIB_A): $(LIB_OBJS)
+$(SUPPORT_A): $(call objs,$(SUPPORT_SRCS))
+$(NODE_A): $(call objs,$(NODE_SRCS))
+$(CLI_A): $(call objs,$(CLI_SRCS))
+$(FUSE_A): $(call objs,$(FUSE_SRCS))
+$(MASTER_A): $(call objs,$(MASTER_SRCS))
 
-$(LIB_A): $(CORE_A)
-	$(Q)cp $< $@
-
-$(LIB_SO): $(CORE_OBJS) src/lib/libkvpool.map
-	$(QLD)$(CC) -shared -Wl,-soname,libkvpool.so.$(SOVERSION) \
-		-Wl,--version-script=src/lib/libkvpool.map $(LDFLAGS) -o $@ $(CORE_OBJS) $(LIBS)
+# -z defs: a library that would not load (an undefined symbol) does not link.
+$(LIB_SO): $(LIB_OBJS) src/lib/libkvpool.map $(CONFIG_MK)
+	$(QLD)$(CC) -shared -Wl,-soname,libkvpool.so.$(SOVERSION) -Wl,-z,defs \
+		-Wl,--version-script=src/lib/libkvpool.map $(LDFLAGS) -o $@ $(LIB_OBJS) $(LIB_LIBS)
 	$(Q)ln -sf libkvpool.so.$(VERSION) $(BUILD)/libkvpool.so.$(SOVERSION)
 	$(Q)ln -sf libkvpool.so.$(VERSION) $(BUILD)/libkvpool.so
 
-$(BUILD)/kvpool-master: $(BUILD)/master/master_main.o $(MASTER_A) $(CORE_A)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kvpool-master: $(BUILD)/master/master_main.o $(ARCHIVES) $(CONFIG_MK)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
-$(BUILD)/kvpool-node: $(BUILD)/src/node/node_main.o $(CORE_A)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kvpool-node: $(BUILD)/src/node/node_main.o $(ARCHIVES) $(CONFIG_MK)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
-$(BUILD)/kvpool: $(BUILD)/src/cli/cli_main.o $(CORE_A)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/kvpool: $(BUILD)/src/cli/cli_main.o $(ARCHIVES) $(CONFIG_MK)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(MASTER_A) $(CORE_A)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(MASTER_A) $(CORE_A)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
 # libFuzzer: the same sources built by clang with the fuzzer runtime.
 fuzz:
@@ -151,9 +182,9 @@ fuzz:
 
 fuzz-targets: $(FUZZERS)
 
-$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(MASTER_A) $(CORE_A)
+$(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LIBS)
+	$(QLD)$(CC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
 # Runs every fuzz target for FUZZ_SECONDS each (default 60).
 fuzz-run: fuzz
@@ -181,7 +212,8 @@ uninstall:
 clean:
 	rm -rf build build-san build-fuzz build-tsan
 
-ALL_OBJS := $(CORE_OBJS) $(MASTER_OBJS) $(BUILD)/master/master_main.o $(BUILD)/src/node/node_main.o \
+ALL_OBJS := $(call objs,$(LIB_SRCS) $(SUPPORT_SRCS) $(NODE_SRCS) $(CLI_SRCS) $(FUSE_SRCS) \
+	$(MASTER_SRCS)) $(BUILD)/master/master_main.o $(BUILD)/src/node/node_main.o \
 	$(BUILD)/src/cli/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
 -include python/Makefile.inc
