@@ -185,36 +185,6 @@ struct kvfs_opts {
 	char fuse_opts[1024];	/* generic mount options passed to libfuse */
 };
 
-/* "section.key=value" for every key set on the command line, so that the
- * view's own pool handle sees what the caller's configuration says. */
-static const char **cmdline_overrides(const struct kvp_conf *c)
-{
-	const char **ov = calloc(conf_table_len + 1, sizeof(*ov));
-	size_t n = 0;
-
-	if (!ov)
-		return NULL;
-	for (size_t i = 0; i < conf_table_len && i < sizeof(c->src); i++) {
-		const struct conf_key *k = &conf_table[i];
-		char val[CONF_STR * 2], *s;
-
-		if (c->src[i] != CONF_SRC_CMDLINE)
-			continue;
-		conf_format(c, k, val, sizeof(val));
-		if (asprintf(&s, "%s.%s=%s", k->section, k->key, val) < 0)
-			continue;
-		ov[n++] = s;
-	}
-	return ov;
-}
-
-static void overrides_free(const char **ov)
-{
-	for (size_t i = 0; ov && ov[i]; i++)
-		free((char *)ov[i]);
-	free(ov);
-}
-
 static void fs_free(struct kvfs *fs)
 {
 	if (!fs)
@@ -223,7 +193,6 @@ static void fs_free(struct kvfs *fs)
 		fuse_session_destroy(fs->se);
 	if (fs->kvp)
 		kvp_close(fs->kvp);
-	overrides_free(fs->overrides);
 	kvfs_local_free(fs);
 	kvfs_tables_free(fs);
 	pthread_mutex_destroy(&fs->lock);
@@ -296,7 +265,6 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 	}
 
 	/* the view's own pool client */
-	fs->overrides = cmdline_overrides(conf);
 	fs->kvp = kvfs_kvp(fs, &e);
 	if (!fs->kvp) {
 		if (need_pool) {

@@ -20,7 +20,7 @@ static int info_get(struct kvfs *fs, struct kvp_info *info)
 
 	k = kvfs_kvp(fs, &e);
 	rc = k ? kvp_info(k, info) : e;
-	return rc < 0 ? -kvfs_errno(rc) : 0;
+	return rc < 0 ? -kvp_to_errno(rc) : 0;
 }
 
 static const struct kvp_node_info *info_node(const struct kvp_info *info, const char *node)

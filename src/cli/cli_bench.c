@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
+#include "kvpool_i.h"
 
 /* Values start at a key-dependent 8-byte offset inside the first
  * BENCH_SLACK bytes of the pattern: 8192 distinct windows, so bytes of the
@@ -741,14 +742,12 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
 	       " wrong values\n", sum->ok, sum->missing, sum->errors, sum->mismatches);
 }
 
-int cli_bench_main(const struct kvp_open_opts *opts, const struct kvp_conf *conf,
-		   int argc, char **argv)
+int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 {
 	struct bench b;
-	struct kvp_open_opts o = *opts;
-	const char **ov = NULL;
-	char ovpath[64];
-	size_t nov = 0, pattern_len, nlat = 0;
+	struct kvp_conf bconf;
+	char cerr[256];
+	size_t pattern_len, nlat = 0;
 	uint64_t *lat = NULL, wall, rng;
 	struct bench_thr sum = { 0 }, prep = { 0 };
 	struct kvp_stats st0, st1;
@@ -763,19 +762,11 @@ int cli_bench_main(const struct kvp_open_opts *opts, const struct kvp_conf *conf
 		return rc;
 	path = b.cfg.path ? b.cfg.path : conf->client.protocol;
 
-	/* --path becomes one more override on top of the global ones. */
-	while (opts->overrides && opts->overrides[nov])
-		nov++;
-	ov = calloc(nov + 2, sizeof(*ov));
-	if (!ov)
-		return CLI_EXIT_ERR;
-	for (size_t i = 0; i < nov; i++)
-		ov[i] = opts->overrides[i];
-	if (b.cfg.path) {
-		snprintf(ovpath, sizeof(ovpath), "client.protocol=%s", b.cfg.path);
-		ov[nov++] = ovpath;
-	}
-	o.overrides = ov;
+	/* --path overrides [client] protocol of the loaded configuration. */
+	bconf = *conf;
+	if (b.cfg.path && conf_set(&bconf, "client", "protocol", b.cfg.path, CONF_SRC_CMDLINE,
+				   cerr, sizeof(cerr)) < 0)
+		return cli_usage_error("bench", "--path: %s", cerr);
 
 	rc = CLI_EXIT_ERR;
 	b.keylen = strlen(b.cfg.prefix) + 32;
@@ -815,7 +806,7 @@ int cli_bench_main(const struct kvp_open_opts *opts, const struct kvp_conf *conf
 		}
 	}
 
-	b.kvp = kvp_open(&o, &err);
+	b.kvp = kvp_open_conf(&bconf, &err);
 	if (!b.kvp) {
 		cli_error("bench", conf->cluster.master, err ? err : KVP_ECONN, NULL);
 		goto out_free;
@@ -898,6 +889,5 @@ out_free:
 		}
 	free(b.thr);
 	free(b.pattern);
-	free(ov);
 	return rc;
 }

@@ -13,7 +13,6 @@
 
 /* argv[0] is "bench"; getopt state must be reset by the caller. Returns an
  * exit code (0 ok, 1 errors or wrong values, 2 usage). */
-int cli_bench_main(const struct kvp_open_opts *opts, const struct kvp_conf *conf,
-		   int argc, char **argv);
+int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv);
 
 #endif

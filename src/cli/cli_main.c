@@ -22,17 +22,18 @@
 #include "conf.h"
 #include "kvfs.h"
 #include "kvpool.h"
+#include "kvpool_i.h"
 #include "log.h"
 #include "scan.h"
 #include "selftest.h"
 
 struct cli {
-	const char *cfgfile;		/* -c, NULL: the default file if present */
+	const char *cfgfiles[CONF_MAX_FILES];	/* -c layers in order; none: the default file */
+	size_t ncfgfiles;
 	const char *master;		/* --master */
 	const char **overrides;		/* -o ..., NULL-terminated */
 	size_t noverrides;
-	struct kvp_conf conf;		/* effective configuration */
-	struct kvp_open_opts opts;
+	struct kvp_conf conf;		/* effective configuration, handed to the library */
 };
 
 struct cli_cmd {
@@ -52,7 +53,7 @@ static struct kvp *cli_connect(struct cli *c, const char *cmd)
 	struct kvp *kvp;
 	int err = 0;
 
-	kvp = kvp_open(&c->opts, &err);
+	kvp = kvp_open_conf(&c->conf, &err);
 	if (!kvp) {
 		if (err == 0)
 			err = KVP_ECONN;
@@ -266,11 +267,7 @@ static int cmd_put(struct cli *c, int argc, char **argv)
 
 	if (replicas) {
 		/* The library takes the replica count from [client] replicas. */
-		static char ov[64];
-
-		snprintf(ov, sizeof(ov), "client.replicas=%" PRIu64, replicas);
-		c->overrides[c->noverrides++] = ov;
-		c->overrides[c->noverrides] = NULL;
+		c->conf.client.replicas = (int64_t)replicas;
 	}
 
 	if (path) {
@@ -934,7 +931,7 @@ static int cmd_bench(struct cli *c, int argc, char **argv)
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
 			return cli_cmd_help("bench");
 	cli_getopt_reset();
-	return cli_bench_main(&c->opts, &c->conf, argc, argv);
+	return cli_bench_main(&c->conf, argc, argv);
 }
 
 static int cmd_selftest(struct cli *c, int argc, char **argv)
@@ -1062,7 +1059,8 @@ static void cli_help(void)
 		printf("  %s\n", cli_cmds[i].synopsis);
 	printf("\n"
 	       "Global options:\n"
-	       "  -c, --config FILE     INI file (default %s if present)\n"
+	       "  -c, --config FILE     INI file (default %s if present); repeat to\n"
+	       "                        layer files, a later one overriding an earlier\n"
 	       "  -m, --master H:P      the master's address (cluster.master)\n"
 	       "  -o section.key=value  override one configuration key (repeatable),\n"
 	       "                        e.g. -o client.protocol=tcp\n"
@@ -1103,7 +1101,11 @@ static int cli_run(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "+c:m:o:hV", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
-			c.cfgfile = optarg;
+			if (c.ncfgfiles == CONF_MAX_FILES) {
+				rc = cli_usage_error(NULL, "at most %d -c files", CONF_MAX_FILES);
+				goto out_free;
+			}
+			c.cfgfiles[c.ncfgfiles++] = optarg;
 			break;
 		case 'm':
 			c.master = optarg;
@@ -1154,7 +1156,7 @@ static int cli_run(int argc, char **argv)
 		goto out_free;
 	}
 
-	if (conf_load(&c.conf, c.cfgfile, c.overrides, err, sizeof(err)) < 0) {
+	if (conf_load_files(&c.conf, c.cfgfiles, c.ncfgfiles, c.overrides, err, sizeof(err)) < 0) {
 		cli_errorx("config", "%s", err);
 		rc = CLI_EXIT_USAGE;
 		goto out_free;
@@ -1166,9 +1168,6 @@ static int cli_run(int argc, char **argv)
 		rc = CLI_EXIT_OK;
 		goto out_free;
 	}
-	c.opts.config_file = c.cfgfile;
-	c.opts.master = c.master;
-	c.opts.overrides = c.overrides;
 	rc = cmd->fn(&c, argc - optind, argv + optind);
 
 out_free:

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "kvpool_i.h"
 #include "extent.h"
 #include "kvpool.h"
 #include "log.h"
@@ -826,33 +827,13 @@ static int proto_parse(const char *s, enum client_proto *p)
 	return 0;
 }
 
-struct kvp *kvp_open(const struct kvp_open_opts *opts, int *errp)
+/* Fills the handle from kvp->conf (already loaded), connects and loads the
+ * segment table; frees kvp on failure. */
+static struct kvp *open_handle(struct kvp *kvp, int *errp)
 {
-	struct kvp_open_opts none = { 0 };
-	struct kvp *kvp;
-	char err[512], host[64];
+	char host[64];
 	int rc;
 
-	if (!opts)
-		opts = &none;
-	kvp = calloc(1, sizeof(*kvp));
-	if (!kvp) {
-		rc = KVP_ENOMEM;
-		goto out;
-	}
-	if (conf_load(&kvp->conf, opts->config_file, opts->overrides, err, sizeof(err)) < 0) {
-		log_err("kvpool: %s", err);
-		rc = KVP_EINVAL;
-		goto out_free;
-	}
-	if (opts->master) {
-		if (strlen(opts->master) >= sizeof(kvp->conf.cluster.master)) {
-			rc = KVP_EINVAL;
-			goto out_free;
-		}
-		snprintf(kvp->conf.cluster.master, sizeof(kvp->conf.cluster.master), "%s",
-			 opts->master);
-	}
 	if (!kvp->conf.cluster.master[0]) {
 		rc = KVP_EINVAL;
 		goto out_free;
@@ -913,6 +894,56 @@ out:
 	if (errp)
 		*errp = rc;
 	return NULL;
+}
+
+struct kvp *kvp_open(const struct kvp_open_opts *opts, int *errp)
+{
+	struct kvp_open_opts none = { 0 };
+	struct kvp *kvp;
+	char err[512];
+	int rc;
+
+	if (!opts)
+		opts = &none;
+	kvp = calloc(1, sizeof(*kvp));
+	if (!kvp) {
+		rc = KVP_ENOMEM;
+		goto out;
+	}
+	if (conf_load(&kvp->conf, opts->config_file, opts->overrides, err, sizeof(err)) < 0) {
+		log_err("kvpool: %s", err);
+		rc = KVP_EINVAL;
+		goto out_free;
+	}
+	if (opts->master) {
+		if (strlen(opts->master) >= sizeof(kvp->conf.cluster.master)) {
+			rc = KVP_EINVAL;
+			goto out_free;
+		}
+		snprintf(kvp->conf.cluster.master, sizeof(kvp->conf.cluster.master), "%s",
+			 opts->master);
+	}
+	return open_handle(kvp, errp);
+
+out_free:
+	free(kvp);
+out:
+	if (errp)
+		*errp = rc;
+	return NULL;
+}
+
+struct kvp *kvp_open_conf(const struct kvp_conf *conf, int *errp)
+{
+	struct kvp *kvp = calloc(1, sizeof(*kvp));
+
+	if (!kvp) {
+		if (errp)
+			*errp = KVP_ENOMEM;
+		return NULL;
+	}
+	kvp->conf = *conf;
+	return open_handle(kvp, errp);
 }
 
 void kvp_close(struct kvp *kvp)
