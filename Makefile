@@ -69,8 +69,9 @@ override LDFLAGS += -Wl,--as-needed
 #  libkvpool: src/lib plus exactly the plumbing it uses (its closure).
 #  support:   the rest of src/common and shm/ (event loop, HTTP, grants,
 #             allocator, scanner) that daemons and tools share.
-LIB_CLOSURE := src/common/conf.c src/common/cuda.c src/common/log.c src/common/net.c \
-	src/common/rdma.c src/common/wire.c shm/extent.c shm/segment.c
+LIB_CLOSURE := src/common/conf.c src/common/conf_parse.c src/common/conf_table.c \
+	src/common/cuda.c src/common/log.c src/common/net.c src/common/rdma.c \
+	src/common/wire.c shm/extent.c shm/segment.c
 LIB_SRCS := $(wildcard src/lib/*.c) $(LIB_CLOSURE)
 SUPPORT_SRCS := $(filter-out $(LIB_CLOSURE),$(wildcard src/common/*.c shm/*.c))
 NODE_SRCS := $(filter-out %_main.c,$(wildcard src/node/*.c))

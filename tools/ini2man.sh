@@ -1,8 +1,8 @@
 #!/bin/sh
 # ini2man.sh [conf/kvpool.ini [VERSION]] > kvpool.ini.5 — the kvpool.ini(5)
 # man page is generated from the example INI (itself generated from the
-# config table in src/common/conf.c), so the three never drift. tools/install.sh
-# runs it at install time.
+# config table in src/common/conf_table.c), so the three never drift.
+# tools/install.sh runs it at install time.
 set -eu
 ini=${1:-conf/kvpool.ini}
 version=${2:-}

@@ -1,10 +1,12 @@
 /* conf: the one INI configuration of every kvpool process (inih), described
- * by a single table (conf.c): section/key -> offset in struct kvp_conf, type,
- * range, default, help. The same table parses the file, applies
- * KVPOOL_<SECTION>_<KEY> and Mooncake's variables, prints --print-config and
- * generates conf/kvpool.ini. Load order: defaults, file(s) in order,
- * environment, overrides (command line). Not thread-safe while loading;
- * read-only after.
+ * by a single table (conf_table.c): section/key -> offset in struct
+ * kvp_conf, type, range, default, help. The same table parses the file,
+ * applies KVPOOL_<SECTION>_<KEY> and Mooncake's variables, prints
+ * --print-config and generates conf/kvpool.ini. Load order: defaults,
+ * file(s) in order, environment, overrides (command line). Loading is
+ * conf.c, value parsing conf_parse.c. Errors are KVP_EINVAL (KVP_ENOMEM when
+ * out of memory) with the message in the caller's buffer. Not thread-safe
+ * while loading; read-only after.
  */
 #ifndef KVP_CONF_H
 #define KVP_CONF_H
@@ -12,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "kvpool.h"
 
 #define CONF_DEFAULT_FILE "/etc/kvpool/kvpool.ini"
 #define CONF_STR 256
@@ -131,8 +135,9 @@ void conf_defaults(struct kvp_conf *c);
 /* Defaults, then file (path NULL: CONF_DEFAULT_FILE if it exists; a named
  * file must exist), then the environment, then the overrides (NULL-terminated
  * "section.key=value"), then cluster.token from cluster.token_file. On error
- * returns -1 with "FILE:LINE: [section] key: message" (or "env KVPOOL_X_Y:
- * ..." / "override ...: ..." / "[cluster] token_file: ...") in err. */
+ * returns KVP_EINVAL (KVP_ENOMEM when out of memory) with "FILE:LINE:
+ * [section] key: message" (or "env KVPOOL_X_Y: ..." / "override ...: ..." /
+ * "[cluster] token_file: ...") in err. */
 int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides,
 	      char *err, size_t errlen);
 /* conf_load with @n files layered in order (at most CONF_MAX_FILES): a key
@@ -147,10 +152,10 @@ int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
  * recorded as c->file if that is still empty. Errors as conf_load:
  * "NAME:LINE: [section] key: message". */
 int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, size_t errlen);
-/* Sets one key from text with validation; 0 or -1 with a message. */
+/* Sets one key from text with validation; 0 or KVP_EINVAL with a message. */
 int conf_set(struct kvp_conf *c, const char *section, const char *key,
 	     const char *value, enum conf_src src, char *err, size_t errlen);
-/* "section.key=value" */
+/* "section.key=value"; 0 or KVP_EINVAL with a message. */
 int conf_set_override(struct kvp_conf *c, const char *kv, char *err, size_t errlen);
 /* Effective configuration, one "section.key = value   # source" per line. */
 void conf_print(const struct kvp_conf *c, FILE *out);
@@ -165,10 +170,11 @@ const struct conf_key *conf_find(const char *section, const char *key);
 int conf_apply_live(struct kvp_conf *cur, const struct kvp_conf *next);
 
 /* Parsers shared with the CLI: "64K", "1G", "1048576" -> bytes;
- * "500ms", "5s", "2m", "1h", "1000" (ms) -> ms; 0 or -1. */
+ * "500ms", "5s", "2m", "1h", "1000" (ms) -> ms; 0 or KVP_EINVAL (no message). */
 int conf_parse_size(const char *s, uint64_t *out);
 int conf_parse_duration(const char *s, uint64_t *out);
-/* "host:port" / "[v6]:port" / ":port" -> host (may be "") and port. */
+/* "host:port" / "[v6]:port" / ":port" -> host (may be "") and port; 0 or
+ * KVP_EINVAL. */
 int conf_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 
 #endif

@@ -11,8 +11,8 @@
  * from KVP_E* into errno (a FUSE reply, an OSError) only through
  * kvp_to_errno(); both read the table in errors.c, which also gives each
  * code's name, message and Mooncake ErrorCode. No other translator exists.
- * Configuration parsing (conf.c) returns KVP_EINVAL with the message in a
- * caller's buffer. Thread-safe: the table is constant.
+ * Configuration parsing (src/common/conf*.c) returns KVP_EINVAL with the
+ * message in a caller's buffer. Thread-safe: the table is constant.
  */
 #ifndef KVP_ERRORS_H
 #define KVP_ERRORS_H

@@ -1,4 +1,4 @@
-/* t_conf: the configuration module (src/common/conf.c): defaults, a file with every
+/* t_conf: the configuration module (src/common/conf*.c): defaults, a file with every
  * type, every kind of bad file and its exact "FILE:LINE: [section] key:"
  * message, environment and Mooncake aliases with their precedence, command
  * line overrides, the size/duration/host:port parsers' edges, token file
@@ -9,6 +9,7 @@
  *   t_conf --write-example   print the example (> conf/kvpool.ini)
  */
 #include "conf.h"
+#include "kvpool.h"
 #include "log.h"
 
 #include <errno.h>
@@ -441,13 +442,13 @@ static void test_bad_files(void)
 
 	/* a named file that does not exist, and a directory */
 	snprintf(path, sizeof(path), "%s/missing.ini", tmpdir);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	{
 		char want[400];
 
 		snprintf(want, sizeof(want), "%s: No such file or directory", path);
 		CHECK(strcmp(err, want) == 0);
-		CHECK(conf_load(&c, tmpdir, NULL, err, sizeof(err)) == -1);
+		CHECK(conf_load(&c, tmpdir, NULL, err, sizeof(err)) == KVP_EINVAL);
 		snprintf(want, sizeof(want), "%s: Is a directory", tmpdir);
 		CHECK(strcmp(err, want) == 0);
 	}
@@ -465,9 +466,9 @@ static void test_bad_files(void)
 
 		write_file(path, sizeof(path), "t.ini", "[client]\nreplicas = 100\n");
 		memset(tiny, 'x', sizeof(tiny));
-		CHECK(conf_load(&c, path, NULL, tiny, sizeof(tiny)) == -1);
+		CHECK(conf_load(&c, path, NULL, tiny, sizeof(tiny)) == KVP_EINVAL);
 		CHECK(memchr(tiny, '\0', sizeof(tiny)) != NULL);
-		CHECK(conf_load(&c, path, NULL, NULL, 0) == -1);
+		CHECK(conf_load(&c, path, NULL, NULL, 0) == KVP_EINVAL);
 	}
 }
 
@@ -488,7 +489,7 @@ static void test_stream(void)
 	CHECK(strcmp(c.file, "mem.ini") == 0);
 
 	f = fmemopen((void *)"[client]\nreplicas = 40\n", 23, "r");
-	CHECK(conf_load_stream(&c, f, "mem.ini", err, sizeof(err)) == -1);
+	CHECK(conf_load_stream(&c, f, "mem.ini", err, sizeof(err)) == KVP_EINVAL);
 	fclose(f);
 	CHECK_PREFIX(err, "mem.ini:2: [client] replicas: \"40\" is out of range (1..8)");
 }
@@ -520,21 +521,21 @@ static void test_env(void)
 
 	/* a bad value names the variable */
 	setenv("KVPOOL_CLIENT_REPLICAS", "0", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env KVPOOL_CLIENT_REPLICAS: [client] replicas: \"0\" is out of range (1..8)");
 	clear_env();
 
 	/* typo in a known section: error; unknown section: only a warning */
 	setenv("KVPOOL_NODE_SEGMENTSIZE", "1G", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env KVPOOL_NODE_SEGMENTSIZE: [node] segmentsize: unknown key");
 	clear_env();
 	setenv("KVPOOL_node_name", "x", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env KVPOOL_node_name: [node] name: unknown key");
 	clear_env();
 	setenv("KVPOOL_CLUSTER_TOKEN", "x", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env KVPOOL_CLUSTER_TOKEN: [cluster] token: unknown key");
 	clear_env();
 	setenv("KVPOOL_TESTTOOL_THING", "x", 1);
@@ -588,11 +589,11 @@ static void test_aliases(void)
 
 	/* a bad alias value names the alias */
 	setenv("MOONCAKE_PROTOCOL", "udp", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env MOONCAKE_PROTOCOL: [client] protocol: bad value \"udp\"");
 	setenv("MOONCAKE_PROTOCOL", "rdma", 1);
 	setenv("MOONCAKE_GLOBAL_SEGMENT_SIZE", "4XB", 1);
-	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "env MOONCAKE_GLOBAL_SEGMENT_SIZE: [node] segment_size: bad size suffix");
 	clear_env();
 }
@@ -618,26 +619,26 @@ static void test_overrides(void)
 	CHECK(srcof(&c, "node", "segment_size") == CONF_SRC_CMDLINE);
 	clear_env();
 
-	CHECK(conf_load(&c, path, bad1, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, bad1, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "override client.replicas=0: [client] replicas: \"0\" is out of range (1..8)");
-	CHECK(conf_load(&c, path, bad2, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, bad2, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "override \"replicas=2\": expected section.key=value");
-	CHECK(conf_load(&c, path, bad3, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, bad3, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "override client.nope=2: [client] nope: unknown key");
-	CHECK(conf_load(&c, path, bad4, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, path, bad4, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "override clients.replicas=2: [clients] replicas: unknown section");
 
 	/* conf_set directly, and a value too long for the struct */
 	conf_defaults(&c);
 	memset(big, 'a', sizeof(big));
 	big[sizeof(big) - 1] = '\0';
-	CHECK(conf_set(&c, "node", "name", big, CONF_SRC_CMDLINE, err, sizeof(err)) == -1);
+	CHECK(conf_set(&c, "node", "name", big, CONF_SRC_CMDLINE, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_PREFIX(err, "[node] name: value too long (at most 255 bytes)");
 	CHECK(conf_set(&c, "node", "name", "n1", CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
 	CHECK(strcmp(c.node.name, "n1") == 0);
-	CHECK(conf_set(&c, "node", "name", NULL, CONF_SRC_CMDLINE, err, sizeof(err)) == -1);
+	CHECK(conf_set(&c, "node", "name", NULL, CONF_SRC_CMDLINE, err, sizeof(err)) == KVP_EINVAL);
 	/* a failed set leaves the old value */
-	CHECK(conf_set(&c, "client", "replicas", "x", CONF_SRC_CMDLINE, err, sizeof(err)) == -1);
+	CHECK(conf_set(&c, "client", "replicas", "x", CONF_SRC_CMDLINE, err, sizeof(err)) == KVP_EINVAL);
 	CHECK(c.client.replicas == 1);
 	/* the empty string unsets a host:port whose default is unset */
 	CHECK(conf_set(&c, "node", "advertise", "h:1", CONF_SRC_CMDLINE, err, sizeof(err)) == 0);
@@ -679,12 +680,12 @@ static void test_parse_size(void)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		v = 12345;
-		if (conf_parse_size(bad[i], &v) != -1)
+		if (conf_parse_size(bad[i], &v) != KVP_EINVAL)
 			fprintf(stderr, "size \"%s\" accepted\n", bad[i]);
-		CHECK(conf_parse_size(bad[i], &v) == -1);
+		CHECK(conf_parse_size(bad[i], &v) == KVP_EINVAL);
 		CHECK(v == 12345);
 	}
-	CHECK(conf_parse_size(NULL, &v) == -1);
+	CHECK(conf_parse_size(NULL, &v) == KVP_EINVAL);
 }
 
 static void test_parse_duration(void)
@@ -710,9 +711,9 @@ static void test_parse_duration(void)
 		CHECK(v == ok[i].v);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (conf_parse_duration(bad[i], &v) != -1)
+		if (conf_parse_duration(bad[i], &v) != KVP_EINVAL)
 			fprintf(stderr, "duration \"%s\" accepted\n", bad[i]);
-		CHECK(conf_parse_duration(bad[i], &v) == -1);
+		CHECK(conf_parse_duration(bad[i], &v) == KVP_EINVAL);
 	}
 }
 
@@ -738,12 +739,12 @@ static void test_parse_hostport(void)
 		CHECK(port == ok[i].port);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (conf_parse_hostport(bad[i], host, sizeof(host), &port) != -1)
+		if (conf_parse_hostport(bad[i], host, sizeof(host), &port) != KVP_EINVAL)
 			fprintf(stderr, "host:port \"%s\" accepted\n", bad[i]);
-		CHECK(conf_parse_hostport(bad[i], host, sizeof(host), &port) == -1);
+		CHECK(conf_parse_hostport(bad[i], host, sizeof(host), &port) == KVP_EINVAL);
 	}
 	/* the host must fit the caller's buffer */
-	CHECK(conf_parse_hostport("abcdefgh:1", host, 8, &port) == -1);
+	CHECK(conf_parse_hostport("abcdefgh:1", host, 8, &port) == KVP_EINVAL);
 	CHECK(conf_parse_hostport("abcdefg:1", host, 8, &port) == 0);
 	CHECK(conf_parse_hostport("abcdefgh:1", NULL, 0, NULL) == 0);
 }
@@ -777,23 +778,23 @@ static void test_token(void)
 	}
 
 	chmod(tok, 0644);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	snprintf(want, sizeof(want), "[cluster] token_file: %s: mode 0644 lets group or other "
 		 "read the token; run chmod 600 %s", tok, tok);
 	CHECK(strcmp(err, want) == 0);
 	chmod(tok, 0640);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_CONTAINS(err, "mode 0640");
 	chmod(tok, 0604);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	chmod(tok, 0400);
 	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == 0);
 
 	write_bytes(tok, sizeof(tok), "token", "   \nreal\n", 9, 0600);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_CONTAINS(err, "the first line is empty");
 	write_bytes(tok, sizeof(tok), "token", "", 0, 0600);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_CONTAINS(err, "the first line is empty");
 	write_bytes(tok, sizeof(tok), "token", "no-newline", 10, 0600);
 	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == 0);
@@ -803,17 +804,17 @@ static void test_token(void)
 
 		memset(longtok, 'k', sizeof(longtok));
 		write_bytes(tok, sizeof(tok), "token", longtok, sizeof(longtok), 0600);
-		CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+		CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 		CHECK_CONTAINS(err, "token longer than 255 bytes");
 	}
 
 	/* missing, or a directory; token_file through the environment */
 	unlink(tok);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	snprintf(want, sizeof(want), "[cluster] token_file: %s: No such file or directory", tok);
 	CHECK(strcmp(err, want) == 0);
 	setenv("KVPOOL_CLUSTER_TOKEN_FILE", tmpdir, 1);
-	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load(&c, ini, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_CONTAINS(err, "not a regular file");
 	write_bytes(tok, sizeof(tok), "token2", "envtok\n", 7, 0600);
 	setenv("KVPOOL_CLUSTER_TOKEN_FILE", tok, 1);
@@ -962,25 +963,25 @@ static void test_files(void)
 	three[0] = base;
 	three[1] = inst;
 	three[2] = dup;
-	CHECK(conf_load_files(&c, three, 3, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load_files(&c, three, 3, NULL, err, sizeof(err)) == KVP_EINVAL);
 	snprintf(want, sizeof(want), "%s:4: [node] name: duplicate key (first set on line 2)", dup);
 	CHECK_PREFIX(err, want);
 	/* a bad value in the second file names the second file */
 	write_file(inst2, sizeof(inst2), "node-bad.ini", "[node]\n\nsegment_size = 1K\n");
 	both[1] = inst2;
-	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == KVP_EINVAL);
 	snprintf(want, sizeof(want), "%s:3: [node] segment_size: ", inst2);
 	CHECK_PREFIX(err, want);
 	/* every named file must exist (the unit names node-%i.ini on purpose) */
 	unlink(inst2);
-	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load_files(&c, both, 2, NULL, err, sizeof(err)) == KVP_EINVAL);
 	snprintf(want, sizeof(want), "%s: No such file or directory", inst2);
 	CHECK(strcmp(err, want) == 0);
 	/* too many */
 	for (size_t i = 0; i < CONF_MAX_FILES + 1; i++)
 		many[i] = base;
 	CHECK(conf_load_files(&c, many, CONF_MAX_FILES, NULL, err, sizeof(err)) == 0);
-	CHECK(conf_load_files(&c, many, CONF_MAX_FILES + 1, NULL, err, sizeof(err)) == -1);
+	CHECK(conf_load_files(&c, many, CONF_MAX_FILES + 1, NULL, err, sizeof(err)) == KVP_EINVAL);
 	CHECK_CONTAINS(err, "at most 8");
 
 	/* the token file may be named by the instance file */
