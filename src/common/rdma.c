@@ -1,14 +1,15 @@
 /* rdma: kvpool's ibverbs layer (see rdma.h): devices, PDs, chunked memory
- * registration, the rdma_info and QP exchange codecs, RC QP sets, and the
- * engine that turns extent transfers into READ/WRITE work requests. The
- * verbs calls follow rdma-core's rc_pingpong. ibverbs returns positive errno
- * values; they become negative here, at the boundary. No global state.
+ * registration and its arithmetic, RC QP sets (and the simulated ones of
+ * the unit tests), posting and polling. The codecs of rdma_info and the QP
+ * exchange are in rdma_codec.c, the bounce buffer and the transfer engine
+ * in rdma_eng.c. The verbs calls follow rdma-core's rc_pingpong. ibverbs
+ * returns positive errno values; they become negative here, at the
+ * boundary. No global state.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,20 +21,7 @@
 
 #include "log.h"
 #include "rdma.h"
-
-static void seterr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
+#include "rdma_i.h"
 
 /* ---- pure arithmetic ---------------------------------------------------- */
 
@@ -123,268 +111,6 @@ bool rdma_filter_has(const char *list, const char *name)
 		p += n;
 	}
 	return !any;
-}
-
-/* ---- codecs ------------------------------------------------------------- */
-
-static bool name_ok(const uint8_t *p, size_t n)
-{
-	if (!p || n == 0 || n >= RDMA_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (p[i] <= ' ' || p[i] >= 0x7f)
-			return false;
-	return true;
-}
-
-int rdma_info_encode(struct wbuf *b, const struct rdma_info *info)
-{
-	if (info->ndev < 1 || info->ndev > RDMA_MAX_DEVS)
-		return -EINVAL;
-	wb_u8(b, RDMA_INFO_VERSION);
-	wb_u8(b, info->ndev);
-	wb_u64(b, info->addr);
-	wb_u64(b, info->len);
-	for (unsigned d = 0; d < info->ndev; d++) {
-		const struct rdma_info_dev *v = &info->dev[d];
-		uint64_t off = 0;
-		size_t nl = strnlen(v->name, RDMA_NAME_MAX);
-
-		if (!name_ok((const uint8_t *)v->name, nl) || v->nchunks < 1 ||
-		    v->nchunks > RDMA_MAX_CHUNKS)
-			return -EINVAL;
-		wb_str(b, v->name, nl);
-		wb_u8(b, v->port);
-		wb_u8(b, v->link_layer);
-		wb_u16(b, v->lid);
-		wb_bytes(b, v->gid, 16);
-		wb_u32(b, v->nchunks);
-		for (uint32_t i = 0; i < v->nchunks; i++) {
-			const struct rdma_mr_chunk *c = &v->chunks[i];
-
-			if (c->addr != info->addr + off || !c->len)
-				return -EINVAL;
-			wb_u64(b, off);
-			wb_u64(b, c->len);
-			wb_u32(b, c->rkey);
-			off += c->len;
-		}
-		if (off != info->len)
-			return -EINVAL;
-	}
-	return b->oom ? -ENOMEM : 0;
-}
-
-/* Each chunk record is 20 bytes; a device record at least 2 + 1 + 24 + 20. */
-#define INFO_CHUNK_BYTES 20
-
-int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err, size_t errlen)
-{
-	struct rdma_info *info;
-	struct rbuf r;
-	uint8_t ver, ndev;
-	size_t total = 0;
-
-	*out = NULL;
-	rb_init(&r, p, n);
-	ver = rb_u8(&r);
-	ndev = rb_u8(&r);
-	if (!rb_ok(&r)) {
-		seterr(err, errlen, "rdma_info: truncated");
-		return -EPROTO;
-	}
-	if (ver != RDMA_INFO_VERSION) {
-		seterr(err, errlen, "rdma_info: version %u (expected %u)", ver, RDMA_INFO_VERSION);
-		return -EPROTO;
-	}
-	if (ndev < 1 || ndev > RDMA_MAX_DEVS) {
-		seterr(err, errlen, "rdma_info: %u devices (1..%u)", ndev, RDMA_MAX_DEVS);
-		return -EPROTO;
-	}
-	/* First pass: validate and count the chunks, so one allocation
-	 * holds them all. rb_count bounds each count by the bytes left. */
-	struct rbuf c = r;
-
-	(void)rb_u64(&c);
-	(void)rb_u64(&c);
-	for (unsigned d = 0; d < ndev && rb_ok(&c); d++) {
-		size_t nl;
-		const uint8_t *nm = rb_str(&c, &nl);
-
-		if (rb_ok(&c) && !name_ok(nm, nl)) {
-			seterr(err, errlen, "rdma_info: device %u: bad name", d);
-			return -EPROTO;
-		}
-		rb_take(&c, 1 + 1 + 2 + 16);
-		uint32_t nc = rb_count(&c, INFO_CHUNK_BYTES);
-
-		if (rb_ok(&c) && (nc < 1 || nc > RDMA_MAX_CHUNKS)) {
-			seterr(err, errlen, "rdma_info: device %u: %u chunks (1..%u)", d, nc,
-			       RDMA_MAX_CHUNKS);
-			return -EPROTO;
-		}
-		rb_take(&c, (size_t)nc * INFO_CHUNK_BYTES);
-		total += nc;
-	}
-	if (!rb_done(&c)) {
-		seterr(err, errlen, "rdma_info: %s", rb_ok(&c) ? "trailing bytes" : "truncated");
-		return -EPROTO;
-	}
-	info = calloc(1, sizeof(*info) + total * sizeof(struct rdma_mr_chunk));
-	if (!info) {
-		seterr(err, errlen, "rdma_info: out of memory");
-		return -ENOMEM;
-	}
-	struct rdma_mr_chunk *pool = (struct rdma_mr_chunk *)(info + 1);
-
-	info->ndev = ndev;
-	info->addr = rb_u64(&r);
-	info->len = rb_u64(&r);
-	if (!info->len || info->addr > UINT64_MAX - info->len) {
-		seterr(err, errlen, "rdma_info: bad range %#llx+%llu",
-		       (unsigned long long)info->addr, (unsigned long long)info->len);
-		goto out_bad;
-	}
-	for (unsigned d = 0; d < ndev; d++) {
-		struct rdma_info_dev *v = &info->dev[d];
-		uint64_t off = 0;
-
-		rb_cstr(&r, v->name, sizeof(v->name));
-		v->port = rb_u8(&r);
-		v->link_layer = rb_u8(&r);
-		v->lid = rb_u16(&r);
-		const uint8_t *g = rb_take(&r, 16);
-
-		if (g)
-			memcpy(v->gid, g, 16);
-		v->nchunks = rb_u32(&r);
-		v->chunks = pool;
-		pool += v->nchunks;
-		if (v->link_layer != RDMA_LINK_IB && v->link_layer != RDMA_LINK_ETH) {
-			seterr(err, errlen, "rdma_info: %s: link layer %u", v->name, v->link_layer);
-			goto out_bad;
-		}
-		for (uint32_t i = 0; i < v->nchunks; i++) {
-			uint64_t o = rb_u64(&r), l = rb_u64(&r);
-
-			v->chunks[i].rkey = rb_u32(&r);
-			v->chunks[i].lkey = 0;
-			if (o != off || !l || l > info->len - off) {
-				seterr(err, errlen, "rdma_info: %s: chunk %u at %llu+%llu does "
-				       "not continue the region", v->name, i,
-				       (unsigned long long)o, (unsigned long long)l);
-				goto out_bad;
-			}
-			v->chunks[i].addr = info->addr + o;
-			v->chunks[i].len = l;
-			off += l;
-		}
-		if (off != info->len) {
-			seterr(err, errlen, "rdma_info: %s: chunks cover %llu of %llu bytes",
-			       v->name, (unsigned long long)off, (unsigned long long)info->len);
-			goto out_bad;
-		}
-	}
-	if (!rb_done(&r)) {
-		seterr(err, errlen, "rdma_info: malformed");
-		goto out_bad;
-	}
-	*out = info;
-	return 0;
-
-out_bad:
-	free(info);
-	return -EPROTO;
-}
-
-void rdma_info_free(struct rdma_info *info)
-{
-	free(info);
-}
-
-int rdma_qp_rec_encode(struct wbuf *b, const struct rdma_qp_rec *r)
-{
-	size_t nl = strnlen(r->dev, RDMA_NAME_MAX);
-
-	if (!name_ok((const uint8_t *)r->dev, nl) || r->nqp < 1 || r->nqp > RDMA_MAX_QPS ||
-	    r->mtu < 1 || r->mtu > 5 || !r->rd_atomic)
-		return -EINVAL;
-	wb_u8(b, RDMA_QP_VERSION);
-	wb_str(b, r->dev, nl);
-	wb_u8(b, r->port);
-	wb_u8(b, r->link_layer);
-	wb_u16(b, r->lid);
-	wb_bytes(b, r->gid, 16);
-	wb_u8(b, r->mtu);
-	wb_u8(b, r->rd_atomic);
-	wb_u8(b, r->nqp);
-	for (unsigned i = 0; i < r->nqp; i++) {
-		if (!r->qpn[i] || r->qpn[i] > 0xffffff || r->psn[i] > 0xffffff)
-			return -EINVAL;
-		wb_u32(b, r->qpn[i]);
-		wb_u32(b, r->psn[i]);
-	}
-	return b->oom ? -ENOMEM : 0;
-}
-
-int rdma_qp_rec_decode(const void *p, size_t n, struct rdma_qp_rec *r, char *err, size_t errlen)
-{
-	struct rbuf b;
-	const uint8_t *nm, *g;
-	size_t nl;
-	uint8_t ver;
-
-	memset(r, 0, sizeof(*r));
-	rb_init(&b, p, n);
-	ver = rb_u8(&b);
-	if (rb_ok(&b) && ver != RDMA_QP_VERSION) {
-		seterr(err, errlen, "rdma qp record: version %u (expected %u)", ver,
-		       RDMA_QP_VERSION);
-		return -EPROTO;
-	}
-	nm = rb_str(&b, &nl);
-	if (rb_ok(&b) && !name_ok(nm, nl)) {
-		seterr(err, errlen, "rdma qp record: bad device name");
-		return -EPROTO;
-	}
-	if (nm)
-		memcpy(r->dev, nm, nl);
-	r->port = rb_u8(&b);
-	r->link_layer = rb_u8(&b);
-	r->lid = rb_u16(&b);
-	g = rb_take(&b, 16);
-	if (g)
-		memcpy(r->gid, g, 16);
-	r->mtu = rb_u8(&b);
-	r->rd_atomic = rb_u8(&b);
-	r->nqp = rb_u8(&b);
-	if (!rb_ok(&b)) {
-		seterr(err, errlen, "rdma qp record: truncated");
-		return -EPROTO;
-	}
-	if (r->link_layer != RDMA_LINK_IB && r->link_layer != RDMA_LINK_ETH) {
-		seterr(err, errlen, "rdma qp record: link layer %u", r->link_layer);
-		return -EPROTO;
-	}
-	if (r->mtu < 1 || r->mtu > 5 || !r->rd_atomic || r->nqp < 1 || r->nqp > RDMA_MAX_QPS) {
-		seterr(err, errlen, "rdma qp record: mtu %u, rd_atomic %u, %u qps", r->mtu,
-		       r->rd_atomic, r->nqp);
-		return -EPROTO;
-	}
-	for (unsigned i = 0; i < r->nqp; i++) {
-		r->qpn[i] = rb_u32(&b);
-		r->psn[i] = rb_u32(&b);
-		if (rb_ok(&b) && (!r->qpn[i] || r->qpn[i] > 0xffffff || r->psn[i] > 0xffffff)) {
-			seterr(err, errlen, "rdma qp record: qp %u: qpn %u psn %u", i, r->qpn[i],
-			       r->psn[i]);
-			return -EPROTO;
-		}
-	}
-	if (!rb_done(&b)) {
-		seterr(err, errlen, "rdma qp record: %s", rb_ok(&b) ? "trailing bytes" : "truncated");
-		return -EPROTO;
-	}
-	return 0;
 }
 
 /* ---- devices ------------------------------------------------------------ */
@@ -486,11 +212,11 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	v->ctx = ibv_open_device(d);
 	if (!v->ctx) {
 		rc = -errno;
-		seterr(note, notelen, "%s: cannot open: %s", v->name, strerror(-rc));
+		rdma_seterr(note, notelen, "%s: cannot open: %s", v->name, strerror(-rc));
 		return 0;
 	}
 	if ((rc = ibv_query_device(v->ctx, &da)) != 0) {
-		seterr(note, notelen, "%s: query_device: %s", v->name, strerror(rc));
+		rdma_seterr(note, notelen, "%s: query_device: %s", v->name, strerror(rc));
 		goto out_close;
 	}
 	for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
@@ -500,7 +226,7 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 		}
 	}
 	if (!v->port) {
-		seterr(note, notelen, "%s: no active port", v->name);
+		rdma_seterr(note, notelen, "%s: no active port", v->name);
 		goto out_close;
 	}
 	v->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? RDMA_LINK_ETH : RDMA_LINK_IB;
@@ -510,7 +236,7 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	if (v->link_layer == RDMA_LINK_ETH) {
 		v->gid_index = pick_gid(v->ctx, v->port, pa.gid_tbl_len, v->gid);
 		if (v->gid_index < 0) {
-			seterr(note, notelen, "%s: RoCE port without a usable GID (no IP address?)",
+			rdma_seterr(note, notelen, "%s: RoCE port without a usable GID (no IP address?)",
 			       v->name);
 			goto out_close;
 		}
@@ -533,7 +259,7 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	v->numa_node = rdma_dev_numa_node(NULL, v->name);
 	v->pd = ibv_alloc_pd(v->ctx);
 	if (!v->pd) {
-		seterr(note, notelen, "%s: cannot allocate a protection domain", v->name);
+		rdma_seterr(note, notelen, "%s: cannot allocate a protection domain", v->name);
 		goto out_close;
 	}
 	return 1;
@@ -589,11 +315,11 @@ int rdma_open(struct rdma_ctx *ctx, const char *filter, char *err, size_t errlen
 	}
 	if (!ctx->ndev) {
 		if (!n)
-			seterr(err, errlen, "no RDMA device (ibverbs lists none)");
+			rdma_seterr(err, errlen, "no RDMA device (ibverbs lists none)");
 		else if (notes[0])
-			seterr(err, errlen, "no RDMA device usable: %s", notes);
+			rdma_seterr(err, errlen, "no RDMA device usable: %s", notes);
 		else
-			seterr(err, errlen, "no RDMA device matches [rdma] devices = %s", filter);
+			rdma_seterr(err, errlen, "no RDMA device matches [rdma] devices = %s", filter);
 		return -ENODEV;
 	}
 	return 0;
@@ -647,14 +373,14 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 		int n = rdma_mr_plan((uintptr_t)base, len, v->max_mr_size, page, NULL, 0, &need);
 
 		if (n < 0 && n != -E2BIG) {
-			seterr(err, errlen, "%s: cannot plan the registration of %llu bytes "
+			rdma_seterr(err, errlen, "%s: cannot plan the registration of %llu bytes "
 			       "(max_mr_size %llu)", v->name, (unsigned long long)len,
 			       (unsigned long long)v->max_mr_size);
 			rc = n;
 			goto out_dereg;
 		}
 		if (need > RDMA_MAX_CHUNKS || !need) {
-			seterr(err, errlen, "%s: %llu bytes need %zu memory regions of at most "
+			rdma_seterr(err, errlen, "%s: %llu bytes need %zu memory regions of at most "
 			       "%llu bytes (limit %u)", v->name, (unsigned long long)len, need,
 			       (unsigned long long)v->max_mr_size, RDMA_MAX_CHUNKS);
 			rc = -E2BIG;
@@ -664,7 +390,7 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 		out->dev[d].mr = calloc(need, sizeof(*out->dev[d].mr));
 		out->ndev = d + 1;
 		if (!out->dev[d].c || !out->dev[d].mr) {
-			seterr(err, errlen, "out of memory");
+			rdma_seterr(err, errlen, "out of memory");
 			rc = -ENOMEM;
 			goto out_dereg;
 		}
@@ -679,7 +405,7 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 				int e = errno;
 
 				memlock_hint(hint, sizeof(hint), e);
-				seterr(err, errlen, "ibv_reg_mr on %s (%llu bytes, region %zu of %zu):"
+				rdma_seterr(err, errlen, "ibv_reg_mr on %s (%llu bytes, region %zu of %zu):"
 				       " %s%s", v->name, (unsigned long long)c->len, i + 1, need,
 				       strerror(e), hint);
 				rc = -e;
@@ -892,7 +618,7 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		q->ch = ibv_create_comp_channel(dev->ctx);
 		if (!q->ch) {
 			rc = -errno;
-			seterr(err, errlen, "%s: ibv_create_comp_channel: %s", dev->name,
+			rdma_seterr(err, errlen, "%s: ibv_create_comp_channel: %s", dev->name,
 			       strerror(-rc));
 			goto out_free;
 		}
@@ -902,7 +628,7 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 	q->cq = ibv_create_cq(dev->ctx, cqe, NULL, q->ch, 0);
 	if (!q->cq) {
 		rc = -errno;
-		seterr(err, errlen, "%s: ibv_create_cq(%d): %s", dev->name, cqe, strerror(-rc));
+		rdma_seterr(err, errlen, "%s: ibv_create_cq(%d): %s", dev->name, cqe, strerror(-rc));
 		goto out_destroy;
 	}
 	for (unsigned i = 0; i < nqp; i++) {
@@ -928,7 +654,7 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		q->qp[i] = ibv_create_qp(dev->pd, &ia);
 		if (!q->qp[i]) {
 			rc = -errno;
-			seterr(err, errlen, "%s: ibv_create_qp %u of %u: %s", dev->name, i + 1, nqp,
+			rdma_seterr(err, errlen, "%s: ibv_create_qp %u of %u: %s", dev->name, i + 1, nqp,
 			       strerror(-rc));
 			goto out_destroy;
 		}
@@ -936,7 +662,7 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		rc = ibv_modify_qp(q->qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				   IBV_QP_ACCESS_FLAGS);
 		if (rc) {
-			seterr(err, errlen, "%s: QP to INIT: %s", dev->name, strerror(rc));
+			rdma_seterr(err, errlen, "%s: QP to INIT: %s", dev->name, strerror(rc));
 			rc = -rc;
 			goto out_destroy;
 		}
@@ -988,11 +714,11 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 	if (q->sim)
 		return 0;
 	if (peer->nqp != q->nqp) {
-		seterr(err, errlen, "peer has %u queue pairs, we have %u", peer->nqp, q->nqp);
+		rdma_seterr(err, errlen, "peer has %u queue pairs, we have %u", peer->nqp, q->nqp);
 		return -EPROTO;
 	}
 	if (peer->link_layer != v->link_layer) {
-		seterr(err, errlen, "%s is %s, peer %s is %s", v->name,
+		rdma_seterr(err, errlen, "%s is %s, peer %s is %s", v->name,
 		       v->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand", peer->dev,
 		       peer->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand");
 		return -EPROTO;
@@ -1027,7 +753,7 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 				   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				   IBV_QP_MIN_RNR_TIMER);
 		if (rc) {
-			seterr(err, errlen, "%s: QP %u to RTR (peer %s qpn %u): %s", v->name, i,
+			rdma_seterr(err, errlen, "%s: QP %u to RTR (peer %s qpn %u): %s", v->name, i,
 			       peer->dev, peer->qpn[i], strerror(rc));
 			return -rc;
 		}
@@ -1041,7 +767,7 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 		rc = ibv_modify_qp(q->qp[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 		if (rc) {
-			seterr(err, errlen, "%s: QP %u to RTS: %s", v->name, i, strerror(rc));
+			rdma_seterr(err, errlen, "%s: QP %u to RTS: %s", v->name, i, strerror(rc));
 			return -rc;
 		}
 	}
@@ -1186,425 +912,4 @@ int rdma_poll(struct rdma_qps *q, struct rdma_wc *wc, int max, int timeout_ms)
 			ibv_ack_cq_events(cq, 1);
 	}
 	return hw_poll(q, wc, max);
-}
-
-/* ---- bounce buffer ------------------------------------------------------ */
-
-int rdma_bounce_init(struct rdma_bounce *b, void *base, uint64_t len, uint64_t slot)
-{
-	uint64_t n;
-
-	memset(b, 0, sizeof(*b));
-	if (!base || !slot || len < slot)
-		return -EINVAL;
-	n = len / slot;
-	if (n > 1u << 20)
-		n = 1u << 20;
-	b->bits = calloc((n + 63) / 64, sizeof(*b->bits));
-	if (!b->bits)
-		return -ENOMEM;
-	pthread_mutex_init(&b->lock, NULL);
-	b->base = base;
-	b->slot = slot;
-	b->nslots = (unsigned)n;
-	return 0;
-}
-
-void rdma_bounce_fini(struct rdma_bounce *b)
-{
-	if (!b->bits)
-		return;
-	pthread_mutex_destroy(&b->lock);
-	free(b->bits);
-	memset(b, 0, sizeof(*b));
-}
-
-int rdma_bounce_get(struct rdma_bounce *b)
-{
-	int slot = -1;
-
-	pthread_mutex_lock(&b->lock);
-	if (b->used < b->nslots) {
-		for (unsigned w = 0; w < (b->nslots + 63) / 64; w++) {
-			uint64_t free_bits = ~b->bits[w];
-
-			if (!free_bits)
-				continue;
-			unsigned bit = (unsigned)__builtin_ctzll(free_bits);
-
-			if (w * 64 + bit >= b->nslots)
-				break;
-			b->bits[w] |= 1ull << bit;
-			b->used++;
-			slot = (int)(w * 64 + bit);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&b->lock);
-	return slot;
-}
-
-void rdma_bounce_put(struct rdma_bounce *b, int slot)
-{
-	if (slot < 0 || (unsigned)slot >= b->nslots)
-		return;
-	pthread_mutex_lock(&b->lock);
-	if (b->bits[slot / 64] & (1ull << (slot % 64))) {
-		b->bits[slot / 64] &= ~(1ull << (slot % 64));
-		b->used--;
-	}
-	pthread_mutex_unlock(&b->lock);
-}
-
-/* ---- transfer engine ---------------------------------------------------- */
-
-struct rdma_piece {
-	struct rdma_xfer *x;
-	uint64_t pos, len;		/* range of the image */
-	int slot;			/* bounce slot, -1: direct */
-	bool final;			/* the publishing magic write */
-	struct rdma_piece *prev, *next;	/* e->flying */
-};
-
-void rdma_eng_init(struct rdma_eng *e, struct rdma_qps *q, struct rdma_bounce *bounce,
-		   const struct rdma_mr_chunk *bc, uint32_t nbc)
-{
-	memset(e, 0, sizeof(*e));
-	e->q = q;
-	e->bounce = bounce;
-	e->bc = bc;
-	e->nbc = nbc;
-}
-
-void rdma_eng_add(struct rdma_eng *e, struct rdma_xfer *x)
-{
-	x->status = 0;
-	x->cursor = 0;
-	x->inflight = 0;
-	x->final_posted = false;
-	x->next = NULL;
-	if (e->tail)
-		e->tail->next = x;
-	else
-		e->head = x;
-	e->tail = x;
-	e->pending++;
-}
-
-static uint64_t img_len(const struct rdma_xfer *x)
-{
-	return (uint64_t)x->hdr_len + x->vlen;
-}
-
-/* Copies image bytes [pos, pos + len) between the image's two local parts
- * and buf: to buf for a write (staging), from buf for a read. */
-static void img_copy(struct rdma_xfer *x, uint64_t pos, uint64_t len, uint8_t *buf, bool to_buf)
-{
-	while (len) {
-		uint8_t *p;
-		uint64_t n;
-
-		if (pos < x->hdr_len) {
-			p = x->hdr + pos;
-			n = x->hdr_len - pos;
-		} else {
-			p = x->val + (pos - x->hdr_len);
-			n = img_len(x) - pos;
-		}
-		if (n > len)
-			n = len;
-		if (to_buf)
-			memcpy(buf, p, n);
-		else
-			memcpy(p, buf, n);
-		buf += n;
-		pos += n;
-		len -= n;
-	}
-}
-
-/* The least busy QP with room (round-robin among ties), -1 if all full. */
-static int pick_qp(struct rdma_eng *e)
-{
-	struct rdma_qps *q = e->q;
-	int best = -1;
-
-	for (unsigned k = 0; k < q->nqp; k++) {
-		unsigned i = (e->rr + k) % q->nqp;
-
-		if (q->busy[i] < q->depth && (best < 0 || q->busy[i] < q->busy[best]))
-			best = (int)i;
-	}
-	if (best >= 0)
-		e->rr = ((unsigned)best + 1) % q->nqp;
-	return best;
-}
-
-static void fly_add(struct rdma_eng *e, struct rdma_piece *p)
-{
-	p->prev = NULL;
-	p->next = e->flying;
-	if (e->flying)
-		e->flying->prev = p;
-	e->flying = p;
-}
-
-static void fly_del(struct rdma_eng *e, struct rdma_piece *p)
-{
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		e->flying = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-}
-
-enum post_res { POST_OK, POST_BLOCKED, POST_FAILED };
-
-/* Builds and posts the next piece of x. */
-static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
-{
-	struct rdma_qps *q = e->q;
-	uint64_t total = img_len(x), pos = x->cursor, len, rspan;
-	uint32_t ri = 0, li = 0, lkey = 0;
-	struct rdma_piece *p;
-	uint8_t *laddr;
-	bool final = pos == total;
-	int qp, slot = -1, rc;
-
-	qp = pick_qp(e);
-	if (qp < 0)
-		return POST_BLOCKED;
-	if (final) {
-		/* The magic: 4 bytes at the start of the image, last. */
-		pos = 0;
-		len = 4;
-	} else {
-		len = total - pos;
-	}
-	rspan = rdma_chunk_span(x->rc, x->nrc, x->raddr + pos, len, &ri);
-	if (!rspan || (final && rspan < 4)) {
-		x->status = -EFAULT;
-		return POST_FAILED;
-	}
-	len = rspan;
-	if (final || pos < x->hdr_len || !x->lc) {
-		uint64_t bspan;
-
-		if (!e->bounce)
-			goto out_fault;
-		slot = rdma_bounce_get(e->bounce);
-		if (slot < 0)
-			return POST_BLOCKED;
-		laddr = rdma_bounce_ptr(e->bounce, slot);
-		if (len > e->bounce->slot)
-			len = e->bounce->slot;
-		if (x->lc && !final && len > x->hdr_len - pos)
-			len = x->hdr_len - pos;	/* the value goes direct */
-		bspan = rdma_chunk_span(e->bc, e->nbc, (uintptr_t)laddr, len, &li);
-		if (!bspan) {
-			rdma_bounce_put(e->bounce, slot);
-			goto out_fault;
-		}
-		len = bspan;
-		lkey = e->bc[li].lkey;
-		if (final)
-			memcpy(laddr, &x->magic, 4);
-		else if (x->write)
-			img_copy(x, pos, len, laddr, true);
-	} else {
-		uint64_t lspan;
-
-		laddr = x->val + (pos - x->hdr_len);
-		if (len > RDMA_PIECE_MAX)
-			len = RDMA_PIECE_MAX;
-		lspan = rdma_chunk_span(x->lc, x->nlc, (uintptr_t)laddr, len, &li);
-		if (!lspan)
-			goto out_fault;
-		len = lspan;
-		lkey = x->lc[li].lkey;
-	}
-	if (len > UINT32_MAX)
-		len = 1u << 30;
-	p = malloc(sizeof(*p));
-	if (!p) {
-		if (slot >= 0)
-			rdma_bounce_put(e->bounce, slot);
-		x->status = -ENOMEM;
-		return POST_FAILED;
-	}
-	*p = (struct rdma_piece){ .x = x, .pos = pos, .len = len, .slot = slot, .final = final };
-	rc = rdma_post(q, (unsigned)qp, x->write || final, (uintptr_t)p, laddr, lkey,
-		       x->raddr + pos, x->rc[ri].rkey, (uint32_t)len);
-	if (rc == -EAGAIN) {
-		free(p);
-		if (slot >= 0)
-			rdma_bounce_put(e->bounce, slot);
-		return POST_BLOCKED;
-	}
-	if (rc < 0) {
-		log_warn("rdma: post on qp %d: %s", qp, strerror(-rc));
-		free(p);
-		if (slot >= 0)
-			rdma_bounce_put(e->bounce, slot);
-		q->broken = true;
-		x->status = -EIO;
-		return POST_FAILED;
-	}
-	fly_add(e, p);
-	e->posted++;
-	x->inflight++;
-	if (final)
-		x->final_posted = true;
-	else
-		x->cursor = pos + len;
-	return POST_OK;
-
-out_fault:
-	x->status = -EFAULT;
-	return POST_FAILED;
-}
-
-static bool xfer_done(const struct rdma_xfer *x)
-{
-	if (x->inflight)
-		return false;
-	if (x->status)
-		return true;
-	if (x->cursor < img_len(x))
-		return false;
-	return !x->write || !x->publish || x->final_posted;
-}
-
-/* Posts as much as the QPs and the bounce buffer take, in order. */
-static void eng_kick(struct rdma_eng *e)
-{
-	for (struct rdma_xfer *x = e->head; x; x = x->next) {
-		for (;;) {
-			enum post_res r;
-
-			if (x->status)
-				break;
-			if (e->q->broken) {
-				x->status = -ECONNRESET;
-				break;
-			}
-			if (x->cursor == img_len(x)) {
-				/* Publish only once everything else landed. */
-				if (!x->write || !x->publish || x->final_posted || x->inflight)
-					break;
-			}
-			r = post_piece(e, x);
-			if (r == POST_BLOCKED)
-				return;
-			if (r == POST_FAILED)
-				break;
-		}
-	}
-}
-
-static void piece_done(struct rdma_eng *e, struct rdma_piece *p, const struct rdma_wc *wc)
-{
-	struct rdma_xfer *x = p->x;
-
-	fly_del(e, p);
-	e->completed++;
-	if (wc->status) {
-		if (!e->q->broken)
-			log_warn("rdma: work request failed: %s", wc->msg);
-		e->q->broken = true;
-		if (!x->status)
-			x->status = wc->status;
-	} else if (!x->write && p->slot >= 0 && !x->status) {
-		img_copy(x, p->pos, p->len, rdma_bounce_ptr(e->bounce, p->slot), false);
-	}
-	if (p->slot >= 0)
-		rdma_bounce_put(e->bounce, p->slot);
-	x->inflight--;
-	free(p);
-}
-
-/* Unlinks finished transfers and runs their callbacks. */
-static size_t eng_reap(struct rdma_eng *e)
-{
-	struct rdma_xfer *done = NULL, **dt = &done, **pp = &e->head, *last = NULL;
-	size_t n = 0;
-
-	while (*pp) {
-		struct rdma_xfer *x = *pp;
-
-		if (xfer_done(x)) {
-			*pp = x->next;
-			x->next = NULL;
-			*dt = x;
-			dt = &x->next;
-			e->pending--;
-			n++;
-		} else {
-			last = x;
-			pp = &x->next;
-		}
-	}
-	e->tail = last;
-	while (done) {
-		struct rdma_xfer *x = done;
-
-		done = x->next;
-		x->next = NULL;
-		if (x->done)
-			x->done(x);
-	}
-	return n;
-}
-
-size_t rdma_eng_progress(struct rdma_eng *e, int timeout_ms)
-{
-	struct rdma_wc wc[32];
-	bool waited = false;
-
-	for (;;) {
-		int n;
-
-		eng_kick(e);
-		n = rdma_poll(e->q, wc, 32, waited || !e->flying ? 0 : timeout_ms);
-		if (n < 0) {
-			rdma_eng_abort(e, -EIO);
-			return 0;
-		}
-		for (int i = 0; i < n; i++)
-			piece_done(e, (struct rdma_piece *)(uintptr_t)wc[i].wr_id, &wc[i]);
-		size_t fin = eng_reap(e);
-
-		if (n == 32)
-			continue;	/* more may be waiting */
-		if (n || fin || waited || !timeout_ms || !e->pending)
-			break;
-		if (!e->flying) {
-			/* Waiting for bounce slots other threads hold. */
-			usleep(50);
-			break;
-		}
-		waited = true;
-	}
-	return e->pending;
-}
-
-void rdma_eng_abort(struct rdma_eng *e, int status)
-{
-	/* The HCA must stop touching our buffers before they are reused. */
-	if (e->q)
-		rdma_qps_reset(e->q);
-	while (e->flying) {
-		struct rdma_piece *p = e->flying;
-
-		fly_del(e, p);
-		if (p->slot >= 0)
-			rdma_bounce_put(e->bounce, p->slot);
-		p->x->inflight--;
-		free(p);
-	}
-	for (struct rdma_xfer *x = e->head; x; x = x->next)
-		if (!x->status)
-			x->status = status;
-	eng_reap(e);
 }

@@ -7,7 +7,9 @@
  * set. No global state: a context, a QP set and an engine are used by one
  * thread at a time (their owner's); only struct rdma_bounce has a lock.
  * Without a device rdma_open() fails with -ENODEV ("no RDMA device") and the
- * callers stay on TCP.
+ * callers stay on TCP. Implemented in rdma.c (devices, PDs, registration,
+ * QP sets, the simulated sets), rdma_codec.c (rdma_info and the QP exchange
+ * record) and rdma_eng.c (bounce buffer, transfer engine).
  */
 #ifndef KVP_RDMA_H
 #define KVP_RDMA_H

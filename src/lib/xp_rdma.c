@@ -1,6 +1,6 @@
 /* xp_rdma: the RDMA transport of libkvpool (see xp_rdma.h). A transfer
  * becomes one-sided READs/WRITEs against the node's registered segment:
- * the image is split in pieces (rdma.c's engine) spread over the QPs of a
+ * the image is split in pieces (rdma_eng.c's engine) spread over the QPs of a
  * set borrowed for the call; a write publishes the extent's magic last.
  * Buffers registered with kvp_register_buffer are read/written in place,
  * others through the handle's registered bounce buffer. A failed work
