@@ -1,9 +1,9 @@
-/* client_i: internals of libkvpool shared by client.c and the transports
- * (xp_local.c, xp_tcp.c): the handle, its master-connection pool, the cached
- * segment table and the per-node data-connection pools. Any thread may call;
- * kvp->lock guards the pools, the table and the node list and is held only
- * to look up / take / return (never across I/O). kvp->refresh_lock
- * serialises segment-table refreshes and is taken before kvp->lock.
+/* client_i: the types libkvpool's files share: the handle (struct kvp), the
+ * segment table's entries and nodes (segtab.c), the per-node data-connection
+ * pools (xp_tcp.c). Any thread may call; kvp->lock guards the pools, the
+ * table and the node list and is held only to look up / take / return
+ * (never across I/O). kvp->refresh_lock serialises segment-table refreshes
+ * and is taken before kvp->lock. Functions live in each module's header.
  */
 #ifndef KVP_CLIENT_I_H
 #define KVP_CLIENT_I_H
@@ -19,6 +19,7 @@
 #include "segment.h"
 #include "wire.h"
 
+struct mconn;
 struct rdma_info;
 struct xp_rdma;
 
@@ -68,13 +69,6 @@ struct client_seg {
 	int refs;			/* protected by kvp->lock */
 };
 
-/* A pooled master connection (after HELLO, blocking with poll deadlines). */
-struct mconn {
-	int fd;
-	uint64_t next_reqid;
-	struct mconn *next;
-};
-
 struct regbuf {
 	void *p;
 	size_t len;
@@ -94,13 +88,13 @@ struct kvp {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* a pooled connection was returned or closed */
 
-	/* master connections, protected by lock */
+	/* master connections (mcall.c), protected by lock */
 	struct mconn *midle;
 	int mconns, mmax;
 	uint64_t epoch;			/* server_epoch of the last HELLO */
 	bool epoch_known;
 
-	/* segment table, protected by lock */
+	/* segment table (segtab.c), protected by lock */
 	pthread_mutex_t refresh_lock;
 	struct client_seg **segs;
 	size_t nsegs;
@@ -122,23 +116,10 @@ struct kvp {
 #define client_count(kvp, field, n) \
 	atomic_fetch_add_explicit(&(kvp)->st.field, (n), memory_order_relaxed)
 
-/* Deadline helpers (CLOCK_MONOTONIC ms). */
-uint64_t client_deadline(const struct kvp *kvp);
-/* Full-length I/O with a deadline on any fd (net_sendv_all/net_recv_all,
- * no SIGPIPE): 0, KVP_ETIMEDOUT or KVP_ECONN. */
-int client_sendv(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
-int client_recv(int fd, void *p, size_t n, uint64_t deadline_ms);
-/* Connects to host:port and does the HELLO exchange as a client; returns a
- * non-blocking fd or a KVP_E* code; *epoch (if not NULL) gets server_epoch. */
-int client_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_t deadline);
-/* True when an idle pooled socket is still usable (no EOF/error pending). */
-bool client_sock_alive(int fd);
-/* Drops a segment reference taken by a lookup. */
-void client_seg_put(struct kvp *kvp, struct client_seg *seg);
-
 /* Fuzzing entry points (tests/fuzz/fuzz_client.c): run every decoder of
- * master replies (client.c) and of the node reply stream (xp_tcp.c) over
- * arbitrary bytes. Always 0; a bug shows as a crash or sanitizer report. */
+ * master replies (client.c, segtab.c, put.c, get.c) and of the node reply
+ * stream (xp_tcp.c) over arbitrary bytes. Always 0; a bug shows as a crash
+ * or sanitizer report. */
 int client_fuzz_replies(const uint8_t *p, size_t n);
 int xp_tcp_fuzz_stream(const uint8_t *p, size_t n);
 

@@ -22,6 +22,7 @@
 #include "net.h"
 #include "rdma.h"
 #include "segment.h"
+#include "sock.h"
 #include "xp_rdma.h"
 #include "xport.h"
 
@@ -357,7 +358,7 @@ static int rconn_open(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	char err[256];
 	int fd, rc;
 
-	fd = client_connect(kvp, p->endpoint, NULL, deadline);
+	fd = sock_connect(kvp, p->endpoint, NULL, deadline);
 	if (fd < 0)
 		return fd;
 	rc = rdma_qps_create(&x->ctx.dev[p->cdev], x->nqp, QP_DEPTH, true, &q, err, sizeof(err));
@@ -380,11 +381,11 @@ static int rconn_open(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	wire_finish(&b, st, WIRE_OP_RDMA_CONNECT, 0, 0, 1, 0);
 	struct iovec iov = { .iov_base = b.p, .iov_len = b.len };
 
-	rc = client_sendv(fd, &iov, 1, deadline);
+	rc = sock_sendv(fd, &iov, 1, deadline);
 	wb_free(&b);
 	if (rc < 0)
 		goto out_qps;
-	rc = client_recv(fd, hb, sizeof(hb), deadline);
+	rc = sock_recv(fd, hb, sizeof(hb), deadline);
 	if (rc < 0)
 		goto out_qps;
 	rc = wire_hdr_decode(hb, &h, CONNECT_MAX_BODY, 0);
@@ -399,7 +400,7 @@ static int rconn_open(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 		rc = KVP_ENOMEM;
 		goto out_qps;
 	}
-	rc = client_recv(fd, body, h.body_len, deadline);
+	rc = sock_recv(fd, body, h.body_len, deadline);
 	if (rc < 0)
 		goto out_body;
 	if (h.status) {
@@ -480,7 +481,7 @@ static int rconn_take(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 		p->idle = c->next;
 		pthread_mutex_unlock(&kvp->lock);
 		/* A node restart closes the connection: its QPs are gone. */
-		if (client_sock_alive(c->fd) && !c->q->broken) {
+		if (sock_alive(c->fd) && !c->q->broken) {
 			*out = c;
 			return 0;
 		}

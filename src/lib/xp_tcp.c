@@ -18,6 +18,7 @@
 #include "client_i.h"
 #include "log.h"
 #include "net.h"
+#include "sock.h"
 #include "xport.h"
 
 #define MAX_INFLIGHT 64			/* frames awaiting a reply per connection */
@@ -112,7 +113,7 @@ static int nc_new(struct kvp *kvp, struct client_node *node, uint64_t deadline,
 		free(nc);
 		return KVP_ENOMEM;
 	}
-	fd = client_connect(kvp, node->endpoint, NULL, deadline);
+	fd = sock_connect(kvp, node->endpoint, NULL, deadline);
 	if (fd < 0) {
 		nc->fd = -1;
 		nc_free(nc);
@@ -141,7 +142,7 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 			node->idle = nc->next;
 			pthread_mutex_unlock(&kvp->lock);
 			nc->next = NULL;
-			if (client_sock_alive(nc->fd)) {
+			if (sock_alive(nc->fd)) {
 				*out = nc;
 				return 0;
 			}

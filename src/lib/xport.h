@@ -1,12 +1,13 @@
 /* xport: the transport seam of libkvpool. A transfer (struct xp_op) moves
  * one extent image between a caller's buffer and a segment: local (memcpy
- * through the client's MAP_SHARED mapping, xp_local.c) or TCP (READ/WRITE
- * frames to the owning node, xp_tcp.c); RDMA plugs in as a third struct
- * xport_ops. A "run" is one API call's set of transfers, driven on the
- * calling thread only: no locks inside a run; the transports take and return
- * node connections under kvp->lock (client_i.h). Adding a transport: a
- * kind in enum xp_kind (cheapest first), its ops in client.c's xports[], and
- * which replicas it reaches in get_order() and put_plan() (client.c).
+ * through the client's MAP_SHARED mapping, xp_local.c), RDMA (xp_rdma.c) or
+ * TCP (READ/WRITE frames to the owning node, xp_tcp.c). A "run" (struct
+ * xp_run, xport.c) is one API call's set of transfers, driven on the calling
+ * thread only: no locks inside a run; the transports take and return node
+ * connections under kvp->lock (client_i.h). Adding a transport: a kind in
+ * enum xp_kind (cheapest first), its ops in xport.c's xports[], and which
+ * replicas it reaches in xp_path_choose() (xp_rdma.c), get_order() (get.c)
+ * and put_plan() (put.c).
  */
 #ifndef KVP_XPORT_H
 #define KVP_XPORT_H
@@ -106,5 +107,32 @@ void xp_local_detach(struct client_seg *seg);
 
 /* TCP helpers (xp_tcp.c): close every pooled connection of the handle. */
 void xp_tcp_close_pools(struct kvp *kvp);
+
+/* One API call's transfers over every transport (xport.c): ops are added
+ * (also from completions), then xp_run_wait drives them all to completion. */
+struct xp_run {
+	struct kvp *kvp;
+	uint64_t deadline;
+	void *st[XP_NKIND];		/* each transport's state, begun on first use */
+	uint64_t adds;
+	struct xp_op *failed;		/* could not be queued (no memory) */
+};
+
+/* Queues op on its transport (op->kind); op->done runs from xp_run_wait. */
+void xp_run_add(struct xp_run *r, struct xp_op *op);
+/* Drives every transport of the run until nothing is pending, then ends
+ * them (connections back to their pools). */
+void xp_run_wait(struct xp_run *r);
+/* True for a transfer error a retry with a fresh segment table may cure
+ * (a node restarted or moved). */
+bool xp_retryable(int rc);
+
+/* Host memory for a device buffer's bytes on the remote paths: pinned when
+ * CUDA can (DMA), else plain; freed with xp_stage_free(p, *pinned). */
+void *xp_stage_alloc(size_t n, bool *pinned);
+void xp_stage_free(void *p, bool pinned);
+/* A device pointer in a process whose CUDA runtime we could not load
+ * (cuda.c recognised it through the driver): logged, KVP_ENOTSUP. */
+int xp_device_refused(const void *p);
 
 #endif

@@ -1,0 +1,490 @@
+/* get: kvp_get, kvp_get_into, kvp_batch_get_into. GET asks the master where
+ * each value lives (replicas, generation, checksum, a read lease); the reads
+ * run as one transfer run, cheapest replica first, each read verified
+ * against the master's record, the next replica tried on a mismatch or a
+ * transport error. Runs on the calling thread; shared state only through
+ * mcall, segtab, xport.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_i.h"
+#include "cuda.h"
+#include "extent.h"
+#include "get.h"
+#include "kvpool.h"
+#include "mcall.h"
+#include "net.h"
+#include "segtab.h"
+#include "sock.h"
+#include "xp_rdma.h"
+#include "xport.h"
+
+static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+#define GET_INFLIGHT INT64_MIN	/* result while a read is outstanding */
+
+struct get_rep {
+	uint32_t id;
+	uint8_t tier;
+	uint64_t off, alloc_len;
+	struct client_seg *seg;
+	enum xp_kind kind;
+};
+
+struct get_item {
+	const char *key;
+	uint32_t klen;
+	void *dst;
+	uint64_t cap;
+	bool alloc;			/* kvp_get: dst is ours (malloc) */
+	int64_t result;
+	bool retry;
+	uint64_t vlen, gen, csum, lease_end;
+	uint8_t nrep, next;
+	struct get_rep rep[KVP_MAX_REPLICAS];
+	uint8_t order[KVP_MAX_REPLICAS];
+	uint8_t norder;
+	int xerr;			/* last transport error */
+	bool mismatch, lease_lost;
+	struct xp_op op;
+	struct xp_run *run;
+	struct kvp *kvp;
+	uint8_t *hdr;			/* EXT_HDR_SIZE + klen */
+	bool dev;			/* dst is CUDA device memory */
+	bool stage_pinned;
+	void *stage;			/* host landing place for remote reads of dev */
+};
+
+struct get_ctx {
+	uint64_t deadline;		/* of the whole call */
+	struct get_item *items;
+	size_t *todo;
+	size_t ntodo;
+};
+
+static void get_enc(struct wbuf *b, size_t i, void *arg)
+{
+	struct get_ctx *gc = arg;
+	struct get_item *it = &gc->items[gc->todo[i]];
+
+	wb_str(b, it->key, it->klen);
+}
+
+/* The extent read must be the object the master named: header intact, same
+ * key, length, generation, segment, and the value hashes to the checksum. */
+static bool get_verify(const struct get_item *it, const struct xp_op *op)
+{
+	const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
+	struct ext_hdr h;
+	const uint8_t *k;
+
+	if (ld32(op->hdr + 8) != it->klen)
+		return false;
+	if (ext_decode(op->hdr, op->alloc_len, 0, &h, &k) != 0)
+		return false;
+	if (h.key_len != it->klen || memcmp(k, it->key, it->klen) != 0)
+		return false;
+	if (h.value_len != it->vlen || h.generation != it->gen || h.value_checksum != it->csum)
+		return false;
+	if (rp->tier == KVP_TIER_MEM && h.seg_uuid != rp->seg->seg_uuid)
+		return false;
+	return op->csum == it->csum;
+}
+
+static bool get_next(struct get_item *it);
+
+static void get_op_done(struct xp_op *op)
+{
+	struct get_item *it = op->arg;
+	struct kvp *kvp = it->kvp;
+
+	if (op->status == 0) {
+		if (get_verify(it, op)) {
+			/* Verified in host memory; only now onto the GPU. */
+			if (it->dev && op->dst == it->stage &&
+			    cuda_memcpy(it->dst, it->stage, it->vlen) < 0) {
+				it->result = KVP_EIO;
+				return;
+			}
+			it->result = (int64_t)it->vlen;
+			client_count(kvp, gets, 1);
+			return;
+		}
+		client_count(kvp, checksum_mismatches, 1);
+		it->mismatch = true;
+		if (net_now_ms() > it->lease_end)
+			it->lease_lost = true;
+	} else {
+		it->xerr = op->status;
+	}
+	if (get_next(it)) {
+		client_count(kvp, retries, 1);
+		return;
+	}
+	if (it->lease_lost)
+		it->result = KVP_ELEASE;
+	else if (it->xerr)
+		it->result = it->xerr;
+	else
+		it->result = KVP_ECHECKSUM;
+}
+
+/* Queues a read of the next replica in order; false when none is left. */
+static bool get_next(struct get_item *it)
+{
+	struct xp_op *op = &it->op;
+
+	if (it->next >= it->norder)
+		return false;
+	struct get_rep *rp = &it->rep[it->order[it->next++]];
+
+	memset(op, 0, sizeof(*op));
+	op->dir = XP_READ;
+	op->kind = rp->kind;
+	op->seg = rp->seg;
+	op->tier = rp->tier;
+	op->off = rp->off;
+	op->alloc_len = rp->alloc_len;
+	op->hdr = it->hdr;
+	op->hdr_len = EXT_HDR_SIZE + it->klen;
+	op->dst = it->dst;
+	if (it->dev && rp->kind == XP_LOCAL) {
+		op->flags |= XP_F_DEVICE;
+	} else if (it->dev) {
+		if (!it->stage)
+			it->stage = xp_stage_alloc(it->vlen, &it->stage_pinned);
+		if (!it->stage) {
+			it->xerr = KVP_ENOMEM;
+			return false;
+		}
+		op->dst = it->stage;
+	}
+	op->len = it->vlen;
+	op->done = get_op_done;
+	op->arg = it;
+	xp_run_add(it->run, op);
+	return true;
+}
+
+/* Orders an item's replicas: memory replicas mapped on this host first,
+ * then memory over RDMA, then memory over TCP, then disk replicas (read by
+ * their node); xp_path_choose() says which path each may take. */
+static void get_order(struct kvp *kvp, struct get_item *it)
+{
+	int kind[KVP_MAX_REPLICAS];
+
+	for (uint8_t i = 0; i < it->nrep; i++) {
+		struct get_rep *rp = &it->rep[i];
+
+		kind[i] = !rp->seg ? -1 :
+			  xp_path_choose(kvp->proto, rp->seg->local, xp_rdma_seg_ok(kvp, rp->seg),
+					 true, rp->tier);
+	}
+	it->norder = 0;
+	for (int pass = 0; pass < 4; pass++) {
+		for (uint8_t i = 0; i < it->nrep; i++) {
+			struct get_rep *rp = &it->rep[i];
+			bool mem = rp->tier == KVP_TIER_MEM;
+
+			if ((pass == 0 && kind[i] == XP_LOCAL) ||
+			    (pass == 1 && kind[i] == XP_RDMA) ||
+			    (pass == 2 && kind[i] == XP_TCP && mem) ||
+			    (pass == 3 && kind[i] == XP_TCP && !mem)) {
+				rp->kind = (enum xp_kind)kind[i];
+				it->order[it->norder++] = i;
+			}
+		}
+	}
+}
+
+/* One GET reply item, decoded and checked (untrusted bytes). */
+struct get_reply {
+	int status;
+	uint64_t vlen, gen, csum, lease_ms;
+	uint8_t nrep;
+	struct get_rep rep[KVP_MAX_REPLICAS];
+};
+
+/* 0 (g filled), the item's own error status, or KVP_EPROTO when the bytes
+ * are malformed (a status out of range, a length the pool cannot hold, no
+ * replica, or a short frame). */
+static int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->status = rb_i32(r);
+	g->vlen = rb_u64(r);
+	g->gen = rb_u64(r);
+	g->csum = rb_u64(r);
+	g->lease_ms = rb_u64(r);
+	uint8_t nrep = rb_u8(r);
+
+	for (uint8_t i = 0; i < nrep; i++) {
+		struct get_rep rp = { 0 };
+
+		rp.id = rb_u32(r);
+		rp.tier = rb_u8(r);
+		rp.off = rb_u64(r);
+		rp.alloc_len = rb_u64(r);
+		if (g->nrep < KVP_MAX_REPLICAS)
+			g->rep[g->nrep++] = rp;
+	}
+	if (!rb_ok(r) || g->status > 0 || g->status < KVP_ERR_MIN)
+		return KVP_EPROTO;
+	if (g->status)
+		return g->status;
+	if (!g->nrep || !g->vlen || g->vlen > max_value || g->vlen > INT64_MAX)
+		return KVP_EPROTO;
+	return 0;
+}
+
+static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_t nc,
+		     struct xp_run *run)
+{
+	bool refreshed = false;
+	uint64_t now = net_now_ms();
+
+	for (size_t f = 0; f < nc; f++) {
+		struct rbuf r;
+		int frc = mc_batch_reply(&c[f], &r);
+
+		for (uint32_t k = 0; k < c[f].count; k++) {
+			struct get_item *it = &gc->items[gc->todo[c[f].first + k]];
+			struct get_reply g;
+			int st = frc;
+
+			if (!st && (st = get_reply_item(&r, kvp->conf.cluster.max_object_size, &g)) ==
+				   KVP_EPROTO)
+				frc = st;	/* the rest of the frame cannot be trusted */
+			it->nrep = 0;
+			if (!st) {
+				it->vlen = g.vlen;
+				it->gen = g.gen;
+				it->csum = g.csum;
+				it->lease_end = now + (g.lease_ms > UINT32_MAX ? UINT32_MAX : g.lease_ms);
+				it->nrep = g.nrep;
+				memcpy(it->rep, g.rep, sizeof(g.rep));
+			}
+			it->result = st;
+			it->run = run;
+			it->kvp = kvp;
+			it->next = it->norder = 0;
+			it->xerr = 0;
+			it->mismatch = it->lease_lost = false;
+			if (st)
+				continue;
+			if (it->alloc) {
+				free(it->dst);
+				it->dst = malloc(it->vlen);
+				if (!it->dst) {
+					it->result = KVP_ENOMEM;
+					continue;
+				}
+			} else if (it->vlen > it->cap) {
+				it->result = KVP_ETOOBIG;
+				continue;
+			}
+		}
+	}
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+
+		if (it->result)
+			continue;
+		for (uint8_t i = 0; i < it->nrep; i++)
+			it->rep[i].seg = segtab_get(kvp, it->rep[i].id, &refreshed, gc->deadline);
+		get_order(kvp, it);
+		if (!it->norder) {
+			bool known = false;
+
+			for (uint8_t i = 0; i < it->nrep; i++)
+				known |= it->rep[i].seg != NULL;
+			it->result = known ? KVP_ENOTSUP : KVP_ENOSEG;
+			continue;
+		}
+		it->result = GET_INFLIGHT;
+		get_next(it);
+	}
+}
+
+static void get_release(struct kvp *kvp, struct get_ctx *gc)
+{
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+
+		for (uint8_t i = 0; i < it->nrep; i++) {
+			segtab_put(kvp, it->rep[i].seg);
+			it->rep[i].seg = NULL;
+		}
+	}
+}
+
+static int get_batch(struct kvp *kvp, struct get_ctx *gc)
+{
+	int rc = 0;
+
+	for (int attempt = 0; attempt < 2 && gc->ntodo; attempt++) {
+		struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
+		struct mcall *c;
+		size_t nc = 0, keep = 0;
+
+		c = mc_batch(kvp, WIRE_OP_GET, NULL, 0, gc->ntodo, get_enc, gc, &nc);
+		if (!c)
+			return KVP_ENOMEM;
+		rc = mc_call(kvp, c, nc, gc->deadline);
+		if (rc < 0) {
+			mc_free(c, nc);
+			if (!attempt)
+				return rc;
+			/* The first round went through: per-item results. */
+			for (size_t t = 0; t < gc->ntodo; t++)
+				gc->items[gc->todo[t]].result = rc;
+			return 0;
+		}
+		get_plan(kvp, gc, c, nc, &run);
+		mc_free(c, nc);
+		xp_run_wait(&run);
+		get_release(kvp, gc);
+		for (size_t t = 0; t < gc->ntodo; t++) {
+			struct get_item *it = &gc->items[gc->todo[t]];
+
+			if (it->result == GET_INFLIGHT)
+				it->result = KVP_EINTERNAL;	/* cannot happen: the run drains */
+			if (it->result < 0 && xp_retryable((int)it->result))
+				gc->todo[keep++] = gc->todo[t];
+		}
+		if (!keep || attempt)
+			break;
+		gc->ntodo = keep;
+		client_count(kvp, retries, keep);
+		segtab_invalidate(kvp);
+	}
+	return 0;
+}
+
+static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *const *keys)
+{
+	gc->deadline = sock_deadline(kvp);
+	gc->items = calloc(n, sizeof(*gc->items));
+	gc->todo = calloc(n, sizeof(*gc->todo));
+	if (!gc->items || !gc->todo)
+		return KVP_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct get_item *it = &gc->items[i];
+
+		it->key = keys[i];
+		it->result = mc_key_check(keys[i], &it->klen);
+		if (it->result)
+			continue;
+		it->hdr = malloc(EXT_HDR_SIZE + it->klen);
+		if (!it->hdr) {
+			it->result = KVP_ENOMEM;
+			continue;
+		}
+		gc->todo[gc->ntodo++] = i;
+	}
+	return 0;
+}
+
+static void get_teardown(struct get_ctx *gc, size_t n)
+{
+	for (size_t i = 0; gc->items && i < n; i++) {
+		free(gc->items[i].hdr);
+		xp_stage_free(gc->items[i].stage, gc->items[i].stage_pinned);
+	}
+	free(gc->items);
+	free(gc->todo);
+}
+
+int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
+		       void *const *bufs, const size_t *caps, int64_t *results)
+{
+	struct get_ctx gc = { 0 };
+	int rc;
+
+	if (!kvp || (n && (!keys || !bufs || !caps || !results)))
+		return KVP_EINVAL;
+	if (!n)
+		return 0;
+	rc = get_setup(kvp, &gc, n, keys);
+	if (rc == 0) {
+		size_t keep = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			gc.items[i].dst = bufs[i];
+			gc.items[i].cap = bufs[i] ? caps[i] : 0;
+		}
+		for (size_t t = 0; t < gc.ntodo; t++) {
+			struct get_item *it = &gc.items[gc.todo[t]];
+
+			it->dev = it->dst && cuda_is_device(it->dst);
+			if (it->dev && !cuda_available())
+				it->result = xp_device_refused(it->dst);
+			else
+				gc.todo[keep++] = gc.todo[t];
+		}
+		gc.ntodo = keep;
+		rc = get_batch(kvp, &gc);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!gc.items)
+			results[i] = rc;
+		else if (rc < 0 && gc.items[i].result != KVP_EKEY)
+			results[i] = rc;
+		else
+			results[i] = gc.items[i].result;
+	}
+	get_teardown(&gc, n);
+	return rc < 0 ? rc : 0;
+}
+
+int64_t kvp_get_into(struct kvp *kvp, const char *key, void *buf, size_t cap)
+{
+	int64_t res;
+	int rc = kvp_batch_get_into(kvp, 1, &key, &buf, &cap, &res);
+
+	return rc < 0 ? rc : res;
+}
+
+int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len)
+{
+	struct get_ctx gc = { 0 };
+	int64_t res;
+	int rc;
+
+	if (!kvp || !buf || !len)
+		return KVP_EINVAL;
+	*buf = NULL;
+	*len = 0;
+	rc = get_setup(kvp, &gc, 1, &key);
+	if (rc == 0) {
+		gc.items[0].alloc = true;
+		rc = get_batch(kvp, &gc);
+	}
+	res = rc < 0 ? rc : gc.items[0].result;
+	if (res >= 0) {
+		*buf = gc.items[0].dst;
+		*len = (size_t)res;
+		gc.items[0].dst = NULL;
+	}
+	if (gc.items)
+		free(gc.items[0].dst);
+	get_teardown(&gc, 1);
+	return res < 0 ? (int)res : 0;
+}
+
+int get_fuzz_replies(const uint8_t *p, size_t n)
+{
+	struct rbuf r;
+	uint32_t cnt;
+
+	rb_init(&r, p, n);
+	cnt = rb_count(&r, 33);
+	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+		struct get_reply g;
+
+		if (get_reply_item(&r, 1ull << 30, &g) == 0 && g.vlen > (1ull << 30))
+			abort();	/* must have been refused */
+	}
+	return 0;
+}

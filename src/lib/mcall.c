@@ -1,0 +1,305 @@
+/* mcall: calls to kvpool-master over pooled, pipelined connections (see
+ * mcall.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_i.h"
+#include "kvpool.h"
+#include "log.h"
+#include "mcall.h"
+#include "net.h"
+#include "sock.h"
+
+#define MC_WINDOW 16			/* frames pipelined before reading replies */
+
+/* A pooled master connection (after HELLO, blocking with poll deadlines). */
+struct mconn {
+	int fd;
+	uint64_t next_reqid;
+	struct mconn *next;
+};
+
+static void cond_wait_until(struct kvp *kvp, uint64_t deadline)
+{
+	struct timespec ts;
+	uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(left / 1000);
+	ts.tv_nsec += (long)(left % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&kvp->cond, &kvp->lock, &ts);
+}
+
+static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool *reused)
+{
+	uint64_t epoch = 0;
+	struct mconn *mc;
+	int fd;
+
+	pthread_mutex_lock(&kvp->lock);
+	for (;;) {
+		mc = kvp->midle;
+		if (mc) {
+			kvp->midle = mc->next;
+			pthread_mutex_unlock(&kvp->lock);
+			if (sock_alive(mc->fd)) {
+				*out = mc;
+				*reused = true;
+				return 0;
+			}
+			/* Master restarted or dropped us while idle. */
+			close(mc->fd);
+			free(mc);
+			pthread_mutex_lock(&kvp->lock);
+			kvp->mconns--;
+			continue;
+		}
+		if (kvp->mconns < kvp->mmax)
+			break;
+		if (net_now_ms() >= deadline) {
+			pthread_mutex_unlock(&kvp->lock);
+			return KVP_ETIMEDOUT;
+		}
+		cond_wait_until(kvp, deadline);
+	}
+	kvp->mconns++;
+	pthread_mutex_unlock(&kvp->lock);
+
+	mc = calloc(1, sizeof(*mc));
+	fd = mc ? sock_connect(kvp, kvp->conf.cluster.master, &epoch, deadline) : KVP_ENOMEM;
+	pthread_mutex_lock(&kvp->lock);
+	if (fd < 0) {
+		kvp->mconns--;
+		pthread_cond_broadcast(&kvp->cond);
+		pthread_mutex_unlock(&kvp->lock);
+		free(mc);
+		return fd;
+	}
+	if (kvp->epoch_known && epoch != kvp->epoch) {
+		/* A restarted master numbers segments anew. The segment
+		 * table's flag is set here, under kvp->lock, rather than by a
+		 * segtab call: segtab calls the master through this module. */
+		log_info("master %s restarted: refreshing segments", kvp->conf.cluster.master);
+		kvp->segs_valid = false;
+	}
+	kvp->epoch = epoch;
+	kvp->epoch_known = true;
+	pthread_mutex_unlock(&kvp->lock);
+	client_count(kvp, master_connects, 1);
+	mc->fd = fd;
+	mc->next_reqid = 1;
+	*out = mc;
+	*reused = false;
+	return 0;
+}
+
+static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
+{
+	pthread_mutex_lock(&kvp->lock);
+	if (healthy) {
+		mc->next = kvp->midle;
+		kvp->midle = mc;
+	} else {
+		kvp->mconns--;
+	}
+	pthread_cond_broadcast(&kvp->cond);
+	pthread_mutex_unlock(&kvp->lock);
+	if (!healthy) {
+		close(mc->fd);
+		free(mc);
+	}
+}
+
+void mc_free(struct mcall *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		wb_free(&c[i].body);
+		free(c[i].rep);
+	}
+	free(c);
+}
+
+/* Sends the frames (MC_WINDOW at a time) and collects their replies. */
+static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t n,
+		       uint64_t deadline, bool *got_any)
+{
+	uint8_t hdrs[MC_WINDOW][WIRE_HDR_SIZE];
+	struct iovec iov[2 * MC_WINDOW];
+
+	for (size_t base = 0; base < n; base += MC_WINDOW) {
+		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
+		int rc;
+
+		for (size_t i = 0; i < w; i++) {
+			struct mcall *m = &c[base + i];
+			struct wire_hdr h = {
+				.magic = WIRE_MAGIC,
+				.version = WIRE_VERSION,
+				.opcode = m->op,
+				.body_len = (uint32_t)m->body.len,
+				.reqid = mc->next_reqid++,
+			};
+
+			if (m->body.oom)
+				return KVP_ENOMEM;
+			if (m->body.len > kvp->max_frame)
+				return KVP_ETOOBIG;
+			m->reqid = h.reqid;
+			m->got = false;
+			wire_hdr_encode(&h, hdrs[i]);
+			iov[2 * i].iov_base = hdrs[i];
+			iov[2 * i].iov_len = WIRE_HDR_SIZE;
+			iov[2 * i + 1].iov_base = m->body.p;
+			iov[2 * i + 1].iov_len = m->body.len;
+		}
+		rc = sock_sendv(mc->fd, iov, (int)(2 * w), deadline);
+		if (rc < 0)
+			return rc;
+		for (size_t k = 0; k < w; k++) {
+			struct wire_hdr h;
+			uint8_t *body;
+			struct mcall *m = NULL;
+
+			rc = sock_recv_frame(mc->fd, kvp->max_frame, deadline, &h, &body);
+			if (rc < 0)
+				return rc;
+			*got_any = true;
+			for (size_t i = 0; i < w; i++)
+				if (c[base + i].reqid == h.reqid && !c[base + i].got)
+					m = &c[base + i];
+			if (!m || h.payload_len || (h.opcode != m->op && h.status == 0)) {
+				free(body);
+				return KVP_EPROTO;
+			}
+			m->got = true;
+			m->status = h.status;
+			free(m->rep);
+			m->rep = body;
+			m->rep_len = h.body_len;
+			m->rep[m->rep_len] = 0;
+		}
+	}
+	return 0;
+}
+
+/* A reused connection that breaks before any reply arrived is retried once
+ * on a fresh one (the master restarted while it sat idle). */
+int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
+{
+	for (int attempt = 0;; attempt++) {
+		struct mconn *mc;
+		bool reused = false, got_any = false;
+		int rc = mc_take(kvp, deadline, &mc, &reused);
+
+		if (rc < 0)
+			return rc;
+		rc = mc_exchange(kvp, mc, c, n, deadline, &got_any);
+		mc_give(kvp, mc, rc == 0);
+		if (rc == KVP_ECONN && reused && !got_any && attempt == 0) {
+			client_count(kvp, retries, 1);
+			continue;
+		}
+		return rc;
+	}
+}
+
+int mc_call1(struct kvp *kvp, struct mcall *c, uint64_t deadline)
+{
+	int rc = mc_call(kvp, c, 1, deadline);
+
+	if (rc == 0 && c->status)
+		rc = c->status;
+	return rc;
+}
+
+struct mcall *mc_batch(struct kvp *kvp, uint16_t op, const void *prefix, size_t plen, size_t n,
+		       mc_item_enc enc, void *arg, size_t *ncalls)
+{
+	size_t cap = 4, nc = 0, i = 0;
+	/* Half the frame, at least 2 KiB (max_frame >= 4 KiB): one more item
+	 * (<= 1 KiB key) still fits, so no frame exceeds cluster.max_frame. */
+	size_t max_bytes = kvp->max_frame / 2;
+	struct mcall *c = calloc(cap, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	while (i < n) {
+		if (nc == cap) {
+			struct mcall *p = realloc(c, 2 * cap * sizeof(*c));
+
+			if (!p)
+				goto out_free;
+			memset(p + cap, 0, cap * sizeof(*p));
+			c = p;
+			cap *= 2;
+		}
+		struct mcall *m = &c[nc++];
+		size_t count_at;
+		uint32_t cnt = 0;
+
+		m->op = op;
+		wb_init(&m->body);
+		wb_bytes(&m->body, prefix, plen);
+		count_at = m->body.len;
+		wb_u32(&m->body, 0);
+		m->first = i;
+		while (i < n && cnt < kvp->max_batch && (cnt == 0 || m->body.len < max_bytes)) {
+			enc(&m->body, i, arg);
+			i++;
+			cnt++;
+		}
+		if (m->body.oom)
+			goto out_free;
+		memcpy(m->body.p + count_at, &cnt, 4);
+		m->count = cnt;
+	}
+	*ncalls = nc;
+	return c;
+
+out_free:
+	mc_free(c, cap);
+	return NULL;
+}
+
+int mc_batch_reply(const struct mcall *m, struct rbuf *r)
+{
+	if (!m->got)
+		return KVP_EPROTO;
+	if (m->status)
+		return m->status;
+	rb_init(r, m->rep, m->rep_len);
+	if (rb_u32(r) != m->count || !rb_ok(r))
+		return KVP_EPROTO;
+	return 0;
+}
+
+int mc_key_check(const char *key, uint32_t *klen)
+{
+	size_t n;
+
+	if (!key)
+		return KVP_EKEY;
+	n = strnlen(key, KVP_MAX_KEY + 1);
+	if (n == 0 || n > KVP_MAX_KEY)
+		return KVP_EKEY;
+	*klen = (uint32_t)n;
+	return 0;
+}
+
+void mc_pool_close(struct kvp *kvp)
+{
+	while (kvp->midle) {
+		struct mconn *mc = kvp->midle;
+
+		kvp->midle = mc->next;
+		close(mc->fd);
+		free(mc);
+	}
+}

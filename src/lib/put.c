@@ -1,0 +1,513 @@
+/* put: kvp_put, kvp_put_from, kvp_batch_put_from. One round is PUT_START
+ * for every item (the master grants space on `replicas` segments), the
+ * replica writes as one transfer run, then one round trip of PUT_END for
+ * the complete items and PUT_REVOKE for the others; items that failed on a
+ * transport error get one more round with a fresh segment table. Runs on
+ * the calling thread; shared state only through mcall, segtab, xport.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_i.h"
+#include "cuda.h"
+#include "extent.h"
+#include "kvpool.h"
+#include "mcall.h"
+#include "net.h"
+#include "put.h"
+#include "segtab.h"
+#include "sock.h"
+#include "xp_rdma.h"
+#include "xport.h"
+
+struct put_item {
+	const char *key;
+	uint32_t klen;
+	const void *buf;
+	uint64_t len;
+	int status;			/* result so far */
+	bool started;			/* PUT_START granted: needs PUT_END or PUT_REVOKE */
+	bool retry;			/* failed on a transport error: try once more */
+	uint64_t gen, csum;
+	bool valid;			/* passed argument checks */
+	uint8_t nrep;
+	int left;			/* replica writes outstanding */
+	uint32_t seg_id[KVP_MAX_REPLICAS];
+	struct xp_op *ops;		/* nrep */
+	struct xp_run *run;
+	bool dev;			/* buf is CUDA device memory */
+	bool stage_pinned;
+	void *stage;			/* host copy of a device buf (remote paths) */
+};
+
+struct put_ctx {
+	uint64_t deadline;		/* of the whole call */
+	struct put_item *items;
+	size_t *todo;			/* items in this round */
+	size_t ntodo;
+};
+
+static void put_enc_start(struct wbuf *b, size_t i, void *arg)
+{
+	struct put_ctx *pc = arg;
+	struct put_item *it = &pc->items[pc->todo[i]];
+
+	wb_str(b, it->key, it->klen);
+	wb_u64(b, it->len);
+}
+
+static void put_enc_end(struct wbuf *b, size_t i, void *arg)
+{
+	struct put_ctx *pc = arg;
+	struct put_item *it = &pc->items[pc->todo[i]];
+
+	wb_str(b, it->key, it->klen);
+	wb_u64(b, it->gen);
+	wb_u64(b, it->csum);
+}
+
+static void put_enc_revoke(struct wbuf *b, size_t i, void *arg)
+{
+	struct put_ctx *pc = arg;
+	struct put_item *it = &pc->items[pc->todo[i]];
+
+	wb_str(b, it->key, it->klen);
+	wb_u64(b, it->gen);
+}
+
+static void put_fail(struct put_item *it, int rc)
+{
+	if (!it->status)
+		it->status = rc;
+}
+
+static void put_op_done(struct xp_op *op)
+{
+	struct put_item *it = op->arg;
+
+	if (op->status)
+		put_fail(it, op->status);
+	it->left--;
+	if (!(op->flags & XP_F_CSUM))
+		return;
+	/* The checksum was computed while copying to the first local replica;
+	 * the other replicas' headers can now be written. */
+	it->csum = op->h.value_checksum;
+	for (uint8_t r = 0; r < it->nrep; r++) {
+		struct xp_op *o = &it->ops[r];
+
+		if (o == op)
+			continue;
+		if (it->status) {
+			it->left--;
+			continue;
+		}
+		o->h.value_checksum = it->csum;
+		xp_run_add(it->run, o);
+	}
+}
+
+/* One PUT_START reply item, decoded and checked (untrusted bytes). */
+struct put_reply {
+	int status;
+	uint64_t gen;
+	uint8_t nrep;
+	struct {
+		uint32_t id;
+		uint64_t off, alloc_len;
+		uint8_t grant[WIRE_GRANT_LEN];
+	} rep[KVP_MAX_REPLICAS];
+};
+
+/* 0 (p filled), the item's own error status, or KVP_EPROTO (malformed: a
+ * status out of range, no replica or more than asked for, a short frame). */
+static int put_reply_item(struct rbuf *r, struct put_reply *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->status = rb_i32(r);
+	p->gen = rb_u64(r);
+	uint8_t nrep = rb_u8(r);
+
+	for (uint8_t i = 0; i < nrep; i++) {
+		uint32_t id = rb_u32(r);
+		uint64_t off = rb_u64(r), alen = rb_u64(r);
+		const uint8_t *g = rb_take(r, WIRE_GRANT_LEN);
+
+		if (!g || p->nrep >= KVP_MAX_REPLICAS)
+			continue;
+		p->rep[p->nrep].id = id;
+		p->rep[p->nrep].off = off;
+		p->rep[p->nrep].alloc_len = alen;
+		memcpy(p->rep[p->nrep].grant, g, WIRE_GRANT_LEN);
+		p->nrep++;
+	}
+	if (!rb_ok(r) || p->status > 0 || p->status < KVP_ERR_MIN || nrep > KVP_MAX_REPLICAS)
+		return KVP_EPROTO;
+	if (p->status)
+		return p->status;
+	return p->nrep ? 0 : KVP_EPROTO;
+}
+
+/* A put of device memory: when every replica is local the value goes
+ * device -> segment by cudaMemcpy (XP_F_DEVICE); otherwise it is copied
+ * once to host staging and every replica is written from there. */
+static int put_device(struct put_item *it)
+{
+	bool all_local = true;
+
+	for (uint8_t i = 0; i < it->nrep; i++)
+		all_local &= it->ops[i].kind == XP_LOCAL;
+	if (all_local) {
+		for (uint8_t i = 0; i < it->nrep; i++)
+			it->ops[i].flags |= XP_F_DEVICE;
+		return 0;
+	}
+	if (!it->stage) {
+		it->stage = xp_stage_alloc(it->len, &it->stage_pinned);
+		if (!it->stage) {
+			put_fail(it, KVP_ENOMEM);
+			return -1;
+		}
+		if (cuda_memcpy(it->stage, it->buf, it->len) < 0) {
+			put_fail(it, KVP_EIO);
+			return -1;
+		}
+	}
+	for (uint8_t i = 0; i < it->nrep; i++)
+		it->ops[i].src = it->stage;
+	return 0;
+}
+
+/* Parses PUT_START replies and queues every replica write. */
+static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t nc,
+		    struct xp_run *run)
+{
+	uint64_t now_ns = net_realtime_ns();
+	bool refreshed = false;
+
+	for (size_t f = 0; f < nc; f++) {
+		struct rbuf r;
+		int frc = mc_batch_reply(&c[f], &r);
+
+		for (uint32_t k = 0; k < c[f].count; k++) {
+			struct put_item *it = &pc->items[pc->todo[c[f].first + k]];
+			struct put_reply pr;
+			int st = frc;
+
+			if (!st && (st = put_reply_item(&r, &pr)) == KVP_EPROTO)
+				frc = st;	/* the rest of the frame cannot be trusted */
+			it->status = 0;
+			it->nrep = 0;
+			it->left = 0;
+			it->run = run;
+			free(it->ops);
+			it->ops = NULL;
+			/* Only a granted item needs PUT_END or PUT_REVOKE. One
+			 * whose reply did not parse may hold a grant we cannot
+			 * name: put_timeout reclaims it. */
+			it->started = st == 0;
+			if (st) {
+				it->status = st;
+				continue;
+			}
+			it->gen = pr.gen;
+			it->ops = calloc(pr.nrep, sizeof(*it->ops));
+			if (!it->ops) {
+				it->status = KVP_ENOMEM;
+				continue;
+			}
+			for (uint8_t i = 0; i < pr.nrep; i++) {
+				struct xp_op *o = &it->ops[i];
+
+				o->dir = XP_WRITE;
+				o->off = pr.rep[i].off;
+				o->alloc_len = pr.rep[i].alloc_len;
+				memcpy(o->grant, pr.rep[i].grant, WIRE_GRANT_LEN);
+				it->seg_id[i] = pr.rep[i].id;
+				it->nrep++;
+			}
+		}
+	}
+
+	/* Resolve segments and choose each replica's path. */
+	for (size_t t = 0; t < pc->ntodo; t++) {
+		struct put_item *it = &pc->items[pc->todo[t]];
+		int first_local = -1;
+
+		if (!it->started || it->status)
+			continue;
+		for (uint8_t i = 0; i < it->nrep; i++) {
+			struct xp_op *o = &it->ops[i];
+			struct client_seg *s;
+
+			s = segtab_get(kvp, it->seg_id[i], &refreshed, pc->deadline);
+			o->seg = s;
+			if (!s) {
+				put_fail(it, KVP_ENOSEG);
+				continue;
+			}
+			int kind = xp_path_choose(kvp->proto, s->local_rw, xp_rdma_seg_ok(kvp, s),
+						  true, KVP_TIER_MEM);
+
+			if (kind < 0)
+				put_fail(it, KVP_ENOTSUP);
+			o->kind = kind < 0 ? XP_TCP : (enum xp_kind)kind;
+			if (kind == XP_LOCAL && first_local < 0)
+				first_local = i;
+			o->tier = KVP_TIER_MEM;
+			o->h.key_len = it->klen;
+			o->h.value_len = it->len;
+			o->h.generation = it->gen;
+			o->h.seg_uuid = s->seg_uuid;
+			o->h.put_time_ns = now_ns;
+			o->key = (const uint8_t *)it->key;
+			o->src = it->buf;
+			o->done = put_op_done;
+			o->arg = it;
+		}
+		if (it->status)
+			continue;
+		if (it->dev && put_device(it) < 0)
+			continue;
+		it->left = it->nrep;
+		if (first_local >= 0) {
+			it->ops[first_local].flags |= XP_F_CSUM;
+			xp_run_add(run, &it->ops[first_local]);
+		} else {
+			it->csum = ext_checksum(it->ops[0].src, it->len);
+			for (uint8_t i = 0; i < it->nrep; i++) {
+				it->ops[i].h.value_checksum = it->csum;
+				xp_run_add(run, &it->ops[i]);
+			}
+		}
+	}
+	return 0;
+}
+
+/* PUT_END for the items whose replicas are all written, PUT_REVOKE for the
+ * others that were granted: one round trip. */
+static int put_finish(struct kvp *kvp, struct put_ctx *pc)
+{
+	size_t *ends = malloc((pc->ntodo + 1) * sizeof(*ends));
+	size_t *revs = malloc((pc->ntodo + 1) * sizeof(*revs));
+	size_t ne = 0, nr = 0, nce = 0, ncr = 0;
+	struct mcall *c = NULL, *cr = NULL;
+	struct put_ctx pe = *pc, pr = *pc;
+	int rc = KVP_ENOMEM;
+
+	if (!ends || !revs)
+		goto out;
+	for (size_t t = 0; t < pc->ntodo; t++) {
+		struct put_item *it = &pc->items[pc->todo[t]];
+
+		if (!it->started)
+			continue;
+		if (it->status)
+			revs[nr++] = pc->todo[t];
+		else
+			ends[ne++] = pc->todo[t];
+	}
+	rc = 0;
+	if (!ne && !nr)
+		goto out;
+	pe.todo = ends;
+	pe.ntodo = ne;
+	pr.todo = revs;
+	pr.ntodo = nr;
+	rc = KVP_ENOMEM;
+	if (ne && !(c = mc_batch(kvp, WIRE_OP_PUT_END, NULL, 0, ne, put_enc_end, &pe, &nce)))
+		goto out;
+	if (nr && !(cr = mc_batch(kvp, WIRE_OP_PUT_REVOKE, NULL, 0, nr, put_enc_revoke, &pr, &ncr)))
+		goto out;
+	if (ncr) {
+		/* One array, so both go out pipelined on one connection. */
+		struct mcall *all = realloc(c, (nce + ncr) * sizeof(*all));
+
+		if (!all)
+			goto out;
+		memcpy(all + nce, cr, ncr * sizeof(*all));
+		free(cr);
+		cr = NULL;
+		c = all;
+		nce += ncr;
+		ncr = 0;
+	}
+	rc = mc_call(kvp, c, nce, pc->deadline);
+	for (size_t f = 0; f < nce && c[f].op == WIRE_OP_PUT_END; f++) {
+		struct rbuf r;
+		int frc = rc ? rc : mc_batch_reply(&c[f], &r);
+
+		for (uint32_t k = 0; k < c[f].count; k++) {
+			struct put_item *it = &pc->items[ends[c[f].first + k]];
+			int st = frc ? frc : rb_i32(&r);
+
+			if (!frc && (!rb_ok(&r) || st > 0 || st < KVP_ERR_MIN))
+				st = frc = KVP_EPROTO;
+			it->status = st;
+			if (!st)
+				client_count(kvp, puts, 1);
+		}
+	}
+	/* A lost PUT_REVOKE is harmless: put_timeout reclaims the extents. */
+	rc = 0;
+out:
+	for (size_t t = 0; t < pc->ntodo; t++)
+		pc->items[pc->todo[t]].started = false;
+	if (c)
+		mc_free(c, nce);
+	if (cr)
+		mc_free(cr, ncr);
+	free(ends);
+	free(revs);
+	return rc;
+}
+
+static void put_release(struct kvp *kvp, struct put_ctx *pc)
+{
+	for (size_t t = 0; t < pc->ntodo; t++) {
+		struct put_item *it = &pc->items[pc->todo[t]];
+
+		for (uint8_t i = 0; it->ops && i < it->nrep; i++) {
+			segtab_put(kvp, it->ops[i].seg);
+			it->ops[i].seg = NULL;
+		}
+	}
+}
+
+static int put_round(struct kvp *kvp, struct put_ctx *pc, uint8_t replicas)
+{
+	uint8_t prefix[5];
+	uint32_t pref = segtab_have_local_rw(kvp) ? WIRE_SEG_LOCAL : 0;
+	struct xp_run run = { .kvp = kvp, .deadline = pc->deadline };
+	struct mcall *c;
+	size_t nc = 0;
+	int rc;
+
+	prefix[0] = replicas;
+	memcpy(prefix + 1, &pref, 4);
+	c = mc_batch(kvp, WIRE_OP_PUT_START, prefix, sizeof(prefix), pc->ntodo, put_enc_start,
+		     pc, &nc);
+	if (!c)
+		return KVP_ENOMEM;
+	rc = mc_call(kvp, c, nc, pc->deadline);
+	if (rc < 0) {
+		mc_free(c, nc);
+		return rc;
+	}
+	put_plan(kvp, pc, c, nc, &run);
+	mc_free(c, nc);
+	xp_run_wait(&run);
+	rc = put_finish(kvp, pc);
+	put_release(kvp, pc);
+	return rc;
+}
+
+int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
+		       const void *const *bufs, const size_t *lens, int *results)
+{
+	struct put_ctx pc = { .deadline = kvp ? sock_deadline(kvp) : 0 };
+	uint8_t replicas;
+	int rc = 0;
+
+	if (!kvp || (n && (!keys || !bufs || !lens || !results)))
+		return KVP_EINVAL;
+	if (!n)
+		return 0;
+	replicas = kvp->conf.client.replicas < 1 ? 1 :
+		kvp->conf.client.replicas > KVP_MAX_REPLICAS ? KVP_MAX_REPLICAS :
+		(uint8_t)kvp->conf.client.replicas;
+	pc.items = calloc(n, sizeof(*pc.items));
+	pc.todo = calloc(n, sizeof(*pc.todo));
+	if (!pc.items || !pc.todo) {
+		rc = KVP_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct put_item *it = &pc.items[i];
+
+		it->key = keys[i];
+		it->buf = bufs[i];
+		it->len = lens[i];
+		it->status = mc_key_check(keys[i], &it->klen);
+		if (it->status)
+			continue;
+		if (!bufs[i] || !lens[i])
+			it->status = KVP_EINVAL;
+		else if (lens[i] > kvp->conf.cluster.max_object_size)
+			it->status = KVP_ETOOBIG;
+		else if ((it->dev = cuda_is_device(bufs[i])) && !cuda_available())
+			it->status = xp_device_refused(bufs[i]);
+		else
+			pc.todo[pc.ntodo++] = i;
+		it->valid = !it->status;
+	}
+	for (int attempt = 0; attempt < 2 && pc.ntodo; attempt++) {
+		size_t keep = 0;
+
+		rc = put_round(kvp, &pc, replicas);
+		if (rc < 0) {
+			/* After a first round, the batch as a whole was tried. */
+			for (size_t t = 0; attempt && t < pc.ntodo; t++)
+				pc.items[pc.todo[t]].status = rc;
+			if (attempt)
+				rc = 0;
+			break;
+		}
+		for (size_t t = 0; t < pc.ntodo; t++) {
+			struct put_item *it = &pc.items[pc.todo[t]];
+
+			if (xp_retryable(it->status))
+				pc.todo[keep++] = pc.todo[t];
+		}
+		if (!keep || attempt)
+			break;
+		/* A node restarted or moved: learn the new table, try once more. */
+		pc.ntodo = keep;
+		client_count(kvp, retries, keep);
+		segtab_invalidate(kvp);
+	}
+out:
+	for (size_t i = 0; i < n; i++) {
+		if (!pc.items)
+			results[i] = rc;
+		else if (pc.items[i].valid && rc < 0)
+			results[i] = rc;
+		else
+			results[i] = pc.items[i].status;
+		if (pc.items) {
+			free(pc.items[i].ops);
+			xp_stage_free(pc.items[i].stage, pc.items[i].stage_pinned);
+		}
+	}
+	free(pc.items);
+	free(pc.todo);
+	return rc < 0 ? rc : 0;
+}
+
+int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len)
+{
+	int res, rc = kvp_batch_put_from(kvp, 1, &key, &buf, &len, &res);
+
+	return rc < 0 ? rc : res;
+}
+
+int kvp_put(struct kvp *kvp, const char *key, const void *buf, size_t len)
+{
+	return kvp_put_from(kvp, key, buf, len);
+}
+
+int put_fuzz_replies(const uint8_t *p, size_t n)
+{
+	struct rbuf r;
+	uint32_t cnt;
+
+	rb_init(&r, p, n);
+	cnt = rb_count(&r, 13);
+	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
+		struct put_reply pr;
+
+		if (put_reply_item(&r, &pr) == 0 && (!pr.nrep || pr.nrep > KVP_MAX_REPLICAS))
+			abort();
+	}
+	return 0;
+}
