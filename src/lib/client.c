@@ -628,28 +628,25 @@ int kvp_info(struct kvp *kvp, struct kvp_info *out)
 		if (!out->nodes)
 			rc = KVP_ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (rc == 0) {
-			struct kvp_node_info *ni = &out->nodes[i];
-			struct client_seg *s = v[i];
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct kvp_node_info *ni = &out->nodes[i];
+		struct client_seg *s = v[i];
 
-			ni->segment_id = s->id;
-			snprintf(ni->name, sizeof(ni->name), "%.63s", s->node_name);
-			snprintf(ni->host_id, sizeof(ni->host_id), "%.63s", s->host_id);
-			snprintf(ni->endpoint, sizeof(ni->endpoint), "%.127s", s->endpoint);
-			snprintf(ni->shm_path, sizeof(ni->shm_path), "%.255s", s->shm_path);
-			ni->capacity = s->seg_size;
-			ni->used = s->used;
-			ni->objects = s->objects;
-			ni->spill_capacity = s->spill_capacity;
-			ni->spill_used = s->spill_used;
-			ni->draining = s->draining;
-			ni->numa_node = s->numa_node;
-			out->nnodes++;
-		}
-		free(v[i]);
+		ni->segment_id = s->id;
+		snprintf(ni->name, sizeof(ni->name), "%.63s", s->node_name);
+		snprintf(ni->host_id, sizeof(ni->host_id), "%.63s", s->host_id);
+		snprintf(ni->endpoint, sizeof(ni->endpoint), "%.127s", s->endpoint);
+		snprintf(ni->shm_path, sizeof(ni->shm_path), "%.255s", s->shm_path);
+		ni->capacity = s->seg_size;
+		ni->used = s->used;
+		ni->objects = s->objects;
+		ni->spill_capacity = s->spill_capacity;
+		ni->spill_used = s->spill_used;
+		ni->draining = s->draining;
+		ni->numa_node = s->numa_node;
+		out->nnodes++;
 	}
-	free(v);
+	segtab_parsed_free(v, n);
 	for (int i = 0; i < 2; i++) {
 		wb_free(&c[i].body);
 		free(c[i].rep);
@@ -748,11 +745,8 @@ int client_fuzz_replies(const uint8_t *p, size_t n)
 
 	if (n > UINT32_MAX)
 		return 0;
-	if (segtab_parse(&m, &v, &nv) == 0) {
-		for (size_t i = 0; i < nv; i++)
-			free(v[i]);
-		free(v);
-	}
+	if (segtab_parse(&m, &v, &nv) == 0)
+		segtab_parsed_free(v, nv);
 	list_parse(p, n, &l);
 	kvp_list_free(&l);
 	get_fuzz_replies(p, n);

@@ -51,6 +51,13 @@ void segtab_put(struct kvp *kvp, struct client_seg *seg)
 		seg_free(seg);
 }
 
+void segtab_parsed_free(struct client_seg **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		seg_free(v[i]);
+	free(v);
+}
+
 static int seg_cmp(const void *a, const void *b)
 {
 	const struct client_seg *x = *(struct client_seg *const *)a;
@@ -79,9 +86,7 @@ int segtab_parse(const struct mcall *m, struct client_seg ***out, size_t *nout)
 		size_t bl;
 
 		if (!s) {
-			for (uint32_t j = 0; j < i; j++)
-				seg_free(v[j]);
-			free(v);
+			segtab_parsed_free(v, i);
 			return KVP_ENOMEM;
 		}
 		v[i] = s;
@@ -106,9 +111,7 @@ int segtab_parse(const struct mcall *m, struct client_seg ***out, size_t *nout)
 		s->numa_node = rb_i32(&r);
 	}
 	if (!rb_ok(&r)) {
-		for (uint32_t i = 0; i < n; i++)
-			seg_free(v[i]);
-		free(v);
+		segtab_parsed_free(v, n);
 		return KVP_EPROTO;
 	}
 	*out = v;
@@ -168,9 +171,7 @@ int segtab_refresh(struct kvp *kvp, uint64_t seen_gen, uint64_t deadline)
 		goto out_unlock;
 	fresh = calloc(n ? n : 1, sizeof(*fresh));
 	if (!fresh) {
-		for (size_t i = 0; i < n; i++)
-			free(v[i]);
-		free(v);
+		segtab_parsed_free(v, n);
 		rc = KVP_ENOMEM;
 		goto out_unlock;
 	}
@@ -181,7 +182,7 @@ int segtab_refresh(struct kvp *kvp, uint64_t seen_gen, uint64_t deadline)
 		struct client_seg *o = segtab_find_locked(kvp, v[i]->id);
 
 		if (o && seg_same(o, v[i])) {
-			free(v[i]);
+			seg_free(v[i]);
 			v[i] = o;
 			o->refs++;
 			continue;

@@ -35,6 +35,8 @@ bool segtab_have_local_rw(struct kvp *kvp);
 /* Parses a SEGMENTS reply (untrusted) into unattached entries, sorted as
  * received: 0, the reply's status, KVP_EPROTO or KVP_ENOMEM. */
 int segtab_parse(const struct mcall *m, struct client_seg ***out, size_t *nout);
+/* Frees what segtab_parse returned (entries with their RDMA address). */
+void segtab_parsed_free(struct client_seg **v, size_t n);
 
 /* Drops the table and frees the node list (kvp_close, after the node
  * connection pools are closed). */
