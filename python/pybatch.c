@@ -1,0 +1,556 @@
+/* pybatch: DistributedStore's calls on many objects — put_batch/get_batch,
+ * the zero-copy batch_put_from/batch_get_into and their *_multi_buffers
+ * forms (several buffers per key, merged when adjacent), batch_is_exist,
+ * batch_remove, batch_get_buffer. Arguments are copied with the GIL held;
+ * the libkvpool batch calls and the staging copies run without it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvpool.h"
+#include "pyconv.h"
+#include "pystore.h"
+#include "pytypes.h"
+
+/* Batch puts from (ptr, len) pairs; results are Mooncake codes. Called
+ * without the GIL. */
+static void batch_put_nogil(struct store *self, const struct putopt *opt,
+			    const struct conv_keys *ks, const void *const *bufs, const size_t *lens,
+			    int *res)
+{
+	int rc;
+
+	STORE_CALL_NOGIL(self, rc, store_put_many(self, opt, ks, bufs, lens, res));
+	for (size_t i = 0; i < ks->n; i++)
+		res[i] = mc_put(rc < 0 ? rc : res[i]);
+}
+
+/* put_batch(keys, values, config=None) -> 0, or the first failure's code. */
+static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "values", "config", NULL };
+	PyObject *keys, *values, *cfg = NULL, *fast = NULL;
+	Py_buffer *views = NULL;
+	const void **bufs = NULL;
+	size_t *lens = NULL;
+	int *res = NULL, first = 0;
+	Py_ssize_t got = 0;
+	struct putopt opt;
+	struct conv_keys ks = { 0 };
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwlist, &keys, &values, &cfg))
+		return NULL;
+	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	fast = PySequence_Fast(values, "values must be a list of bytes-like objects");
+	if (!fast)
+		goto out;
+	if ((size_t)PySequence_Fast_GET_SIZE(fast) != ks.n) {
+		PyErr_SetString(PyExc_ValueError, "put_batch: keys and values differ in length");
+		goto out;
+	}
+	views = calloc(ks.n + 1, sizeof(*views));
+	bufs = calloc(ks.n + 1, sizeof(*bufs));
+	lens = calloc(ks.n + 1, sizeof(*lens));
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!views || !bufs || !lens || !res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (got = 0; (size_t)got < ks.n; got++) {
+		if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, got), &views[got],
+				       PyBUF_SIMPLE) < 0)
+			goto out;
+		bufs[got] = views[got].buf;
+		lens[got] = (size_t)views[got].len;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	batch_put_nogil(self, &opt, &ks, bufs, lens, res);
+	Py_END_ALLOW_THREADS
+	for (size_t i = 0; i < ks.n && !first; i++)
+		first = res[i];
+out:
+	for (Py_ssize_t i = 0; i < got; i++)
+		PyBuffer_Release(&views[i]);
+	free(views);
+	free(bufs);
+	free(lens);
+	free(res);
+	Py_XDECREF(fast);
+	conv_keys_free(&ks);
+	if (PyErr_Occurred())
+		return NULL;
+	return PyLong_FromLong(first);
+}
+
+static PyObject *store_batch_put_from(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", "config", NULL };
+	PyObject *keys, *pl, *sl, *cfg = NULL, *r = NULL;
+	struct putopt opt;
+	struct conv_keys ks;
+	void **bufs = NULL;
+	size_t *lens = NULL;
+	int *res = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl,
+					 &cfg))
+		return NULL;
+	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens) < 0)
+		goto out;
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	batch_put_nogil(self, &opt, &ks, (const void *const *)bufs, lens, res);
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, res, NULL);
+out:
+	free(bufs);
+	free(lens);
+	free(res);
+	conv_keys_free(&ks);
+	return r;
+}
+
+static PyObject *store_batch_get_into(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", NULL };
+	PyObject *keys, *pl, *sl, *r = NULL;
+	struct conv_keys ks;
+	void **bufs = NULL;
+	size_t *caps = NULL;
+	int64_t *res = NULL;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwlist, &keys, &pl, &sl))
+		return NULL;
+	if (conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &caps) < 0)
+		goto out;
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
+	for (size_t i = 0; i < ks.n; i++) {
+		int64_t v = rc < 0 ? rc : res[i];
+
+		res[i] = v >= 0 ? v : mc(v);
+	}
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, NULL, res);
+out:
+	free(bufs);
+	free(caps);
+	free(res);
+	conv_keys_free(&ks);
+	return r;
+}
+
+/* One key's buffers in the *_multi_buffers calls. Adjacent buffers
+ * (ptr[j] + size[j] == ptr[j + 1], the usual layer-by-layer layout inside one
+ * KV block) are merged, so most keys need no staging copy. */
+struct mbuf {
+	size_t n;			/* after merging */
+	char **p;
+	size_t *len;
+	size_t total;
+	char *stage;			/* n > 1: contiguous staging buffer */
+};
+
+static int mbufs_get(PyObject *allp, PyObject *alls, size_t nkeys, struct mbuf **out)
+{
+	PyObject *fp = NULL, *fs = NULL;
+	struct mbuf *mb;
+	int rc = -1;
+
+	*out = mb = calloc(nkeys + 1, sizeof(*mb));
+	if (!mb) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	fp = PySequence_Fast(allp, "all_buffer_ptrs must be a list of lists of ints");
+	fs = fp ? PySequence_Fast(alls, "all_sizes must be a list of lists of ints") : NULL;
+	if (!fs)
+		goto out;
+	if ((size_t)PySequence_Fast_GET_SIZE(fp) != nkeys ||
+	    (size_t)PySequence_Fast_GET_SIZE(fs) != nkeys) {
+		PyErr_SetString(PyExc_ValueError, "all_buffer_ptrs and all_sizes need one list per key");
+		goto out;
+	}
+	for (size_t i = 0; i < nkeys; i++) {
+		uint64_t *ps = NULL, *ss = NULL;
+		Py_ssize_t np = 0, ns = 0;
+
+		if (conv_u64s(PySequence_Fast_GET_ITEM(fp, i), -1, &ps, &np, "buffer_ptrs") < 0)
+			goto out;
+		if (conv_u64s(PySequence_Fast_GET_ITEM(fs, i), np, &ss, &ns, "sizes") < 0) {
+			free(ps);
+			goto out;
+		}
+		mb[i].p = calloc((size_t)np + 1, sizeof(*mb[i].p));
+		mb[i].len = calloc((size_t)np + 1, sizeof(*mb[i].len));
+		if (!mb[i].p || !mb[i].len) {
+			free(ps);
+			free(ss);
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (Py_ssize_t j = 0; j < np; j++) {
+			char *p = (char *)(uintptr_t)ps[j];
+			size_t l = (size_t)ss[j];
+
+			mb[i].total += l;
+			if (mb[i].n && mb[i].p[mb[i].n - 1] + mb[i].len[mb[i].n - 1] == p) {
+				mb[i].len[mb[i].n - 1] += l;
+				continue;
+			}
+			mb[i].p[mb[i].n] = p;
+			mb[i].len[mb[i].n++] = l;
+		}
+		free(ps);
+		free(ss);
+	}
+	rc = 0;
+out:
+	Py_XDECREF(fp);
+	Py_XDECREF(fs);
+	return rc;
+}
+
+static void mbufs_free(struct mbuf *mb, size_t n)
+{
+	for (size_t i = 0; mb && i < n; i++) {
+		free(mb[i].p);
+		free(mb[i].len);
+		free(mb[i].stage);
+	}
+	free(mb);
+}
+
+/* Called without the GIL: the contiguous buffer of every key in bufs (its
+ * only buffer, or a staging one; @gather copies a put's buffers into it)
+ * and its total length in lens. 0 or KVP_ENOMEM. */
+static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens, bool gather)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct mbuf *m = &mb[i];
+
+		bufs[i] = m->n == 1 ? m->p[0] : NULL;
+		lens[i] = m->total;
+		if (m->n <= 1)
+			continue;
+		m->stage = malloc(m->total ? m->total : 1);
+		if (!m->stage)
+			return KVP_ENOMEM;
+		bufs[i] = m->stage;
+		for (size_t j = 0, off = 0; gather && j < m->n; j++) {
+			memcpy(m->stage + off, m->p[j], m->len[j]);
+			off += m->len[j];
+		}
+	}
+	return 0;
+}
+
+static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject *args,
+						    PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "all_buffer_ptrs", "all_sizes", "config", NULL };
+	PyObject *keys, *allp, *alls, *cfg = NULL, *r = NULL;
+	struct mbuf *mb = NULL;
+	struct putopt opt;
+	struct conv_keys ks;
+	void **bufs = NULL;
+	size_t *lens = NULL;
+	int *res = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwlist,
+					 &keys, &allp, &alls, &cfg))
+		return NULL;
+	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
+		goto out;
+	bufs = calloc(ks.n + 1, sizeof(*bufs));
+	lens = calloc(ks.n + 1, sizeof(*lens));
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!bufs || !lens || !res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	int err = mbufs_flatten(mb, ks.n, bufs, lens, true);
+	if (err) {
+		for (size_t i = 0; i < ks.n; i++)
+			res[i] = mc(err);
+	} else {
+		batch_put_nogil(self, &opt, &ks, (const void *const *)bufs, lens, res);
+	}
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, res, NULL);
+out:
+	mbufs_free(mb, ks.n);
+	free(bufs);
+	free(lens);
+	free(res);
+	conv_keys_free(&ks);
+	return r;
+}
+
+/* -> bytes read per key, or a Mooncake code. A value larger than the key's
+ * buffers together fails with BUFFER_OVERFLOW; a smaller one fills them in
+ * order. */
+static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject *args,
+						    PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "all_buffer_ptrs", "all_sizes",
+				  "prefer_alloc_in_same_node", NULL };
+	PyObject *keys, *allp, *alls, *r = NULL;
+	struct mbuf *mb = NULL;
+	struct conv_keys ks;
+	void **bufs = NULL;
+	size_t *caps = NULL;
+	int64_t *res = NULL;
+	int same = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|p:batch_get_into_multi_buffers", kwlist,
+					 &keys, &allp, &alls, &same))
+		return NULL;
+	if (conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
+		goto out;
+	bufs = calloc(ks.n + 1, sizeof(*bufs));
+	caps = calloc(ks.n + 1, sizeof(*caps));
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!bufs || !caps || !res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	int rc = mbufs_flatten(mb, ks.n, bufs, caps, false);
+	if (!rc)
+		STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
+	for (size_t i = 0; i < ks.n; i++) {
+		int64_t v = rc < 0 ? rc : res[i];
+
+		if (v > 0 && mb[i].stage) {
+			size_t off = 0;
+
+			for (size_t j = 0; j < mb[i].n && off < (size_t)v; j++) {
+				size_t l = mb[i].len[j] < (size_t)v - off ? mb[i].len[j] :
+					   (size_t)v - off;
+
+				memcpy(mb[i].p[j], mb[i].stage + off, l);
+				off += l;
+			}
+		}
+		res[i] = v >= 0 ? v : mc(v);
+	}
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, NULL, res);
+out:
+	mbufs_free(mb, ks.n);
+	free(bufs);
+	free(caps);
+	free(res);
+	conv_keys_free(&ks);
+	return r;
+}
+
+/* ---- batch calls on values ----------------------------------------------- */
+
+/* The per-key results of batch_is_exist (1, 0 or -1) or, with @remove, of
+ * batch_remove (Mooncake codes). */
+static PyObject *batch_exists_remove(struct store *self, PyObject *keys, bool remove, int flags)
+{
+	struct conv_keys ks;
+	PyObject *r;
+	int *res, rc;
+
+	if (conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!res) {
+		conv_keys_free(&ks);
+		return PyErr_NoMemory();
+	}
+	Py_BEGIN_ALLOW_THREADS
+	STORE_CALL_NOGIL(self, rc, remove ? kvp_batch_remove(k, ks.n, ks.k, flags, res) :
+					    kvp_batch_exists(k, ks.n, ks.k, res));
+	for (size_t i = 0; i < ks.n; i++) {
+		int v = rc < 0 ? rc : res[i];
+
+		res[i] = remove ? mc(v) : mc_exist(v);
+	}
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, res, NULL);
+	free(res);
+	conv_keys_free(&ks);
+	return r;
+}
+
+static PyObject *store_batch_is_exist(struct store *self, PyObject *keys)
+{
+	return batch_exists_remove(self, keys, false, 0);
+}
+
+static PyObject *store_batch_remove(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "force", NULL };
+	PyObject *keys;
+	int force = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:batch_remove", kwlist, &keys, &force))
+		return NULL;
+	return batch_exists_remove(self, keys, true, force ? KVP_REMOVE_FORCE : 0);
+}
+
+/* get_batch(keys) -> [bytes]: sizes first (one round trip), then every value
+ * straight into its bytes object (one more); b"" for a missing key. */
+static PyObject *store_get_batch(struct store *self, PyObject *keys)
+{
+	struct conv_keys ks;
+	PyObject **objs = NULL, *r = NULL;
+	int64_t *sizes = NULL, *res = NULL;
+	void **bufs = NULL;
+	size_t *caps = NULL;
+	int rc = 0;
+
+	if (conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	objs = calloc(ks.n + 1, sizeof(*objs));
+	sizes = calloc(ks.n + 1, sizeof(*sizes));
+	res = calloc(ks.n + 1, sizeof(*res));
+	bufs = calloc(ks.n + 1, sizeof(*bufs));
+	caps = calloc(ks.n + 1, sizeof(*caps));
+	if (!objs || !sizes || !res || !bufs || !caps) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	STORE_CALL(self, rc, kvp_batch_size(k, ks.n, ks.k, sizes));
+	for (size_t i = 0; i < ks.n; i++) {
+		Py_ssize_t len = rc == 0 && sizes[i] > 0 ? (Py_ssize_t)sizes[i] : 0;
+
+		objs[i] = PyBytes_FromStringAndSize(NULL, len);
+		if (!objs[i])
+			goto out;
+		bufs[i] = len ? PyBytes_AS_STRING(objs[i]) : NULL;
+		caps[i] = (size_t)len;
+	}
+	if (rc == 0) {
+		/* The bytes objects are ours alone until returned: filling them
+		 * without the GIL is safe. */
+		STORE_CALL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
+	}
+	r = PyList_New((Py_ssize_t)ks.n);
+	if (!r)
+		goto out;
+	for (size_t i = 0; i < ks.n; i++) {
+		PyObject *o = objs[i];
+
+		/* Removed and put again with another size since the sizes were
+		 * read: one more try by itself. */
+		if (rc == 0 && caps[i] && (res[i] == KVP_ETOOBIG ||
+					   (res[i] >= 0 && res[i] != (int64_t)caps[i]))) {
+			void *buf = NULL;
+			size_t len = 0;
+			int grc;
+
+			STORE_CALL(self, grc, kvp_get(k, ks.k[i], &buf, &len));
+			if (grc == 0) {
+				Py_DECREF(o);
+				o = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+				kvp_free(buf);
+				if (!o) {
+					objs[i] = NULL;
+					Py_CLEAR(r);
+					goto out;
+				}
+				caps[i] = len;
+				res[i] = (int64_t)len;
+			}
+		}
+		if (rc < 0 || !caps[i] || res[i] != (int64_t)caps[i]) {
+			Py_DECREF(o);
+			o = PyBytes_FromStringAndSize(NULL, 0);
+			if (!o) {
+				objs[i] = NULL;
+				Py_CLEAR(r);
+				goto out;
+			}
+		}
+		PyList_SET_ITEM(r, (Py_ssize_t)i, o);
+		objs[i] = NULL;
+	}
+out:
+	for (size_t i = 0; objs && i < ks.n; i++)
+		Py_XDECREF(objs[i]);
+	free(objs);
+	free(sizes);
+	free(res);
+	free(bufs);
+	free(caps);
+	conv_keys_free(&ks);
+	return r;
+}
+
+static PyObject *store_batch_get_buffer(struct store *self, PyObject *keys)
+{
+	struct conv_keys ks;
+	PyObject *r;
+
+	if (conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	r = PyList_New((Py_ssize_t)ks.n);
+	for (size_t i = 0; r && i < ks.n; i++) {
+		void *buf = NULL;
+		size_t len = 0;
+		PyObject *o;
+		int rc;
+
+		STORE_CALL(self, rc, kvp_get(k, ks.k[i], &buf, &len));
+		o = rc < 0 ? Py_NewRef(Py_None) : pybuf_new(buf, len);
+		if (!o) {
+			Py_CLEAR(r);
+			break;
+		}
+		PyList_SET_ITEM(r, (Py_ssize_t)i, o);
+	}
+	conv_keys_free(&ks);
+	return r;
+}
+
+PyMethodDef batch_methods[] = {
+	{ "put_batch", METH(store_put_batch), KW,
+	  "put_batch(keys, values, config=None) -> int (0, or the first failure)" },
+	{ "get_batch", METH(store_get_batch), METH_O, "get_batch(keys) -> [bytes]" },
+	{ "batch_get_buffer", METH(store_batch_get_buffer), METH_O,
+	  "batch_get_buffer(keys) -> [BufferHandle or None]" },
+	{ "batch_is_exist", METH(store_batch_is_exist), METH_O,
+	  "batch_is_exist(keys) -> [1, 0 or -1]" },
+	{ "batch_remove", METH(store_batch_remove), KW, "batch_remove(keys, force=False) -> [int]" },
+	{ "batch_put_from", METH(store_batch_put_from), KW,
+	  "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> [int]" },
+	{ "batch_get_into", METH(store_batch_get_into), KW,
+	  "batch_get_into(keys, buffer_ptrs, sizes) -> [bytes read or negative code]" },
+	{ "batch_put_from_multi_buffers", METH(store_batch_put_from_multi_buffers), KW,
+	  "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> [int]" },
+	{ "batch_get_into_multi_buffers", METH(store_batch_get_into_multi_buffers), KW,
+	  "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, "
+	  "prefer_alloc_in_same_node=False) -> [bytes read or negative code]" },
+	{ NULL }
+};

@@ -1,0 +1,368 @@
+/* pystore: the DistributedStore object's handles — the default one, those
+ * opened on demand for other replica counts, the registered buffers
+ * replayed on each — and the Python type itself with its introspection
+ * methods. Handle calls run without the GIL inside store_enter/store_leave;
+ * hlock guards the extra handles.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpool.h"
+#include "pyconv.h"
+#include "pystore.h"
+#include "pytypes.h"
+
+struct store *store_live;
+
+/* Handles: the default one and those for other replica counts. */
+
+struct kvp *store_enter(struct store *s)
+{
+	if (s->owner != getpid())
+		return NULL;
+	pthread_rwlock_rdlock(&s->lock);
+	if (!s->kvp) {
+		pthread_rwlock_unlock(&s->lock);
+		return NULL;
+	}
+	return s->kvp;
+}
+
+void store_leave(struct store *s)
+{
+	pthread_rwlock_unlock(&s->lock);
+}
+
+static int store_register_all(struct store *s, struct kvp *k)
+{
+	for (size_t i = 0; i < s->nregs; i++) {
+		int rc = kvp_register_buffer(k, s->regs[i].p, s->regs[i].len);
+
+		if (rc < 0 && rc != KVP_EEXIST)
+			return rc;
+	}
+	return 0;
+}
+
+struct kvp *store_handle(struct store *s, int replicas, int *err)
+{
+	struct kvp_open_opts o = { 0 };
+	struct conv_strv ov = { 0 };
+	struct kvp *k;
+
+	if (!replicas || replicas == s->def_replicas)
+		return s->kvp;
+	pthread_mutex_lock(&s->hlock);
+	k = s->rep[replicas];
+	if (k)
+		goto out;
+	for (size_t i = 0; i < s->overrides.n; i++) {
+		if (conv_strv_add(&ov, s->overrides.v[i]) < 0)
+			goto out_nomem;
+	}
+	if (conv_strv_addf(&ov, "client.replicas=%d", replicas) < 0)
+		goto out_nomem;
+	o.config_file = s->config_file;
+	o.overrides = (const char *const *)ov.v;
+	k = kvp_open(&o, err);
+	if (k) {
+		int rc = store_register_all(s, k);
+
+		if (rc < 0) {
+			kvp_close(k);
+			k = NULL;
+			*err = rc;
+		}
+	}
+	s->rep[replicas] = k;
+	goto out;
+out_nomem:
+	*err = KVP_ENOMEM;
+out:
+	pthread_mutex_unlock(&s->hlock);
+	conv_strv_free(&ov);
+	return k;
+}
+
+/* Every handle, for calls that must reach all of them. */
+static size_t store_handles(struct store *s, struct kvp **out)
+{
+	size_t n = 0;
+
+	out[n++] = s->kvp;
+	pthread_mutex_lock(&s->hlock);
+	for (int i = 1; i <= KVP_MAX_REPLICAS; i++)
+		if (s->rep[i])
+			out[n++] = s->rep[i];
+	pthread_mutex_unlock(&s->hlock);
+	return n;
+}
+
+
+/* Inside store_enter: the handle that puts as @po asks, or NULL with *rc. */
+static struct kvp *put_handle(struct store *s, const struct putopt *po, int *rc)
+{
+	*rc = KVP_EINVAL;
+	return po->valid ? store_handle(s, po->replicas, rc) : NULL;
+}
+
+int store_put_one(struct store *s, const struct putopt *po, const char *key, const void *buf,
+		  size_t len, bool from)
+{
+	int rc;
+	struct kvp *k = put_handle(s, po, &rc);
+
+	if (!k)
+		return rc;
+	rc = from ? kvp_put_from(k, key, buf, len) : kvp_put(k, key, buf, len);
+	if (rc == 0 && po->hard_pin)
+		rc = kvp_pin(k, key, HARD_PIN_MS);
+	return rc;
+}
+
+int store_put_many(struct store *s, const struct putopt *po, const struct conv_keys *ks,
+		   const void *const *bufs, const size_t *lens, int *res)
+{
+	int rc;
+	struct kvp *k = put_handle(s, po, &rc);
+
+	if (!k)
+		return rc;
+	rc = kvp_batch_put_from(k, ks->n, ks->k, bufs, lens, res);
+	for (size_t i = 0; rc == 0 && po->hard_pin && i < ks->n; i++)
+		if (res[i] == 0)
+			res[i] = kvp_pin(k, ks->k[i], HARD_PIN_MS);
+	return rc;
+}
+
+int store_register(struct store *s, void *p, size_t len)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = 0;
+
+	for (size_t i = 0; i < nh && rc == 0; i++)
+		rc = kvp_register_buffer(hs[i], p, len);
+	pthread_mutex_lock(&s->hlock);
+	if (rc == 0 && s->nregs == s->capregs) {
+		size_t cap = s->capregs ? s->capregs * 2 : 16;
+		struct reg *nr = realloc(s->regs, cap * sizeof(*nr));
+
+		if (nr) {
+			s->regs = nr;
+			s->capregs = cap;
+		} else {
+			rc = KVP_ENOMEM;
+		}
+	}
+	if (rc == 0)
+		s->regs[s->nregs++] = (struct reg){ p, len };
+	pthread_mutex_unlock(&s->hlock);
+	return rc;
+}
+
+/* Inside store_enter: the buffer off every handle and out of the list; the
+ * default handle's result. */
+int store_unregister(struct store *s, void *p)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = kvp_unregister_buffer(hs[0], p);
+
+	for (size_t i = 1; i < nh; i++)
+		kvp_unregister_buffer(hs[i], p);
+	pthread_mutex_lock(&s->hlock);
+	for (size_t i = 0; i < s->nregs; i++) {
+		if (s->regs[i].p == p) {
+			s->regs[i] = s->regs[--s->nregs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->hlock);
+	return rc;
+}
+
+int store_stats_sum(struct store *s, struct kvp_stats *sum)
+{
+	struct kvp *hs[KVP_MAX_REPLICAS + 2];
+	size_t nh = store_handles(s, hs);
+	int rc = 0;
+
+	memset(sum, 0, sizeof(*sum));
+	for (size_t i = 0; i < nh && !rc; i++) {
+		struct kvp_stats st;
+
+		rc = kvp_stats(hs[i], &st);
+		if (rc)
+			break;
+		sum->puts += st.puts;
+		sum->gets += st.gets;
+		sum->local_bytes += st.local_bytes;
+		sum->tcp_bytes += st.tcp_bytes;
+		sum->checksum_mismatches += st.checksum_mismatches;
+		sum->retries += st.retries;
+		sum->segment_refreshes += st.segment_refreshes;
+		sum->master_connects += st.master_connects;
+		sum->node_connects += st.node_connects;
+	}
+	return rc;
+}
+
+void store_locks_init(struct store *s)
+{
+	pthread_rwlockattr_t ra;
+	pthread_condattr_t ca;
+
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&s->hlock, NULL);
+	pthread_mutex_init(&s->nlock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->ncond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+
+/* ---- introspection ------------------------------------------------------- */
+
+static PyObject *store_get_hostname(struct store *self, PyObject *unused)
+{
+	return PyUnicode_FromString(self->hostname);
+}
+
+static PyObject *store_last_error(struct store *self, PyObject *unused)
+{
+	return PyUnicode_FromString(self->errmsg);
+}
+
+static PyObject *store_segment_name(struct store *self, PyObject *unused)
+{
+	if (!self->node)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(self->node_segment);
+}
+
+
+/* stats() -> dict of kvp_stats counters, summed over the store's handles. */
+static PyObject *store_stats(struct store *self, PyObject *unused)
+{
+	struct kvp_stats sum = { 0 };
+	int rc;
+
+	STORE_CALL(self, rc, store_stats_sum(self, &sum));
+	if (rc < 0)
+		Py_RETURN_NONE;
+	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+			     "puts", (unsigned long long)sum.puts,
+			     "gets", (unsigned long long)sum.gets,
+			     "local_bytes", (unsigned long long)sum.local_bytes,
+			     "tcp_bytes", (unsigned long long)sum.tcp_bytes,
+			     "checksum_mismatches", (unsigned long long)sum.checksum_mismatches,
+			     "retries", (unsigned long long)sum.retries,
+			     "segment_refreshes", (unsigned long long)sum.segment_refreshes,
+			     "master_connects", (unsigned long long)sum.master_connects,
+			     "node_connects", (unsigned long long)sum.node_connects);
+}
+
+/* ---- type plumbing -------------------------------------------------------- */
+
+static PyObject *store_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	struct store *s = (struct store *)type->tp_alloc(type, 0);
+
+	if (!s)
+		return NULL;
+	store_locks_init(s);
+	s->live_next = store_live;
+	if (store_live)
+		store_live->live_prev = s;
+	store_live = s;
+	return (PyObject *)s;
+}
+
+static int store_init(struct store *self, PyObject *args, PyObject *kw)
+{
+	if (PyTuple_GET_SIZE(args) || (kw && PyDict_Size(kw))) {
+		PyErr_SetString(PyExc_TypeError, "DistributedStore() takes no arguments; "
+				"call setup() to connect");
+		return -1;
+	}
+	return 0;
+}
+
+static void store_dealloc(struct store *self)
+{
+	/* Off the live list first: _close_all must not revive a dying store
+	 * while the teardown below runs without the GIL. */
+	if (self->live_prev)
+		self->live_prev->live_next = self->live_next;
+	else if (store_live == self)
+		store_live = self->live_next;
+	if (self->live_next)
+		self->live_next->live_prev = self->live_prev;
+	self->live_prev = self->live_next = NULL;
+	setup_teardown(self);
+	pthread_rwlock_destroy(&self->lock);
+	pthread_mutex_destroy(&self->hlock);
+	pthread_mutex_destroy(&self->nlock);
+	pthread_cond_destroy(&self->ncond);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyMethodDef store_methods[] = {
+	{ "get_hostname", METH(store_get_hostname), METH_NOARGS, "get_hostname() -> str" },
+	{ "last_error", METH(store_last_error), METH_NOARGS,
+	  "last_error() -> str: why the last setup failed ('' if it did not)" },
+	{ "segment_name", METH(store_segment_name), METH_NOARGS,
+	  "segment_name() -> the embedded node's /dev/shm segment, or None" },
+	{ "stats", METH(store_stats), METH_NOARGS,
+	  "stats() -> dict of client counters (local_bytes, tcp_bytes, ...), None if not set up" },
+	{ NULL }
+};
+
+PyTypeObject store_type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "kvpool.DistributedStore",
+	.tp_basicsize = sizeof(struct store),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "A kvpool client with the methods of Mooncake's MooncakeDistributedStore.",
+	.tp_new = store_new,
+	.tp_init = (initproc)store_init,
+	.tp_dealloc = (destructor)store_dealloc,
+};
+
+/* The method tables of every file in one, in this order (help() lists them
+ * so); built once, kept for the life of the process as the type needs. */
+int store_type_ready(void)
+{
+	static PyMethodDef *const tables[] = { setup_methods, ops_methods, batch_methods,
+					       store_methods };
+	static PyMethodDef *all;
+	size_t n = 0;
+
+	if (!all) {
+		for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+			for (const PyMethodDef *m = tables[t]; m->ml_name; m++)
+				n++;
+		all = PyMem_RawCalloc(n + 1, sizeof(*all));
+		if (!all) {
+			PyErr_NoMemory();
+			return -1;
+		}
+		n = 0;
+		for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+			for (const PyMethodDef *m = tables[t]; m->ml_name; m++)
+				all[n++] = *m;
+		store_type.tp_methods = all;
+	}
+	return PyType_Ready(&store_type);
+}

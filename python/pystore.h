@@ -1,0 +1,155 @@
+/* pystore: the store object of the `kvpool` extension (DistributedStore,
+ * Mooncake's MooncakeDistributedStore) shared by its files: pystore.c (the
+ * handles, registered buffers, the type), pysetup.c (setup/close, embedded
+ * node), pyops.c (single-object calls), pybatch.c (batch calls). Blocking
+ * libkvpool calls run without the GIL under store->lock held for reading;
+ * setup and close hold it for writing.
+ */
+#ifndef KVP_PYSTORE_H
+#define KVP_PYSTORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conf.h"
+#include "kvpool.h"
+#include "pyconv.h"
+
+/* PyMethodDef wants PyCFunction; the detour through void (*)(void) keeps
+ * -Wcast-function-type quiet for methods with other signatures. */
+#define METH(f) ((PyCFunction)(void (*)(void))(f))
+#define KW (METH_VARARGS | METH_KEYWORDS)
+
+#define HARD_PIN_MS (100ull * 365 * 24 * 3600 * 1000)	/* "forever" for with_hard_pin */
+
+struct putopt;
+struct conv_keys;
+
+struct reg {
+	void *p;
+	size_t len;
+};
+
+enum node_state { NODE_STARTING, NODE_READY, NODE_EXITED };
+
+struct store {
+	PyObject_HEAD
+	/* Read-held (GIL released) by every call that uses a handle; write-held
+	 * by setup and close. Writers are preferred so close is not starved. */
+	pthread_rwlock_t lock;
+	struct kvp *kvp;		/* protected by lock */
+	int def_replicas;		/* client.replicas of kvp */
+	/* How kvp was opened (for the extra handles); written under lock (write). */
+	char *config_file;
+	struct conv_strv overrides;
+	/* Handles opened on demand for ReplicateConfig.replica_num != def_replicas,
+	 * and the registered buffers to replay on them. */
+	pthread_mutex_t hlock;
+	struct kvp *rep[KVP_MAX_REPLICAS + 1];	/* protected by hlock */
+	struct reg *regs;			/* protected by hlock */
+	size_t nregs, capregs;
+	/* Embedded node (setup with global_segment_size > 0). */
+	struct node *node;
+	pthread_t node_thr;
+	pthread_mutex_t nlock;
+	pthread_cond_t ncond;
+	enum node_state nstate;		/* protected by nlock */
+	int node_rc;			/* protected by nlock */
+	char node_segment[CONF_STR];
+	char hostname[CONF_STR];
+	char errmsg[1024];		/* last setup failure */
+	pid_t owner;			/* process that set it up; 0 = not set up */
+	struct store *live_prev, *live_next;	/* live list, protected by the GIL */
+};
+
+extern PyTypeObject store_type;
+extern struct store *store_live;	/* protected by the GIL */
+
+/* The methods of DistributedStore, one table per file (NULL-terminated);
+ * store_type_ready() joins them. */
+extern PyMethodDef store_methods[];	/* pystore.c: introspection */
+extern PyMethodDef setup_methods[];	/* pysetup.c */
+extern PyMethodDef ops_methods[];	/* pyops.c */
+extern PyMethodDef batch_methods[];	/* pybatch.c */
+
+/* PyType_Ready for store_type with every method table. -1 with an exception. */
+int store_type_ready(void);
+
+/* Called without the GIL: the handle for this call, with lock read-held, or
+ * NULL (not set up, or a forked child: the connections, the node thread and
+ * the lock's state belong to the parent). */
+struct kvp *store_enter(struct store *s);
+void store_leave(struct store *s);
+
+/* Inside store_enter: the handle that puts with @replicas replicas (0 = the
+ * default handle); opens it on first use. NULL with *err. */
+struct kvp *store_handle(struct store *s, int replicas, int *err);
+/* Inside store_enter: one value through the handle for @po (kvp_put, or
+ * kvp_put_from for a registered buffer), pinned when @po asks. */
+int store_put_one(struct store *s, const struct putopt *po, const char *key, const void *buf,
+		  size_t len, bool from);
+/* Inside store_enter: a batch through the handle for @po, each object that
+ * was stored pinned when @po asks. */
+int store_put_many(struct store *s, const struct putopt *po, const struct conv_keys *ks,
+		   const void *const *bufs, const size_t *lens, int *res);
+/* Inside store_enter: registers a buffer on every handle and remembers it
+ * for the handles opened later; store_unregister undoes it. */
+int store_register(struct store *s, void *p, size_t len);
+int store_unregister(struct store *s, void *p);
+/* Inside store_enter: kvp_stats summed over every handle. */
+int store_stats_sum(struct store *s, struct kvp_stats *sum);
+/* Fresh locks (a new store, or a forked child's copy of one). */
+void store_locks_init(struct store *s);
+
+/* pysetup.c: closes what setup opened. Called with the GIL held; releases
+ * it. */
+void setup_teardown(struct store *s);
+
+/* Runs @expr, an int expression that may use the handle k, inside
+ * store_enter/store_leave: @rc receives its value, or KVP_EINVAL when the
+ * store is not set up. STORE_CALL releases the GIL around it; the _NOGIL
+ * form is for code that has released it already. */
+#define STORE_CALL_NOGIL(s, rc, expr)			\
+	do {						\
+		struct kvp *k = store_enter(s);		\
+							\
+		(rc) = KVP_EINVAL;			\
+		if (k) {				\
+			(rc) = (expr);			\
+			store_leave(s);			\
+		}					\
+	} while (0)
+
+#define STORE_CALL(s, rc, expr)				\
+	do {						\
+		Py_BEGIN_ALLOW_THREADS			\
+		STORE_CALL_NOGIL(s, rc, expr);		\
+		Py_END_ALLOW_THREADS			\
+	} while (0)
+
+/* Results as Mooncake's client gives them: a KVP_E* code becomes its
+ * ErrorCode value, non-negative results pass. */
+static inline int mc(int64_t rc)
+{
+	return rc >= 0 ? (int)rc : kvp_to_mooncake((int)rc);
+}
+
+/* Puts: Mooncake's client treats "already exists" as success (objects are
+ * immutable, the first writer's bytes are what a get returns). */
+static inline int mc_put(int rc)
+{
+	return rc == KVP_EEXIST ? 0 : mc(rc);
+}
+
+/* is_exist / batch_is_exist: 1, 0, or -1 for any error (Mooncake's docs). */
+static inline int mc_exist(int rc)
+{
+	return rc == 0 || rc == 1 ? rc : -1;
+}
+
+#endif
