@@ -1,9 +1,9 @@
 /* pysetup: DistributedStore.setup() in its forms (Mooncake's arguments, a
  * dict, setup() from MOONCAKE_CONFIG_PATH and the MOONCAKE_* variables,
- * init_all) opening the store's handle and the embedded node (setup with
- * global_segment_size > 0, its ev loop on its own pthread); close() and the
- * teardown. Setup and teardown hold store->lock for writing with the GIL
- * released.
+ * init_all), loaded once into one struct kvp_conf that the store's handles
+ * and the embedded node (setup with global_segment_size > 0, its ev loop on
+ * its own pthread) both start from; close() and the teardown. Setup and
+ * teardown hold store->lock for writing with the GIL released.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,6 +23,7 @@
 
 #include "conf.h"
 #include "kvpool.h"
+#include "kvpool_i.h"
 #include "log.h"
 #include "node.h"
 #include "pyconv.h"
@@ -180,12 +181,13 @@ static int emb_start(struct store *s, const struct kvp_conf *c)
 	return rc;
 }
 
-/* How the handles were opened, off the store. */
+/* The configuration off the store, its token wiped. */
 static void setup_conf_free(struct store *s)
 {
-	free(s->config_file);
-	s->config_file = NULL;
-	conv_strv_free(&s->overrides);
+	if (s->conf)
+		explicit_bzero(s->conf->cluster.token, sizeof(s->conf->cluster.token));
+	free(s->conf);
+	s->conf = NULL;
 }
 
 /* Called with lock write-held, GIL released. */
@@ -454,8 +456,8 @@ static const char *proto_map(const char *p)
 	return p;
 }
 
-/* Builds the overrides every handle and the embedded node load on top of the
- * file and the environment. */
+/* What setup() was told as "section.key=value" overrides, the last layer
+ * of the configuration (on top of the file and the environment). */
 static int sp_overrides(const struct sparams *p, struct conv_strv *ov)
 {
 	const char *proto = p->protocol ? p->protocol : getenv("MOONCAKE_PROTOCOL");
@@ -485,28 +487,28 @@ static int sp_overrides(const struct sparams *p, struct conv_strv *ov)
  * the caller's teardown_locked frees what was set up. */
 static int store_setup_locked(struct store *s, const struct sparams *p, unsigned seq)
 {
-	struct kvp_open_opts o = { 0 };
-	struct kvp_conf *c;
+	struct conv_strv ov = { 0 };
+	struct kvp_conf *nc = NULL;
 	char err[512] = "";
 	int rc, lvl;
 
 	s->errmsg[0] = 0;
-	rc = sp_overrides(p, &s->overrides);
+	rc = sp_overrides(p, &ov);
 	if (rc < 0)
-		return rc;
-	if (p->config_file && !(s->config_file = strdup(p->config_file)))
-		return KVP_ENOMEM;
+		goto out;
 	snprintf(s->hostname, sizeof(s->hostname), "%s", p->hostname ? p->hostname : "");
 	if (!s->hostname[0] && gethostname(s->hostname, sizeof(s->hostname) - 1) < 0)
 		snprintf(s->hostname, sizeof(s->hostname), "localhost");
 
-	/* The same configuration the handles will load: validated here so that a
-	 * bad key is reported with its message, and used for the node. */
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return KVP_ENOMEM;
-	if (conf_load(c, s->config_file, (const char *const *)s->overrides.v, err,
-		      sizeof(err)) < 0) {
+	/* Every layer once: the file, the environment, then what setup() was
+	 * told. The handles (also those opened later, after the file or the
+	 * variables changed) and the embedded node all start from it. */
+	s->conf = calloc(1, sizeof(*s->conf));
+	if (!s->conf) {
+		rc = KVP_ENOMEM;
+		goto out;
+	}
+	if (conf_load(s->conf, p->config_file, (const char *const *)ov.v, err, sizeof(err)) < 0) {
 		snprintf(s->errmsg, sizeof(s->errmsg), "configuration: %s", err);
 		rc = KVP_EINVAL;
 		goto out;
@@ -515,32 +517,40 @@ static int store_setup_locked(struct store *s, const struct sparams *p, unsigned
 	{
 		const struct conf_key *k = conf_find("log", "level");
 
-		lvl = k && c->src[k - conf_table] != CONF_SRC_DEFAULT ?
-			log_level_parse(c->log.level) : LOG_WARNING;
+		lvl = k && s->conf->src[k - conf_table] != CONF_SRC_DEFAULT ?
+			log_level_parse(s->conf->log.level) : LOG_WARNING;
 		log_init("kvpool-py", lvl);
 	}
-	s->def_replicas = (int)c->client.replicas;
+	s->def_replicas = (int)s->conf->client.replicas;
 	if (p->has_seg && p->seg) {
-		emb_conf_adjust(s, c, seq);
-		rc = emb_start(s, c);
+		/* The node's copy gets this process's own identity; the handles
+		 * keep the configuration as loaded. */
+		nc = malloc(sizeof(*nc));
+		if (!nc) {
+			rc = KVP_ENOMEM;
+			goto out;
+		}
+		*nc = *s->conf;
+		emb_conf_adjust(s, nc, seq);
+		rc = emb_start(s, nc);
 		if (rc < 0)
 			goto out;
 	}
-	o.config_file = s->config_file;
-	o.overrides = (const char *const *)s->overrides.v;
-	s->kvp = kvp_open(&o, &rc);
+	s->kvp = kvp_open_conf(s->conf, &rc);
 	if (!s->kvp) {
 		if (rc >= 0)
 			rc = KVP_EINTERNAL;
 		snprintf(s->errmsg, sizeof(s->errmsg), "cannot open a client of master %s: %s",
-			 c->cluster.master, kvp_strerror(rc));
+			 s->conf->cluster.master, kvp_strerror(rc));
 		emb_stop(s);
 		goto out;
 	}
 	rc = 0;
 out:
-	memset(c->cluster.token, 0, sizeof(c->cluster.token));
-	free(c);
+	if (nc)
+		explicit_bzero(nc->cluster.token, sizeof(nc->cluster.token));
+	free(nc);
+	conv_strv_free(&ov);
 	return rc;
 }
 

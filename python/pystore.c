@@ -1,8 +1,8 @@
 /* pystore: the DistributedStore object's handles — the default one, those
- * opened on demand for other replica counts, the registered buffers
- * replayed on each — and the Python type itself with its introspection
- * methods. Handle calls run without the GIL inside store_enter/store_leave;
- * hlock guards the extra handles.
+ * opened on demand for other replica counts (from the configuration setup()
+ * loaded), the registered buffers replayed on each — and the Python type
+ * itself with its introspection methods. Handle calls run without the GIL
+ * inside store_enter/store_leave; hlock guards the extra handles.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kvpool.h"
+#include "kvpool_i.h"
 #include "pyconv.h"
 #include "pystore.h"
 #include "pytypes.h"
@@ -52,8 +53,7 @@ static int store_register_all(struct store *s, struct kvp *k)
 
 struct kvp *store_handle(struct store *s, int replicas, int *err)
 {
-	struct kvp_open_opts o = { 0 };
-	struct conv_strv ov = { 0 };
+	struct kvp_conf *c;
 	struct kvp *k;
 
 	if (!replicas || replicas == s->def_replicas)
@@ -62,15 +62,16 @@ struct kvp *store_handle(struct store *s, int replicas, int *err)
 	k = s->rep[replicas];
 	if (k)
 		goto out;
-	for (size_t i = 0; i < s->overrides.n; i++) {
-		if (conv_strv_add(&ov, s->overrides.v[i]) < 0)
-			goto out_nomem;
+	c = malloc(sizeof(*c));
+	if (!c) {
+		*err = KVP_ENOMEM;
+		goto out;
 	}
-	if (conv_strv_addf(&ov, "client.replicas=%d", replicas) < 0)
-		goto out_nomem;
-	o.config_file = s->config_file;
-	o.overrides = (const char *const *)ov.v;
-	k = kvp_open(&o, err);
+	*c = *s->conf;
+	c->client.replicas = replicas;
+	k = kvp_open_conf(c, err);
+	explicit_bzero(c->cluster.token, sizeof(c->cluster.token));
+	free(c);
 	if (k) {
 		int rc = store_register_all(s, k);
 
@@ -81,12 +82,8 @@ struct kvp *store_handle(struct store *s, int replicas, int *err)
 		}
 	}
 	s->rep[replicas] = k;
-	goto out;
-out_nomem:
-	*err = KVP_ENOMEM;
 out:
 	pthread_mutex_unlock(&s->hlock);
-	conv_strv_free(&ov);
 	return k;
 }
 

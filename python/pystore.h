@@ -18,7 +18,6 @@
 
 #include "conf.h"
 #include "kvpool.h"
-#include "pyconv.h"
 
 /* PyMethodDef wants PyCFunction; the detour through void (*)(void) keeps
  * -Wcast-function-type quiet for methods with other signatures. */
@@ -44,9 +43,10 @@ struct store {
 	pthread_rwlock_t lock;
 	struct kvp *kvp;		/* protected by lock */
 	int def_replicas;		/* client.replicas of kvp */
-	/* How kvp was opened (for the extra handles); written under lock (write). */
-	char *config_file;
-	struct conv_strv overrides;
+	/* Every layer setup() loaded, once (file, environment, arguments):
+	 * the extra handles open from it, nothing is re-read. Holds the
+	 * cluster token; wiped when freed. Written under lock (write). */
+	struct kvp_conf *conf;
 	/* Handles opened on demand for ReplicateConfig.replica_num != def_replicas,
 	 * and the registered buffers to replay on them. */
 	pthread_mutex_t hlock;
@@ -87,7 +87,7 @@ struct kvp *store_enter(struct store *s);
 void store_leave(struct store *s);
 
 /* Inside store_enter: the handle that puts with @replicas replicas (0 = the
- * default handle); opens it on first use. NULL with *err. */
+ * default handle), opened from s->conf on first use. NULL with *err. */
 struct kvp *store_handle(struct store *s, int replicas, int *err);
 /* Inside store_enter: one value through the handle for @po (kvp_put, or
  * kvp_put_from for a registered buffer), pinned when @po asks. */

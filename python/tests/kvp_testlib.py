@@ -52,6 +52,13 @@ def free_ports(n):
             s.close()
 
 
+def write_token(path, token):
+    """A token file as kvpool accepts it: one line, mode 0600."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+
+
 def require_module(case):
     if kvpool is None:
         raise unittest.SkipTest("kvpool module not importable: " + IMPORT_ERROR)
@@ -62,9 +69,12 @@ def require_module(case):
 
 class Pool:
     """A master and `nodes` node daemons. conf is the INI every process (and
-    the stores, through config_file) reads."""
+    the stores, through config_file) reads. With token=True the daemons
+    require the cluster token in token_file (mode 0600), which only their
+    own INI files name: a client must be given it some other way."""
 
-    def __init__(self, nodes=1, segment_size="256M", master_extra="", client_extra=""):
+    def __init__(self, nodes=1, segment_size="256M", master_extra="", client_extra="",
+                 token=False):
         _seq[0] += 1
         self.tag = "kvpt-py-%d-%d" % (os.getpid(), _seq[0])
         self.dir = tempfile.mkdtemp(prefix=self.tag + ".")
@@ -75,23 +85,35 @@ class Pool:
         self.mport, self.mhttp = ports[0], ports[1]
         self.master = "127.0.0.1:%d" % self.mport
         self.conf = os.path.join(self.dir, "pool.ini")
-        common = (
-            "[cluster]\nmaster = %s\n"
-            "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
-            "metadata_server = false\nlease_ttl = 1s\nclient_ttl = 3s\n%s\n"
-            "[client]\ntimeout = 10s\n%s\n"
-            "[log]\nlevel = notice\n"
-            % (self.master, self.mport, self.mhttp, master_extra, client_extra)
-        )
+        self.token_file = None
+        cluster_extra = ""
+        if token:
+            self.token_file = os.path.join(self.dir, "cluster.token")
+            write_token(self.token_file, "kvpt-" + os.urandom(16).hex())
+            cluster_extra = "token_file = %s\n" % self.token_file
+
+        def common(cluster):
+            return ("[cluster]\nmaster = %s\n%s"
+                    "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
+                    "metadata_server = false\nlease_ttl = 1s\nclient_ttl = 3s\n%s\n"
+                    "[client]\ntimeout = 10s\n%s\n"
+                    "[log]\nlevel = notice\n"
+                    % (self.master, cluster, self.mport, self.mhttp, master_extra,
+                       client_extra))
         with open(self.conf, "w") as f:
-            f.write(common)
+            f.write(common(""))
+        self.master_conf = self.conf
+        if token:
+            self.master_conf = os.path.join(self.dir, "master.ini")
+            with open(self.master_conf, "w") as f:
+                f.write(common(cluster_extra))
         self.node_confs = []
         for i in range(nodes):
             seg = "%s-n%d" % (self.tag, i)
             self.segments.append(seg)
             path = os.path.join(self.dir, "n%d.ini" % i)
             with open(path, "w") as f:
-                f.write(common + (
+                f.write(common(cluster_extra) + (
                     "[node]\nname = %s-n%d\nlisten = 127.0.0.1:%d\n"
                     "http_listen = 127.0.0.1:%d\nsegment = %s\nsegment_size = %s\n"
                     "remove_segment_on_exit = true\nheartbeat_interval = 300ms\n"
@@ -107,7 +129,7 @@ class Pool:
         return p
 
     def start(self, wait_nodes=True):
-        self._spawn("kvpool-master", self.conf, "master.log")
+        self._spawn("kvpool-master", self.master_conf, "master.log")
         for i, c in enumerate(self.node_confs):
             self._spawn("kvpool-node", c, "n%d.log" % i)
         if wait_nodes and self.nodes:
