@@ -40,6 +40,7 @@ struct bench_cfg {
 	uint64_t batch;
 	uint64_t keys;		/* mixed: working set per thread */
 	uint64_t seed;
+	uint64_t wait_ms;	/* for a segment to put into; default client.timeout */
 	const char *path;	/* NULL: [client] protocol */
 	char prefix[1024];
 	bool existing, keep, json;
@@ -59,6 +60,7 @@ struct bench_thr {
 	uint64_t t0, t1;	/* CLOCK_MONOTONIC ns */
 	char *buf;		/* get buffers: batch x size_max */
 	char *keys;		/* batch x keylen */
+	uint64_t unput;		/* get/exists: of those failed, keys whose put failed */
 	uint8_t *present;	/* mixed */
 	uint32_t *ver;		/* mixed: puts of each key so far */
 };
@@ -68,6 +70,7 @@ struct bench {
 	struct kvp *kvp;
 	char *pattern;
 	size_t keylen;
+	uint8_t *put_failed;	/* get/exists: per key index, its untimed put failed */
 	atomic_uint_fast64_t done;
 	atomic_uint finished;
 	atomic_uint reported;
@@ -146,13 +149,19 @@ static void bench_report_err(struct bench *b, const char *key, int err, const ch
 		cli_error("bench", key, err, NULL);
 }
 
-/* Verifies one got value; counts it. */
+/* Verifies one got value; counts it. unput: the key's untimed put failed,
+ * so its absence is that failure (already reported), not a lost object. */
 static void bench_check_get(struct bench_thr *t, const char *key, uint64_t ver, int64_t r,
-			    const char *got)
+			    const char *got, bool unput)
 {
 	struct bench *b = t->b;
 	size_t off, len;
 
+	if (r == KVP_ENOTFOUND && unput) {
+		t->errors++;
+		t->unput++;
+		return;
+	}
 	if (r == KVP_ENOTFOUND) {
 		t->missing++;
 		return;
@@ -236,15 +245,21 @@ static void bench_range(struct bench_thr *t)
 					t->bytes += lens[j];
 				} else {
 					t->errors++;
+					if (b->put_failed)
+						b->put_failed[i + j] = 1;
 					bench_report_err(b, keys[j], rj, NULL);
 				}
 				break;
 			case BENCH_GET:
-				bench_check_get(t, keys[j], 0, r ? r : res64[j], gbufs[j]);
+				bench_check_get(t, keys[j], 0, r ? r : res64[j], gbufs[j],
+						b->put_failed && b->put_failed[i + j]);
 				break;
 			case BENCH_EXISTS:
 				if (rj == 1) {
 					t->ok++;
+				} else if (rj == 0 && b->put_failed && b->put_failed[i + j]) {
+					t->errors++;
+					t->unput++;
 				} else if (rj == 0) {
 					t->missing++;
 				} else {
@@ -329,7 +344,7 @@ static void bench_mixed(struct bench_thr *t)
 		} else if (dice < 50) {
 			r = kvp_get_into(b->kvp, key, t->buf, (size_t)c->size_max);
 			t->lat[t->nlat++] = now_ns() - s;
-			bench_check_get(t, key, t->ver[k], r, t->buf);
+			bench_check_get(t, key, t->ver[k], r, t->buf, false);
 			if (r == KVP_ENOTFOUND)
 				t->present[k] = 0;
 		} else if (dice < 70) {
@@ -407,7 +422,7 @@ static uint64_t bench_phase(struct bench *b, enum bench_op op, const char *what)
 
 		t->op = op;
 		t->nlat = 0;
-		t->ok = t->missing = t->errors = t->mismatches = t->bytes = 0;
+		t->ok = t->missing = t->errors = t->mismatches = t->bytes = t->unput = 0;
 		if (op == BENCH_MIXED) {
 			t->lo = 0;
 			t->hi = c->count / c->threads + (i < c->count % c->threads);
@@ -563,6 +578,7 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 		{ "existing", no_argument, NULL, 'E' },
 		{ "keep", no_argument, NULL, 'K' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "wait", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t max_batch = conf->cluster.max_batch > 0 ? (uint64_t)conf->cluster.max_batch : 1;
@@ -575,6 +591,7 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 	c->threads = c->batch = 1;
 	c->keys = 32;
 	c->seed = 1;
+	c->wait_ms = conf->client.timeout;
 	gethostname(host, sizeof(host) - 1);
 	snprintf(c->prefix, sizeof(c->prefix), "bench/%s-%d/", host, (int)getpid());
 	while ((ch = getopt_long(argc, argv, "O:s:n:t:b:", lo, NULL)) != -1) {
@@ -641,6 +658,10 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 		case 'j':
 			c->json = true;
 			break;
+		case 'W':
+			if (conf_parse_duration(optarg, &c->wait_ms) < 0)
+				return cli_usage_error("bench", "--wait: a duration, e.g. 500ms, 10s or 0");
+			break;
 		default:
 			return cli_usage_error("bench", "unknown option or missing argument: %s",
 					       argv[optind - 1]);
@@ -703,12 +724,12 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
 		       PRIu64 ", \"gb_per_s\": %.4f, \"wall_ops_per_s\": %.1f, \"wall_gb_per_s\": %.4f"
 		       ", \"calls\": %zu, \"lat_us\": {\"p50\": %.1f, "
 		       "\"p99\": %.1f, \"p999\": %.1f}, \"ok\": %" PRIu64 ", \"missing\": %" PRIu64
-		       ", \"errors\": %" PRIu64 ", \"mismatches\": %" PRIu64
+		       ", \"errors\": %" PRIu64 ", \"put_failed\": %" PRIu64 ", \"mismatches\": %" PRIu64
 		       ", \"local_bytes\": %" PRIu64 ", \"tcp_bytes\": %" PRIu64 ", \"retries\": %" PRIu64
 		       ", \"memcpy_gb_per_s\": %.3f, \"interrupted\": %s}\n",
 		       secs, ops, ops_s, sum->bytes, gbs, wall_ops_s, wall_gbs, nlat, p50, p99, p999,
 		       sum->ok, sum->missing,
-		       sum->errors, sum->mismatches, local, tcp, retries, ref_gbs,
+		       sum->errors, sum->unput, sum->mismatches, local, tcp, retries, ref_gbs,
 		       bench_stop ? "true" : "false");
 		return;
 	}
@@ -738,8 +759,56 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
 		printf("  reference   memcpy %.2f GB/s on one thread, %s a 64 MiB rotation; "
 		       "pool/memcpy = %.2f\n", ref_gbs, c->op == BENCH_PUT ? "into" : "out of",
 		       gbs / ref_gbs);
-	printf("  verified    %" PRIu64 " ok, %" PRIu64 " missing, %" PRIu64 " errors, %" PRIu64
-	       " wrong values\n", sum->ok, sum->missing, sum->errors, sum->mismatches);
+	printf("  verified    %" PRIu64 " ok, %" PRIu64 " missing, %" PRIu64 " errors", sum->ok,
+	       sum->missing, sum->errors);
+	if (sum->unput)
+		printf(" (%" PRIu64 " keys whose untimed put failed)", sum->unput);
+	printf(", %" PRIu64 " wrong values\n", sum->mismatches);
+}
+
+/* Waits up to wait_ms for the pool to have somewhere to put: a node with
+ * a mounted segment that is not draining. Without one every put of the run
+ * would fail and a get run would report its keys as missing, which says
+ * nothing about the pool's speed, so the run stops with the reason. */
+static int bench_wait_capacity(struct bench *b, const struct kvp_conf *conf)
+{
+	uint64_t end = now_ns() + b->cfg.wait_ms * 1000000u;
+	int last = 0;
+	size_t nodes = 0;
+
+	for (;;) {
+		struct kvp_info info;
+		int rc = kvp_info(b->kvp, &info);
+
+		if (rc == 0) {
+			bool room = false;
+
+			nodes = info.nnodes;
+			for (size_t i = 0; i < info.nnodes; i++)
+				if (info.nodes[i].capacity > 0 && !info.nodes[i].draining)
+					room = true;
+			kvp_info_free(&info);
+			if (room)
+				return 0;
+		}
+		last = rc;
+		if (now_ns() >= end || bench_stop)
+			break;
+		usleep(100 * 1000);
+	}
+	if (last < 0)
+		cli_error("bench", conf->cluster.master, last,
+			  "no answer about the pool's capacity within %.1f s",
+			  (double)b->cfg.wait_ms / 1e3);
+	else if (nodes == 0)
+		cli_error("bench", conf->cluster.master, KVP_ENOSPC,
+			  "no capacity in the pool after %.1f s: no node has mounted a segment "
+			  "(start kvpool-node, or --wait longer)", (double)b->cfg.wait_ms / 1e3);
+	else
+		cli_error("bench", conf->cluster.master, KVP_ENOSPC,
+			  "no capacity in the pool after %.1f s: all %zu nodes are draining",
+			  (double)b->cfg.wait_ms / 1e3, nodes);
+	return -1;
 }
 
 int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
@@ -822,7 +891,17 @@ int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_sa);
 
+	/* Every op but a get/exists of --existing keys puts; puts need a
+	 * segment, which a node that is still starting has not mounted yet. */
+	if (!((b.cfg.op == BENCH_GET || b.cfg.op == BENCH_EXISTS) && b.cfg.existing) &&
+	    bench_wait_capacity(&b, conf) < 0)
+		goto out_close;
 	if ((b.cfg.op == BENCH_GET || b.cfg.op == BENCH_EXISTS) && !b.cfg.existing) {
+		b.put_failed = calloc((size_t)b.cfg.count, 1);
+		if (!b.put_failed) {
+			cli_error("bench", NULL, KVP_ENOMEM, NULL);
+			goto out_close;
+		}
 		bench_phase(&b, BENCH_PUT, "prepare");
 		for (unsigned i = 0; i < b.cfg.threads; i++) {
 			prep.errors += b.thr[i].errors;
@@ -830,7 +909,8 @@ int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 		}
 		if (prep.errors && !b.cfg.json)
 			fprintf(stderr, "kvpool: bench: %" PRIu64 " of %" PRIu64
-				" puts of the prepare phase failed\n", prep.errors, b.cfg.count);
+				" puts of the prepare phase failed; their %ss count as errors\n",
+				prep.errors, b.cfg.count, bench_op_names[b.cfg.op]);
 	}
 	if (!bench_stop) {
 		const char *what = bench_op_names[b.cfg.op];
@@ -848,6 +928,7 @@ int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 			sum.errors += t->errors;
 			sum.mismatches += t->mismatches;
 			sum.bytes += t->bytes;
+			sum.unput += t->unput;
 			nlat += t->nlat;
 		}
 		lat = malloc((nlat + 1) * sizeof(*lat));
@@ -866,18 +947,22 @@ int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 			ref = bench_memcpy_gbs(&b);
 		bench_print(&b, path, wall, lat, nlat, &sum, ref, &st0, &st1);
 	}
-	sigaction(SIGINT, &old_sa, NULL);
 	if (!b.cfg.keep)
 		bench_cleanup(&b);
+	/* A failed put is an error even when its key was never read back. */
+	sum.errors += prep.errors - sum.unput;
+	rc = (sum.errors || sum.mismatches || bench_stop) ? CLI_EXIT_ERR : CLI_EXIT_OK;
+
+out_close:
+	sigaction(SIGINT, &old_sa, NULL);
 	kvp_unregister_buffer(b.kvp, b.pattern);
 	for (unsigned i = 0; i < b.cfg.threads; i++)
 		if (b.thr[i].buf)
 			kvp_unregister_buffer(b.kvp, b.thr[i].buf);
 	kvp_close(b.kvp);
-	sum.errors += prep.errors;
-	rc = (sum.errors || sum.mismatches || bench_stop) ? CLI_EXIT_ERR : CLI_EXIT_OK;
 
 out_free:
+	free(b.put_failed);
 	free(lat);
 	if (b.thr)
 		for (unsigned i = 0; i < b.cfg.threads; i++) {

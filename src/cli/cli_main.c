@@ -1011,9 +1011,11 @@ static const struct cli_cmd cli_cmds[] = {
 	  "      --existing     get/exists: the keys are already there (an earlier\n"
 	  "                     --keep run with the same --prefix, --size and --seed)\n"
 	  "      --keep         do not remove the keys afterwards\n"
+	  "      --wait D       wait up to D (default [client] timeout) for a node's\n"
+	  "                     segment to put into; then fail, saying why\n"
 	  "      --json         one JSON object instead of text\n"
-	  "Exit 1 when any value was wrong or any call failed; keys that are gone\n"
-	  "(evicted) are counted as missing.\n" },
+	  "Exit 1 when any value was wrong or any call failed (a failed untimed put\n"
+	  "counts as an error); keys that are gone (evicted) are counted as missing.\n" },
 	{ "selftest", cmd_selftest, "selftest rdma|cuda|numa [OPTIONS]",
 	  "Checks this machine's hardware paths and prints what they achieve.\n"
 	  "  rdma  loopback RDMA WRITE/READ through kvpool's queue pairs on every\n"

@@ -2,8 +2,9 @@
 # cli.sh — every `kvpool` command and its exit codes against a real master
 # and node on private loopback ports: put/get round trips (stdin, files,
 # binary, 1-byte), ls (-l, -d, --limit, --json, paging), rm, stat, exists,
-# pin, info, scan of the node's segment, mount, bench, --help of every
-# command, usage errors (exit 2) and missing keys (exit 3).
+# pin, info, scan of the node's segment, mount, bench (waiting for a node,
+# failed puts as errors), --help of every command, usage errors (exit 2)
+# and missing keys (exit 3).
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 e2e_init cli
@@ -69,9 +70,23 @@ ok "unreachable master: exit 1 with a KVP_E code"
 
 # ---- start the pool ------------------------------------------------------
 run_master
+# A master without nodes: bench waits (--wait, bounded) for a segment to put
+# into, then stops before the timed part and says why, instead of timing
+# puts that all fail or reporting their keys as missing.
+for op in get put; do
+	expect 1 kv bench --op $op --size 4K --count 10 --wait 1s
+	grep -q "no capacity in the pool after 1.0 s: no node has mounted a segment" "$E2E_TMP/err" ||
+		fail "bench --op $op without a node: $(cat "$E2E_TMP/err")"
+	grep -q "throughput" "$E2E_TMP/out" && fail "bench --op $op without a node printed a report"
+done
+ok "bench without a node: exit 1, 'no capacity ... no node has mounted a segment'"
 run_node "cli-$$"
+# Started while the node may still be mounting: it waits for the segment.
+expect 0 kv bench --op get --size 4K --count 20 --wait 20s --json
+pyjson "$E2E_TMP/out" 'r["ok"] == 20 and r["errors"] == 0 and r["missing"] == 0' ||
+	fail "bench right after the node started: $(cat "$E2E_TMP/out")"
 wait_nodes "cli-$$" 20 || fail "the node did not mount at the master within 20 s"
-ok "master and node up"
+ok "master and node up; bench waited for the node's segment"
 
 # ---- put / get -------------------------------------------------------------
 expect 0 kv put k1 < <(printf 'hello')
@@ -301,6 +316,15 @@ grep -q "throughput" "$E2E_TMP/out" && grep -q "p999" "$E2E_TMP/out" || fail "be
 expect 0 kv ls bench/
 [ -s "$E2E_TMP/out" ] && fail "bench left keys behind: $(head -n 3 "$E2E_TMP/out")"
 ok "bench put/get/exists/mixed, batch, local and tcp paths, verified"
+# Values larger than the node's segment: every untimed put fails. Their keys
+# count as errors (put_failed), not as missing objects, and the run fails.
+for op in get exists; do
+	expect 1 kv bench --op $op --size 129M --count 2 --json
+	pyjson "$E2E_TMP/out" 'r["errors"] == 2 and r["put_failed"] == 2 and r["missing"] == 0 and r["ok"] == 0' ||
+		fail "bench --op $op with failing puts: $(cat "$E2E_TMP/out")"
+	grep -q "KVP_ENOSPC" "$E2E_TMP/err" || fail "bench --op $op: put errors not shown: $(cat "$E2E_TMP/err")"
+done
+ok "bench: failed untimed puts are errors, not missing keys"
 
 # ---- mount (FUSE view) ------------------------------------------------------
 if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
