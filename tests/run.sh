@@ -1,8 +1,10 @@
 #!/bin/bash
 # tests/run.sh BUILD [NAME...] — runs every test: the unit programs
-# (BUILD/tests/t_*), the end-to-end scripts (tests/e2e/*.sh) and, when built,
-# each fuzz target for a few seconds. One line per test, then
-# "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
+# (BUILD/tests/t_*), the end-to-end scripts (tests/e2e/*.sh), every
+# benchmark in its smoke mode (tests/bench/*.sh with BENCH_SMOKE=1, named
+# bench:NAME: seconds each, so a benchmark that broke fails here instead of
+# rotting) and, when built, each fuzz target for a few seconds. One line per
+# test, then "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
 # Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10).
 set -u
 build=${1:-build}
@@ -21,6 +23,7 @@ for t in tests/e2e/*.sh; do
 	case "$(basename "$t")" in lib*.sh) continue ;; esac	# helpers, not tests
 	[ -f "$t" ] && tests+=("$t")
 done
+for t in tests/bench/*.sh; do [ -f "$t" ] && tests+=("bench:$t"); done
 if [ -d build-fuzz/fuzz ]; then
 	for t in build-fuzz/fuzz/fuzz_*; do [ -x "$t" ] && tests+=("fuzz:$t"); done
 fi
@@ -34,7 +37,10 @@ fi
 
 pass=0 fail=0 skip=0 failed=()
 for t in "${tests[@]}"; do
-	name=$(basename "${t#fuzz:}")
+	case "$t" in
+	bench:*) name=bench:$(basename "$t" .sh) ;;
+	*) name=$(basename "${t#fuzz:}") ;;
+	esac
 	log="$logdir/$name.log"
 	start=$(date +%s%N)
 	case "$t" in
@@ -47,6 +53,10 @@ for t in "${tests[@]}"; do
 			-print_final_stats=1 "$work" >"$log" 2>&1
 		rc=$?
 		rm -rf "$work"
+		;;
+	bench:*)
+		BENCH_SMOKE=1 timeout -k 10 "$timeout_s" bash "${t#bench:}" >"$log" 2>&1
+		rc=$?
 		;;
 	*.sh) timeout -k 10 "$timeout_s" bash "$t" >"$log" 2>&1; rc=$? ;;
 	*) timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1; rc=$? ;;

@@ -3,9 +3,11 @@
  * same run. Prints one "name value" line per measurement (bytes/s or ops/s);
  * the script turns them into ratios against memcpy, iperf3 and redis.
  *
- *   b_client -c POOL.INI [-t SECONDS] [-o section.key=value]...
+ *   b_client -c POOL.INI [-t SECONDS] [-n OBJECTS] [-o section.key=value]...
  *   b_client -c POOL.INI -w      waits (30 s at most) until a node is mounted
  *   -x WORD runs only the measurements whose name contains WORD.
+ *   -n OBJECTS: 1 MiB objects per footprint (default 256; the small-value
+ *   runs use 4x as many, in whole batches of 64): fewer for a smoke run.
  *
  * Every value is derived from its key and verified once after each timed
  * phase, so a fast wrong answer cannot pass for a fast right one.
@@ -27,9 +29,11 @@
  * what the caches of this 2-vCPU VM hold for one core (measured: memcpy
  * from 64 MiB and from 1 GiB rotations runs at the same speed), so both
  * sides copy from and to memory, as a pool segment is. */
-#define NGET 256
-#define NPUT 256
-#define NREF 256		/* reference buffers, the same 256 MiB */
+#define NBIG 256		/* default of -n */
+#define BATCH_SMALL 64
+
+static int nget = NBIG, nput = NBIG, nref = NBIG;	/* nref: reference buffers */
+static int nsmall = 4 * NBIG;				/* 64 KiB / 4 KiB objects */
 
 static double secs = 1.0;
 static const char *conf;
@@ -125,16 +129,21 @@ static void must(int rc, const char *what)
 
 /* ---- memcpy references ---- */
 
-/* NREF 1 MiB buffers allocated (and faulted in) once: the sources of the
+/* nref 1 MiB buffers allocated (and faulted in) once: the sources of the
  * gather references, the destinations of the scatter ones; plus 16 on the
  * other side. */
-static uint8_t *refpool[NREF], *refside[16];
+static uint8_t **refpool, *refside[16];
 
 static void ref_init(void)
 {
-	if (refpool[0])
+	if (refpool)
 		return;
-	for (int i = 0; i < NREF; i++)
+	refpool = malloc(sizeof(*refpool) * (size_t)nref);
+	if (!refpool) {
+		fprintf(stderr, "b_client: out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < nref; i++)
 		refpool[i] = xalloc(MIB);
 	for (int i = 0; i < 16; i++)
 		refside[i] = xalloc(MIB);
@@ -332,7 +341,7 @@ static void *thr_main(void *arg)
 	struct thr *t = arg;
 
 	if (t->put)
-		t->rate = put_rounds(t->k, t->prefix, 64, t->len, 1);
+		t->rate = put_rounds(t->k, t->prefix, nput / 4 ? nput / 4 : 1, t->len, 1);
 	else
 		t->rate = get_single(t->k, t->keys, t->n, t->len);
 	return NULL;
@@ -369,14 +378,14 @@ static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int
 static struct kvp *pk;
 static char **pkeys;
 
-static double m_get1(void) { return get_single(pk, pkeys, NGET, MIB); }
-static double m_get16(void) { return get_batch(pk, pkeys, NGET, MIB, 16); }
-static double m_put1(void) { return put_rounds(pk, "bench/lp", NPUT, MIB, 1); }
-static double m_put16(void) { return put_rounds(pk, "bench/lbp", NPUT, MIB, 16); }
-static double r_gather1(void) { return ref_gather(MIB, NGET, 1); }
-static double r_gather16(void) { return ref_gather(MIB, NGET, 16); }
-static double r_scatter1(void) { return ref_scatter(MIB, 1, NPUT); }
-static double r_scatter16(void) { return ref_scatter(MIB, 16, NPUT); }
+static double m_get1(void) { return get_single(pk, pkeys, nget, MIB); }
+static double m_get16(void) { return get_batch(pk, pkeys, nget, MIB, 16); }
+static double m_put1(void) { return put_rounds(pk, "bench/lp", nput, MIB, 1); }
+static double m_put16(void) { return put_rounds(pk, "bench/lbp", nput, MIB, 16); }
+static double r_gather1(void) { return ref_gather(MIB, nget, 1); }
+static double r_gather16(void) { return ref_gather(MIB, nget, 16); }
+static double r_scatter1(void) { return ref_scatter(MIB, 1, nput); }
+static double r_scatter16(void) { return ref_scatter(MIB, 16, nput); }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -416,20 +425,30 @@ int main(int argc, char **argv)
 	char **big, **k64, **k4;
 	int opt, wait_ready = 0;
 
-	while ((opt = getopt(argc, argv, "c:t:o:wx:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:n:o:wx:")) != -1) {
 		switch (opt) {
+		case 'n':
+			nget = nput = nref = atoi(optarg);
+			if (nget < 16 || nget % 16) {
+				/* the 1 MiB batch runs put whole batches of 16 */
+				fprintf(stderr, "b_client: -n: a multiple of 16\n");
+				return 2;
+			}
+			/* whole batches of BATCH_SMALL: put_rounds() puts them per batch */
+			nsmall = (4 * nget + BATCH_SMALL - 1) / BATCH_SMALL * BATCH_SMALL;
+			break;
 		case 'x': only = optarg; break;
 		case 'w': wait_ready = 1; break;
 		case 'c': conf = optarg; break;
 		case 't': secs = atof(optarg); break;
 		case 'o': if (novs < 15) ovs[novs++] = optarg; break;
 		default:
-			fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-o k=v]...\n");
+			fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-n OBJECTS] [-o k=v]...\n");
 			return 2;
 		}
 	}
 	if (!conf) {
-		fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-o k=v]...\n");
+		fprintf(stderr, "usage: b_client -c POOL.INI [-t SECONDS] [-n OBJECTS] [-o k=v]...\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -457,7 +476,7 @@ int main(int argc, char **argv)
 
 
 	/* 1 MiB, local path, each interleaved with its memcpy reference */
-	big = preload(kl, "bench/big", NGET, MIB);
+	big = preload(kl, "bench/big", nget, MIB);
 	pk = kl;
 	pkeys = big;
 	paired("local_get_into_1m", m_get1, r_gather1);
@@ -466,24 +485,24 @@ int main(int argc, char **argv)
 	paired("local_batch_put_1m_x16", m_put16, r_scatter16);
 
 	/* 1 MiB over TCP, 4 connections */
-	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, NGET, MIB));
-	MEASURE("tcp_batch_get_1m_x16", get_batch(kt, big, NGET, MIB, 16));
-	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, NGET, MIB, 4, 0, "bench/tg"));
-	MEASURE("tcp_put_from_1m_1thr", put_rounds(kt, "bench/tp", NPUT, MIB, 1));
-	MEASURE("tcp_batch_put_1m_x16", put_rounds(kt, "bench/tbp", NPUT, MIB, 16));
+	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, nget, MIB));
+	MEASURE("tcp_batch_get_1m_x16", get_batch(kt, big, nget, MIB, 16));
+	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, nget, MIB, 4, 0, "bench/tg"));
+	MEASURE("tcp_put_from_1m_1thr", put_rounds(kt, "bench/tp", nput, MIB, 1));
+	MEASURE("tcp_batch_put_1m_x16", put_rounds(kt, "bench/tbp", nput, MIB, 16));
 	MEASURE("tcp_put_from_1m_4thr", threads(kt, NULL, 0, MIB, 4, 1, "bench/tpt"));
 
 	/* small values, batches of 64: ops/s */
-	k64 = preload(kl, "bench/s64", 1024, 64 << 10);
-	k4 = preload(kl, "bench/s4", 1024, 4 << 10);
-	MEASURE("local_batch_get_64k_x64_ops", get_batch(kl, k64, 1024, 64 << 10, 64) / (64 << 10));
-	MEASURE("local_batch_get_4k_x64_ops", get_batch(kl, k4, 1024, 4 << 10, 64) / (4 << 10));
-	MEASURE("tcp_batch_get_64k_x64_ops", get_batch(kt, k64, 1024, 64 << 10, 64) / (64 << 10));
-	MEASURE("tcp_batch_get_4k_x64_ops", get_batch(kt, k4, 1024, 4 << 10, 64) / (4 << 10));
-	MEASURE("local_batch_put_64k_x64_ops", put_rounds(kl, "bench/p64", 1024, 64 << 10, 64) / (64 << 10));
-	MEASURE("local_batch_put_4k_x64_ops", put_rounds(kl, "bench/p4", 1024, 4 << 10, 64) / (4 << 10));
-	MEASURE("tcp_batch_put_64k_x64_ops", put_rounds(kt, "bench/q64", 1024, 64 << 10, 64) / (64 << 10));
-	MEASURE("tcp_batch_put_4k_x64_ops", put_rounds(kt, "bench/q4", 1024, 4 << 10, 64) / (4 << 10));
+	k64 = preload(kl, "bench/s64", nsmall, 64 << 10);
+	k4 = preload(kl, "bench/s4", nsmall, 4 << 10);
+	MEASURE("local_batch_get_64k_x64_ops", get_batch(kl, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+	MEASURE("local_batch_get_4k_x64_ops", get_batch(kl, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	MEASURE("tcp_batch_get_64k_x64_ops", get_batch(kt, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+	MEASURE("tcp_batch_get_4k_x64_ops", get_batch(kt, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	MEASURE("local_batch_put_64k_x64_ops", put_rounds(kl, "bench/p64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+	MEASURE("local_batch_put_4k_x64_ops", put_rounds(kl, "bench/p4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	MEASURE("tcp_batch_put_64k_x64_ops", put_rounds(kt, "bench/q64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+	MEASURE("tcp_batch_put_4k_x64_ops", put_rounds(kt, "bench/q4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
 
 	{
 		struct kvp_stats s;
@@ -494,9 +513,9 @@ int main(int argc, char **argv)
 		printf("tcp_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
 	}
 	kvp_remove_all(kl, KVP_REMOVE_FORCE, NULL);
-	free_keys(big, NGET);
-	free_keys(k64, 1024);
-	free_keys(k4, 1024);
+	free_keys(big, nget);
+	free_keys(k64, nsmall);
+	free_keys(k4, nsmall);
 	kvp_close(kt);
 	kvp_close(kl);
 	return failed;

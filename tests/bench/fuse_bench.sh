@@ -1,74 +1,87 @@
 #!/bin/bash
-# fuse_bench.sh — the FUSE view against tmpfs, measured in the same run:
+# tests/bench/fuse_bench.sh — the FUSE view against tmpfs, measured in the
+# same run (run it from the top of the tree):
 #   1. sequential `dd bs=1M` reads of 1, 16 and 64 MiB values through the
-#      mount vs the same bytes in a /dev/shm file: cold (the mount's page
-#      cache dropped first, so every byte comes through the daemon; needs
-#      root, else the first read of a fresh value) and warm (page cache);
+#      mount vs the same bytes in a /dev/shm file: cold (the page cache
+#      dropped first, so every byte comes through the daemon; needs root,
+#      else the first read of a fresh value) and warm (page cache);
 #   2. `ls` and `ls -l` of a directory of 10,000 keys vs a tmpfs directory
 #      of 10,000 files.
-# Prints medians and ratios (target: cold reads >= 0.5x tmpfs). Exit 0, or
-# 77 when the pool or FUSE is not available.
-# Env: REPS (default 5), NKEYS (default 10000).
-SEG_SIZE=768M
+# Starts its own master, node and mount (tests/e2e/fuse_lib.inc) and
+# removes all of it at exit. Prints medians and ratios (target: cold reads
+# >= 0.5x tmpfs). Exit 0 when it ran (a missed target is reported, not a
+# failure), 77 without the binaries, /dev/fuse or fusermount3, 1 when a
+# read, a listing or a check failed.
+# Env: REPS (default 5), NKEYS (default 10000), BENCH_SMOKE=1 (seconds:
+# 1 and 4 MiB values, one rep, 200 keys; never drops the page cache).
+[ "${BENCH_SMOKE:-0}" = 1 ] && SEG_SIZE=64M || SEG_SIZE=768M
 LEASE_TTL=1s
-. "$(dirname "$0")/../e2e/fuse_lib.inc"
-reps=${REPS:-5}
-nkeys=${NKEYS:-10000}
+. "$(dirname "$0")/../e2e/fuse_lib.inc" || exit 1
+. "$(dirname "$0")/bench_lib.inc" || exit 1
+reps=${REPS:-$(pick 1 5)}
+nkeys=${NKEYS:-$(pick 200 10000)}
+sizes=$(pick "1 4" "1 16 64")
 ref=/dev/shm/kvpool-fusebench-$$
-extra_cleanup='rm -rf "$ref" "$ref.d"'
+on_cleanup "rm -rf '$ref' '$ref.d'"
 
 start_pool
-mnt=$tmp/mnt
+mnt=$E2E_TMP/mnt
 mount_view "$mnt"
 
 can_drop=0
-[ "$(id -u)" = 0 ] && [ -w /proc/sys/vm/drop_caches ] && can_drop=1
-drop() { [ $can_drop = 1 ] && sync && echo 1 >/proc/sys/vm/drop_caches; }
+[ $SMOKE = 0 ] && [ "$(id -u)" = 0 ] && [ -w /proc/sys/vm/drop_caches ] && can_drop=1
+drop() { [ $can_drop = 0 ] || { sync && echo 1 >/proc/sys/vm/drop_caches; } || fail "drop_caches"; }
 
-# dd_secs FILE: seconds dd reports for reading FILE with bs=1M
+# dd_secs VAR FILE: VAR = seconds dd reports for reading FILE with bs=1M.
 dd_secs() {
-	dd if="$1" of=/dev/null bs=1M 2>&1 | sed -n 's/.* copied, \([0-9.e-]*\) s,.*/\1/p'
+	local out
+	out=$(dd if="$2" of=/dev/null bs=1M 2>&1) || fail "dd of $2: $out"
+	printf -v "$1" '%s' "$(sed -n 's/.* copied, \([0-9.e-]*\) s,.*/\1/p' <<<"$out")"
+	positive "dd's time for $2" "${!1}"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 gbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.2f", b / s / 1e9 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }	# time_ref / time
 
-echo "# fuse_bench: $(nproc) CPUs, $(uname -r), reps=$reps, cold reads: $([ $can_drop = 1 ] && echo 'page cache dropped' || echo 'first read of a fresh value')"
+echo "# fuse_bench: $(nproc) CPUs, $(uname -r), reps=$reps, cold reads: $([ $can_drop = 1 ] && echo 'page cache dropped' || echo 'first read of a fresh value')$([ $SMOKE = 1 ] && echo ', SMOKE run: the numbers mean nothing')"
 printf '%-8s %-6s %10s %10s %8s\n' size mode "mnt GB/s" "tmpfs GB/s" ratio
-for mib in 1 16 64; do
+for mib in $sizes; do
 	bytes=$((mib << 20))
-	head -c "$bytes" /dev/urandom >"$ref"
+	head -c "$bytes" /dev/urandom >"$ref" || fail "writing $ref"
 	cold=() warm=() tref=()
 	for r in $(seq "$reps"); do
 		key=bench/v$mib-$r
 		kv put "$key" "$ref" >/dev/null || fail "put $key"
 		drop
-		cold+=("$(dd_secs "$mnt/$key")")
-		warm+=("$(dd_secs "$mnt/$key")")
-		tref+=("$(dd_secs "$ref")")
+		dd_secs s "$mnt/$key"; cold+=("$s")
+		dd_secs s "$mnt/$key"; warm+=("$s")
+		dd_secs s "$ref"; tref+=("$s")
 	done
 	cmp -s "$ref" "$mnt/bench/v$mib-1" || fail "bench/v$mib-1 read back differs"
 	c=$(printf '%s\n' "${cold[@]}" | median)
 	w=$(printf '%s\n' "${warm[@]}" | median)
 	t=$(printf '%s\n' "${tref[@]}" | median)
-	printf '%-8s %-6s %10s %10s %7sx\n' "${mib}MiB" cold "$(gbps $bytes "$c")" "$(gbps $bytes "$t")" "$(ratio "$c" "$t")"
-	printf '%-8s %-6s %10s %10s %7sx\n' "${mib}MiB" warm "$(gbps $bytes "$w")" "$(gbps $bytes "$t")" "$(ratio "$w" "$t")"
+	ratio rc "$t" "$c"	# time_ref / time = rate / rate_ref
+	ratio rw "$t" "$w"
+	printf '%-8s %-6s %10s %10s %7sx\n' "${mib}MiB" cold "$(gbps $bytes "$c")" "$(gbps $bytes "$t")" "$rc"
+	printf '%-8s %-6s %10s %10s %7sx\n' "${mib}MiB" warm "$(gbps $bytes "$w")" "$(gbps $bytes "$t")" "$rw"
 done
 rm -f "$ref"
 
-# ---- ls of 10,000 keys ------------------------------------------------------------
-kv bench --op put --count "$nkeys" --size 64 --batch 200 --prefix many/ --keep >/dev/null 2>&1 ||
-	fail "kvpool bench --op put"
+# ---- ls of NKEYS keys ------------------------------------------------------------
+kv bench --op put --count "$nkeys" --size 64 --batch 200 --prefix many/ --keep >"$E2E_TMP/put.log" 2>&1 ||
+	fail "kvpool bench --op put: $(tail -n 5 "$E2E_TMP/put.log")"
 mkdir -p "$ref.d"
 python3 -c 'import sys
-for i in range(int(sys.argv[2])): open("%s/%08d" % (sys.argv[1], i), "w").write("x" * 64)' "$ref.d" "$nkeys"
-# ms CMD...: wall time of one run in milliseconds
+for i in range(int(sys.argv[2])): open("%s/%08d" % (sys.argv[1], i), "w").write("x" * 64)' "$ref.d" "$nkeys" ||
+	fail "creating $nkeys files in $ref.d"
+# ms VAR CMD...: VAR = wall time of one successful run of CMD in milliseconds
 ms() {
-	local t0 t1
+	local var=$1 t0 t1
+	shift
 	t0=$(date +%s%N)
-	"$@" >/dev/null 2>&1
+	"$@" >/dev/null 2>"$E2E_TMP/ms.err" || fail "'$*' failed: $(head -c 300 "$E2E_TMP/ms.err")"
 	t1=$(date +%s%N)
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e6 }'
+	printf -v "$var" '%s' "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e6 }')"
 }
 [ "$(ls "$mnt/many" | wc -l)" = "$nkeys" ] || fail "ls does not list $nkeys keys"
 printf '%-22s %10s %10s %8s\n' "listing $nkeys" "mnt ms" "tmpfs ms" ratio
@@ -76,11 +89,14 @@ for cmd in "ls" "ls -l"; do
 	m=() t=()
 	for r in $(seq "$reps"); do
 		sleep 1.1	# past entry/attr timeouts: every run asks the pool
-		m+=("$(ms $cmd "$mnt/many")")
-		t+=("$(ms $cmd "$ref.d")")
+		# shellcheck disable=SC2086
+		ms x $cmd "$mnt/many"; m+=("$x")
+		# shellcheck disable=SC2086
+		ms x $cmd "$ref.d"; t+=("$x")
 	done
 	mm=$(printf '%s\n' "${m[@]}" | median)
 	tt=$(printf '%s\n' "${t[@]}" | median)
-	printf '%-22s %10s %10s %7sx\n' "$cmd" "$mm" "$tt" "$(ratio "$mm" "$tt")"
+	ratio rl "$tt" "$mm"
+	printf '%-22s %10s %10s %7sx\n' "$cmd" "$mm" "$tt" "$rl"
 done
 unmount_view "$mnt" "$view_pid"
