@@ -4,7 +4,7 @@
 #   make SANITIZE=1 test the same under ASan+UBSan (objects in build-san/)
 #   make fuzz            libFuzzer targets with clang (build-fuzz/)
 #   make install         PREFIX=/usr/local DESTDIR=
-#   make deps            install the Debian packages the build and tests need
+#   make deps            install the Debian packages the build, tests and benchmarks need
 # V=1 shows the full commands.
 
 CC ?= cc
@@ -134,7 +134,7 @@ $(CONFIG_MK): tools/deps.sh tools/config.sh
 	$(Q)mv $@.tmp $@
 
 deps:
-	tools/deps.sh build test
+	tools/deps.sh build test bench
 
 $(BUILD)/%.o: %.c | $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
@@ -191,8 +191,9 @@ $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ARCHIVES) $(CONFIG_MK)
 fuzz-run: fuzz
 	tests/fuzz/run.sh build-fuzz/fuzz $${FUZZ_SECONDS:-60}
 
+# The bench group too: make test runs every benchmark in its smoke mode.
 test check:
-	tools/deps.sh build test
+	tools/deps.sh build test bench
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	$(Q)if command -v clang >/dev/null; then $(MAKE) --no-print-directory fuzz; fi
 	tests/run.sh $(BUILD)
