@@ -135,7 +135,8 @@ show "disk-tier get" "$gb" "$fg"
 # whose segment holds everything), so a low ratio above can be told apart
 # from the spill tier's own cost.
 stop_pid "$NODE_PID" || fail "kvpool-node exit status $?"
-pool_node mem "segment_size = $((total + 64))M"
+# Room for all of it below eviction_high_watermark (0.9): no evictions.
+pool_node mem "segment_size = $((total * 5 / 4 + 64))M"
 run_node mem
 # The stopped node stays listed, draining (no new puts), until client_ttl.
 listed() { case " $(pool_nodes) " in *" $1 "*) return 0 ;; esac; return 1; }
