@@ -10,20 +10,20 @@
  * dropped, the FREE goes to the node, and an object goes with its last
  * replica. A disk round does the same to spill (tier 1) replicas when the
  * spill tier passes the watermark. Replicas the node is copying (DEMOTE,
- * PROMOTE) are left alone; promotion itself never evicts (master.c).
+ * PROMOTE) are left alone; promotion itself never evicts (mtier.c).
  */
-#include "master_i.h"
-
-#include <time.h>
+#include "evict.h"
 
 #include "log.h"
+#include "master_i.h"
+#include "mlease.h"
 
 #define EXACT_MAX 256		/* segments with fewer replicas are scanned whole */
 #define SAMPLES 16
 #define SAMPLE_TRIES 4
 #define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
 
-bool evict_candidate(const struct master *m, const struct obj *o)
+static bool evict_candidate(const struct master *m, const struct obj *o)
 {
 	return obj_complete(o) && !obj_leased(m, o) && !obj_pinned(m, o);
 }
@@ -64,20 +64,10 @@ static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier)
 	return best;
 }
 
-/* The node's spill usage as the master sees it: the last HEARTBEAT's
- * figure, plus what was demoted or is being demoted since, minus what was
- * FREEd since. */
-uint64_t evict_spill_used(const struct seg *s)
-{
-	uint64_t u = s->spill_used + s->spill_added + s->demoting;
-
-	return u > s->spill_dropped ? u - s->spill_dropped : 0;
-}
-
 static bool demote_ok(const struct seg *s, uint64_t len)
 {
 	return s->client && s->spill_capacity && !s->draining &&
-	       evict_spill_used(s) + len <= s->spill_capacity;
+	       seg_spill_used(s) + len <= s->spill_capacity;
 }
 
 static void round_start(struct master *m, struct seg *s, uint64_t goal)
@@ -110,7 +100,7 @@ void evict_check(struct master *m, struct seg *s)
 	    (double)(s->used - s->freeing - s->demoting) > hw * (double)s->capacity)
 		round_start(m, s, (uint64_t)(m->conf.master.eviction_ratio * (double)s->capacity));
 	if (!s->evicting_disk && s->spill_capacity &&
-	    (double)evict_spill_used(s) > hw * (double)s->spill_capacity) {
+	    (double)seg_spill_used(s) > hw * (double)s->spill_capacity) {
 		s->evicting_disk = true;
 		s->disk_goal = (uint64_t)(m->conf.master.eviction_ratio * (double)s->spill_capacity);
 		if (!s->disk_goal)
@@ -118,17 +108,14 @@ void evict_check(struct master *m, struct seg *s)
 		s->disk_done = 0;
 		m->evict_active = true;
 		log_info("segment %u: spill eviction round, %llu of %llu bytes used", s->id,
-			 (unsigned long long)evict_spill_used(s),
+			 (unsigned long long)seg_spill_used(s),
 			 (unsigned long long)s->spill_capacity);
 	}
 }
 
 static uint64_t evict_clock_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return master_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* True while a round has work and time is left (at least one object). */
@@ -154,9 +141,9 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 		if (demote_ok(s, len) && seg_queue_demote(s, obj_key(o), o->key_len,
 							  rep_off(&o->rep[ri]), o->generation,
 							  len) == 0) {
-			o->rep[ri].demoting = 1;	/* answered in master_demoted() */
+			o->rep[ri].demoting = 1;	/* answered in mtier_demoted() */
 		} else {
-			master_drop_replica(m, o, (unsigned)ri, true);
+			mobj_drop_replica(m, o, (unsigned)ri, true);
 			m->evictions++;
 			m->evicted_bytes += len;
 		}
@@ -179,7 +166,7 @@ static void evict_disk(struct master *m, struct seg *s, uint64_t deadline_ns)
 			break;
 		int ri = tier_replica(o, s->id, 1);
 		uint64_t len = rep_len(&o->rep[ri]);
-		master_drop_replica(m, o, (unsigned)ri, true);	/* counts spill_dropped */
+		mobj_drop_replica(m, o, (unsigned)ri, true);	/* counts spill_dropped */
 		m->evictions++;
 		m->evicted_bytes += len;
 		s->disk_done += len;

@@ -1,10 +1,16 @@
-/* master_i: the master's internal state, shared by master.c (dispatch),
- * evict.c (eviction) and mhttp.c (metrics). Loop thread only; no locks.
+/* master_i: what the master's modules share — struct master (the whole
+ * state), struct master_client, the per-opcode statistics, and the
+ * master's clocks and random numbers. Each module's own operations are in
+ * its header (mobj.h, evict.h, mlease.h, mtier.h, mbatch.h, mnode.h,
+ * mput.h, mkeys.h). Loop thread only; no locks.
  */
 #ifndef KVP_MASTER_I_H
 #define KVP_MASTER_I_H
 
+#include <time.h>
+
 #include "master.h"
+#include "mobj.h"
 #include "objtab.h"
 #include "segreg.h"
 
@@ -18,17 +24,6 @@ struct op_stats {
 	uint64_t failures;		/* frame errors + items with an error status */
 	uint64_t hist[MASTER_NBUCKETS + 1];
 	uint64_t sum_ns;
-};
-
-/* A PUT_START waiting for eviction's FREEs to be acknowledged. */
-struct parked {
-	struct parked *next;
-	struct master_client *c;
-	struct wire_hdr h;
-	uint64_t deadline_ms;
-	uint32_t next_item;		/* items before it are in reply */
-	uint8_t *body;
-	struct wbuf reply;		/* header, count and finished items */
 };
 
 struct master_client {
@@ -45,19 +40,10 @@ struct master_client {
 	uint64_t last_seen_ms;		/* last frame: the liveness of its segments */
 };
 
-struct objarr {
-	struct obj **v;
-	size_t n, cap;
-};
-
 enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };
 
-/* One key of a request batch, pointing into the frame body. */
-struct kref {
-	const uint8_t *p;
-	uint32_t len;
-	uint32_t hash;
-};
+struct parked;				/* mput.c */
+struct kref;				/* mkeys.c */
 
 struct master {
 	struct kvp_conf conf;
@@ -74,12 +60,12 @@ struct master {
 	uint64_t keys;			/* complete objects */
 	struct objarr leased;		/* complete objects that got a lease */
 	size_t lease_cursor;
-	struct objarr pending;		/* incomplete objects (put deadline in lease_ms) */
+	struct objarr pending;		/* incomplete objects (put deadline in o->deadline) */
 	size_t pending_cursor;
 
 	struct master_client *clients;
 	size_t nclients;
-	struct parked *parked;
+	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
 	bool evict_active;
 	uint64_t evictions;		/* replicas dropped for room */
@@ -94,14 +80,33 @@ struct master {
 	uint64_t auth_logged_ms;
 
 	struct op_stats ops[WIRE_OP_MAX];
-	struct wbuf scratch;		/* FREE frames being built */
+	struct wbuf scratch;		/* FREE frames being built (mnode.c) */
 	struct seg **cand;		/* PUT_START's segment order, segs.n long */
 	size_t cand_cap;
 	struct kref *kbuf;		/* the keys of the batch being handled */
 	size_t kbuf_cap;
 };
 
-uint64_t master_now(struct master *m);
+static inline uint64_t master_clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* xorshift64*: segment order (allocation_strategy random) and eviction
+ * samples; seeded by master_create. */
+static inline uint64_t master_rand(struct master *m)
+{
+	uint64_t x = m->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	m->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
 
 /* Object times: ms since the master started, 32 bits, wrapping. */
 static inline uint32_t m_now32(const struct master *m)
@@ -109,45 +114,10 @@ static inline uint32_t m_now32(const struct master *m)
 	return (uint32_t)(m->now_ms - m->start_ms);
 }
 
-/* Read lease held: only objects in the lease array have one (the sweep
- * takes expired ones out, so a wrapped deadline never revives). */
-static inline bool obj_leased(const struct master *m, const struct obj *o)
-{
-	return obj_complete(o) && o->slot != OBJ_NOSLOT &&
-	       (int32_t)(o->deadline - m_now32(m)) > 0;
-}
-
-static inline bool obj_pinned(const struct master *m, const struct obj *o)
-{
-	return o->pin_s && (uint64_t)o->pin_s * 1000 > m->now_ms - m->start_ms;
-}
-
 /* ms since the last GET (or the put), modulo 2^32. */
 static inline uint32_t obj_age(const struct master *m, const struct obj *o)
 {
 	return m_now32(m) - o->atime;
 }
-
-uint64_t master_rand(struct master *m);
-/* Drops replica ri of o (queueing a FREE when its segment is online and
- * free_extent is set); removes o when it was the last replica. Returns true
- * if o was removed. */
-bool master_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent);
-size_t master_active_leases(struct master *m);
-/* Bytes allocated and total over the mounted segments. */
-void master_usage(const struct master *m, uint64_t *used, uint64_t *cap);
-
-/* evict.c */
-/* Starts a round on s if its usage is above the high watermark. */
-void evict_check(struct master *m, struct seg *s);
-/* Starts rounds on every allocatable segment, freeing at least need bytes
- * each (a PUT_START found no room). Returns true if any round started. */
-bool evict_force(struct master *m, uint64_t need);
-/* Evicts for about budget_us across the segments in a round (at least one
- * object each). Returns true while rounds remain. */
-bool evict_step(struct master *m, unsigned budget_us);
-bool evict_candidate(const struct master *m, const struct obj *o);
-/* The node's spill tier usage as the master estimates it. */
-uint64_t evict_spill_used(const struct seg *s);
 
 #endif

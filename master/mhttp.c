@@ -11,6 +11,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "master_i.h"
+#include "mlease.h"
 
 /* Metadata store: chained hash of key -> value, bounded in count and bytes. */
 struct md_ent {
@@ -111,13 +112,13 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 {
 	uint64_t used, cap;
 
-	master_usage(m, &used, &cap);
+	segreg_usage(&m->segs, &used, &cap);
 	gauge(b, "kvpool_master_keys", "Objects visible to readers (complete puts).", m->keys);
 	gauge(b, "kvpool_master_pending_puts", "Puts started and not yet ended or revoked.",
 	      m->pending.n);
 	gauge(b, "kvpool_master_active_leases",
 	      "Objects under a read lease (ended ones count until swept, within a tick).",
-	      master_active_leases(m));
+	      mlease_active(m));
 	gauge(b, "kvpool_master_segments", "Mounted segments.", m->segs.online);
 	gauge(b, "kvpool_master_connections", "Open RPC connections.", master_clients(m));
 	gauge(b, "kvpool_master_bytes_used", "Bytes allocated in all segments.", used);

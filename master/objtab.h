@@ -30,7 +30,7 @@ enum obj_flag {
 /* sidx: this object's index in its segment's replica array (segreg), so a
  * replica leaves that array in O(1). demoting: a DEMOTE of this (memory)
  * replica is on its way to the node (evict.c). promoting: a PROMOTE of
- * this (disk) replica is on its way to the node (master.c). */
+ * this (disk) replica is on its way to the node (mtier.c). */
 struct rep {
 	uint64_t offu : 38, seg : 22, tier : 2, demoting : 1, promoting : 1;
 	uint64_t lenu : 35, sidx : 29;

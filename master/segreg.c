@@ -108,6 +108,18 @@ struct seg *segreg_by_uuid(const struct segreg *r, uint64_t uuid)
 	return NULL;
 }
 
+void segreg_usage(const struct segreg *r, uint64_t *used, uint64_t *cap)
+{
+	*used = *cap = 0;
+	for (size_t i = 1; i < r->n; i++) {
+		const struct seg *s = r->v[i];
+		if (s && s->online) {
+			*used += s->used;
+			*cap += s->capacity;
+		}
+	}
+}
+
 struct seg *segreg_add(struct segreg *r)
 {
 	struct seg **v = realloc(r->v, (r->n + 1) * sizeof(*v));

@@ -161,6 +161,8 @@ static inline struct seg *segreg_online(const struct segreg *r, uint32_t id)
 	return s && s->online ? s : NULL;
 }
 struct seg *segreg_by_uuid(const struct segreg *r, uint64_t uuid);
+/* Bytes allocated and total over the online segments. */
+void segreg_usage(const struct segreg *r, uint64_t *used, uint64_t *cap);
 /* A new offline entry with the next id; NULL on OOM. */
 struct seg *segreg_add(struct segreg *r);
 /* Brings s online with a fresh allocator over [data_off, size): 0 or -EINVAL
@@ -188,6 +190,22 @@ void seg_unalloc(struct seg *s, uint64_t off);
 static inline uint64_t seg_free_bytes(const struct seg *s)
 {
 	return s->capacity - s->used;
+}
+
+/* New extents may go into s: online, not draining, its node connected. */
+static inline bool seg_allocatable(const struct seg *s)
+{
+	return s && s->online && !s->draining && s->client;
+}
+
+/* The node's spill usage as the master sees it: the last HEARTBEAT's
+ * figure, plus what was demoted or is being demoted since, minus what was
+ * FREEd since. */
+static inline uint64_t seg_spill_used(const struct seg *s)
+{
+	uint64_t u = s->spill_used + s->spill_added + s->demoting;
+
+	return u > s->spill_dropped ? u - s->spill_dropped : 0;
 }
 
 /* Replica array membership (every replica, any tier; at most one replica

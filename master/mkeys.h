@@ -1,0 +1,23 @@
+/* mkeys: requests on existing keys — GET, EXISTS, SIZE, STAT, PIN, REMOVE,
+ * REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
+ * appends its reply body to b (layouts in wire.h); st counts the items.
+ * Loop thread only; no locks.
+ */
+#ifndef KVP_MKEYS_H
+#define KVP_MKEYS_H
+
+#include "master_i.h"
+
+/* c: the reader, whose host a promotion prefers. */
+int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b,
+	      struct op_stats *st);
+int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+int mkeys_remove(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b);
+int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b);
+int mkeys_info(struct master *m, struct wbuf *b);
+
+#endif

@@ -1,0 +1,471 @@
+/* mnode: the master's side of its nodes — segment lifecycle (MOUNT,
+ * UNMOUNT, HEARTBEAT, liveness), recovery (REPORT adopts the extents a
+ * node found in its segment), SEGMENTS, the FREE / DEMOTE / PROMOTE
+ * requests sent to the nodes and their answers. See docs/master.md
+ * "Recovery and liveness". Loop thread only; no locks.
+ */
+#include "mnode.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evict.h"
+#include "extent.h"
+#include "kvpool.h"
+#include "log.h"
+#include "mbatch.h"
+#include "mtier.h"
+
+#define RDMA_INFO_MAX 4096
+
+/* Takes s offline with every replica in it (no FREE: see mobj_drop_seg). */
+static void seg_drop(struct master *m, struct seg *s, const char *why)
+{
+	log_notice("segment %u (%s, %s): dropped (%s), %zu replicas gone", s->id, s->name,
+		   s->shm_path, why, s->nobjs);
+	mobj_drop_seg(m, s);
+	segreg_offline(&m->segs, s);
+}
+
+/* ---- requests to the nodes ---- */
+
+/* Starts a request frame to s's node in the scratch buffer: the segment id
+ * and the item count; returns the frame's start for req_send. */
+static size_t req_begin(struct master *m, const struct seg *s, uint32_t n)
+{
+	struct wbuf *w = &m->scratch;
+
+	wb_reset(w);
+	size_t st = wire_begin(w);
+	wb_u32(w, s->id);
+	wb_u32(w, n);
+	return st;
+}
+
+/* Finishes and sends it. False when it could not go: the connection is
+ * closing, and the batch stays in flight (FREEs become the reject set at
+ * re-mount). */
+static bool req_send(struct master *m, struct seg *s, size_t st, uint16_t op, uint64_t reqid)
+{
+	struct wbuf *w = &m->scratch;
+
+	wire_finish(w, st, op, 0, 0, reqid, 0);
+	return !w->oom && !s->client->send(s->client->arg, w->p, w->len);
+}
+
+void mnode_flush(struct master *m)
+{
+	uint32_t max = m->conf.cluster.max_batch > 0 ? (uint32_t)m->conf.cluster.max_batch : 1024;
+	struct wbuf *w = &m->scratch;
+
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (!s || !s->online || !s->client || !(s->fq.n || s->dq.n || s->pq.n))
+			continue;
+		struct fbatch *b;
+		/* s->client is checked each time: a send may end the connection */
+		while (s->client && (b = seg_take_frees(s, ++m->next_reqid, max))) {
+			size_t st = req_begin(m, s, b->n);
+			for (uint32_t k = 0; k < b->n; k++) {
+				wb_u8(w, b->e[k].tier);
+				wb_u64(w, b->e[k].off);
+				wb_u64(w, b->e[k].generation);
+			}
+			if (!req_send(m, s, st, WIRE_OP_FREE, b->reqid))
+				break;
+		}
+		struct dbatch *d;
+		while (s->client && (d = seg_take_demotes(s, ++m->next_reqid, max))) {
+			size_t st = req_begin(m, s, d->n);
+			for (uint32_t k = 0; k < d->n; k++) {
+				wb_u64(w, d->e[k]->off);
+				wb_u64(w, d->e[k]->generation);
+			}
+			if (!req_send(m, s, st, WIRE_OP_DEMOTE, d->reqid))
+				break;
+		}
+		/* After the FREEs: the space a PROMOTE fills was allocated only
+		 * once the FREE that held it had been acknowledged. */
+		while (s->client && (d = seg_take_promotes(s, ++m->next_reqid, max))) {
+			size_t st = req_begin(m, s, d->n);
+			for (uint32_t k = 0; k < d->n; k++) {
+				wb_u64(w, d->e[k]->off);
+				wb_u64(w, d->e[k]->generation);
+				wb_u64(w, d->e[k]->to);
+				wb_u64(w, d->e[k]->to_len);
+			}
+			if (!req_send(m, s, st, WIRE_OP_PROMOTE, d->reqid))
+				break;
+		}
+	}
+}
+
+/* ---- node requests ---- */
+
+/* A MOUNT string: fits, printable ASCII only (it ends up in logs, metric
+ * labels and client configuration). */
+static bool copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
+{
+	if (n >= cap)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] < 0x20 || p[i] >= 0x7f)
+			return false;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+	return true;
+}
+
+int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
+{
+	struct seg id;
+	size_t nl, hl, pl, el, rl;
+	const uint8_t *name = rb_str(r, &nl), *host = rb_str(r, &hl), *path = rb_str(r, &pl);
+
+	memset(&id, 0, sizeof(id));
+	id.shm_dev = rb_u64(r);
+	id.shm_ino = rb_u64(r);
+	id.size = rb_u64(r);
+	id.uuid = rb_u64(r);
+	id.data_off = rb_u64(r);
+	id.align = rb_u32(r);
+	const uint8_t *ep = rb_str(r, &el);
+	const uint8_t *rdma = rb_blob(r, &rl);
+	id.spill_capacity = rb_u64(r);
+	id.numa_node = rb_i32(r);
+	if (!rb_ok(r))
+		return KVP_EPROTO;
+	if (!copy_str(id.name, sizeof(id.name), name, nl) ||
+	    !copy_str(id.host_id, sizeof(id.host_id), host, hl) ||
+	    !copy_str(id.shm_path, sizeof(id.shm_path), path, pl) ||
+	    !copy_str(id.endpoint, sizeof(id.endpoint), ep, el) || rl > RDMA_INFO_MAX)
+		return KVP_EINVAL;
+	if (id.data_off >= id.size || id.align < 64 || (id.align & (id.align - 1)) ||
+	    id.data_off % id.align || id.size > REP_MAX_OFF)
+		return KVP_EINVAL;
+
+	uint8_t *rcopy = NULL;
+	if (rl && !(rcopy = malloc(rl)))
+		return KVP_ENOMEM;
+	if (rl)
+		memcpy(rcopy, rdma, rl);
+
+	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
+	if (s && s->online) {
+		/* Node reconnect or restart: rebuild from its REPORTs. */
+		seg_drop(m, s, "re-mounted");
+	} else if (!s) {
+		if (m->segs.n > REP_MAX_SEG) {
+			free(rcopy);
+			return KVP_ELIMIT;	/* segment ids are never reused */
+		}
+		s = segreg_add(&m->segs);
+		if (!s) {
+			free(rcopy);
+			return KVP_ENOMEM;
+		}
+	}
+	memcpy(s->name, id.name, sizeof(s->name));
+	memcpy(s->host_id, id.host_id, sizeof(s->host_id));
+	memcpy(s->shm_path, id.shm_path, sizeof(s->shm_path));
+	memcpy(s->endpoint, id.endpoint, sizeof(s->endpoint));
+	s->shm_dev = id.shm_dev;
+	s->shm_ino = id.shm_ino;
+	s->size = id.size;
+	s->uuid = id.uuid;
+	s->data_off = id.data_off;
+	s->align = id.align;
+	s->spill_capacity = id.spill_capacity;
+	s->spill_used = 0;
+	s->node_used = 0;
+	s->numa_node = id.numa_node;
+	free(s->rdma_info);
+	s->rdma_info = rcopy;
+	s->rdma_len = (uint32_t)rl;
+	if (seg_new_secret(s))
+		return KVP_EINTERNAL;
+	int rc = segreg_online_start(&m->segs, s);
+	if (rc)
+		return rc == -EINVAL ? KVP_EINVAL : KVP_ENOMEM;
+	s->client = c;
+	s->last_seen_ms = m->now_ms;
+	log_notice("segment %u mounted: node %s host %s %s, %llu bytes, align %u, endpoint %s%s",
+		   s->id, s->name, s->host_id, s->shm_path, (unsigned long long)s->capacity,
+		   s->align, s->endpoint, s->reject.n ? " (re-mount)" : "");
+	wb_u32(b, s->id);
+	wb_blob(b, s->secret, sizeof(s->secret));
+	return 0;
+}
+
+/* The segment named in a node request, which must be this connection's. */
+static struct seg *own_seg(struct master *m, struct master_client *c, uint32_t id)
+{
+	struct seg *s = segreg_online(&m->segs, id);
+
+	return s && s->client == c ? s : NULL;
+}
+
+/* Rejects a reported extent: its space is taken and FREEd (released on the
+ * ack) when it is free; if it overlaps a live allocation it is not the
+ * node's any more and is left alone. */
+static void report_reject(struct seg *s, uint8_t tier, uint64_t off, uint64_t alloc_len,
+			  uint64_t generation)
+{
+	if (tier != 0) {
+		seg_queue_free(s, off, generation, tier, true);
+		return;
+	}
+	if (seg_reserve(s, off, alloc_len) == 0)
+		seg_queue_free(s, off, generation, 0, false);
+}
+
+static bool has_replica_on(const struct obj *o, uint32_t seg)
+{
+	for (unsigned k = 0; k < o->nrep; k++)
+		if ((uint32_t)o->rep[k].seg == seg)
+			return true;
+	return false;
+}
+
+/* Adopts one reported extent; true if adopted. */
+static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size_t klen,
+		       uint8_t tier, uint64_t off, uint64_t alloc_len, uint64_t value_len,
+		       uint64_t csum, uint64_t gen, uint64_t put_ns)
+{
+	if (gen > m->gen)
+		m->gen = gen;
+	/* Offsets and lengths must fit struct rep (multiples of 64). */
+	bool placed = off % (1u << REP_UNIT_SHIFT) == 0 && alloc_len % (1u << REP_UNIT_SHIFT) == 0 &&
+		      alloc_len && alloc_len < REP_MAX_LEN && off < REP_MAX_OFF &&
+		      (tier != 0 || (alloc_len <= s->capacity && off % s->align == 0));
+	if (!wire_key_ok(key, klen) || tier > KVP_TIER_DISK || !value_len ||
+	    value_len > m->conf.cluster.max_object_size ||
+	    alloc_len < ext_size((uint32_t)klen, value_len) || !placed) {
+		if (placed)
+			report_reject(s, tier, off, alloc_len, gen);
+		return false;
+	}
+	if (seg_rejected(s, tier, off, gen)) {
+		report_reject(s, tier, off, alloc_len, gen);
+		return false;
+	}
+	struct obj *o = objtab_find(&m->objs, key, klen);
+	if (o) {
+		bool same = obj_complete(o) && o->checksum == csum && o->value_len == value_len &&
+			    o->generation == gen;
+		if (same && !has_replica_on(o, s->id) && o->nrep < KVP_MAX_REPLICAS) {
+			if (tier == 0 && seg_reserve(s, off, alloc_len))
+				return false;
+			if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
+				/* reserved already: FREE it (released on the ack) */
+				seg_queue_free(s, off, gen, tier, tier != 0);
+				return false;
+			}
+			return true;
+		}
+		/* A different value: the higher generation wins. */
+		if (same || !obj_complete(o) || o->generation >= gen) {
+			report_reject(s, tier, off, alloc_len, gen);
+			return false;
+		}
+		if (tier == 0 && seg_reserve(s, off, alloc_len))
+			return false;
+		mobj_destroy(m, o, true);
+	} else if (tier == 0 && seg_reserve(s, off, alloc_len)) {
+		return false;	/* overlaps an allocation made since the mount */
+	}
+	o = objtab_insert(&m->objs, key, klen, 1);
+	if (!o)
+		goto out_unreserve;
+	o->value_len = value_len;
+	o->generation = gen;
+	o->checksum = csum;
+	o->put_time_ns = put_ns;
+	o->atime = m_now32(m);
+	o->flags = OBJ_COMPLETE;
+	m->keys++;
+	if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
+		mobj_unlink(m, o);
+		goto out_unreserve;
+	}
+	return true;
+
+out_unreserve:
+	if (tier == 0)
+		seg_queue_free(s, off, gen, 0, false);
+	return false;
+}
+
+int mnode_report(struct master *m, struct master_client *c, struct rbuf *r,
+		 struct wbuf *b, struct op_stats *st)
+{
+	uint32_t sid = rb_u32(r), n;
+	int rc = mbatch_shape(m, r, "s1888888", &n);
+
+	if (rc)
+		return rc;
+	struct seg *s = own_seg(m, c, sid);
+	if (!s)
+		return KVP_ENOSEG;
+	rb_u32(r);
+	uint32_t adopted = 0, rejected = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		size_t klen;
+		const uint8_t *key = rb_str(r, &klen);
+		uint8_t tier = rb_u8(r);
+		uint64_t off = rb_u64(r), alen = rb_u64(r), vlen = rb_u64(r);
+		uint64_t csum = rb_u64(r), gen = rb_u64(r), pt = rb_u64(r);
+		if (report_one(m, s, key, klen, tier, off, alen, vlen, csum, gen, pt)) {
+			adopted++;
+			mbatch_item(st, 0);
+		} else {
+			rejected++;
+			mbatch_item(st, KVP_ESTALE);
+		}
+	}
+	evict_check(m, s);
+	wb_u32(b, adopted);
+	wb_u32(b, rejected);
+	return 0;
+}
+
+int mnode_unmount(struct master *m, struct master_client *c, struct rbuf *r)
+{
+	uint32_t sid = rb_u32(r);
+	uint8_t drain = rb_u8(r);
+
+	if (!rb_ok(r))
+		return KVP_EPROTO;
+	struct seg *s = own_seg(m, c, sid);
+	if (!s)
+		return KVP_ENOSEG;
+	if (drain) {
+		s->draining = true;
+		log_notice("segment %u (%s): draining", s->id, s->name);
+	} else {
+		seg_drop(m, s, "unmounted");
+	}
+	return 0;
+}
+
+int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
+{
+	uint32_t sid = rb_u32(r);
+	uint64_t used = rb_u64(r), spill = rb_u64(r);
+
+	if (!rb_ok(r))
+		return KVP_EPROTO;
+	struct seg *s = own_seg(m, c, sid);
+	if (!s)
+		return KVP_ENOSEG;	/* unknown to this master: the node re-mounts */
+	s->node_used = used;
+	s->spill_used = spill;
+	s->spill_added = s->spill_dropped = 0;
+	s->last_seen_ms = m->now_ms;
+	evict_check(m, s);		/* the spill tier may have filled */
+	return 0;
+}
+
+static void put_segment(struct wbuf *b, const struct seg *s)
+{
+	wb_u32(b, s->id);
+	wb_cstr(b, s->name);
+	wb_cstr(b, s->host_id);
+	wb_cstr(b, s->shm_path);
+	wb_u64(b, s->shm_dev);
+	wb_u64(b, s->shm_ino);
+	wb_u64(b, s->size);
+	wb_u64(b, s->uuid);
+	wb_cstr(b, s->endpoint);
+	wb_blob(b, s->rdma_info, s->rdma_len);
+	wb_u8(b, s->draining);
+	wb_u64(b, s->used);
+	wb_u64(b, s->nobjs);
+	wb_u64(b, s->spill_capacity);
+	wb_u64(b, seg_spill_used(s));
+	wb_i32(b, s->numa_node);
+}
+
+int mnode_segments(struct master *m, struct wbuf *b)
+{
+	wb_u32(b, m->segs.online);
+	for (size_t i = 1; i < m->segs.n; i++)
+		if (m->segs.v[i] && m->segs.v[i]->online)
+			put_segment(b, m->segs.v[i]);
+	return 0;
+}
+
+void mnode_reply(struct master *m, struct master_client *c, const struct wire_hdr *h,
+		 const uint8_t *body)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (!s || !s->online || s->client != c)
+			continue;
+		if (h->opcode == WIRE_OP_FREE && seg_ack_frees(s, h->reqid) >= 0) {
+			if (h->status)
+				log_warn("segment %u: node answered FREE with %s", s->id,
+					 kvp_strerror(h->status));
+			break;
+		}
+		struct dbatch *d;
+		if (h->opcode == WIRE_OP_DEMOTE && (d = seg_answered_demotes(s, h->reqid))) {
+			mtier_demoted(m, s, d, h, body);
+			seg_dbatch_free(d);
+			break;
+		}
+		if (h->opcode == WIRE_OP_PROMOTE && (d = seg_answered_promotes(s, h->reqid))) {
+			mtier_promoted(m, s, d, h, body);
+			seg_dbatch_free(d);
+			break;
+		}
+	}
+}
+
+/* ---- liveness ---- */
+
+static void check_nodes(struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (!s || !s->online)
+			continue;
+		uint64_t seen = s->client ? s->client->last_seen_ms : s->last_seen_ms;
+		if (m->now_ms > seen + m->conf.master.client_ttl) {
+			m->node_expiries++;
+			seg_drop(m, s, "node silent for client_ttl");
+		}
+	}
+}
+
+/* FREEs the spill extents of promoted objects whose readers' leases have
+ * run out (sent by master_step's flush). */
+static void free_due_spill(struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (s && s->online && s->lfree.n)
+			seg_free_due(s, m->now_ms);
+	}
+}
+
+void mnode_tick(struct master *m)
+{
+	free_due_spill(m);
+	check_nodes(m);
+}
+
+void mnode_client_gone(struct master *m, struct master_client *c)
+{
+	/* Its segments stay mounted until client_ttl: a node that reconnects
+	 * re-mounts them; FREEs wait for that. */
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (s && s->client == c) {
+			s->client = NULL;
+			s->last_seen_ms = c->last_seen_ms;
+			log_notice("segment %u (%s): node connection closed", s->id, s->name);
+		}
+	}
+}

@@ -1,0 +1,117 @@
+/* mobj: object and replica bookkeeping; see mobj.h. */
+#include "mobj.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "kvpool.h"
+#include "log.h"
+#include "master_i.h"
+
+int mobj_arr_push(struct objarr *a, struct obj *o)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 256;
+		struct obj **v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	o->slot = (uint32_t)a->n;
+	a->v[a->n++] = o;
+	return 0;
+}
+
+void mobj_arr_del(struct objarr *a, struct obj *o)
+{
+	uint32_t i = o->slot;
+	struct obj *last = a->v[--a->n];
+
+	a->v[i] = last;
+	last->slot = i;
+	o->slot = OBJ_NOSLOT;
+}
+
+/* The array o's slot indexes: complete objects get a lease entry, pending
+ * ones a put-deadline entry. */
+static struct objarr *obj_arr(struct master *m, const struct obj *o)
+{
+	return obj_complete(o) ? &m->leased : &m->pending;
+}
+
+void mobj_unlink(struct master *m, struct obj *o)
+{
+	if (o->slot != OBJ_NOSLOT)
+		mobj_arr_del(obj_arr(m, o), o);
+	if (obj_complete(o))
+		m->keys--;
+	objtab_remove(&m->objs, o);
+}
+
+bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent)
+{
+	struct rep rp = o->rep[ri];
+	struct seg *s = segreg_online(&m->segs, (uint32_t)rp.seg);
+
+	if (s) {
+		seg_detach(s, o, ri);
+		if (free_extent && seg_queue_free(s, rep_off(&rp), o->generation, (uint8_t)rp.tier, false))
+			log_err("segment %u: out of memory queueing a FREE; %llu bytes leak until re-mount",
+				s->id, (unsigned long long)rep_len(&rp));
+		else if (free_extent && rp.tier == KVP_TIER_DISK)
+			s->spill_dropped += rep_len(&rp);
+	}
+	o->rep[ri] = o->rep[--o->nrep];
+	if (o->nrep)
+		return false;
+	mobj_unlink(m, o);
+	return true;
+}
+
+void mobj_destroy(struct master *m, struct obj *o, bool free_extents)
+{
+	if (!o->nrep) {
+		mobj_unlink(m, o);
+		return;
+	}
+	while (!mobj_drop_replica(m, o, o->nrep - 1u, free_extents))
+		;
+}
+
+int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, uint64_t off,
+		uint64_t len)
+{
+	struct obj *o = *op;
+
+	if (o->nrep == o->cap_rep) {
+		struct obj *n = objtab_regrow(&m->objs, o, o->cap_rep + 1u);
+		if (!n)
+			return KVP_ENOMEM;
+		seg_repoint(&m->segs, n);
+		if (n->slot != OBJ_NOSLOT)
+			obj_arr(m, n)->v[n->slot] = n;
+		*op = o = n;
+	}
+	unsigned ri = o->nrep;
+	o->rep[ri] = rep_make(s->id, tier, off, len);
+	if (seg_attach(s, o, ri))
+		return KVP_ENOMEM;
+	o->nrep++;
+	return 0;
+}
+
+void mobj_drop_seg(struct master *m, struct seg *s)
+{
+	while (s->nobjs) {
+		struct obj *o = s->objs[s->nobjs - 1];
+		unsigned ri = 0;
+		while (ri < o->nrep && (uint32_t)o->rep[ri].seg != s->id)
+			ri++;
+		if (ri == o->nrep) {	/* cannot happen; do not spin */
+			s->nobjs--;
+			continue;
+		}
+		mobj_drop_replica(m, o, ri, false);
+	}
+}

@@ -1,0 +1,45 @@
+/* mobj: the master's object bookkeeping below every request handler and
+ * eviction — the lease and pending arrays (o->slot), attaching a replica
+ * to an object and a segment, dropping one (with its FREE), and removing
+ * objects. Loop thread only; no locks.
+ */
+#ifndef KVP_MOBJ_H
+#define KVP_MOBJ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct master;
+struct obj;
+struct seg;
+
+/* Objects by index; each knows its own (o->slot), so removal is O(1). */
+struct objarr {
+	struct obj **v;
+	size_t n, cap;
+};
+
+/* Appends o and sets o->slot: 0 or -ENOMEM. */
+int mobj_arr_push(struct objarr *a, struct obj *o);
+/* Takes o out (the last entry moves into its slot); o->slot = OBJ_NOSLOT. */
+void mobj_arr_del(struct objarr *a, struct obj *o);
+
+/* Forgets o (its lease or pending entry, the key count) and frees it; its
+ * replicas must be detached already. */
+void mobj_unlink(struct master *m, struct obj *o);
+/* Drops replica ri of o (queueing a FREE when its segment is online and
+ * free_extent is set); removes o when it was the last replica. Returns true
+ * if o was removed. */
+bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent);
+/* Drops every replica of o (see mobj_drop_replica), then o. */
+void mobj_destroy(struct master *m, struct obj *o, bool free_extents);
+/* Adds a replica (s, tier, off, len) to *op, which may move to make room
+ * (objtab_regrow: *op is updated). 0 or KVP_ENOMEM (nothing added). */
+int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, uint64_t off,
+		uint64_t len);
+/* Detaches every replica living in s (no FREE: the segment goes away or is
+ * rebuilt from the node's REPORTs). */
+void mobj_drop_seg(struct master *m, struct seg *s);
+
+#endif

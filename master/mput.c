@@ -1,0 +1,417 @@
+/* mput: the two-phase put — PUT_START (segment choice by
+ * allocation_strategy, one extent per replica, write grants; a batch that
+ * finds no room starts an eviction and is parked until the FREEs are
+ * acknowledged), PUT_END (the object becomes visible) and PUT_REVOKE.
+ * See docs/master.md "Puts". Loop thread only; no locks.
+ */
+#include "mput.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "evict.h"
+#include "extent.h"
+#include "kvpool.h"
+#include "mbatch.h"
+
+#define PARK_MAX_MS 2000		/* a parked PUT_START retries by then at the latest */
+
+/* A PUT_START waiting for eviction's FREEs to be acknowledged. */
+struct parked {
+	struct parked *next;
+	struct master_client *c;
+	struct wire_hdr h;
+	uint64_t deadline_ms;
+	uint32_t next_item;		/* items before it are in reply */
+	uint8_t *body;
+	struct wbuf reply;		/* header, count and finished items */
+};
+
+static void parked_free(struct parked *p)
+{
+	wb_free(&p->reply);
+	free(p->body);
+	free(p);
+}
+
+/* Fills cand[] with the allocatable segments in the order to try: the
+ * preferred ones first (an id, or WIRE_SEG_LOCAL: those on the client's
+ * host), then by strategy. Returns how many. */
+static size_t seg_order(struct master *m, struct master_client *c, uint32_t pref,
+			struct seg **cand)
+{
+	size_t n = 0, npref = 0;
+
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (!seg_allocatable(s))
+			continue;
+		bool p = pref == WIRE_SEG_LOCAL ? c->host_id[0] && strcmp(s->host_id, c->host_id) == 0
+						: s->id == pref;
+		cand[n++] = s;
+		if (p) {	/* move into the preferred group */
+			struct seg *t = cand[npref];
+			cand[npref] = s;
+			cand[n - 1] = t;
+			npref++;
+		}
+	}
+	/* Order each group (preferred, rest) by strategy. */
+	size_t lo[2] = { 0, npref }, hi[2] = { npref, n };
+	for (int g = 0; g < 2; g++) {
+		struct seg **v = cand + lo[g];
+		size_t k = hi[g] - lo[g];
+		if (m->strategy == STRAT_RANDOM) {
+			for (size_t i = k; i > 1; i--) {
+				size_t j = master_rand(m) % i;
+				struct seg *t = v[i - 1];
+				v[i - 1] = v[j];
+				v[j] = t;
+			}
+		} else {
+			for (size_t i = 1; i < k; i++) {	/* insertion sort: few segments */
+				struct seg *t = v[i];
+				double ft = (double)seg_free_bytes(t) / (double)t->capacity;
+				size_t j = i;
+				while (j > 0 && (double)seg_free_bytes(v[j - 1]) /
+						(double)v[j - 1]->capacity < ft) {
+					v[j] = v[j - 1];
+					j--;
+				}
+				v[j] = t;
+			}
+		}
+	}
+	return n;
+}
+
+/* Frees allocations made for a put that could not be recorded. */
+static void unalloc(struct master *m, const struct rep *reps, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		seg_unalloc(segreg_get(&m->segs, (uint32_t)reps[k].seg), rep_off(&reps[k]));
+}
+
+static void put_fail(struct wbuf *b, int status)
+{
+	wb_i32(b, status);
+	wb_u64(b, 0);
+	wb_u8(b, 0);
+}
+
+/* One PUT_START item, its reply entry appended to b. Returns its status;
+ * *need_evict is set when no segment had room for even one replica. */
+static int put_one(struct master *m, struct master_client *c, uint32_t pref, unsigned want,
+		   const uint8_t *key, size_t klen, uint64_t vlen, struct wbuf *b,
+		   bool *need_evict)
+{
+	int status = 0;
+
+	*need_evict = false;
+	if (want > KVP_MAX_REPLICAS || !vlen)
+		status = KVP_EINVAL;
+	else if (!wire_key_ok(key, klen))
+		status = KVP_EKEY;
+	else if (vlen > m->conf.cluster.max_object_size)
+		status = KVP_ETOOBIG;
+	else if (objtab_find(&m->objs, key, klen))
+		status = KVP_EEXIST;
+	if (status) {
+		put_fail(b, status);
+		return status;
+	}
+
+	uint64_t need = ext_size((uint32_t)klen, vlen);
+	size_t ncand = seg_order(m, c, pref, m->cand);
+	struct rep reps[KVP_MAX_REPLICAS];
+	unsigned got = 0;
+	for (size_t i = 0; i < ncand && got < want; i++) {
+		struct seg *s = m->cand[i];
+		uint64_t alen;
+		if (need > s->capacity || seg_grow(s))
+			continue;
+		uint64_t off = seg_alloc(s, need, &alen);
+		if (off != UINT64_MAX)
+			reps[got++] = rep_make(s->id, 0, off, alen);
+	}
+	if (!got) {
+		*need_evict = ncand > 0;
+		put_fail(b, KVP_ENOSPC);
+		return KVP_ENOSPC;
+	}
+	struct obj *o = objtab_insert(&m->objs, key, klen, got);
+	if (!o || mobj_arr_push(&m->pending, o)) {
+		if (o)
+			objtab_remove(&m->objs, o);
+		unalloc(m, reps, got);
+		put_fail(b, KVP_ENOMEM);
+		return KVP_ENOMEM;
+	}
+	o->generation = ++m->gen;
+	o->value_len = vlen;
+	o->atime = m_now32(m);
+	o->deadline = m_now32(m) + (uint32_t)m->conf.master.put_timeout;
+	wb_i32(b, 0);
+	wb_u64(b, o->generation);
+	wb_u8(b, (uint8_t)got);
+	for (unsigned k = 0; k < got; k++) {
+		struct seg *s = segreg_get(&m->segs, (uint32_t)reps[k].seg);
+		uint8_t grant[WIRE_GRANT_LEN];
+		o->rep[k] = reps[k];
+		seg_attach(s, o, k);	/* room made by seg_grow above */
+		o->nrep++;
+		seg_grant(s, o->generation, rep_off(&reps[k]), rep_len(&reps[k]), grant);
+		wb_u32(b, s->id);
+		wb_u64(b, rep_off(&reps[k]));
+		wb_u64(b, rep_len(&reps[k]));
+		wb_bytes(b, grant, sizeof(grant));
+		evict_check(m, s);
+	}
+	return 0;
+}
+
+/* True if an allocatable segment waits for FREE acks (room coming back). */
+static bool frees_in_flight(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (seg_allocatable(s) && seg_frees_pending(s))
+			return true;
+	}
+	return false;
+}
+
+/* True if an allocatable segment has DEMOTEs queued or unanswered: their
+ * memory extents are FREEd (room coming back) once the node has copied
+ * them, which may take a disk's while. */
+static bool demotes_in_flight(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (seg_allocatable(s) && (s->dq.n || s->dinflight))
+			return true;
+	}
+	return false;
+}
+
+/* Runs the PUT_START items of body from item `from` on, appending their
+ * results to out. Returns the item count when done, or the index of the
+ * item that found no room and started an eviction (not final: the caller
+ * parks the request and retries that item once the FREEs are acked). */
+static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t *body,
+			uint32_t len, uint32_t from, bool final, struct wbuf *out)
+{
+	struct rbuf r;
+	struct op_stats *st = &m->ops[WIRE_OP_PUT_START];
+
+	if (m->cand_cap < m->segs.n) {
+		struct seg **v = realloc(m->cand, m->segs.n * sizeof(*v));
+		if (!v)
+			return from;
+		m->cand = v;
+		m->cand_cap = m->segs.n;
+	}
+	rb_init(&r, body, len);
+	unsigned want = rb_u8(&r);
+	uint32_t pref = rb_u32(&r);
+	uint32_t n = rb_u32(&r);
+	if (want == 0)
+		want = 1;	/* 0: the master's default, one replica */
+	for (uint32_t i = 0; i < n; i++) {
+		size_t klen;
+		const uint8_t *key = rb_str(&r, &klen);
+		uint64_t vlen = rb_u64(&r);
+		if (i < from)
+			continue;
+		bool need_evict;
+		size_t mark = out->len;
+		int rc = put_one(m, c, pref, want, key, klen, vlen, out, &need_evict);
+		if (rc == KVP_ENOSPC && need_evict && !final &&
+		    (evict_force(m, ext_size((uint32_t)klen, vlen)) || frees_in_flight(m) ||
+		     demotes_in_flight(m))) {
+			out->len = mark;
+			return i;
+		}
+		mbatch_item(st, rc);
+	}
+	return n;
+}
+
+/* PUT_START. An item that finds no room starts an eviction; the request is
+ * then parked (a heap copy) until the evicted extents' FREEs are acked (or
+ * PARK_MAX_MS), and that item is retried once. Likewise when FREEs are
+ * already in flight: their space is about to come back. */
+int mput_start(struct master *m, struct master_client *c, const struct wire_hdr *h,
+	       const uint8_t *body, struct wbuf *b, bool *parked)
+{
+	struct rbuf r;
+	uint32_t n;
+
+	rb_init(&r, body, h->body_len);
+	rb_u8(&r);
+	rb_u32(&r);
+	int rc = mbatch_shape(m, &r, "s8", &n);
+	if (rc)
+		return rc;
+	size_t body_start = b->len;
+	wb_u32(b, n);
+	uint32_t done = put_run(m, c, body, h->body_len, 0, false, b);
+	if (done == n)
+		return 0;
+	if (done == 0 && m->cand_cap < m->segs.n)
+		return KVP_ENOMEM;
+
+	struct parked *p = calloc(1, sizeof(*p));
+	if (!p)
+		goto out_finish;
+	p->body = malloc(h->body_len);
+	if (!p->body)
+		goto out_free;
+	memcpy(p->body, body, h->body_len);
+	p->c = c;
+	p->h = *h;
+	p->next_item = done;
+	p->deadline_ms = m->now_ms + PARK_MAX_MS;
+	wb_init(&p->reply);
+	wire_begin(&p->reply);
+	wb_bytes(&p->reply, b->p + body_start, b->len - body_start);
+	if (p->reply.oom)
+		goto out_free;
+	b->len = body_start;
+	p->next = m->parked;
+	m->parked = p;
+	*parked = true;
+	return 0;
+
+out_free:
+	parked_free(p);
+out_finish:
+	put_run(m, c, body, h->body_len, done, true, b);
+	return 0;
+}
+
+/* True while an eviction a parked PUT_START waits for is still freeing. */
+static bool eviction_pending(const struct master *m)
+{
+	return m->evict_active || frees_in_flight(m) || demotes_in_flight(m);
+}
+
+/* Finishes the parked PUT_STARTs whose eviction is done or whose wait
+ * (PARK_MAX_MS) is over. Each is unlinked before its reply goes out, so a
+ * client freed meanwhile (master_client_free) finds a consistent list. */
+void mput_retry(struct master *m)
+{
+	bool waiting = eviction_pending(m);
+
+	for (;;) {
+		struct parked **pp = &m->parked;
+		while (*pp && waiting && m->now_ms < (*pp)->deadline_ms)
+			pp = &(*pp)->next;
+		struct parked *p = *pp;
+		if (!p)
+			return;
+		*pp = p->next;
+		struct rbuf r;
+		rb_init(&r, p->body, p->h.body_len);
+		rb_take(&r, 5);
+		int status = 0;
+		if (put_run(m, p->c, p->body, p->h.body_len, p->next_item, true,
+			    &p->reply) != rb_u32(&r) || p->reply.oom) {
+			status = KVP_ENOMEM;	/* could not finish: a bare error frame */
+			wb_reset(&p->reply);
+			wire_begin(&p->reply);
+		}
+		wire_finish(&p->reply, 0, WIRE_OP_PUT_START, WIRE_F_REPLY, status, p->h.reqid, 0);
+		if (!p->reply.oom)
+			p->c->send(p->c->arg, p->reply.p, p->reply.len);
+		parked_free(p);
+	}
+}
+
+static struct obj *find_key(struct master *m, struct rbuf *r, int *status)
+{
+	size_t klen;
+	const uint8_t *key = rb_str(r, &klen);
+
+	if (!wire_key_ok(key, klen)) {
+		*status = KVP_EKEY;
+		return NULL;
+	}
+	struct obj *o = objtab_find(&m->objs, key, klen);
+	*status = o ? 0 : KVP_ENOTFOUND;
+	return o;
+}
+
+int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	uint32_t n;
+	int rc = mbatch_shape(m, r, "s88", &n);
+	uint64_t now_ns = 0;	/* one clock read per frame, not per key */
+
+	if (rc)
+		return rc;
+	rb_u32(r);
+	wb_u32(b, n);
+	for (uint32_t i = 0; i < n; i++) {
+		int s;
+		struct obj *o = find_key(m, r, &s);
+		uint64_t gen = rb_u64(r), csum = rb_u64(r);
+		if (o && o->generation != gen) {
+			s = KVP_ESTALE;
+		} else if (o && obj_complete(o)) {
+			s = o->checksum == csum ? 0 : KVP_ESTALE;	/* a retried PUT_END */
+		} else if (o) {
+			mobj_arr_del(&m->pending, o);
+			o->flags |= OBJ_COMPLETE;
+			o->checksum = csum;
+			if (!now_ns)
+				now_ns = master_clock_ns(CLOCK_REALTIME);
+			o->put_time_ns = now_ns;
+			o->atime = m_now32(m);
+			o->deadline = 0;
+			m->keys++;
+		}
+		wb_i32(b, s);
+		mbatch_item(st, s);
+	}
+	return 0;
+}
+
+int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	uint32_t n;
+	int rc = mbatch_shape(m, r, "s8", &n);
+
+	if (rc)
+		return rc;
+	rb_u32(r);
+	wb_u32(b, n);
+	for (uint32_t i = 0; i < n; i++) {
+		int s;
+		struct obj *o = find_key(m, r, &s);
+		uint64_t gen = rb_u64(r);
+		if (o && o->generation != gen)
+			s = KVP_ESTALE;
+		else if (o && obj_complete(o))
+			s = KVP_EINVAL;		/* finished puts are REMOVEd */
+		else if (o)
+			mobj_destroy(m, o, true);
+		wb_i32(b, s);
+		mbatch_item(st, s);
+	}
+	return 0;
+}
+
+
+void mput_client_gone(struct master *m, struct master_client *c)
+{
+	for (struct parked **pp = &m->parked; *pp;) {
+		struct parked *p = *pp;
+		if (p->c == c) {
+			*pp = p->next;
+			parked_free(p);
+		} else {
+			pp = &p->next;
+		}
+	}
+}
