@@ -1,5 +1,5 @@
 /* kvfs: mounting and serving the FUSE view (libfuse 3 low-level API, see
- * kvfs_ops.c for the operations). kvfs_start/kvfs_stop run the session on a
+ * kvfs_ops.h for the operations). kvfs_start/kvfs_stop run the session on a
  * background thread inside kvpool-node; kvfs_main is `kvpool mount`, which
  * serves on its main thread and unmounts on SIGTERM/SIGINT. One struct kvfs
  * per mount; its fields are fixed after start except those under fs->lock.
@@ -18,7 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvfs_i.h"
+#include "kvfs_fs.h"
+#include "kvfs_local.h"
+#include "kvfs_node.h"
+#include "kvfs_ops.h"
 #include "log.h"
 #include "net.h"
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvfs_i.h"
+#include "kvfs_ctl.h"
 #include "scan.h"
 
 static int info_get(struct kvfs *fs, struct kvp_info *info)

@@ -1,0 +1,73 @@
+/* kvfs_fs: the state of one mounted view (struct kvfs) and its pool
+ * handle, the bottom layer every other kvfs module uses (the clocks are
+ * net.h's). Fields are fixed after start except those marked; kvfs_kvp
+ * runs on any thread under fs->kvp_lock. Lock order, for the whole view:
+ * a handle's lock (open file or directory), then fs->lseg_lock or
+ * fs->lock, then fs->kvp_lock. fs->lock is never held across a pool call.
+ */
+#ifndef KVP_KVFS_FS_H
+#define KVP_KVFS_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conf.h"
+#include "kvfs.h"
+#include "kvpool.h"
+#include "kvpool_i.h"
+
+struct kvfs_node;
+struct kvfs_lseg;
+
+struct kvfs {
+	struct kvp_conf conf;
+	char mnt[4096];
+	struct fuse_session *se;
+	pthread_t thread;
+	bool thread_started;
+	bool foreground_loop;
+	unsigned dev_major, dev_minor;	/* of the mount, from mountinfo */
+
+	/* options, fixed at start */
+	bool ro;
+	double attr_timeout;		/* seconds */
+	double entry_timeout;
+	mode_t fmode;
+	uid_t uid;
+	gid_t gid;
+	uint64_t max_object;
+	uint32_t max_io;		/* max_read / max_write negotiated */
+	uint64_t mount_ns;
+	char host_id[64];
+
+	/* the pool handle; reopened lazily after a failed start */
+	pthread_mutex_t kvp_lock;
+	struct kvp *kvp;
+	uint64_t kvp_retry_ms;
+
+	/* the inode table (kvfs_node.c) and the node fields marked so */
+	pthread_mutex_t lock;
+	struct kvfs_node **by_ino;	/* chained hash tables, nbuckets each */
+	struct kvfs_node **by_name;
+	size_t nbuckets;
+	size_t nnodes;
+	struct kvfs_node *root;
+	struct kvfs_node *memdirs;
+
+	pthread_mutex_t lseg_lock;
+	struct kvfs_lseg *lsegs;	/* mapped local segments (kvfs_local.c) */
+
+	/* statfs cache, under lock */
+	uint64_t info_until;
+	uint64_t info_keys, info_used, info_capacity;
+};
+
+/* The pool handle, opening it if needed; NULL and *err (a KVP_E*) when the
+ * master cannot be reached. */
+struct kvp *kvfs_kvp(struct kvfs *fs, int *err);
+
+#endif

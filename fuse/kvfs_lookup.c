@@ -1,0 +1,276 @@
+/* kvfs_lookup: lookup, forget and getattr (kvfs_lookup.h). A lookup
+ * answers from the inode table while its entry is fresh, else asks the
+ * pool: an object NAME, else a directory NAME/ when keys are under it.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kvfs_ctl.h"
+#include "kvfs_lookup.h"
+#include "kvfs_node.h"
+#include "kvfs_resolve.h"
+#include "net.h"
+
+/* Replies an entry for (kind, raw), creating the node; counts a lookup. */
+static void reply_node(fuse_req_t req, struct kvfs *fs, enum kvfs_kind kind, const char *raw,
+		       size_t rawlen, uint64_t parent, const char *name,
+		       const struct kvp_stat *st)
+{
+	struct fuse_entry_param e;
+	struct kvfs_node *n;
+
+	pthread_mutex_lock(&fs->lock);
+	n = kvfs_node_get_locked(fs, kind, raw, rawlen, parent, name);
+	if (!n) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (st)
+		kvfs_node_from_stat_locked(fs, n, st);
+	else if (kind == KN_DIR || kind == KN_PIECE)
+		n->fresh_until = net_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
+	n->nlookup++;
+	kvfs_fill_entry_locked(fs, n, &e);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_entry(req, &e);
+}
+
+static void reply_fixed(fuse_req_t req, struct kvfs *fs, struct kvfs_node *n)
+{
+	struct fuse_entry_param e;
+
+	pthread_mutex_lock(&fs->lock);
+	n->nlookup++;
+	kvfs_fill_entry_locked(fs, n, &e);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_entry(req, &e);
+}
+
+static void lookup_ctl(fuse_req_t req, struct kvfs *fs, struct kvfs_node *d, const char *name)
+{
+	struct kvfs_node *n = NULL;
+	char node[KVFS_NAME_BUF];
+	size_t nl;
+
+	switch (d->kind) {
+	case KN_CTL_DIR:
+		pthread_mutex_lock(&fs->lock);
+		if (!strcmp(name, "stats"))
+			n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_STATS);
+		else if (!strcmp(name, "nodes"))
+			n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_NODES);
+		pthread_mutex_unlock(&fs->lock);
+		if (!n)
+			break;
+		reply_fixed(req, fs, n);
+		return;
+	case KN_CTL_NODES:
+		if (kvfs_unescape(name, node, sizeof(node), &nl) != 0 || !kvfs_ctl_node_exists(fs, node))
+			break;
+		reply_node(req, fs, KN_CTL_NODE, node, nl, d->ino, name, NULL);
+		return;
+	case KN_CTL_NODE:
+		if (!strcmp(name, "info"))
+			reply_node(req, fs, KN_CTL_INFO, d->raw, d->rawlen, d->ino, name, NULL);
+		else if (!strcmp(name, "extents"))
+			reply_node(req, fs, KN_CTL_EXTENTS, d->raw, d->rawlen, d->ino, name, NULL);
+		else
+			break;
+		return;
+	default:
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fuse_reply_err(req, ENOENT);
+}
+
+/* Replies with the directory c->raw (a prefix ending in '/') under @parent
+ * if a key starts with it, else ENOENT. */
+static void reply_dir_if_used(fuse_req_t req, struct kvfs *fs, const struct kvfs_child *c,
+			      uint64_t parent, const char *name)
+{
+	int rc = kvfs_prefix_used(fs, c->raw);
+
+	if (rc < 0)
+		fuse_reply_err(req, kvp_to_errno(rc));
+	else if (rc == 0)
+		fuse_reply_err(req, ENOENT);
+	else
+		reply_node(req, fs, KN_DIR, c->raw, c->rawlen, parent, name, NULL);
+}
+
+void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+	struct kvfs_node *d, *n;
+	struct kvp_stat st;
+	struct kvfs_child c;
+	struct kvp *k;
+	int rc, e = 0;
+
+	d = kvfs_node_ref(fs, parent);
+	if (!d) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (d->kind != KN_DIR && d->kind != KN_PIECE) {
+		lookup_ctl(req, fs, d, name);
+		goto out;
+	}
+	if (d->ino == FUSE_ROOT_ID && !strcmp(name, ".kvpool")) {
+		pthread_mutex_lock(&fs->lock);
+		n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_DIR);
+		pthread_mutex_unlock(&fs->lock);
+		reply_fixed(req, fs, n);
+		goto out;
+	}
+	rc = kvfs_resolve(d, name, &c);
+	if (rc) {
+		fuse_reply_err(req, rc == -ENAMETOOLONG ? ENAMETOOLONG : ENOENT);
+		goto out;
+	}
+
+	/* what the table already knows, while it is fresh */
+	pthread_mutex_lock(&fs->lock);
+	{
+		uint64_t now = net_now_ms();
+		struct kvfs_node *f = NULL, *dd;
+		bool hit = false;
+
+		if (c.kind == KN_FILE) {
+			f = kvfs_node_by_name_locked(fs, KN_FILE, c.raw, c.rawlen);
+			if (f && (f->pending || f->fresh_until > now)) {
+				hit = true;
+				n = f;
+			} else {
+				c.raw[c.rawlen] = '/';
+				dd = kvfs_node_by_name_locked(fs, KN_DIR, c.raw, c.rawlen + 1);
+				c.raw[c.rawlen] = 0;
+				if (dd && !dd->alias && (dd->memdir || dd->fresh_until > now)) {
+					hit = true;
+					n = dd;
+				}
+			}
+		} else {
+			n = kvfs_node_by_name_locked(fs, c.kind, c.raw, c.rawlen);
+			hit = n && (n->memdir || n->fresh_until > now);
+		}
+		if (hit) {
+			struct fuse_entry_param ep;
+
+			n->nlookup++;
+			kvfs_fill_entry_locked(fs, n, &ep);
+			pthread_mutex_unlock(&fs->lock);
+			fuse_reply_entry(req, &ep);
+			goto out;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+
+	if (c.kind == KN_PIECE) {
+		size_t dl = kvfs_dir_part(d->raw, d->rawlen);
+
+		rc = kvfs_piece_used(fs, c.raw, c.rawlen, dl, d->rawlen - dl);
+		if (rc < 0) {
+			fuse_reply_err(req, kvp_to_errno(rc));
+		} else if (rc == 0) {
+			fuse_reply_err(req, ENOENT);
+		} else {
+			reply_node(req, fs, KN_PIECE, c.raw, c.rawlen, d->ino, name, NULL);
+		}
+		goto out;
+	}
+	if (c.kind == KN_DIR) {		/* NAME%%: the directory, never the object */
+		reply_dir_if_used(req, fs, &c, d->ino, name);
+		goto out;
+	}
+	k = kvfs_kvp(fs, &e);
+	if (!k) {
+		fuse_reply_err(req, kvp_to_errno(e));
+		goto out;
+	}
+	/* "" (the name %00 at the root) is no key, only a directory */
+	rc = c.rawlen ? kvp_stat(k, c.raw, &st) : KVP_ENOTFOUND;
+	if (rc == 0) {
+		reply_node(req, fs, KN_FILE, c.raw, c.rawlen, d->ino, name, &st);
+		goto out;
+	}
+	if (rc != KVP_ENOTFOUND) {
+		fuse_reply_err(req, kvp_to_errno(rc));
+		goto out;
+	}
+	/* no object NAME: a directory NAME/ if keys are under it */
+	c.raw[c.rawlen++] = '/';
+	c.raw[c.rawlen] = 0;
+	reply_dir_if_used(req, fs, &c, d->ino, name);
+out:
+	kvfs_node_unref(fs, d);
+}
+
+static void forget_one_locked(struct kvfs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct kvfs_node *n = kvfs_node_by_ino_locked(fs, ino);
+
+	if (!n)
+		return;
+	n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	kvfs_node_maybe_free_locked(fs, n);
+}
+
+void kvfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+
+	pthread_mutex_lock(&fs->lock);
+	forget_one_locked(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_none(req);
+}
+
+void kvfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+
+	pthread_mutex_lock(&fs->lock);
+	for (size_t i = 0; i < count; i++)
+		forget_one_locked(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_none(req);
+}
+
+void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+	struct kvfs_node *n = kvfs_node_ref(fs, ino);
+	struct kvp_stat ks;
+	struct stat st;
+	bool need_stat;
+	struct kvp *k;
+	int rc, e = 0;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	need_stat = n->kind == KN_FILE && !n->pending && n->fresh_until <= net_now_ms();
+	pthread_mutex_unlock(&fs->lock);
+	if (need_stat) {
+		k = kvfs_kvp(fs, &e);
+		rc = k ? kvp_stat(k, n->raw, &ks) : e;
+		if (rc < 0) {
+			fuse_reply_err(req, kvp_to_errno(rc));
+			goto out;
+		}
+		pthread_mutex_lock(&fs->lock);
+		kvfs_node_from_stat_locked(fs, n, &ks);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	pthread_mutex_lock(&fs->lock);
+	kvfs_fill_attr_locked(fs, n, &st);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_attr(req, &st, fs->attr_timeout);
+out:
+	kvfs_node_unref(fs, n);
+}

@@ -1,0 +1,259 @@
+/* kvfs_read: open and read (kvfs_read.h). Open checks the value with
+ * kvp_stat and looks for a replica on this host; reads copy ranges from
+ * that mapping, else from the value fetched once for the generation open
+ * saw, so a read never mixes two generations.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include "kvfs_ctl.h"
+#include "kvfs_fh.h"
+#include "kvfs_local.h"
+#include "kvfs_read.h"
+
+static int open_text(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh)
+{
+	switch (n->kind) {
+	case KN_CTL_STATS: return kvfs_ctl_stats(fs, &fh->text, &fh->textlen);
+	case KN_CTL_INFO: return kvfs_ctl_node_info(fs, n->raw, &fh->text, &fh->textlen);
+	case KN_CTL_EXTENTS: return kvfs_ctl_node_extents(fs, n->raw, &fh->text, &fh->textlen);
+	default: return -EISDIR;
+	}
+}
+
+void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+	struct kvfs_node *n = kvfs_node_ref(fs, ino);
+	struct kvfs_fh *fh = NULL;
+	struct kvp_stat st;
+	bool changed = false;
+	struct kvp *k;
+	int rc, e = 0;
+
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (kvfs_is_dir_kind(n->kind)) {
+		rc = EISDIR;
+		goto out_err;
+	}
+	if (n->kind != KN_FILE) {
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			rc = EACCES;
+			goto out_err;
+		}
+		fh = kvfs_fh_new(FH_TEXT, n);
+		if (!fh) {
+			rc = ENOMEM;
+			goto out_err;
+		}
+		rc = open_text(fs, n, fh);
+		if (rc < 0) {
+			rc = -rc;
+			goto out_err;
+		}
+		/* generated now, size unknown to stat: bypass the page cache */
+		fi->direct_io = 1;
+		fi->fh = (uintptr_t)fh;
+		fuse_reply_open(req, fi);
+		return;
+	}
+	pthread_mutex_lock(&fs->lock);
+	rc = n->pending ? EBUSY : 0;	/* being written by another handle */
+	pthread_mutex_unlock(&fs->lock);
+	if (rc)
+		goto out_err;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		/* values are immutable: an existing key cannot be written */
+		rc = fs->ro ? EROFS : EEXIST;
+		goto out_err;
+	}
+	k = kvfs_kvp(fs, &e);
+	rc = k ? kvp_stat(k, n->raw, &st) : e;
+	if (rc < 0) {
+		rc = kvp_to_errno(rc);
+		goto out_err;
+	}
+	fh = kvfs_fh_new(FH_READ, n);
+	if (!fh) {
+		rc = ENOMEM;
+		goto out_err;
+	}
+	fh->size = st.size;
+	fh->generation = st.generation;
+	fh->checksum = st.checksum;
+	if (kvfs_local_find(fs, n->raw, n->rawlen, &st, &fh->lhdr) == 0)
+		fh->lval = kvfs_local_value(fh->lhdr);
+	pthread_mutex_lock(&fs->lock);
+	kvfs_node_from_stat_locked(fs, n, &st);
+	/* the same generation as the pages the kernel may hold: keep them */
+	if (n->generation == st.generation) {
+		fi->keep_cache = 1;
+	} else {
+		changed = n->generation != 0;
+		n->generation = st.generation;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (changed) {
+		/* removed and put again under the same name: this open reads
+		 * past the kernel's stale size, and the stale attributes go */
+		fi->direct_io = 1;
+		fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
+	}
+	if (fh->lhdr) {
+		/* The value is in memory on this host already: a page cache
+		 * copy would double its memory and add a copy to every cold
+		 * read. Direct I/O replies land in the reader's buffer. */
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
+	fi->fh = (uintptr_t)fh;
+	fuse_reply_open(req, fi);
+	return;
+out_err:
+	if (fh) {
+		free(fh->text);
+		pthread_mutex_destroy(&fh->lock);
+		free(fh);
+	}
+	kvfs_node_unref(fs, n);
+	fuse_reply_err(req, rc);
+}
+
+/* The value of the generation fh opened, fetched once and shared. */
+static int fh_blob(struct kvfs *fs, struct kvfs_fh *fh)
+{
+	struct kvfs_node *n = fh->node;
+	struct kvfs_blob *b;
+	struct kvp *k;
+	int64_t got;
+	int e = 0;
+
+	if (fh->blob)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	b = n->blob;
+	if (b && b->generation == fh->generation) {
+		b->refs++;
+		fh->blob = b;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (fh->blob)
+		return 0;
+	k = kvfs_kvp(fs, &e);
+	if (!k)
+		return kvp_to_errno(e);
+	b = kvfs_blob_new(fh->size);
+	if (!b)
+		return ENOMEM;
+	/* kvp_get_into checks the bytes against the replica's header; the
+	 * generation must still be the one open saw, or the object was
+	 * removed (and maybe put again) in between: never show a mix.
+	 * Generations only grow, so equal before and after means the get
+	 * read that generation. */
+	got = kvp_get_into(k, n->raw, b->data, fh->size);
+	if (got >= 0) {
+		struct kvp_stat st;
+		int rc = kvp_stat(k, n->raw, &st);
+
+		if (rc < 0)
+			got = rc;
+		else if ((uint64_t)got != fh->size || st.generation != fh->generation ||
+			 st.size != fh->size)
+			got = KVP_ESTALE;
+	}
+	if (got < 0) {
+		kvfs_blob_free(b);
+		if (got == KVP_ETOOBIG || got == KVP_ESTALE)
+			return EIO;
+		return kvp_to_errno((int)got);
+	}
+	b->generation = fh->generation;
+	b->refs = 1;
+	pthread_mutex_lock(&fs->lock);
+	if (!n->blob || n->blob->generation < b->generation)
+		n->blob = b;
+	fh->blob = b;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+static void reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+
+	if (off < 0 || (uint64_t)off >= len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	bv.buf[0].mem = (char *)data + off;
+	bv.buf[0].size = len - (size_t)off < size ? len - (size_t)off : size;
+	fuse_reply_data(req, &bv, FUSE_BUF_NO_SPLICE);
+}
+
+static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t size, off_t off)
+{
+	const uint8_t *lhdr;
+	int rc;
+
+	switch (fh->kind) {
+	case FH_TEXT:
+		reply_slice(req, fh->text, fh->textlen, size, off);
+		return;
+	case FH_WRITE:
+		/* O_RDWR: what was written so far */
+		pthread_mutex_lock(&fh->lock);
+		reply_slice(req, fh->w.buf, fh->w.len, size, off);
+		pthread_mutex_unlock(&fh->lock);
+		return;
+	case FH_READ:
+		pthread_mutex_lock(&fh->lock);
+		lhdr = fh->lhdr;
+		pthread_mutex_unlock(&fh->lock);
+		if (lhdr) {
+			size_t len;
+			void *buf;
+
+			if (off < 0 || (uint64_t)off >= fh->size) {
+				fuse_reply_buf(req, NULL, 0);
+				return;
+			}
+			len = fh->size - (uint64_t)off < size ? (size_t)(fh->size - (uint64_t)off) : size;
+			buf = kvfs_local_bounce(len);
+			if (buf && kvfs_local_copy(lhdr, fh->lval, fh->generation, buf, (uint64_t)off,
+						   len) == 0) {
+				fuse_reply_buf(req, buf, len);
+				return;
+			}
+			/* evicted, demoted or removed since open: the pool
+			 * knows where that generation is, if anywhere */
+			pthread_mutex_lock(&fh->lock);
+			fh->lhdr = NULL;
+			pthread_mutex_unlock(&fh->lock);
+		}
+		pthread_mutex_lock(&fh->lock);
+		rc = fh_blob(fs, fh);
+		pthread_mutex_unlock(&fh->lock);
+		if (rc) {
+			fuse_reply_err(req, rc);
+			return;
+		}
+		/* the blob is immutable and the handle holds a reference */
+		reply_slice(req, fh->blob->data, fh->blob->len, size, off);
+		return;
+	}
+}
+
+void kvfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	       struct fuse_file_info *fi)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+	struct kvfs_fh *fh = (struct kvfs_fh *)(uintptr_t)fi->fh;
+
+	kvfs_fh_use(fs, fh);
+	do_read(req, fs, fh, size, off);
+	kvfs_fh_unuse(fs, fh);
+}
