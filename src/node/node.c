@@ -1,6 +1,7 @@
 /* node: the kvpool-node daemon's lifecycle — opens the /dev/shm segment,
- * starts the data server (node_data.c), the master link (node_master.c) and
- * the HTTP endpoints, and on stop drains and unmounts. SIGHUP re-reads the
+ * creates and wires the data server (node_data.c), the spill side
+ * (node_spill.c) and the master link (node_master.c), serves the HTTP
+ * endpoints, and on stop drains and unmounts. SIGHUP re-reads the
  * configuration. Everything runs on the loop thread; node_stop/node_reload
  * only set a flag and wake the loop.
  */
@@ -18,16 +19,21 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "extent.h"
 #include "http.h"
 #include "kvfs.h"
-#include "kvpool.h"
 #include "log.h"
 #include "net.h"
 #include "node_rdma.h"
 #include "numa_util.h"
 
-void node_status(struct node *n, const char *fmt, ...)
+#define NODE_SWEEP_MS 500
+#define NODE_DRAIN_MS 10000		/* bound on finishing in-flight transfers */
+#define NODE_UNMOUNT_WAIT_MS 2000
+
+static void node_status(struct node *n, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void node_status(struct node *n, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -39,42 +45,23 @@ void node_status(struct node *n, const char *fmt, ...)
 	sd_notifyf(0, "STATUS=%s", buf);
 }
 
-void node_kill_extent(struct node *n, uint64_t off, uint64_t alloc_len, uint64_t generation)
-{
-	uint8_t *at = (uint8_t *)n->seg.base + off;
-	struct ext_hdr h;
-	const uint8_t *key;
-	int r = ext_decode(at, alloc_len, n->seg.size, &h, &key);
-
-	if (r == -ENOENT)
-		return;			/* already a tombstone */
-	if (r == 0 && ext_size(h.key_len, h.value_len) <= alloc_len) {
-		ext_tombstone(at);
-		return;
-	}
-	if (alloc_len < EXT_HDR_SIZE)
-		return;
-	/* Garbage lengths must not make a scan jump over real extents: write
-	 * a tombstone that spans exactly the allocation. */
-	if (alloc_len < EXT_HDR_SIZE + 1)
-		return;
-	struct ext_hdr t = {
-		.key_len = 1,			/* decoders refuse an empty key */
-		.value_len = alloc_len - EXT_HDR_SIZE - 1,
-		.generation = generation,
-		.seg_uuid = n->seg.uuid,
-	};
-	ext_encode(at, &t, "!");
-	ext_tombstone(at);
-}
-
 /* ---- readiness, status ---- */
 
-void node_mounted(struct node *n)
+/* The master link's status callback. */
+static void node_on_status(void *arg, const char *msg)
 {
+	node_status(arg, "%s", msg);
+}
+
+/* The master link's mounted callback: MOUNT and every REPORT answered. */
+static void node_mounted(void *arg)
+{
+	struct node *n = arg;
+
 	node_status(n, "mounted at %s as segment %u, %llu extents, serving %s",
-		    n->master_addr, n->segment_id, (unsigned long long)n->extents, n->advertise);
-	if (n->ready || n->stopping)
+		    node_master_addr(n->ml), node_master_segment_id(n->ml),
+		    (unsigned long long)n->x.extents, node_master_advertise(n->ml));
+	if (n->ready || n->x.stopping)
 		return;
 	if (n->conf.fuse.mountpoint[0] && !n->fs) {
 		char err[256] = "";
@@ -122,31 +109,33 @@ static void node_op_counter(struct sbuf *b, const char *name, const char *help,
 
 static void node_metrics(struct node *n, struct sbuf *b)
 {
-	const struct node_stats *st = &n->st;
+	const struct node_data_stats *ds = node_data_stats(n->data);
+	const struct node_mlink_stats *st = node_master_stats(n->ml);
 
 	node_metric(b, "gauge", "kvpool_node_segment_size_bytes",
-		    "Size of the node's segment file.", n->seg.size);
+		    "Size of the node's segment file.", n->x.seg.size);
 	node_metric(b, "gauge", "kvpool_node_segment_used_bytes",
-		    "Bytes held by extents (last scan + TCP writes - frees).", n->used);
+		    "Bytes held by extents (last scan + TCP writes - frees).", n->x.used);
 	node_metric(b, "gauge", "kvpool_node_extents",
-		    "Extents held (last scan + TCP writes - frees).", n->extents);
+		    "Extents held (last scan + TCP writes - frees).", n->x.extents);
 	node_metric(b, "counter", "kvpool_node_read_bytes_total",
-		    "Value bytes sent by READ.", st->bytes_read);
+		    "Value bytes sent by READ.", ds->bytes_read);
 	node_metric(b, "counter", "kvpool_node_written_bytes_total",
-		    "Extent bytes received by WRITE.", st->bytes_written);
-	node_op_counter(b, "kvpool_node_requests_total", "Frames handled, by opcode.", st->req);
+		    "Extent bytes received by WRITE.", ds->bytes_written);
+	node_op_counter(b, "kvpool_node_requests_total", "Frames handled, by opcode.", n->x.req);
 	node_op_counter(b, "kvpool_node_errors_total",
-			"Requests answered with an error, by opcode.", st->err);
+			"Requests answered with an error, by opcode.", n->x.err);
 	node_metric(b, "gauge", "kvpool_node_connections",
-		    "Open data-server connections.", n->ndconns);
+		    "Open data-server connections.", node_data_conns(n->data));
 	node_metric(b, "counter", "kvpool_node_connections_total",
-		    "Data-server connections accepted.", st->conns_total);
+		    "Data-server connections accepted.", ds->conns_total);
 	node_metric(b, "counter", "kvpool_node_connections_rejected_total",
-		    "Connections refused over node.max_connections.", st->conns_rejected);
+		    "Connections refused over node.max_connections.", ds->conns_rejected);
 	node_metric(b, "counter", "kvpool_node_connections_timed_out_total",
-		    "Connections closed for not sending HELLO in time.", st->conns_timed_out);
+		    "Connections closed for not sending HELLO in time.", ds->conns_timed_out);
 	node_metric(b, "gauge", "kvpool_node_master_up",
-		    "1 while the segment is mounted at the master.", n->mstate == NODE_M_UP);
+		    "1 while the segment is mounted at the master.",
+		    node_master_state(n->ml) == NODE_M_UP);
 	node_metric(b, "counter", "kvpool_node_master_connects_total",
 		    "Connections made to the master.", st->master_connects);
 	node_metric(b, "counter", "kvpool_node_master_failures_total",
@@ -166,10 +155,10 @@ static void node_metrics(struct node *n, struct sbuf *b)
 	node_metric(b, "counter", "kvpool_node_free_stale_total",
 		    "FREE items that named no live extent.", st->free_stale);
 	node_metric(b, "counter", "kvpool_node_writes_tombstoned_total",
-		    "WRITEs whose image failed the check or broke off.", st->writes_tombstoned);
+		    "WRITEs whose image failed the check or broke off.", ds->writes_tombstoned);
 	node_metric(b, "counter", "kvpool_node_heartbeats_total",
 		    "Heartbeats sent.", st->heartbeats);
-	node_spill_metrics(n, b);
+	node_spill_metrics(n->spill, b);
 	/* signed: -1 is "none" */
 	sb_printf(b, "# HELP kvpool_node_numa_node NUMA node the segment and threads are bound to (-1 none).\n"
 		  "# TYPE kvpool_node_numa_node gauge\n"
@@ -191,14 +180,15 @@ static void node_http(const struct http_req *req, struct http_resp *resp, void *
 		/* Alive and serving whatever the master says: a master outage is
 		 * not a reason to restart the node (it would lose nothing, but
 		 * clients would lose the reads it still serves). */
-		resp->status = n->stopping ? 503 : 200;
+		resp->status = n->x.stopping ? 503 : 200;
 		resp->content_type = "application/json";
 		sb_printf(&b, "{\"status\":\"%s\",\"master\":\"%s\",\"segment\":\"%s\","
 			  "\"segment_id\":%u,\"endpoint\":\"%s\",\"extents\":%llu,"
 			  "\"numa_node\":%d,\"rdma\":\"%s\"}\n",
-			  n->stopping ? "stopping" : "ok", node_mstate_name(n->mstate),
-			  n->seg.path, n->segment_id, n->advertise,
-			  (unsigned long long)n->extents, n->numa_node,
+			  n->x.stopping ? "stopping" : "ok",
+			  node_master_state_name(node_master_state(n->ml)), n->x.seg.path,
+			  node_master_segment_id(n->ml), node_master_advertise(n->ml),
+			  (unsigned long long)n->x.extents, n->numa_node,
 			  node_rdma_devices(n->rdma));
 	} else {
 		resp->status = 404;
@@ -222,24 +212,25 @@ static void *node_fs_stop_thread(void *arg)
 static void node_drain_finish(struct node *n)
 {
 	if (n->drain_timer) {
-		ev_timer_del(n->loop, n->drain_timer);
+		ev_timer_del(n->x.loop, n->drain_timer);
 		n->drain_timer = 0;
 	}
-	node_master_close(n);
-	ev_stop(n->loop);
+	node_master_close(n->ml);
+	ev_stop(n->x.loop);
 }
 
 static void node_drain_step_locked(struct node *n, uint64_t now);
 
 /* Order: FUSE view off, data transfers finished (bounded), UNMOUNT at the
  * master (bounded), then the loop ends. Called whenever something that
- * could hold the drain up finishes, and from a timer. */
-void node_drain_step(struct node *n)
+ * could hold the drain up finishes (node_ctx.progress), and from a timer. */
+static void node_drain_step(void *arg)
 {
-	uint64_t now = ev_now(n->loop);
+	struct node *n = arg;
+	uint64_t now = ev_now(n->x.loop);
 
 	/* Closing connections below calls back here (on_close). */
-	if (!n->stopping || n->drain_timer == 0 || n->in_drain_step)
+	if (!n->x.stopping || n->drain_timer == 0 || n->in_drain_step)
 		return;
 	n->in_drain_step = true;
 	node_drain_step_locked(n, now);
@@ -250,19 +241,17 @@ static void node_drain_step_locked(struct node *n, uint64_t now)
 {
 	if (n->fs_stopping && !atomic_load(&n->fs_stopped) && now < n->drain_deadline)
 		return;
-	if ((n->ndconns || n->inflight_sends) && now < n->drain_deadline)
+	size_t conns = node_data_conns(n->data);
+
+	if ((conns || node_data_sends(n->data)) && now < n->drain_deadline)
 		return;
-	if (n->ndconns) {
-		log_warn("drain: closing %zu connections with transfers still in flight",
-			 n->ndconns);
-		for (struct node_dconn *d = n->dconns, *next; d; d = next) {
-			next = d->next;
-			ev_conn_close(d->c);
-		}
+	if (conns) {
+		log_warn("drain: closing %zu connections with transfers still in flight", conns);
+		node_data_close_all(n->data);
 	}
-	switch (n->mstate) {
+	switch (node_master_state(n->ml)) {
 	case NODE_M_UP:
-		if (node_master_unmount(n) == 0) {
+		if (node_master_unmount(n->ml) == 0) {
 			n->unmount_deadline = now + NODE_UNMOUNT_WAIT_MS;
 			return;
 		}
@@ -285,21 +274,21 @@ static void node_drain_timer(struct ev_loop *loop, void *arg)
 
 static void node_begin_stop(struct node *n)
 {
-	if (n->stopping)
+	if (n->x.stopping)
 		return;
-	n->stopping = true;
-	if (n->mstate == NODE_M_UP)
+	n->x.stopping = true;
+	if (node_master_state(n->ml) == NODE_M_UP)
 		log_notice("stopping: draining transfers, then unmounting segment %u",
-			   n->segment_id);
+			   node_master_segment_id(n->ml));
 	else
 		log_notice("stopping: draining transfers (not mounted at the master)");
 	sd_notify(0, "STOPPING=1");
 	node_status(n, "draining");
-	node_data_stop_accepting(n);
-	node_data_drain(n);
+	node_data_stop_accepting(n->data);
+	node_data_drain(n->data);
 	/* Not mounted yet: no connection attempt should outlive the stop. */
-	if (n->mstate != NODE_M_UP)
-		node_master_close(n);
+	if (node_master_state(n->ml) != NODE_M_UP)
+		node_master_close(n->ml);
 	if (n->fs) {
 		if (pthread_create(&n->fs_thread, NULL, node_fs_stop_thread, n) == 0) {
 			n->fs_stopping = true;
@@ -308,8 +297,8 @@ static void node_begin_stop(struct node *n)
 			n->fs = NULL;
 		}
 	}
-	n->drain_deadline = ev_now(n->loop) + NODE_DRAIN_MS;
-	n->drain_timer = ev_timer_add(n->loop, 50, true, node_drain_timer, n);
+	n->drain_deadline = ev_now(n->x.loop) + NODE_DRAIN_MS;
+	n->drain_timer = ev_timer_add(n->x.loop, 50, true, node_drain_timer, n);
 	node_drain_step(n);
 }
 
@@ -399,8 +388,8 @@ static void node_do_reload(struct node *n)
 	if (lvl >= 0)
 		log_level = lvl;
 	if (n->conf.node.heartbeat_interval != hb) {
-		ev_timer_del(n->loop, n->hb_timer);
-		n->hb_timer = ev_timer_add(n->loop, n->conf.node.heartbeat_interval, true,
+		ev_timer_del(n->x.loop, n->hb_timer);
+		n->hb_timer = ev_timer_add(n->x.loop, n->conf.node.heartbeat_interval, true,
 					   node_hb_timer, n);
 	}
 	log_notice("configuration reloaded; %d changed keys need a restart", restart);
@@ -413,7 +402,7 @@ static void node_on_wake(struct ev_loop *loop, void *arg)
 {
 	struct node *n = arg;
 
-	node_master_scan_done(n);
+	node_master_scan_done(n->ml);
 	if (n->reload_req) {
 		n->reload_req = 0;
 		node_do_reload(n);
@@ -424,14 +413,16 @@ static void node_on_wake(struct ev_loop *loop, void *arg)
 
 static void node_hb_timer(struct ev_loop *loop, void *arg)
 {
-	node_master_heartbeat(arg);
+	struct node *n = arg;
+
+	node_master_heartbeat(n->ml);
 }
 
 static void node_sweep_timer(struct ev_loop *loop, void *arg)
 {
 	struct node *n = arg;
 
-	node_data_sweep(n);
+	node_data_sweep(n->data);
 }
 
 static void node_wd_timer(struct ev_loop *loop, void *arg)
@@ -442,32 +433,31 @@ static void node_wd_timer(struct ev_loop *loop, void *arg)
 void node_stop(struct node *n)
 {
 	n->stop_req = 1;
-	ev_wake(n->loop);
+	ev_wake(n->x.loop);
 }
 
 void node_reload(struct node *n)
 {
 	n->reload_req = 1;
-	ev_wake(n->loop);
+	ev_wake(n->x.loop);
 }
 
 int node_run(struct node *n)
 {
+	struct ev_loop *loop = n->x.loop;
 	uint64_t wd_usec = 0;
 
-	n->backoff_ms = NODE_BACKOFF_MIN_MS;
-	n->hb_timer = ev_timer_add(n->loop, n->conf.node.heartbeat_interval, true,
-				   node_hb_timer, n);
-	n->sweep_timer = ev_timer_add(n->loop, NODE_SWEEP_MS, true, node_sweep_timer, n);
+	n->hb_timer = ev_timer_add(loop, n->conf.node.heartbeat_interval, true, node_hb_timer, n);
+	n->sweep_timer = ev_timer_add(loop, NODE_SWEEP_MS, true, node_sweep_timer, n);
 	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec) {
 		uint64_t ms = wd_usec / 2000;
-		n->wd_timer = ev_timer_add(n->loop, ms ? ms : 1, true, node_wd_timer, n);
+		n->wd_timer = ev_timer_add(loop, ms ? ms : 1, true, node_wd_timer, n);
 	}
 	node_status(n, "connecting to master %s", n->conf.cluster.master);
-	node_master_start(n);
+	node_master_start(n->ml);
 	if (n->stop_req)
 		node_begin_stop(n);
-	int r = ev_run(n->loop);
+	int r = ev_run(loop);
 	if (r < 0 && !n->run_rc)
 		n->run_rc = r;
 
@@ -476,12 +466,12 @@ int node_run(struct node *n)
 		n->fs_stopping = false;
 		n->fs = NULL;
 	}
-	node_master_close(n);
-	node_master_scan_join(n);
-	ev_timer_del(n->loop, n->hb_timer);
-	ev_timer_del(n->loop, n->sweep_timer);
+	node_master_close(n->ml);
+	node_master_scan_join(n->ml);
+	ev_timer_del(loop, n->hb_timer);
+	ev_timer_del(loop, n->sweep_timer);
 	if (n->wd_timer)
-		ev_timer_del(n->loop, n->wd_timer);
+		ev_timer_del(loop, n->wd_timer);
 	n->hb_timer = n->sweep_timer = n->wd_timer = 0;
 	return n->run_rc;
 }
@@ -557,19 +547,12 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		return NULL;
 	}
 	n->conf = *conf;
-	n->listen_fd = -1;
-	n->mfd = -1;
-	n->seg.fd = -1;
+	n->x.conf = &n->conf;
+	n->x.seg.fd = -1;
+	n->x.progress = node_drain_step;
+	n->x.progress_arg = n;
 	n->epoch = net_realtime_ns();
-	/* A client sends HELLO right after connecting; one that has not within
-	 * its own operation timeout is broken or a slow-loris. */
-	n->hello_ms = n->conf.client.timeout;
-	if (n->hello_ms < NODE_HELLO_MIN_MS)
-		n->hello_ms = NODE_HELLO_MIN_MS;
-	if (n->hello_ms > NODE_HELLO_MAX_MS)
-		n->hello_ms = NODE_HELLO_MAX_MS;
 	atomic_init(&n->fs_stopped, false);
-	atomic_init(&n->scan_done, false);
 
 	if (n->conf.node.name[0]) {
 		snprintf(n->name, sizeof(n->name), "%s", n->conf.node.name);
@@ -628,28 +611,52 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		so.gid = g->gr_gid;
 		so.mode = 0660;
 	}
-	if (segment_open(&n->seg, &so, false, err, errlen) < 0)
+	if (segment_open(&n->x.seg, &so, false, err, errlen) < 0)
 		goto out_free;
-	n->seg_open = true;
 	/* After the segment (and its mbind): registration pins its pages. */
-	node_rdma_start(&n->conf, n->seg.base, n->seg.size, &n->rdma);
+	node_rdma_start(&n->conf, n->x.seg.base, n->x.seg.size, &n->rdma);
 
-	n->loop = ev_create();
-	if (!n->loop) {
+	n->x.loop = ev_create();
+	if (!n->x.loop) {
 		snprintf(err, errlen, "cannot create the event loop");
 		goto out_segment;
 	}
-	ev_on_wake(n->loop, node_on_wake, n);
-	if (node_data_listen(n, err, errlen) < 0)
+	ev_on_wake(n->x.loop, node_on_wake, n);
+	n->data = node_data_create(&n->x, n->listen_addr, n->epoch, n->rdma, err, errlen);
+	if (!n->data)
 		goto out_loop;
+	n->spill = node_spill_create(&n->x);
+	if (!n->spill) {
+		snprintf(err, errlen, "out of memory");
+		goto out_data;
+	}
+	struct node_mlink_opts mo = {
+		.name = n->name,
+		.host_id = n->host_id,
+		.numa_node = n->numa_node,
+		.listen_host = n->listen_host,
+		.data_port = node_data_bound_port(n->data),
+		.rdma = n->rdma,
+		.data = n->data,
+		.spill = n->spill,
+		.status = node_on_status,
+		.mounted = node_mounted,
+		.cb_arg = n,
+	};
+	n->ml = node_master_create(&n->x, &mo);
+	if (!n->ml) {
+		snprintf(err, errlen, "out of memory");
+		goto out_spill;
+	}
 	if (n->http_addr[0]) {
-		n->http = http_start(n->loop, n->http_addr, 4096, node_http, n, err, errlen);
+		n->http = http_start(n->x.loop, n->http_addr, 4096, node_http, n, err, errlen);
 		if (!n->http)
-			goto out_listen;
+			goto out_master;
 	}
 	log_notice("node %s: segment %s (%llu bytes, %s), data on %s port %d", n->name,
-		   n->seg.path, (unsigned long long)n->seg.size,
-		   n->seg.created ? "created" : "reused", n->listen_addr, n->data_port);
+		   n->x.seg.path, (unsigned long long)n->x.seg.size,
+		   n->x.seg.created ? "created" : "reused", n->listen_addr,
+		   node_data_bound_port(n->data));
 	if (n->numa_node >= 0 || n->rdma) {
 		char numa[200];
 
@@ -657,16 +664,21 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		log_notice("node %s: NUMA node %s; RDMA %s", n->name, numa,
 			   n->rdma ? node_rdma_devices(n->rdma) : "off");
 	}
-	node_spill_open(n);	/* failures leave the node memory-only */
+	node_spill_open(n->spill, n->name);	/* failures leave the node memory-only */
+	node_data_set_spill(n->data, node_spill_file(n->spill));
 	return n;
 
-out_listen:
-	node_data_stop_accepting(n);
+out_master:
+	node_master_destroy(n->ml);
+out_spill:
+	node_spill_destroy(n->spill);
+out_data:
+	node_data_destroy(n->data);
 out_loop:
-	ev_destroy(n->loop);
+	ev_destroy(n->x.loop);
 out_segment:
 	node_rdma_stop(n->rdma);
-	segment_close(&n->seg);
+	segment_close(&n->x.seg);
 out_free:
 	free(n);
 	return NULL;
@@ -684,20 +696,26 @@ void node_destroy(struct node *n)
 		kvfs_stop(n->fs);
 	if (n->http)
 		http_stop(n->http);
-	node_data_stop_accepting(n);
-	node_master_close(n);
-	/* Closes the remaining connections: their callbacks still use n. */
-	ev_destroy(n->loop);
-	/* Spill I/O still in flight reads the segment: finish it first. */
-	node_spill_close(n);
+	node_data_stop_accepting(n->data);
+	node_master_close(n->ml);
+	/* Closes the remaining connections: their callbacks still use the
+	 * data server and the master link. */
+	ev_destroy(n->x.loop);
+	/* Spill I/O still in flight reads the segment and calls back into
+	 * the data server and the master link: finish it first. */
+	node_spill_close(n->spill);
+	node_data_set_spill(n->data, NULL);
 	/* Their QPs are gone with them: the regions can go. */
 	node_rdma_stop(n->rdma);
 	n->rdma = NULL;
+	node_master_destroy(n->ml);	/* joins a scan still reading the segment */
+	node_data_destroy(n->data);
+	node_spill_destroy(n->spill);
 	if (n->conf.node.remove_segment_on_exit) {
-		log_notice("removing %s (node.remove_segment_on_exit)", n->seg.path);
-		segment_unlink(&n->seg);
+		log_notice("removing %s (node.remove_segment_on_exit)", n->x.seg.path);
+		segment_unlink(&n->x.seg);
 	} else {
-		segment_close(&n->seg);
+		segment_close(&n->x.seg);
 	}
 	node_free_strv(n->conf_files);
 	node_free_strv(n->conf_overrides);
@@ -707,7 +725,7 @@ void node_destroy(struct node *n)
 
 int node_data_port(const struct node *n)
 {
-	return n->data_port;
+	return node_data_bound_port(n->data);
 }
 
 int node_http_port(const struct node *n)

@@ -1,13 +1,15 @@
-/* node_data: kvpool-node's TCP data server — accepts client connections,
- * checks HELLO + token, serves READ straight from the segment mapping
- * (zero-copy sends) and receives WRITE payloads straight into the segment
- * after checking the master's grant. Runs on the node's loop thread.
+/* node_data: kvpool-node's TCP data server (see node_data.h) — accepts
+ * client connections, checks HELLO + token, serves READ straight from the
+ * segment mapping (zero-copy sends) or streams it from the spill file, and
+ * receives WRITE payloads straight into the segment after checking the
+ * master's grant. Runs on the node's loop thread.
  */
-#include "node_i.h"
+#include "node_data.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,39 +17,132 @@
 
 #include <openssl/crypto.h>
 
+#include "errors.h"
 #include "extent.h"
 #include "grant.h"
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
 #include "node_rdma.h"
+#include "spill.h"
+
+#define DATA_HELLO_MIN_MS 1000		/* a connection must HELLO within */
+#define DATA_HELLO_MAX_MS 60000		/* client.timeout clamped to these */
+#define DATA_IDLE_MS 300000		/* connection without a frame */
+#define DATA_ACCEPT_PAUSE_MS 100	/* after EMFILE and friends */
+#define DATA_MAX_BODY 65536		/* HELLO is the largest data-server body */
+
+/* A streamed READ tier 1 moves in pieces of one spill read buffer
+ * (spill_buf_size(), sized by the spill side), up to SREAD_WINDOW of them in
+ * flight: the socket is busy with the first pieces while the disk reads the
+ * next ones. */
+#define SREAD_WINDOW 8
+
+struct node_dconn;
+
+/* One WRITE whose payload is being received into the segment. */
+struct node_pwrite {
+	struct wire_hdr req;
+	uint64_t off, alloc_len, generation;
+	bool freed;			/* a FREE for this extent arrived meanwhile */
+	struct node_wait *fw;		/* that FREE's reply waits for us */
+	struct node_pwrite *prev, *next;
+};
+
+struct node_schunk {
+	struct node_sread *sr;
+	uint8_t *buf;
+	uint32_t len;
+	int status;
+	bool done;
+};
+
+/* A READ tier 1 being streamed: pieces are read in order of offset, up to
+ * SREAD_WINDOW at a time, and queued on the connection in that order. */
+struct node_sread {
+	struct node_dconn *d;
+	struct wire_hdr req;
+	uint64_t off, len;
+	uint64_t piece;			/* bytes per piece: a read buffer */
+	uint64_t issued_bytes;
+	uint32_t issued, sent;		/* pieces */
+	struct node_schunk *ch[SREAD_WINDOW];	/* [seq % WINDOW] for sent..issued */
+	uint32_t outstanding;		/* pieces read or being sent */
+	bool header_sent, failed, finished, waiting;
+	struct node_sread *wnext;	/* sv->sread_wait */
+};
+
+/* A data-server connection. Freed when both the ev_conn closed and every
+ * zero-copy send referencing the segment or a spill buffer was released. */
+struct node_dconn {
+	struct node_data *sv;
+	struct ev_conn *c;		/* NULL once closed */
+	uint64_t created_ms;
+	bool authed;
+	bool writing;			/* pw is live (payload in flight) */
+	bool close_when_done;		/* draining: close after the transfer */
+	uint32_t sends;			/* zero-copy sends not yet released */
+	struct node_pwrite pw;
+	struct node_sread *sread;	/* a READ tier 1 being streamed */
+	struct rdma_qps *qps;		/* RDMA_CONNECT's queue pairs; destroyed on close */
+	struct node_dconn *prev, *next;
+};
+
+struct node_data {
+	struct node_ctx *x;
+	struct node_rdma *rdma;		/* NULL: TCP only */
+	struct spill *spill;		/* READ tier 1; NULL: memory-only */
+	uint64_t epoch;
+	char listen_addr[CONF_STR];
+	int listen_fd;
+	int port;
+	uint64_t hello_ms;		/* deadline for a connection's HELLO */
+	struct node_dconn *dconns;	/* open connections */
+	size_t ndconns;
+	struct node_pwrite *pwrites;	/* writes in flight (for FREE) */
+	uint64_t inflight_sends;
+	struct node_sread *sread_wait;	/* streams waiting for a read buffer */
+	/* the master's grants (node_data_set_grant) */
+	uint32_t segment_id;
+	uint8_t secret[WIRE_SECRET_LEN];
+	bool have_secret;
+	struct node_data_stats st;
+};
 
 static void dconn_unlink(struct node_dconn *d)
 {
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 
 	if (d->prev)
 		d->prev->next = d->next;
 	else
-		n->dconns = d->next;
+		sv->dconns = d->next;
 	if (d->next)
 		d->next->prev = d->prev;
 	d->prev = d->next = NULL;
-	n->ndconns--;
+	sv->ndconns--;
 }
 
-static void pwrite_unlink(struct node *n, struct node_pwrite *pw)
+static void pwrite_unlink(struct node_data *sv, struct node_pwrite *pw)
 {
 	if (pw->prev)
 		pw->prev->next = pw->next;
 	else
-		n->pwrites = pw->next;
+		sv->pwrites = pw->next;
 	if (pw->next)
 		pw->next->prev = pw->prev;
 	pw->prev = pw->next = NULL;
 }
 
-static void pwrite_done(struct node *n, struct node_pwrite *pw);
+/* A write finished one way or another: release a FREE reply waiting on it. */
+static void pwrite_done(struct node_pwrite *pw)
+{
+	struct node_wait *fw = pw->fw;
+
+	pw->fw = NULL;
+	if (fw)
+		node_wait_release(fw);
+}
 
 static void dconn_maybe_free(struct node_dconn *d)
 {
@@ -55,33 +150,61 @@ static void dconn_maybe_free(struct node_dconn *d)
 		free(d);
 }
 
-void node_data_maybe_free(struct node_dconn *d)
+/* Invalidates the extent at off (alloc_len bytes): tombstones a decodable
+ * header, or writes a tombstone header over a garbage one so a scan skips
+ * exactly alloc_len. */
+static void data_kill_extent(struct node_data *sv, uint64_t off, uint64_t alloc_len,
+			     uint64_t generation)
 {
-	dconn_maybe_free(d);
+	const struct segment *seg = &sv->x->seg;
+	uint8_t *at = (uint8_t *)seg->base + off;
+	struct ext_hdr h;
+	const uint8_t *key;
+	int r = ext_decode(at, alloc_len, seg->size, &h, &key);
+
+	if (r == -ENOENT)
+		return;			/* already a tombstone */
+	if (r == 0 && ext_size(h.key_len, h.value_len) <= alloc_len) {
+		ext_tombstone(at);
+		return;
+	}
+	if (alloc_len < EXT_HDR_SIZE)
+		return;
+	/* Garbage lengths must not make a scan jump over real extents: write
+	 * a tombstone that spans exactly the allocation. */
+	if (alloc_len < EXT_HDR_SIZE + 1)
+		return;
+	struct ext_hdr t = {
+		.key_len = 1,			/* decoders refuse an empty key */
+		.value_len = alloc_len - EXT_HDR_SIZE - 1,
+		.generation = generation,
+		.seg_uuid = seg->uuid,
+	};
+	ext_encode(at, &t, "!");
+	ext_tombstone(at);
 }
 
 static void data_reply(struct node_dconn *d, const struct wire_hdr *h, int32_t status)
 {
 	if (status && h->opcode < WIRE_OP_MAX)
-		d->n->st.err[h->opcode]++;
+		d->sv->x->err[h->opcode]++;
 	ev_conn_reply(d->c, h, status, NULL, 0);
 }
 
 static void data_release(void *arg)
 {
 	struct node_dconn *d = arg;
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 
 	d->sends--;
-	n->inflight_sends--;
+	sv->inflight_sends--;
 	dconn_maybe_free(d);
-	if (n->stopping)
-		node_drain_step(n);
+	node_ctx_progress(sv->x);
 }
 
 static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 	struct rbuf r;
 	size_t toklen, namelen, hostlen;
 
@@ -95,7 +218,7 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 		ev_conn_close_after_send(d->c);
 		return 0;
 	}
-	const char *want = n->conf.cluster.token;
+	const char *want = sv->x->conf->cluster.token;
 	size_t wantlen = strlen(want);
 	if (wantlen && (toklen != wantlen || CRYPTO_memcmp(tok, want, wantlen) != 0)) {
 		log_notice("data connection from %s: wrong token", ev_conn_peer(d->c));
@@ -107,7 +230,7 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 
 	struct wbuf b;
 	wb_init(&b);
-	wb_u64(&b, n->epoch);
+	wb_u64(&b, sv->epoch);
 	wb_u16(&b, WIRE_VERSION);
 	if (b.oom) {
 		wb_free(&b);
@@ -118,16 +241,12 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 	return 0;
 }
 
-/* Does [off, off+len) lie in the segment's data area? */
-static bool data_range_ok(const struct node *n, uint64_t off, uint64_t len)
-{
-	return off >= SEG_DATA_OFF && off < n->seg.size && len > 0 &&
-	       len <= n->seg.size - off;
-}
+static void sread_start(struct node_dconn *d, const struct wire_hdr *h, uint64_t off,
+			uint64_t len);
 
 static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 	struct rbuf r;
 
 	rb_init(&r, body, h->body_len);
@@ -139,10 +258,10 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 		return;
 	}
 	if (tier == 1) {	/* disk tier: streamed from the spill file */
-		node_spill_read(d, h, off, len);
+		sread_start(d, h, off, len);
 		return;
 	}
-	if (tier != 0 || !data_range_ok(n, off, len)) {
+	if (tier != 0 || !node_ctx_range_ok(sv->x, off, len)) {
 		data_reply(d, h, KVP_EINVAL);
 		return;
 	}
@@ -160,38 +279,39 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 	/* The bytes go from the mapping to the socket; a lease at the master
 	 * keeps the extent from being reused until the client is done. */
 	d->sends++;
-	n->inflight_sends++;
-	if (ev_conn_send_ref(d->c, frame, sizeof(frame), (const uint8_t *)n->seg.base + off,
+	sv->inflight_sends++;
+	if (ev_conn_send_ref(d->c, frame, sizeof(frame), (const uint8_t *)sv->x->seg.base + off,
 			     len, data_release, d) < 0) {
 		d->sends--;
-		n->inflight_sends--;
-		n->st.err[WIRE_OP_READ]++;
+		sv->inflight_sends--;
+		sv->x->err[WIRE_OP_READ]++;
 		ev_conn_close(d->c);
 		return;
 	}
-	n->st.bytes_read += len;
+	sv->st.bytes_read += len;
 }
 
-static bool data_extent_taken(const struct node *n, uint64_t off, uint64_t alloc_len,
+static bool data_extent_taken(const struct node_data *sv, uint64_t off, uint64_t alloc_len,
 			      uint64_t generation)
 {
+	const struct segment *seg = &sv->x->seg;
 	struct ext_hdr eh;
 	const uint8_t *key;
 
-	for (const struct node_pwrite *pw = n->pwrites; pw; pw = pw->next)
+	for (const struct node_pwrite *pw = sv->pwrites; pw; pw = pw->next)
 		if (pw->off == off)
 			return true;
 	/* Generations only grow: a live header of the same or a newer one means
 	 * this grant was used already or is older than what lives there now. An
 	 * older live header is an extent the master never heard of (a refused
 	 * REPORT) and may be overwritten. */
-	return ext_decode((const uint8_t *)n->seg.base + off, alloc_len, 0, &eh, &key) == 0 &&
-	       eh.seg_uuid == n->seg.uuid && eh.generation >= generation;
+	return ext_decode((const uint8_t *)seg->base + off, alloc_len, 0, &eh, &key) == 0 &&
+	       eh.seg_uuid == seg->uuid && eh.generation >= generation;
 }
 
 static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 	struct rbuf r;
 
 	rb_init(&r, body, h->body_len);
@@ -206,9 +326,10 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 		return;
 	}
 	/* Every refusal looks the same to the client: no valid grant for it. */
-	bool ok = n->have_secret && segment_id == n->segment_id &&
-		  grant_ok(n->secret, segment_id, generation, off, alloc_len, grant) &&
-		  data_range_ok(n, off, alloc_len) && (off & (n->seg.align - 1)) == 0 &&
+	bool ok = sv->have_secret && segment_id == sv->segment_id &&
+		  grant_ok(sv->secret, segment_id, generation, off, alloc_len, grant) &&
+		  node_ctx_range_ok(sv->x, off, alloc_len) &&
+		  (off & (sv->x->seg.align - 1)) == 0 &&
 		  h->payload_len >= EXT_HDR_SIZE && h->payload_len <= alloc_len;
 	/* A grant is good for one write: an extent that already holds a live
 	 * header of this segment with the same or a newer generation (the put
@@ -216,7 +337,7 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	 * reused by another object) or that is being written right now is
 	 * refused. Freed extents are tombstoned
 	 * before the master reuses them, so fresh space never looks live. */
-	if (ok && data_extent_taken(n, off, alloc_len, generation))
+	if (ok && data_extent_taken(sv, off, alloc_len, generation))
 		ok = false;
 	if (!ok) {
 		log_info("WRITE from %s refused: segment %u off %llu alloc_len %llu payload %llu",
@@ -235,65 +356,65 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	pw->freed = false;
 	pw->fw = NULL;
 	pw->prev = NULL;
-	pw->next = n->pwrites;
-	if (n->pwrites)
-		n->pwrites->prev = pw;
-	n->pwrites = pw;
+	pw->next = sv->pwrites;
+	if (sv->pwrites)
+		sv->pwrites->prev = pw;
+	sv->pwrites = pw;
 	d->writing = true;
-	ev_conn_recv_payload(d->c, (uint8_t *)n->seg.base + off, h->payload_len, d);
+	ev_conn_recv_payload(d->c, (uint8_t *)sv->x->seg.base + off, h->payload_len, d);
 }
 
 /* The payload of a WRITE is in the segment (or the connection broke). */
 static void data_on_payload(struct ev_conn *c, bool ok, void *arg)
 {
 	struct node_dconn *d = arg;
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
+	struct node_ctx *x = sv->x;
 	struct node_pwrite *pw = &d->pw;
 
 	if (!d->writing)
 		return;
 	d->writing = false;
-	pwrite_unlink(n, pw);
+	pwrite_unlink(sv, pw);
 
 	int status = 0;
 	struct ext_hdr eh;
 	const uint8_t *key;
-	uint8_t *at = (uint8_t *)n->seg.base + pw->off;
+	uint8_t *at = (uint8_t *)x->seg.base + pw->off;
 	if (!ok) {
 		status = KVP_EIO;
 	} else if (pw->freed) {
 		status = KVP_ESTALE;
-	} else if (ext_decode(at, pw->alloc_len, n->conf.cluster.max_object_size, &eh, &key) != 0 ||
+	} else if (ext_decode(at, pw->alloc_len, x->conf->cluster.max_object_size, &eh, &key) != 0 ||
 		   ext_size(eh.key_len, eh.value_len) > pw->req.payload_len ||
 		   !wire_key_ok(key, eh.key_len)) {
 		status = KVP_EINVAL;
-	} else if (eh.generation != pw->generation || eh.seg_uuid != n->seg.uuid) {
+	} else if (eh.generation != pw->generation || eh.seg_uuid != x->seg.uuid) {
 		status = KVP_ESTALE;
 	}
 	if (status) {
 		/* Never leave a half-written or foreign image that a later scan
 		 * or a local reader could take for a live extent. */
-		node_kill_extent(n, pw->off, pw->alloc_len, pw->generation);
-		n->st.writes_tombstoned++;
+		data_kill_extent(sv, pw->off, pw->alloc_len, pw->generation);
+		sv->st.writes_tombstoned++;
 		log_info("WRITE at %llu from %s: %s, tombstoned", (unsigned long long)pw->off,
 			 d->c ? ev_conn_peer(d->c) : "?", kvp_strerror(status));
 	} else {
-		n->st.bytes_written += pw->req.payload_len;
-		n->used += pw->alloc_len;
-		n->extents++;
+		sv->st.bytes_written += pw->req.payload_len;
+		x->used += pw->alloc_len;
+		x->extents++;
 	}
 	if (ok && d->c) {
 		data_reply(d, &pw->req, status);
 		if (d->close_when_done)
 			ev_conn_close_after_send(d->c);
 	} else if (status && pw->req.opcode < WIRE_OP_MAX) {
-		n->st.err[pw->req.opcode]++;
+		x->err[pw->req.opcode]++;
 	}
-	pwrite_done(n, pw);
+	pwrite_done(pw);
 	if (!d->c)
 		dconn_maybe_free(d);
-	if (n->stopping)
-		node_drain_step(n);
+	node_ctx_progress(x);
 }
 
 /* RDMA_CONNECT: QPs connected to the client's, kept while this connection
@@ -302,7 +423,6 @@ static void data_on_payload(struct ev_conn *c, bool ok, void *arg)
  * a client host that vanished. */
 static void data_rdma_connect(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
-	struct node *n = d->n;
 	struct rdma_qps *q = NULL;
 	struct wbuf rep;
 	int rc, fd, on = 1, idle = 60, intvl = 10, cnt = 6;
@@ -312,7 +432,7 @@ static void data_rdma_connect(struct node_dconn *d, const struct wire_hdr *h, co
 		return;
 	}
 	wb_init(&rep);
-	rc = node_rdma_connect(n->rdma, body, h->body_len, &q, &rep);
+	rc = node_rdma_connect(d->sv->rdma, body, h->body_len, &q, &rep);
 	if (rc < 0) {
 		wb_free(&rep);
 		data_reply(d, h, rc);
@@ -334,10 +454,10 @@ static void data_rdma_connect(struct node_dconn *d, const struct wire_hdr *h, co
 static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
 {
 	struct node_dconn *d = ev_conn_udata(c);
-	struct node *n = d->n;
+	struct node_ctx *x = d->sv->x;
 
 	if (h->opcode < WIRE_OP_MAX)
-		n->st.req[h->opcode]++;
+		x->req[h->opcode]++;
 	if (h->flags & WIRE_F_REPLY) {
 		if (h->payload_len)
 			ev_conn_discard_payload(c);
@@ -352,7 +472,7 @@ static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint
 		ev_conn_close_after_send(c);
 		return 0;
 	}
-	if (n->stopping) {
+	if (x->stopping) {
 		/* Draining: whatever was already in flight finishes, anything
 		 * new is told the segment is going away. */
 		if (h->payload_len)
@@ -387,29 +507,30 @@ static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint
 	}
 }
 
+static void sread_conn_closed(struct node_dconn *d);
+
 static void data_on_close(struct ev_conn *c)
 {
 	struct node_dconn *d = ev_conn_udata(c);
-	struct node *n = d->n;
+	struct node_data *sv = d->sv;
 
 	if (d->writing) {
 		/* on_payload(ok = false) normally ran already; if not, the
 		 * partial image must not survive. */
 		d->writing = false;
-		pwrite_unlink(n, &d->pw);
-		node_kill_extent(n, d->pw.off, d->pw.alloc_len, d->pw.generation);
-		n->st.writes_tombstoned++;
-		pwrite_done(n, &d->pw);
+		pwrite_unlink(sv, &d->pw);
+		data_kill_extent(sv, d->pw.off, d->pw.alloc_len, d->pw.generation);
+		sv->st.writes_tombstoned++;
+		pwrite_done(&d->pw);
 	}
 	/* The client's QP set goes with its control connection. */
-	node_rdma_release(n->rdma, d->qps);
+	node_rdma_release(sv->rdma, d->qps);
 	d->qps = NULL;
 	d->c = NULL;
 	dconn_unlink(d);
-	node_spill_conn_closed(d);
+	sread_conn_closed(d);
 	dconn_maybe_free(d);
-	if (n->stopping)
-		node_drain_step(n);
+	node_ctx_progress(sv->x);
 }
 
 static const struct ev_conn_ops data_ops = {
@@ -417,6 +538,254 @@ static const struct ev_conn_ops data_ops = {
 	.on_payload = data_on_payload,
 	.on_close = data_on_close,
 };
+
+/* ---- READ tier 1: streamed from the spill file ---- */
+
+static void sread_pump(struct node_sread *sr);
+
+/* Frees sr once nothing refers to it; and the connection if it is gone
+ * too, unless the caller (its on_close) does that. */
+static bool sread_maybe_end(struct node_sread *sr, bool free_conn)
+{
+	struct node_dconn *d = sr->d;
+
+	if (sr->outstanding || !sr->finished)
+		return false;
+	d->sread = NULL;
+	free(sr);
+	if (free_conn)
+		dconn_maybe_free(d);
+	return true;
+}
+
+/* The stream is over (all queued, or failed): the connection may read its
+ * next frame. */
+static void sread_finish(struct node_sread *sr)
+{
+	struct node_dconn *d = sr->d;
+
+	if (sr->finished)
+		return;
+	sr->finished = true;
+	if (d->c) {
+		ev_conn_pause(d->c, false);
+		if (d->close_when_done)
+			ev_conn_close_after_send(d->c);
+	}
+}
+
+static void wake_waiters(struct node_data *sv)
+{
+	while (sv->sread_wait && spill_bufs_free(sv->spill)) {
+		struct node_sread *sr = sv->sread_wait;
+		sv->sread_wait = sr->wnext;
+		sr->wnext = NULL;
+		sr->waiting = false;
+		sread_pump(sr);
+		sread_maybe_end(sr, true);
+	}
+}
+
+static void chunk_free(struct node_sread *sr, struct node_schunk *c)
+{
+	spill_buf_put(sr->d->sv->spill, c->buf);
+	free(c);
+	sr->outstanding--;
+}
+
+static void chunk_release(void *arg)
+{
+	struct node_schunk *c = arg;
+	struct node_sread *sr = c->sr;
+	struct node_data *sv = sr->d->sv;
+
+	sr->d->sends--;
+	sv->inflight_sends--;
+	chunk_free(sr, c);
+	sread_pump(sr);
+	sread_maybe_end(sr, true);
+	wake_waiters(sv);
+	node_ctx_progress(sv->x);
+}
+
+/* A failure: before the reply header went out the client gets a status;
+ * after, only closing tells it (a payload cannot be taken back). */
+static void sread_fail(struct node_sread *sr, int status)
+{
+	struct node_dconn *d = sr->d;
+
+	if (sr->failed)
+		return;
+	sr->failed = true;
+	d->sv->x->err[WIRE_OP_READ]++;
+	if (d->c && !sr->header_sent)
+		ev_conn_reply(d->c, &sr->req, err_from_errno(status), NULL, 0);
+	else if (d->c)
+		ev_conn_close(d->c);
+}
+
+/* Queues the pieces that are in, in offset order; drops them after a
+ * failure. */
+static void sread_flush(struct node_sread *sr)
+{
+	struct node_dconn *d = sr->d;
+	struct node_data *sv = d->sv;
+
+	while (sr->sent < sr->issued) {
+		struct node_schunk *c = sr->ch[sr->sent % SREAD_WINDOW];
+		if (!c->done)
+			break;
+		sr->ch[sr->sent % SREAD_WINDOW] = NULL;
+		sr->sent++;
+		if (!sr->failed && (c->status || !d->c))
+			sread_fail(sr, c->status ? c->status : -EIO);
+		if (sr->failed) {
+			chunk_free(sr, c);
+			continue;
+		}
+		uint8_t frame[WIRE_HDR_SIZE];
+		size_t flen = 0;
+		if (!sr->header_sent) {
+			struct wire_hdr rh = {
+				.magic = WIRE_MAGIC,
+				.version = WIRE_VERSION,
+				.flags = WIRE_F_REPLY,
+				.opcode = WIRE_OP_READ,
+				.reqid = sr->req.reqid,
+				.payload_len = sr->len,
+			};
+			wire_hdr_encode(&rh, frame);
+			flen = sizeof(frame);
+		}
+		d->sends++;
+		sv->inflight_sends++;
+		if (ev_conn_send_ref(d->c, frame, flen, c->buf, c->len, chunk_release, c) < 0) {
+			d->sends--;
+			sv->inflight_sends--;
+			sread_fail(sr, -EIO);
+			chunk_free(sr, c);
+			continue;
+		}
+		sr->header_sent = true;
+		sv->st.bytes_read += c->len;
+	}
+	if (sr->failed || sr->sent * sr->piece >= sr->len)
+		sread_finish(sr);
+}
+
+static void chunk_read_cb(void *arg, int status, uint64_t off, uint64_t len)
+{
+	struct node_schunk *c = arg;
+	struct node_sread *sr = c->sr;
+
+	c->done = true;
+	c->status = status;
+	sread_flush(sr);
+	sread_pump(sr);
+	sread_maybe_end(sr, true);
+}
+
+/* Starts reads of the next pieces, within the window and the pool. */
+static void sread_pump(struct node_sread *sr)
+{
+	struct node_data *sv = sr->d->sv;
+
+	while (!sr->failed && sr->d->c && sr->issued_bytes < sr->len &&
+	       sr->issued - sr->sent < SREAD_WINDOW) {
+		void *buf = spill_buf_get(sv->spill);
+		if (!buf) {
+			if (!sr->waiting) {
+				sr->waiting = true;
+				struct node_sread **pp = &sv->sread_wait;
+				while (*pp)
+					pp = &(*pp)->wnext;
+				*pp = sr;
+			}
+			return;
+		}
+		struct node_schunk *c = calloc(1, sizeof(*c));
+		if (!c) {
+			spill_buf_put(sv->spill, buf);
+			sread_fail(sr, -ENOMEM);
+			sread_flush(sr);
+			return;
+		}
+		uint64_t l = sr->len - sr->issued_bytes;
+		if (l > sr->piece)
+			l = sr->piece;
+		c->sr = sr;
+		c->buf = buf;
+		c->len = (uint32_t)l;
+		sr->ch[sr->issued % SREAD_WINDOW] = c;
+		sr->issued++;
+		sr->outstanding++;
+		int rc = spill_read(sv->spill, sr->off + sr->issued_bytes, l, buf, chunk_read_cb, c);
+		sr->issued_bytes += l;
+		if (rc) {
+			c->done = true;
+			c->status = rc;
+			sread_flush(sr);
+		}
+	}
+}
+
+static void sread_start(struct node_dconn *d, const struct wire_hdr *h, uint64_t off,
+			uint64_t len)
+{
+	struct node_data *sv = d->sv;
+	struct ext_found f;
+
+	/* Only a live spill extent, and no more than it holds: the client
+	 * asks for header + key + value of the replica the master named. */
+	if (!sv->spill || d->sread || !spill_lookup(sv->spill, off, &f) || len == 0 ||
+	    len > f.alloc_len) {
+		sv->x->err[WIRE_OP_READ]++;
+		ev_conn_reply(d->c, h, sv->spill ? KVP_ESTALE : KVP_ENOTSUP, NULL, 0);
+		return;
+	}
+	struct node_sread *sr = calloc(1, sizeof(*sr));
+	if (!sr) {
+		sv->x->err[WIRE_OP_READ]++;
+		ev_conn_reply(d->c, h, KVP_ENOMEM, NULL, 0);
+		return;
+	}
+	sr->d = d;
+	sr->req = *h;
+	sr->off = off;
+	sr->len = len;
+	sr->piece = spill_buf_size(sv->spill);
+	d->sread = sr;
+	/* Frames behind this one wait: their replies must not land in the
+	 * middle of the streamed payload. */
+	ev_conn_pause(d->c, true);
+	sread_pump(sr);
+	sread_maybe_end(sr, false);	/* on_frame still runs on d */
+}
+
+/* The connection closed (d->c is NULL now): pieces in flight end on their
+ * own; the caller frees d when nothing refers to it. */
+static void sread_conn_closed(struct node_dconn *d)
+{
+	struct node_sread *sr = d->sread;
+	struct node_data *sv = d->sv;
+
+	if (!sr)
+		return;
+	if (sr->waiting) {
+		for (struct node_sread **pp = &sv->sread_wait; *pp; pp = &(*pp)->wnext)
+			if (*pp == sr) {
+				*pp = sr->wnext;
+				break;
+			}
+		sr->waiting = false;
+	}
+	sr->failed = true;
+	sread_flush(sr);
+	sread_finish(sr);
+	sread_maybe_end(sr, false);
+}
+
+/* ---- accepting ---- */
 
 static int reject_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
 {
@@ -432,7 +801,7 @@ static const struct ev_conn_ops reject_ops = {
 /* Refuses a connection over node.max_connections with one ELIMIT frame. The
  * connection lingers briefly in ev (a plain close with unread input would
  * reset it and could destroy the frame before the peer reads it). */
-static void data_reject(struct node *n, int fd)
+static void data_reject(struct node_data *sv, int fd)
 {
 	struct wire_hdr h = {
 		.magic = WIRE_MAGIC,
@@ -441,11 +810,11 @@ static void data_reject(struct node *n, int fd)
 		.opcode = WIRE_OP_HELLO,
 		.status = KVP_ELIMIT,
 	};
-	struct ev_conn_limits lim = { .max_body = NODE_DATA_MAX_BODY, .idle_ms = 5000 };
+	struct ev_conn_limits lim = { .max_body = DATA_MAX_BODY, .idle_ms = 5000 };
 	uint8_t frame[WIRE_HDR_SIZE];
 
-	n->st.conns_rejected++;
-	struct ev_conn *c = ev_conn_create(n->loop, fd, &reject_ops, &lim, n);
+	sv->st.conns_rejected++;
+	struct ev_conn *c = ev_conn_create(sv->x->loop, fd, &reject_ops, &lim, sv);
 	if (!c)
 		return;
 	wire_hdr_encode(&h, frame);
@@ -455,15 +824,15 @@ static void data_reject(struct node *n, int fd)
 
 static void data_accept_resume(struct ev_loop *loop, void *arg)
 {
-	struct node *n = arg;
+	struct node_data *sv = arg;
 
-	if (n->listen_fd >= 0)
-		ev_mod_fd(loop, n->listen_fd, EPOLLIN);
+	if (sv->listen_fd >= 0)
+		ev_mod_fd(loop, sv->listen_fd, EPOLLIN);
 }
 
 static void data_on_accept(struct ev_loop *loop, int fd, uint32_t events, void *arg)
 {
-	struct node *n = arg;
+	struct node_data *sv = arg;
 
 	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -473,29 +842,30 @@ static void data_on_accept(struct ev_loop *loop, int fd, uint32_t events, void *
 				/* The pending connection stays readable: without a
 				 * pause the loop would spin on it. */
 				log_warn("data server accept: %s; pausing accepts for %d ms",
-					 strerror(err), NODE_ACCEPT_PAUSE_MS);
+					 strerror(err), DATA_ACCEPT_PAUSE_MS);
 				ev_mod_fd(loop, fd, 0);
-				ev_timer_add(loop, NODE_ACCEPT_PAUSE_MS, false, data_accept_resume, n);
+				ev_timer_add(loop, DATA_ACCEPT_PAUSE_MS, false, data_accept_resume, sv);
 			} else if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR &&
 				   err != ECONNABORTED) {
 				log_warn("data server accept: %s", strerror(err));
 			}
 			return;
 		}
-		if (n->stopping) {
+		if (sv->x->stopping) {
 			close(cfd);
 			continue;
 		}
-		if ((int64_t)n->ndconns >= n->conf.node.max_connections) {
-			data_reject(n, cfd);
+		if ((int64_t)sv->ndconns >= sv->x->conf->node.max_connections) {
+			data_reject(sv, cfd);
 			continue;
 		}
-		node_data_adopt(n, cfd);
+		node_data_adopt(sv, cfd);
 	}
 }
 
-int node_data_adopt(struct node *n, int fd)
+int node_data_adopt(struct node_data *sv, int fd)
 {
+	const struct kvp_conf *conf = sv->x->conf;
 	struct node_dconn *d = calloc(1, sizeof(*d));
 	if (!d) {
 		close(fd);
@@ -503,60 +873,111 @@ int node_data_adopt(struct node *n, int fd)
 	}
 	/* Payloads are extent images: the largest object with the longest
 	 * key, and never more than the segment. Bodies are small. */
-	uint64_t max_payload = ext_size(KVP_MAX_KEY, n->conf.cluster.max_object_size);
-	uint64_t max_body = n->conf.cluster.max_frame;
+	uint64_t max_payload = ext_size(KVP_MAX_KEY, conf->cluster.max_object_size);
+	uint64_t max_body = conf->cluster.max_frame;
 	struct ev_conn_limits lim = {
-		.max_body = max_body && max_body < NODE_DATA_MAX_BODY ? (uint32_t)max_body :
-			    NODE_DATA_MAX_BODY,
-		.max_payload = max_payload < n->seg.size ? max_payload : n->seg.size,
-		.idle_ms = NODE_IDLE_MS,
+		.max_body = max_body && max_body < DATA_MAX_BODY ? (uint32_t)max_body :
+			    DATA_MAX_BODY,
+		.max_payload = max_payload < sv->x->seg.size ? max_payload : sv->x->seg.size,
+		.idle_ms = DATA_IDLE_MS,
 	};
-	d->n = n;
-	d->created_ms = ev_now(n->loop);
-	d->c = ev_conn_create(n->loop, fd, &data_ops, &lim, d);	/* closes fd on failure */
+	d->sv = sv;
+	d->created_ms = ev_now(sv->x->loop);
+	d->c = ev_conn_create(sv->x->loop, fd, &data_ops, &lim, d);	/* closes fd on failure */
 	if (!d->c) {
 		free(d);
 		return -ENOMEM;
 	}
-	d->next = n->dconns;
-	if (n->dconns)
-		n->dconns->prev = d;
-	n->dconns = d;
-	n->ndconns++;
-	n->st.conns_total++;
+	d->next = sv->dconns;
+	if (sv->dconns)
+		sv->dconns->prev = d;
+	sv->dconns = d;
+	sv->ndconns++;
+	sv->st.conns_total++;
 	return 0;
 }
 
-int node_data_listen(struct node *n, char *err, size_t errlen)
-{
-	int fd = net_listen(n->listen_addr, err, errlen);
+/* ---- the server ---- */
 
+struct node_data *node_data_create(struct node_ctx *x, const char *listen_addr, uint64_t epoch,
+				   struct node_rdma *rdma, char *err, size_t errlen)
+{
+	struct node_data *sv = calloc(1, sizeof(*sv));
+
+	if (!sv) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	sv->x = x;
+	sv->rdma = rdma;
+	sv->epoch = epoch;
+	sv->listen_fd = -1;
+	snprintf(sv->listen_addr, sizeof(sv->listen_addr), "%s", listen_addr);
+	/* A client sends HELLO right after connecting; one that has not within
+	 * its own operation timeout is broken or a slow-loris. */
+	sv->hello_ms = x->conf->client.timeout;
+	if (sv->hello_ms < DATA_HELLO_MIN_MS)
+		sv->hello_ms = DATA_HELLO_MIN_MS;
+	if (sv->hello_ms > DATA_HELLO_MAX_MS)
+		sv->hello_ms = DATA_HELLO_MAX_MS;
+
+	int fd = net_listen(sv->listen_addr, err, errlen);
 	if (fd < 0)
-		return fd;
-	int r = ev_add_fd(n->loop, fd, EPOLLIN, data_on_accept, n);
+		goto out_free;
+	int r = ev_add_fd(x->loop, fd, EPOLLIN, data_on_accept, sv);
 	if (r < 0) {
-		snprintf(err, errlen, "%s: cannot watch the listener: %s", n->listen_addr,
+		snprintf(err, errlen, "%s: cannot watch the listener: %s", sv->listen_addr,
 			 strerror(-r));
 		close(fd);
-		return r;
+		goto out_free;
 	}
-	n->listen_fd = fd;
-	n->data_port = net_local_port(fd);
-	return 0;
+	sv->listen_fd = fd;
+	sv->port = net_local_port(fd);
+	return sv;
+
+out_free:
+	free(sv);
+	return NULL;
 }
 
-void node_data_stop_accepting(struct node *n)
+void node_data_destroy(struct node_data *sv)
 {
-	if (n->listen_fd < 0)
+	if (!sv)
 		return;
-	ev_del_fd(n->loop, n->listen_fd);
-	close(n->listen_fd);
-	n->listen_fd = -1;
+	node_data_stop_accepting(sv);
+	free(sv);
 }
 
-void node_data_drain(struct node *n)
+int node_data_bound_port(const struct node_data *sv)
 {
-	for (struct node_dconn *d = n->dconns, *next; d; d = next) {
+	return sv->port;
+}
+
+void node_data_set_spill(struct node_data *sv, struct spill *sp)
+{
+	sv->spill = sp;
+}
+
+void node_data_set_grant(struct node_data *sv, uint32_t segment_id,
+			 const uint8_t secret[WIRE_SECRET_LEN])
+{
+	sv->segment_id = segment_id;
+	memcpy(sv->secret, secret, WIRE_SECRET_LEN);
+	sv->have_secret = true;
+}
+
+void node_data_stop_accepting(struct node_data *sv)
+{
+	if (sv->listen_fd < 0)
+		return;
+	ev_del_fd(sv->x->loop, sv->listen_fd);
+	close(sv->listen_fd);
+	sv->listen_fd = -1;
+}
+
+void node_data_drain(struct node_data *sv)
+{
+	for (struct node_dconn *d = sv->dconns, *next; d; d = next) {
 		next = d->next;
 		if (d->writing || d->sread)
 			d->close_when_done = true;
@@ -565,45 +986,80 @@ void node_data_drain(struct node *n)
 	}
 }
 
-void node_data_sweep(struct node *n)
+void node_data_close_all(struct node_data *sv)
 {
-	uint64_t now = ev_now(n->loop);
-
-	for (struct node_dconn *d = n->dconns, *next; d; d = next) {
+	for (struct node_dconn *d = sv->dconns, *next; d; d = next) {
 		next = d->next;
-		if (!d->authed && now - d->created_ms > n->hello_ms) {
+		ev_conn_close(d->c);
+	}
+}
+
+void node_data_sweep(struct node_data *sv)
+{
+	uint64_t now = ev_now(sv->x->loop);
+
+	for (struct node_dconn *d = sv->dconns, *next; d; d = next) {
+		next = d->next;
+		if (!d->authed && now - d->created_ms > sv->hello_ms) {
 			log_info("data connection from %s: no HELLO in %llu ms, closed",
-				 ev_conn_peer(d->c), (unsigned long long)n->hello_ms);
-			n->st.conns_timed_out++;
+				 ev_conn_peer(d->c), (unsigned long long)sv->hello_ms);
+			sv->st.conns_timed_out++;
 			ev_conn_close(d->c);
 		}
 	}
 }
 
-bool node_data_freed(struct node *n, uint64_t off, uint64_t generation,
-		     struct node_fwait *fw)
+bool node_data_free(struct node_data *sv, uint64_t off, uint64_t generation, struct node_wait *w)
 {
+	struct segment *seg = &sv->x->seg;
 	bool found = false;
 
-	for (struct node_pwrite *pw = n->pwrites; pw; pw = pw->next) {
+	for (struct node_pwrite *pw = sv->pwrites; pw; pw = pw->next) {
 		if (pw->off != off || pw->generation != generation)
 			continue;
 		found = true;
 		pw->freed = true;
 		if (!pw->fw) {
-			pw->fw = fw;
-			fw->waiting++;
+			pw->fw = w;
+			node_wait_hold(w);
 		}
 	}
-	return found;
+	if (found)
+		return true;	/* killed when its payload is in */
+
+	struct ext_hdr eh;
+	const uint8_t *key;
+	uint8_t *at = (uint8_t *)seg->base + off;
+	/* Only the extent the master means: a header that decodes with its
+	 * generation. Anything else was already reused or killed. */
+	if (ext_decode(at, seg->size - off, seg->size, &eh, &key) != 0 ||
+	    eh.generation != generation || eh.seg_uuid != seg->uuid)
+		return false;
+	uint64_t len = ext_size(eh.key_len, eh.value_len);
+	len = (len + seg->align - 1) & ~(uint64_t)(seg->align - 1);
+	ext_tombstone(at);
+	sv->x->used = sv->x->used > len ? sv->x->used - len : 0;
+	if (sv->x->extents)
+		sv->x->extents--;
+	return true;
 }
 
-/* A write finished one way or another: release a FREE reply waiting on it. */
-static void pwrite_done(struct node *n, struct node_pwrite *pw)
+size_t node_data_conns(const struct node_data *sv)
 {
-	struct node_fwait *fw = pw->fw;
+	return sv->ndconns;
+}
 
-	pw->fw = NULL;
-	if (fw && --fw->waiting == 0)
-		node_master_free_done(n, fw);
+uint64_t node_data_sends(const struct node_data *sv)
+{
+	return sv->inflight_sends;
+}
+
+bool node_data_writing(const struct node_data *sv)
+{
+	return sv->pwrites != NULL;
+}
+
+const struct node_data_stats *node_data_stats(const struct node_data *sv)
+{
+	return &sv->st;
 }

@@ -1,4 +1,4 @@
-/* fuzz_node: hostile bytes into kvpool-node's real handlers (src/node_*.c).
+/* fuzz_node: hostile bytes into kvpool-node's real handlers (src/node/node_*.c).
  * One node (a 1 MiB segment, no master) lives for the whole run; each input
  * is written into one end of a socketpair whose other end the node adopts
  * either as a data-server connection (byte 0 even: HELLO/READ/WRITE) or as
@@ -75,9 +75,7 @@ static void init(void)
 	if (!node)
 		FAIL(err);
 	/* As if mounted as segment 7 (node_master_adopt sets the same). */
-	node->segment_id = 7;
-	memcpy(node->secret, secret, sizeof(secret));
-	node->have_secret = true;
+	node_data_set_grant(node->data, 7, secret);
 	atexit(cleanup);
 }
 
@@ -111,7 +109,7 @@ static void patch(uint8_t *p, size_t len)
 				memcpy(&e.value_checksum, pay + 24, 8);
 				memcpy(&e.generation, pay + 32, 8);
 				memcpy(&e.put_time_ns, pay + 48, 8);
-				e.seg_uuid = node->seg.uuid;
+				e.seg_uuid = node->x.seg.uuid;
 				if (e.key_len >= 1 && e.key_len <= KVP_MAX_KEY &&
 				    e.key_len <= pavail - EXT_HDR_SIZE)
 					ext_encode(pay, &e, pay + EXT_HDR_SIZE);
@@ -173,8 +171,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.peer = sv[1], .in = in, .len = size - 1,
 		.out = { .who = "fuzz_node: the node" },
 	};
-	struct ev_loop *loop = node->loop;
-	int r = master ? node_master_adopt(node, sv[0], 7, secret) : node_data_adopt(node, sv[0]);
+	struct ev_loop *loop = node->x.loop;
+	int r = master ? node_master_adopt(node->ml, sv[0], 7, secret) :
+			 node_data_adopt(node->data, sv[0]);
 	if (r < 0)
 		FAIL("adopt");
 	ev_add_fd(loop, sv[1], EPOLLIN | EPOLLOUT, on_peer, &f);
@@ -184,8 +183,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ev_del_fd(loop, sv[1]);
 	close(sv[1]);
 	if (master)
-		node_master_close(node);	/* no reconnect to 127.0.0.1:1 */
-	if (node->ndconns || node->pwrites || node->inflight_sends)
+		node_master_close(node->ml);	/* no reconnect to 127.0.0.1:1 */
+	if (node_data_conns(node->data) || node_data_writing(node->data) ||
+	    node_data_sends(node->data))
 		FAIL("a connection, write or send outlived its connection");
 	free(in);
 	return 0;
