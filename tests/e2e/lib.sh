@@ -267,6 +267,17 @@ start_master() {
 # stop_master [SIGNAL]: stops it (default TERM) and returns its exit status.
 stop_master() { stop_pid "$MASTER_PID" "${1:-TERM}"; }
 
+# in_netns NS CMD...: runs CMD in network namespace NS (made with `ip netns
+# add`) without `ip netns exec`'s private mount namespace: a long-lived
+# process there would hold a copy of every mount made meanwhile (a FUSE view
+# of another test stays alive after its unmount), and nothing here needs
+# the namespace's own /sys.
+in_netns() {
+	local ns=$1
+	shift
+	nsenter --net="/run/netns/$ns" -- "$@"
+}
+
 # ---- a pool: master, nodes and clients of one INI ----
 
 # pool_ini [LINE...]: writes POOL_INI ($E2E_TMP/pool.ini), the configuration

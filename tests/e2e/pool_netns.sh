@@ -36,7 +36,7 @@ ip -n "$ns" addr add "$sub.2/24" dev "$vb"
 ip -n "$ns" link set "$vb" up
 ip -n "$ns" link set lo up
 for _ in $(seq 50); do
-	ip netns exec "$ns" ping -c 1 -W 1 "$sub.1" >/dev/null 2>&1 && break
+	in_netns "$ns" ping -c 1 -W 1 "$sub.1" >/dev/null 2>&1 && break
 	sleep 0.1
 done
 ok "namespace $ns, veth $va ($sub.1) <-> $vb ($sub.2)"
@@ -83,11 +83,11 @@ common "side-b-$$" >"$E2E_TMP/b.ini"
 node_conf na "side-a-$$" "$sub.1" "$d1" "$h1" >"$E2E_TMP/na.ini"
 node_conf nb "side-b-$$" "$sub.2" "$d2" "$h2" >"$E2E_TMP/nb.ini"
 kva() { "$KVP" -c "$E2E_TMP/a.ini" "$@"; }
-kvb() { ip netns exec "$ns" "$KVP" -c "$E2E_TMP/b.ini" "$@"; }
+kvb() { in_netns "$ns" "$KVP" -c "$E2E_TMP/b.ini" "$@"; }
 
 spawn master "$B/kvpool-master" -c "$E2E_TMP/a.ini"
 spawn na "$B/kvpool-node" -c "$E2E_TMP/na.ini"
-spawn nb ip netns exec "$ns" "$B/kvpool-node" -c "$E2E_TMP/nb.ini"
+spawn nb nsenter --net="/run/netns/$ns" -- "$B/kvpool-node" -c "$E2E_TMP/nb.ini"
 up=0
 for _ in $(seq 150); do
 	if kvb info --json >"$E2E_TMP/info" 2>/dev/null &&
@@ -105,7 +105,7 @@ ok "master and node na on $sub.1, node nb inside $ns on $sub.2"
 
 # Without the token the master refuses the namespace's client.
 grep -v "^token_file" "$E2E_TMP/b.ini" >"$E2E_TMP/notoken.ini"
-expect 1 ip netns exec "$ns" "$KVP" -c "$E2E_TMP/notoken.ini" info
+expect 1 in_netns "$ns" "$KVP" -c "$E2E_TMP/notoken.ini" info
 ok "a client without the cluster token is refused"
 
 veth_bytes() {

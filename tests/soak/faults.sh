@@ -164,7 +164,7 @@ daemon_start() {	# daemon_start NAME
 	if [ "$name" = master ]; then
 		"$B/kvpool-master" -c "$tmp/pool.ini" >>"$tmp/master.log" 2>&1 &
 	elif [ "$name" = "$netns_node" ]; then
-		ip netns exec "$ns" "$B/kvpool-node" -c "$tmp/$name.ini" >>"$tmp/$name.log" 2>&1 &
+		nsenter --net="/run/netns/$ns" -- "$B/kvpool-node" -c "$tmp/$name.ini" >>"$tmp/$name.log" 2>&1 &
 	else
 		"$B/kvpool-node" -c "$tmp/$name.ini" >>"$tmp/$name.log" 2>&1 &
 	fi
