@@ -68,9 +68,13 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	if (segreg_init(&m->segs)) {
+	if (mver_init(&m->vers)) {
 		snprintf(err, errlen, "out of memory");
 		goto out_objs;
+	}
+	if (segreg_init(&m->segs)) {
+		snprintf(err, errlen, "out of memory");
+		goto out_vers;
 	}
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mono_ns() | 1;
@@ -83,6 +87,8 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 	wb_init(&m->scratch);
 	return m;
 
+out_vers:
+	mver_destroy(&m->vers);
 out_objs:
 	objtab_destroy(&m->objs);
 out_free:
@@ -97,6 +103,7 @@ void master_destroy(struct master *m)
 	while (m->clients)
 		master_client_free(m->clients);
 	objtab_destroy(&m->objs);
+	mver_destroy(&m->vers);
 	segreg_destroy(&m->segs);
 	free(m->leased.v);
 	free(m->pending.v);
@@ -289,6 +296,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_EXISTS: status = mkeys_exists(m, &r, reply, st); break;
 	case WIRE_OP_SIZE: status = mkeys_size(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE: status = mkeys_remove(m, &r, reply, st); break;
+	case WIRE_OP_REPLICA_CLEAR: status = mkeys_replica_clear(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE_PREFIX: status = mkeys_remove_prefix(m, &r, reply); break;
 	case WIRE_OP_LIST: status = mkeys_list(m, &r, reply); break;
 	case WIRE_OP_STAT: status = mkeys_stat(m, &r, reply, st); break;

@@ -11,6 +11,7 @@
 
 #include "master.h"
 #include "mobj.h"
+#include "mver.h"
 #include "objtab.h"
 #include "segreg.h"
 
@@ -49,6 +50,7 @@ struct master {
 	struct kvp_conf conf;
 	enum strategy strategy;
 	struct objtab objs;
+	struct mver vers;		/* versions outside objs: upserts, replaced values */
 	struct segreg segs;
 	uint64_t gen;			/* last generation handed out */
 	uint64_t epoch;			/* server_epoch in HELLO replies */

@@ -1,6 +1,6 @@
 /* mkeys: requests on existing keys — GET (read leases, promotion on a disk
- * hit), EXISTS, SIZE, STAT, PIN, REMOVE, REMOVE_PREFIX, LIST (byte-order
- * pages with delimiter roll-up) and INFO. Incomplete puts are invisible
+ * hit), EXISTS, SIZE, STAT, PIN, REMOVE, REPLICA_CLEAR, REMOVE_PREFIX,
+ * LIST (byte-order pages with delimiter roll-up) and INFO. Incomplete puts are invisible
  * here. Loop thread only; no locks.
  */
 #include "mkeys.h"
@@ -214,6 +214,34 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 }
 
 /* ---- removal ---- */
+
+int mkeys_replica_clear(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	uint32_t sid = rb_u32(r);
+	uint8_t force = rb_u8(r);
+	uint32_t n;
+	struct kref *keys;
+	int rc = key_batch(m, r, b, &n, &keys);
+
+	if (rc)
+		return rc;
+	if (!segreg_online(&m->segs, sid))
+		return KVP_ENOSEG;
+	for (uint32_t i = 0; i < n; i++) {
+		int s;
+		struct obj *o = find_visible(m, &keys[i], &s);
+		unsigned k = 0;
+		while (o && k < o->nrep && (uint32_t)o->rep[k].seg != sid)
+			k++;
+		if (o && k < o->nrep && obj_leased(m, o) && !force)
+			s = KVP_ELEASED;
+		else if (o && k < o->nrep)
+			mobj_drop_replica(m, o, k, true);	/* one per segment; o may go */
+		wb_i32(b, s);
+		mbatch_item(st, s);
+	}
+	return 0;
+}
 
 int mkeys_remove(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
 {

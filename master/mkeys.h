@@ -1,5 +1,5 @@
 /* mkeys: requests on existing keys — GET, EXISTS, SIZE, STAT, PIN, REMOVE,
- * REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
+ * REPLICA_CLEAR, REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
  * appends its reply body to b (layouts in wire.h); st counts the items.
  * Loop thread only; no locks.
  */
@@ -16,6 +16,8 @@ int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_remove(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
+/* REPLICA_CLEAR: drops the keys' replicas in one segment. */
+int mkeys_replica_clear(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b);
 int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b);
 int mkeys_info(struct master *m, struct wbuf *b);

@@ -11,10 +11,12 @@ static void sweep_leases(struct master *m, size_t budget)
 		if (m->lease_cursor >= m->leased.n)
 			m->lease_cursor = 0;
 		struct obj *o = m->leased.v[m->lease_cursor];
-		if (!obj_leased(m, o))
-			mobj_arr_del(&m->leased, o);
-		else
+		if (obj_leased(m, o))
 			m->lease_cursor++;
+		else if (o->flags & OBJ_VERSION)
+			mobj_destroy(m, o, true);	/* a replaced value nobody reads */
+		else
+			mobj_arr_del(&m->leased, o);
 	}
 }
 

@@ -44,9 +44,22 @@ void mobj_unlink(struct master *m, struct obj *o)
 {
 	if (o->slot != OBJ_NOSLOT)
 		mobj_arr_del(obj_arr(m, o), o);
+	if (o->flags & OBJ_VERSION) {
+		mver_del(&m->vers, o);
+		free(o);
+		return;
+	}
 	if (obj_complete(o))
 		m->keys--;
 	objtab_remove(&m->objs, o);
+}
+
+void mobj_set_aside(struct master *m, struct obj *o)
+{
+	objtab_unlink(&m->objs, o);
+	if (obj_complete(o))
+		m->keys--;
+	mver_add(&m->vers, o);
 }
 
 bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent)

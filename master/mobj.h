@@ -25,9 +25,13 @@ int mobj_arr_push(struct objarr *a, struct obj *o);
 /* Takes o out (the last entry moves into its slot); o->slot = OBJ_NOSLOT. */
 void mobj_arr_del(struct objarr *a, struct obj *o);
 
-/* Forgets o (its lease or pending entry, the key count) and frees it; its
- * replicas must be detached already. */
+/* Forgets o (its lease or pending entry, the key count, its place in the
+ * table or the version map) and frees it; its replicas must be detached
+ * already. */
 void mobj_unlink(struct master *m, struct obj *o);
+/* Moves o, the table's object for its key, into the version map (an
+ * upsert committed over it): its lease or pending entry stays. */
+void mobj_set_aside(struct master *m, struct obj *o);
 /* Drops replica ri of o (queueing a FREE when its segment is online and
  * free_extent is set); removes o when it was the last replica. Returns true
  * if o was removed. */

@@ -1,7 +1,8 @@
 /* mput: the two-phase put — PUT_START (segment choice by
  * allocation_strategy, one extent per replica, write grants; a batch that
  * finds no room starts an eviction and is parked until the FREEs are
- * acknowledged), PUT_END (the object becomes visible) and PUT_REVOKE.
+ * acknowledged), PUT_END (the object becomes visible; an upsert's new
+ * value replaces the old one) and PUT_REVOKE.
  * See docs/master.md "Puts". Loop thread only; no locks.
  */
 #include "mput.h"
@@ -13,6 +14,7 @@
 #include "extent.h"
 #include "kvpool.h"
 #include "mbatch.h"
+#include "mlease.h"
 
 #define PARK_MAX_MS 2000		/* a parked PUT_START retries by then at the latest */
 
@@ -99,22 +101,47 @@ static void put_fail(struct wbuf *b, int status)
 	wb_u8(b, 0);
 }
 
+/* What a PUT_START says for all its items. */
+struct put_args {
+	unsigned want;			/* replicas */
+	uint32_t pref;			/* preferred segment */
+	uint32_t flags;			/* WIRE_PUT_* */
+	uint32_t pin_s;			/* soft pin expiry (mlease_pin_until), 0 none */
+};
+
+/* Reads the PUT_START prefix (WIRE_PUT_PREFIX bytes). */
+static void put_args_read(struct master *m, struct rbuf *r, struct put_args *a)
+{
+	a->want = rb_u8(r);
+	a->pref = rb_u32(r);
+	a->flags = rb_u32(r);
+	uint64_t ttl = rb_u64(r);
+	if (a->want == 0)
+		a->want = 1;	/* 0: the master's default, one replica */
+	a->pin_s = 0;
+	if (a->flags & WIRE_PUT_SOFT_PIN)
+		a->pin_s = mlease_pin_until(m, ttl ? ttl : m->conf.master.soft_pin_ttl);
+}
+
 /* One PUT_START item, its reply entry appended to b. Returns its status;
- * *need_evict is set when no segment had room for even one replica. */
-static int put_one(struct master *m, struct master_client *c, uint32_t pref, unsigned want,
+ * *need_evict is set when no segment had room for even one replica. An
+ * upsert of a key that exists (complete or pending) becomes a version
+ * (mver) that replaces the key's object at its PUT_END. */
+static int put_one(struct master *m, struct master_client *c, const struct put_args *a,
 		   const uint8_t *key, size_t klen, uint64_t vlen, struct wbuf *b,
 		   bool *need_evict)
 {
 	int status = 0;
+	struct obj *old = NULL;
 
 	*need_evict = false;
-	if (want > KVP_MAX_REPLICAS || !vlen)
+	if (a->want > KVP_MAX_REPLICAS || !vlen)
 		status = KVP_EINVAL;
 	else if (!wire_key_ok(key, klen))
 		status = KVP_EKEY;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;
-	else if (objtab_find(&m->objs, key, klen))
+	else if ((old = objtab_find(&m->objs, key, klen)) && !(a->flags & WIRE_PUT_UPSERT))
 		status = KVP_EEXIST;
 	if (status) {
 		put_fail(b, status);
@@ -122,10 +149,10 @@ static int put_one(struct master *m, struct master_client *c, uint32_t pref, uns
 	}
 
 	uint64_t need = ext_size((uint32_t)klen, vlen);
-	size_t ncand = seg_order(m, c, pref, m->cand);
+	size_t ncand = seg_order(m, c, a->pref, m->cand);
 	struct rep reps[KVP_MAX_REPLICAS];
 	unsigned got = 0;
-	for (size_t i = 0; i < ncand && got < want; i++) {
+	for (size_t i = 0; i < ncand && got < a->want; i++) {
 		struct seg *s = m->cand[i];
 		uint64_t alen;
 		if (need > s->capacity || seg_grow(s))
@@ -139,16 +166,24 @@ static int put_one(struct master *m, struct master_client *c, uint32_t pref, uns
 		put_fail(b, KVP_ENOSPC);
 		return KVP_ENOSPC;
 	}
-	struct obj *o = objtab_insert(&m->objs, key, klen, got);
+	struct obj *o = old ? objtab_new(&m->objs, key, klen, got)
+			    : objtab_insert(&m->objs, key, klen, got);
 	if (!o || mobj_arr_push(&m->pending, o)) {
-		if (o)
+		if (o && old)
+			free(o);
+		else if (o)
 			objtab_remove(&m->objs, o);
 		unalloc(m, reps, got);
 		put_fail(b, KVP_ENOMEM);
 		return KVP_ENOMEM;
 	}
 	o->generation = ++m->gen;
+	if (old)
+		mver_add(&m->vers, o);
+	if (a->flags & WIRE_PUT_UPSERT)
+		o->flags |= OBJ_UPSERT;
 	o->value_len = vlen;
+	o->pin_s = a->pin_s;
 	o->atime = m_now32(m);
 	o->deadline = m_now32(m) + (uint32_t)m->conf.master.put_timeout;
 	wb_i32(b, 0);
@@ -212,11 +247,9 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 		m->cand_cap = m->segs.n;
 	}
 	rb_init(&r, body, len);
-	unsigned want = rb_u8(&r);
-	uint32_t pref = rb_u32(&r);
+	struct put_args a;
+	put_args_read(m, &r, &a);
 	uint32_t n = rb_u32(&r);
-	if (want == 0)
-		want = 1;	/* 0: the master's default, one replica */
 	for (uint32_t i = 0; i < n; i++) {
 		size_t klen;
 		const uint8_t *key = rb_str(&r, &klen);
@@ -225,7 +258,7 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 			continue;
 		bool need_evict;
 		size_t mark = out->len;
-		int rc = put_one(m, c, pref, want, key, klen, vlen, out, &need_evict);
+		int rc = put_one(m, c, &a, key, klen, vlen, out, &need_evict);
 		if (rc == KVP_ENOSPC && need_evict && !final &&
 		    (evict_force(m, ext_size((uint32_t)klen, vlen)) || frees_in_flight(m) ||
 		     demotes_in_flight(m))) {
@@ -248,8 +281,7 @@ int mput_start(struct master *m, struct master_client *c, const struct wire_hdr 
 	uint32_t n;
 
 	rb_init(&r, body, h->body_len);
-	rb_u8(&r);
-	rb_u32(&r);
+	rb_take(&r, WIRE_PUT_PREFIX);
 	int rc = mbatch_shape(m, &r, "s8", &n);
 	if (rc)
 		return rc;
@@ -313,7 +345,7 @@ void mput_retry(struct master *m)
 		*pp = p->next;
 		struct rbuf r;
 		rb_init(&r, p->body, p->h.body_len);
-		rb_take(&r, 5);
+		rb_take(&r, WIRE_PUT_PREFIX);
 		int status = 0;
 		if (put_run(m, p->c, p->body, p->h.body_len, p->next_item, true,
 			    &p->reply) != rb_u32(&r) || p->reply.oom) {
@@ -328,18 +360,55 @@ void mput_retry(struct master *m)
 	}
 }
 
-static struct obj *find_key(struct master *m, struct rbuf *r, int *status)
+/* The object a PUT_END or PUT_REVOKE names by key and generation: the
+ * table's, else a version of the key (an upsert, or a put an upsert
+ * overtook). *status: 0, KVP_EKEY, KVP_ESTALE (the key has another
+ * generation), KVP_ENOTFOUND. */
+static struct obj *find_put(struct master *m, struct rbuf *r, uint64_t *gen, int *status)
 {
 	size_t klen;
 	const uint8_t *key = rb_str(r, &klen);
 
+	*gen = rb_u64(r);
 	if (!wire_key_ok(key, klen)) {
 		*status = KVP_EKEY;
 		return NULL;
 	}
 	struct obj *o = objtab_find(&m->objs, key, klen);
-	*status = o ? 0 : KVP_ENOTFOUND;
-	return o;
+	if (o && o->generation == *gen) {
+		*status = 0;
+		return o;
+	}
+	struct obj *v = mver_find(&m->vers, *gen, key, klen);
+	*status = v ? 0 : o ? KVP_ESTALE : KVP_ENOTFOUND;
+	return v;
+}
+
+/* The pending object o becomes visible. An upsert's version replaces the
+ * key's object, which is set aside: a pending put keeps its extents until
+ * its writer finishes (or put_timeout), a complete value until its read
+ * leases end. The new value keeps the longer of the two soft pins. */
+static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_ns)
+{
+	mobj_arr_del(&m->pending, o);
+	o->flags |= OBJ_COMPLETE;
+	o->checksum = csum;
+	o->put_time_ns = now_ns;
+	o->atime = m_now32(m);
+	o->deadline = 0;
+	if (o->flags & OBJ_VERSION) {
+		struct obj *old = objtab_find(&m->objs, obj_key(o), o->key_len);
+		mver_del(&m->vers, o);
+		if (old) {
+			if (obj_complete(old) && obj_pinned(m, old) && old->pin_s > o->pin_s)
+				o->pin_s = old->pin_s;
+			mobj_set_aside(m, old);
+			if (obj_complete(old) && !obj_leased(m, old))
+				mobj_destroy(m, old, true);
+		}
+		objtab_link(&m->objs, o);
+	}
+	m->keys++;
 }
 
 int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
@@ -354,22 +423,20 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 	wb_u32(b, n);
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_key(m, r, &s);
-		uint64_t gen = rb_u64(r), csum = rb_u64(r);
-		if (o && o->generation != gen) {
-			s = KVP_ESTALE;
-		} else if (o && obj_complete(o)) {
+		uint64_t gen;
+		struct obj *o = find_put(m, r, &gen, &s);
+		uint64_t csum = rb_u64(r);
+		if (o && obj_complete(o)) {
 			s = o->checksum == csum ? 0 : KVP_ESTALE;	/* a retried PUT_END */
+		} else if (o && (o->flags & OBJ_VERSION) && !(o->flags & OBJ_UPSERT)) {
+			/* A plain put an upsert overtook: the key has that
+			 * value (first writer wins); its writer is done. */
+			mobj_destroy(m, o, true);
+			s = KVP_EEXIST;
 		} else if (o) {
-			mobj_arr_del(&m->pending, o);
-			o->flags |= OBJ_COMPLETE;
-			o->checksum = csum;
 			if (!now_ns)
 				now_ns = master_clock_ns(CLOCK_REALTIME);
-			o->put_time_ns = now_ns;
-			o->atime = m_now32(m);
-			o->deadline = 0;
-			m->keys++;
+			commit(m, o, csum, now_ns);
 		}
 		wb_i32(b, s);
 		mbatch_item(st, s);
@@ -388,11 +455,9 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 	wb_u32(b, n);
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_key(m, r, &s);
-		uint64_t gen = rb_u64(r);
-		if (o && o->generation != gen)
-			s = KVP_ESTALE;
-		else if (o && obj_complete(o))
+		uint64_t gen;
+		struct obj *o = find_put(m, r, &gen, &s);
+		if (o && obj_complete(o))
 			s = KVP_EINVAL;		/* finished puts are REMOVEd */
 		else if (o)
 			mobj_destroy(m, o, true);
@@ -401,7 +466,6 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 	}
 	return 0;
 }
-
 
 void mput_client_gone(struct master *m, struct master_client *c)
 {

@@ -134,29 +134,35 @@ static size_t obj_alloc_size(size_t key_len, unsigned cap_rep, int level)
 	       (size_t)level * sizeof(struct obj *) + key_len;
 }
 
-struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
+struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
 {
-	struct obj **update[OBJTAB_MAX_LEVEL];
 	int lvl = random_level(t);
 	struct obj *o = malloc(obj_alloc_size(n, cap_rep, lvl));
 
 	if (!o)
 		return NULL;
-	uint32_t h = objtab_hash(key, n);
 	memset(o, 0, sizeof(*o));
-	o->tag = hash_tag(h);
+	o->tag = hash_tag(objtab_hash(key, n));
 	o->slot = OBJ_NOSLOT;
 	o->key_len = (uint16_t)n;
 	o->cap_rep = (uint8_t)cap_rep;
 	o->level = (uint8_t)lvl;
 	memcpy((uint8_t *)obj_key(o), key, n);
+	return o;
+}
+
+void objtab_link(struct objtab *t, struct obj *o)
+{
+	struct obj **update[OBJTAB_MAX_LEVEL];
+	int lvl = o->level;
+	uint32_t h = objtab_hash(obj_key(o), o->key_len);
 
 	if (lvl > t->level) {
 		for (int i = t->level; i < lvl; i++)
 			t->head[i] = NULL;
 		t->level = lvl;
 	}
-	find_links(t, key, n, update);
+	find_links(t, obj_key(o), o->key_len, update);
 	struct obj **fwd = obj_fwd(o);
 	for (int i = 0; i < lvl; i++) {
 		fwd[i] = *update[i];
@@ -168,6 +174,14 @@ struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsign
 	*b = o;
 	if (++t->count > t->nbuckets)
 		objtab_grow(t);
+}
+
+struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
+{
+	struct obj *o = objtab_new(t, key, n, cap_rep);
+
+	if (o)
+		objtab_link(t, o);
 	return o;
 }
 
@@ -191,10 +205,16 @@ static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 			t->level--;
 }
 
-void objtab_remove(struct objtab *t, struct obj *o)
+void objtab_unlink(struct objtab *t, struct obj *o)
 {
 	relink(t, o, NULL);
 	t->count--;
+	o->hnext = NULL;
+}
+
+void objtab_remove(struct objtab *t, struct obj *o)
+{
+	objtab_unlink(t, o);
 	free(o);
 }
 

@@ -16,6 +16,8 @@
 
 enum obj_flag {
 	OBJ_COMPLETE = 1,	/* PUT_END seen (or adopted): visible */
+	OBJ_UPSERT = 2,		/* pending: its PUT_END replaces the key's value */
+	OBJ_VERSION = 4,	/* not in the table: a version in the master's mver map */
 };
 
 /* Replica offsets and lengths are kept in units of 64 bytes (every
@@ -127,6 +129,15 @@ static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
 		__builtin_prefetch(o + 128);
 	}
 }
+/* Creates an object with room for cap_rep replicas (nrep = 0, fields zero,
+ * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or free().
+ * NULL on OOM. */
+struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
+/* Links an object made by objtab_new or unlinked before; its key must not
+ * be present. */
+void objtab_link(struct objtab *t, struct obj *o);
+/* Unlinks o without freeing it (it may be linked again). */
+void objtab_unlink(struct objtab *t, struct obj *o);
 /* Creates and links an object with room for cap_rep replicas (nrep = 0,
  * fields zero, slot = OBJ_NOSLOT). The key must not be present. NULL on OOM. */
 struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);

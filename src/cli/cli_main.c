@@ -239,8 +239,13 @@ static int cmd_put(struct cli *c, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "exist-ok", no_argument, NULL, 'e' },
 		{ "replicas", required_argument, NULL, 'r' },
+		{ "upsert", no_argument, NULL, 'f' },
+		{ "force", no_argument, NULL, 'f' },
+		{ "pin", required_argument, NULL, 'p' },
+		{ "node", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct kvp_put_opts o = { 0 };
 	bool exist_ok = false;
 	const char *key, *path = NULL;
 	uint64_t replicas = 0;
@@ -250,11 +255,22 @@ static int cmd_put(struct cli *c, int argc, char **argv)
 	int ch, rc = 0, fd = 0, err;
 
 	cli_getopt_reset();
-	while ((ch = cli_getopt(argc, argv, "her:", lo, "put", &rc)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "her:fp:n:", lo, "put", &rc)) != -1) {
 		if (ch == -2)
 			return rc;
 		if (ch == 'e')
 			exist_ok = true;
+		else if (ch == 'f')
+			o.flags |= KVP_PUT_UPSERT;
+		else if (ch == 'n')
+			o.preferred_segment = optarg;
+		else if (ch == 'p' && strcmp(optarg, "default") == 0)
+			o.flags |= KVP_PUT_SOFT_PIN;	/* [master] soft_pin_ttl */
+		else if (ch == 'p' && (conf_parse_duration(optarg, &o.pin_ttl_ms) < 0 ||
+				       !o.pin_ttl_ms))
+			return cli_usage_error("put", "--pin: a duration such as 10m, or default");
+		else if (ch == 'p')
+			o.flags |= KVP_PUT_SOFT_PIN;
 		else if (ch == 'r' && (cli_parse_u64(optarg, &replicas) < 0 || replicas < 1 ||
 				       replicas > KVP_MAX_REPLICAS))
 			return cli_usage_error("put", "--replicas: a number 1..%d", KVP_MAX_REPLICAS);
@@ -264,11 +280,7 @@ static int cmd_put(struct cli *c, int argc, char **argv)
 	key = argv[optind];
 	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0)
 		path = argv[optind + 1];
-
-	if (replicas) {
-		/* The library takes the replica count from [client] replicas. */
-		c->conf.client.replicas = (int64_t)replicas;
-	}
+	o.replicas = (uint32_t)replicas;	/* 0: [client] replicas */
 
 	if (path) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -300,7 +312,7 @@ static int cmd_put(struct cli *c, int argc, char **argv)
 		free(buf);
 		return CLI_EXIT_ERR;
 	}
-	err = kvp_put(kvp, key, buf, len);
+	err = kvp_put_opts(kvp, key, buf, len, &o);
 	if (err == KVP_EEXIST && exist_ok)
 		err = 0;
 	if (err)
@@ -942,13 +954,19 @@ static int cmd_selftest(struct cli *c, int argc, char **argv)
 /* ---- command table and help -------------------------------------------- */
 
 static const struct cli_cmd cli_cmds[] = {
-	{ "put", cmd_put, "put KEY [FILE|-] [--replicas N] [--exist-ok]",
+	{ "put", cmd_put, "put KEY [FILE|-] [--replicas N] [--exist-ok | --upsert]\n"
+	  "                   [--pin TTL] [--node NAME]",
 	  "Stores the bytes of FILE (or stdin when FILE is omitted or -) under KEY.\n"
-	  "Values are immutable: putting an existing key fails (exit 1, KVP_EEXIST)\n"
-	  "unless --exist-ok is given. The value must be 1 byte .. cluster.max_object_size.\n"
+	  "Putting an existing key fails (exit 1, KVP_EEXIST) unless --exist-ok or\n"
+	  "--upsert is given. The value must be 1 byte .. cluster.max_object_size.\n"
 	  "\n"
 	  "  -r, --replicas N   copies on distinct nodes (default: [client] replicas)\n"
-	  "  -e, --exist-ok     an existing KEY is success (its value is not changed)\n" },
+	  "  -e, --exist-ok     an existing KEY is success (its value is not changed)\n"
+	  "  -f, --upsert       replace an existing value; readers see the old or the\n"
+	  "                     new value whole, never a mix (alias --force)\n"
+	  "  -p, --pin TTL      keep the object from eviction for TTL (10m, 2h), or\n"
+	  "                     'default' for [master] soft_pin_ttl\n"
+	  "  -n, --node NAME    place the first replica on node NAME when it has room\n" },
 	{ "get", cmd_get, "get KEY [FILE|-]",
 	  "Writes the value of KEY to stdout, or to FILE atomically (a temporary file\n"
 	  "in the same directory, then rename). Exit 3 when KEY does not exist.\n" },

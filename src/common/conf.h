@@ -42,6 +42,7 @@ struct kvp_conf {
 		uint64_t lease_ttl;		/* ms */
 		uint64_t put_timeout;		/* ms */
 		uint64_t client_ttl;		/* ms: node heartbeat timeout */
+		uint64_t soft_pin_ttl;		/* ms: KVP_PUT_SOFT_PIN without a TTL */
 		double eviction_high_watermark;
 		double eviction_ratio;
 		char allocation_strategy[CONF_STR];	/* random | free_ratio */

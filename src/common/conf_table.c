@@ -76,6 +76,10 @@ const struct conf_key conf_table[] = {
 	    "A node or client silent for this long is considered gone: its segments leave the "
 	    "pool and its unfinished puts are revoked. Keep it several node.heartbeat_interval.",
 	    .live = true),
+	NUM("master", "soft_pin_ttl", CONF_T_DURATION, master.soft_pin_ttl, 1, 1000 * 24 * HOUR,
+	    "30m", "How long a put with the soft-pin option (kvp_put_opts KVP_PUT_SOFT_PIN, "
+	    "kvpool put --pin) is kept from eviction when it names no TTL of its own.",
+	    .live = true),
 	NUM("master", "eviction_high_watermark", CONF_T_RATIO, master.eviction_high_watermark,
 	    0, 1, "0.95",
 	    "Fraction of a segment's capacity in use above which the master demotes or evicts "

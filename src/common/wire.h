@@ -44,9 +44,13 @@
  *            master allocated at off (header rewritten with the segment's
  *            uuid). The spill copy stays until the master FREEs it (tier 1).
  * PUT_START  req: u8 replicas u32 preferred_segment(0 none, WIRE_SEG_LOCAL:
- *                 a segment whose host_id equals the HELLO's), n x {str key u64 value_len}
+ *                 a segment whose host_id equals the HELLO's) u32 flags(WIRE_PUT_*)
+ *                 u64 pin_ttl_ms(with WIRE_PUT_SOFT_PIN; 0: [master] soft_pin_ttl),
+ *                 n x {str key u64 value_len}
  *            rep: n x {i32 status u64 generation u8 nrep, nrep x
  *                 {u32 segment_id u64 off u64 alloc_len u8 grant[16]}}
+ *            WIRE_PUT_UPSERT: an existing key is not EEXIST; the new value
+ *            replaces it at this put's PUT_END (docs/master.md "Upsert").
  * PUT_END    req: n x {str key u64 generation u64 checksum}   rep: n x {i32}
  * PUT_REVOKE req: n x {str key u64 generation}                rep: n x {i32}
  * GET        req: n x {str key}
@@ -65,6 +69,11 @@
  * PIN        req: u64 ttl_ms, n x {str key}  rep: n x {i32}
  * INFO       req: -   rep: u64 keys u64 bytes_used u64 capacity u64 evictions
  *                 u64 demotions u64 leases
+ * REPLICA_CLEAR req: u32 segment_id u8 force, n x {str key}   rep: n x {i32}
+ *            Drops each object's replica in that segment (its extent FREEd);
+ *            an object goes with its last replica. 0 also when it had none
+ *            there; KVP_ELEASED while read leases are held (unless force);
+ *            frame status KVP_ENOSEG for a segment that is not online.
  * Node data server (client -> node):
  * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
  *            (tier 1: off is a spill file offset; the node reads the file
@@ -124,6 +133,12 @@
 #define WIRE_GRANT_LEN 16
 #define WIRE_SECRET_LEN 32
 #define WIRE_SEG_LOCAL 0xffffffffu
+#define WIRE_PUT_PREFIX 17		/* PUT_START's fields before the item count */
+
+enum wire_put_flag {
+	WIRE_PUT_UPSERT = 1,		/* = KVP_PUT_UPSERT */
+	WIRE_PUT_SOFT_PIN = 2,		/* = KVP_PUT_SOFT_PIN */
+};
 
 enum wire_flag {
 	WIRE_F_REPLY = 1,
@@ -155,6 +170,7 @@ enum wire_op {
 	WIRE_OP_STAT = 25,
 	WIRE_OP_PIN = 26,
 	WIRE_OP_INFO = 27,
+	WIRE_OP_REPLICA_CLEAR = 28,
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
 	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */

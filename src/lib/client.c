@@ -384,6 +384,38 @@ int kvp_remove(struct kvp *kvp, const char *key, int flags)
 	return rc < 0 ? rc : res;
 }
 
+int kvp_replica_clear(struct kvp *kvp, const char *key, const char *segment, int flags)
+{
+	uint32_t ids[16];
+	uint8_t pre[5];
+	int n, res = KVP_ENOSEG;
+
+	if (!kvp || !segment || !*segment || (flags & ~KVP_REMOVE_FORCE))
+		return KVP_EINVAL;
+	n = segtab_by_name(kvp, segment, ids, sizeof(ids) / sizeof(ids[0]), sock_deadline(kvp));
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return KVP_ENOSEG;
+	pre[4] = (flags & KVP_REMOVE_FORCE) ? 1 : 0;
+	/* A node may have mounted several segments under its name. */
+	for (int i = 0; i < n; i++) {
+		int r, rc;
+
+		memcpy(pre, &ids[i], 4);
+		rc = batch_i32(kvp, WIRE_OP_REPLICA_CLEAR, pre, sizeof(pre), 1, &key, &r);
+		if (rc < 0)
+			r = rc;
+		if (r == KVP_ENOSEG)
+			continue;	/* unmounted meanwhile: no replica there either */
+		if (r < 0 && r != KVP_ENOTFOUND)
+			return r;
+		if (r == 0 || res == KVP_ENOSEG)
+			res = r;	/* gone after a first drop: still 0 */
+	}
+	return res;
+}
+
 int kvp_pin(struct kvp *kvp, const char *key, uint64_t ttl_ms)
 {
 	int res, rc = batch_i32(kvp, WIRE_OP_PIN, &ttl_ms, sizeof(ttl_ms), 1, &key, &res);

@@ -28,9 +28,12 @@
  * negative KVP_E* code; kvp_strerror() names it. The same codes travel on the
  * wire, become CLI exit messages and Python exceptions.
  *
- * Keys: 1..1024 bytes, NUL-terminated, no NUL inside. Values are immutable:
- * putting an existing key fails with KVP_EEXIST (first writer wins). Engines
- * that put the same prefix block twice may treat KVP_EEXIST as success.
+ * Keys: 1..1024 bytes, NUL-terminated, no NUL inside. A plain put of an
+ * existing key fails with KVP_EEXIST (first writer wins); engines that put
+ * the same prefix block twice may treat KVP_EEXIST as success. An upsert
+ * (kvp_put_opts with KVP_PUT_UPSERT) replaces the value atomically: a get
+ * returns the whole old value or the whole new one, never a mix and never
+ * "not found" in between.
  */
 #ifndef KVPOOL_H
 #define KVPOOL_H
@@ -100,6 +103,31 @@ void kvp_close(struct kvp *kvp);
 /* Single-object calls. */
 int kvp_put(struct kvp *kvp, const char *key, const void *buf, size_t len);
 int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len);
+/* Put options (kvp_put_opts, kvp_batch_put_opts; NULL = all defaults). */
+#define KVP_PUT_UPSERT   1u   /* replace an existing value instead of KVP_EEXIST */
+#define KVP_PUT_SOFT_PIN 2u   /* pin against eviction for pin_ttl_ms (0: [master] default) */
+struct kvp_put_opts {
+	uint32_t flags;             /* KVP_PUT_* */
+	uint32_t replicas;          /* 0: [client] replicas */
+	uint64_t pin_ttl_ms;        /* with KVP_PUT_SOFT_PIN */
+	const char *preferred_segment;  /* node name to place the first replica on, or NULL */
+};
+/* kvp_put_from with options. An upsert's new value becomes visible at once
+ * when the call returns 0; the old value's space is freed once readers that
+ * hold it are done. Two upserts racing on a key: the one whose write
+ * finishes last wins, both return 0. A plain put racing an upsert: the
+ * first of them to start owns the key; a plain put that an upsert
+ * overtakes returns KVP_EEXIST (docs/client.md "Upsert"). A preferred
+ * segment that is unknown or full is a preference only: the replica goes
+ * elsewhere. */
+int kvp_put_opts(struct kvp *kvp, const char *key, const void *buf, size_t len, const struct kvp_put_opts *o);
+int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys, const void *const *bufs,
+                       const size_t *lens, const struct kvp_put_opts *o, int *results);
+/* flags: KVP_REMOVE_FORCE drops them even while read leases are held (else
+ * KVP_ELEASED). 0 also when key had no replica there; KVP_ENOSEG when no
+ * segment of that node is mounted. */
+/* Drops the replicas of key that live on segment (node name); the object goes when none is left. */
+int kvp_replica_clear(struct kvp *kvp, const char *key, const char *segment, int flags);
 /* Allocates *buf (free with kvp_free). */
 int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len);
 /* Copies the value into buf; returns its length (>= 0) or a KVP_E* code

@@ -1,9 +1,11 @@
-/* put: kvp_put, kvp_put_from, kvp_batch_put_from. One round is PUT_START
- * for every item (the master grants space on `replicas` segments), the
- * replica writes as one transfer run, then one round trip of PUT_END for
- * the complete items and PUT_REVOKE for the others; items that failed on a
- * transport error get one more round with a fresh segment table. Runs on
- * the calling thread; shared state only through mcall, segtab, xport.
+/* put: kvp_put, kvp_put_from, kvp_batch_put_from and their forms with
+ * options (kvp_put_opts, kvp_batch_put_opts: upsert, soft pin, replicas,
+ * preferred segment). One round is PUT_START for every item (the master
+ * grants space on `replicas` segments), the replica writes as one transfer
+ * run, then one round trip of PUT_END for the complete items and
+ * PUT_REVOKE for the others; items that failed on a transport error get
+ * one more round with a fresh segment table. Runs on the calling thread;
+ * shared state only through mcall, segtab, xport.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@ struct put_item {
 
 struct put_ctx {
 	uint64_t deadline;		/* of the whole call */
+	uint8_t prefix[WIRE_PUT_PREFIX];	/* PUT_START's fields before the count */
 	struct put_item *items;
 	size_t *todo;			/* items in this round */
 	size_t ntodo;
@@ -374,19 +377,15 @@ static void put_release(struct kvp *kvp, struct put_ctx *pc)
 	}
 }
 
-static int put_round(struct kvp *kvp, struct put_ctx *pc, uint8_t replicas)
+static int put_round(struct kvp *kvp, struct put_ctx *pc)
 {
-	uint8_t prefix[5];
-	uint32_t pref = segtab_have_local_rw(kvp) ? WIRE_SEG_LOCAL : 0;
 	struct xp_run run = { .kvp = kvp, .deadline = pc->deadline };
 	struct mcall *c;
 	size_t nc = 0;
 	int rc;
 
-	prefix[0] = replicas;
-	memcpy(prefix + 1, &pref, 4);
-	c = mc_batch(kvp, WIRE_OP_PUT_START, prefix, sizeof(prefix), pc->ntodo, put_enc_start,
-		     pc, &nc);
+	c = mc_batch(kvp, WIRE_OP_PUT_START, pc->prefix, sizeof(pc->prefix), pc->ntodo,
+		     put_enc_start, pc, &nc);
 	if (!c)
 		return KVP_ENOMEM;
 	rc = mc_call(kvp, c, nc, pc->deadline);
@@ -402,20 +401,52 @@ static int put_round(struct kvp *kvp, struct put_ctx *pc, uint8_t replicas)
 	return rc;
 }
 
-int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
-		       const void *const *bufs, const size_t *lens, int *results)
+/* PUT_START's prefix from the options: replicas, the preferred segment
+ * (the named node's first segment, else one on this host when there is
+ * one we can write by memcpy), flags and pin TTL. */
+static int put_prefix(struct kvp *kvp, const struct kvp_put_opts *o, struct put_ctx *pc)
+{
+	int64_t want = o && o->replicas ? (int64_t)o->replicas : kvp->conf.client.replicas;
+	uint32_t flags = o ? o->flags : 0, pref = 0;
+	uint64_t ttl = o && (flags & KVP_PUT_SOFT_PIN) ? o->pin_ttl_ms : 0;
+	uint8_t replicas;
+
+	if (flags & ~(KVP_PUT_UPSERT | KVP_PUT_SOFT_PIN))
+		return KVP_EINVAL;
+	if (o && o->replicas > KVP_MAX_REPLICAS)
+		return KVP_EINVAL;
+	replicas = want < 1 ? 1 : want > KVP_MAX_REPLICAS ? KVP_MAX_REPLICAS : (uint8_t)want;
+	if (o && o->preferred_segment && *o->preferred_segment) {
+		int n = segtab_by_name(kvp, o->preferred_segment, &pref, 1, pc->deadline);
+
+		if (n < 0)
+			return n;
+		if (n == 0)
+			pref = 0;	/* a preference only */
+	}
+	if (!pref && segtab_have_local_rw(kvp))
+		pref = WIRE_SEG_LOCAL;
+	pc->prefix[0] = replicas;
+	memcpy(pc->prefix + 1, &pref, 4);
+	memcpy(pc->prefix + 5, &flags, 4);
+	memcpy(pc->prefix + 9, &ttl, 8);
+	return 0;
+}
+
+int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys,
+		       const void *const *bufs, const size_t *lens, const struct kvp_put_opts *o,
+		       int *results)
 {
 	struct put_ctx pc = { .deadline = kvp ? sock_deadline(kvp) : 0 };
-	uint8_t replicas;
 	int rc = 0;
 
 	if (!kvp || (n && (!keys || !bufs || !lens || !results)))
 		return KVP_EINVAL;
 	if (!n)
 		return 0;
-	replicas = kvp->conf.client.replicas < 1 ? 1 :
-		kvp->conf.client.replicas > KVP_MAX_REPLICAS ? KVP_MAX_REPLICAS :
-		(uint8_t)kvp->conf.client.replicas;
+	rc = put_prefix(kvp, o, &pc);
+	if (rc < 0)
+		return rc;
 	pc.items = calloc(n, sizeof(*pc.items));
 	pc.todo = calloc(n, sizeof(*pc.todo));
 	if (!pc.items || !pc.todo) {
@@ -444,7 +475,7 @@ int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
 	for (int attempt = 0; attempt < 2 && pc.ntodo; attempt++) {
 		size_t keep = 0;
 
-		rc = put_round(kvp, &pc, replicas);
+		rc = put_round(kvp, &pc);
 		if (rc < 0) {
 			/* After a first round, the batch as a whole was tried. */
 			for (size_t t = 0; attempt && t < pc.ntodo; t++)
@@ -484,11 +515,23 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
-int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len)
+int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,
+		       const void *const *bufs, const size_t *lens, int *results)
 {
-	int res, rc = kvp_batch_put_from(kvp, 1, &key, &buf, &len, &res);
+	return kvp_batch_put_opts(kvp, n, keys, bufs, lens, NULL, results);
+}
+
+int kvp_put_opts(struct kvp *kvp, const char *key, const void *buf, size_t len,
+		 const struct kvp_put_opts *o)
+{
+	int res, rc = kvp_batch_put_opts(kvp, 1, &key, &buf, &len, o, &res);
 
 	return rc < 0 ? rc : res;
+}
+
+int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len)
+{
+	return kvp_put_opts(kvp, key, buf, len, NULL);
 }
 
 int kvp_put(struct kvp *kvp, const char *key, const void *buf, size_t len)

@@ -248,6 +248,37 @@ struct client_seg *segtab_get(struct kvp *kvp, uint32_t id, bool *refreshed, uin
 	return NULL;
 }
 
+int segtab_by_name(struct kvp *kvp, const char *node, uint32_t *ids, size_t max,
+		   uint64_t deadline)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		size_t n = 0;
+		uint64_t gen;
+		bool valid;
+
+		pthread_mutex_lock(&kvp->lock);
+		valid = kvp->segs_valid;
+		gen = kvp->segs_gen;
+		for (size_t i = 0; valid && i < kvp->nsegs; i++) {
+			const struct client_seg *s = kvp->segs[i];
+
+			if (strcmp(s->node_name, node) != 0)
+				continue;
+			if (n < max)
+				ids[n] = s->id;
+			n++;
+		}
+		pthread_mutex_unlock(&kvp->lock);
+		if (n || tries)
+			return n > max ? (int)max : (int)n;
+		/* Unknown here: the node may have mounted since the last load. */
+		int rc = segtab_refresh(kvp, gen, deadline);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 void segtab_invalidate(struct kvp *kvp)
 {
 	pthread_mutex_lock(&kvp->lock);

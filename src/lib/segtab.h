@@ -26,6 +26,11 @@ struct client_seg *segtab_get(struct kvp *kvp, uint32_t id, bool *refreshed, uin
 void segtab_put(struct kvp *kvp, struct client_seg *seg);
 /* The entry for id, no reference taken; the caller holds kvp->lock. */
 struct client_seg *segtab_find_locked(struct kvp *kvp, uint32_t id);
+/* The ids of the mounted segments of the node named node (at most max of
+ * them, in id order), loading the table once more when none is known:
+ * their number (0: none), or a KVP_E* code from the load. */
+int segtab_by_name(struct kvp *kvp, const char *node, uint32_t *ids, size_t max,
+		   uint64_t deadline);
 /* The next lookup refreshes the table first. */
 void segtab_invalidate(struct kvp *kvp);
 /* True if some known segment can be written by memcpy (a put may then ask

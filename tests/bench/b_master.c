@@ -139,8 +139,7 @@ static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx
 		for (unsigned j = 0; j < d; j++) {
 			key_of(k[cur][j], pfx, i + j);
 			wb_reset(&b);
-			wb_u8(&b, 1);
-			wb_u32(&b, 0);
+			tl_wb_put_prefix(&b, 1, 0, 0, 0);
 			wb_u32(&b, 1);
 			wb_cstr(&b, k[cur][j]);
 			wb_u64(&b, vlen);

@@ -152,7 +152,7 @@ def closed(s):
 cmd, port = sys.argv[1], int(sys.argv[2])
 if cmd == "putstart":            # putstart PORT LEN -> item status
     s = conn(port); assert hello(s) == 0
-    s.sendall(frame(16, struct.pack("<BII", 1, 0, 1) + s16(b"lim/raw") + struct.pack("<Q", int(sys.argv[3]))))
+    s.sendall(frame(16, struct.pack("<BIIQI", 1, 0, 0, 0, 1) + s16(b"lim/raw") + struct.pack("<Q", int(sys.argv[3]))))
     st, body = reply(s)
     print(st if st else struct.unpack_from("<Ii", body)[1])
 elif cmd == "bigframe":          # bigframe PORT OP BODYLEN -> status, closed

@@ -105,7 +105,7 @@ def image(key, val, gen, uuid):
     return bytes(h) + key + val
 
 def put_start(mc, key, size):
-    st, b, _ = mc.call(OP['PUT_START'], struct.pack('<BI', 1, 0) + struct.pack('<I', 1) +
+    st, b, _ = mc.call(OP['PUT_START'], struct.pack('<BIIQ', 1, 0, 0, 0) + struct.pack('<I', 1) +
                        pstr(key) + struct.pack('<Q', size))
     assert st == 0, st
     r = R(b)

@@ -247,7 +247,7 @@ def segments(m):
     return segs
 
 def put_start(m, key, n):
-    m.send(frame(16, struct.pack("<BII", 1, 0, 1) + s16(key) + struct.pack("<Q", n)))
+    m.send(frame(16, struct.pack("<BIIQI", 1, 0, 0, 0, 1) + s16(key) + struct.pack("<Q", n)))
     st, body, _ = m.reply()
     cnt, ist, gen, nrep = struct.unpack_from("<IiQB", body)
     if st or ist or nrep != 1:

@@ -43,8 +43,10 @@ static void raw_child(const struct tc_pool *p, int wfd)
 	wb_cstr(&b, "raw-child");
 	wire_finish(&b, at, WIRE_OP_HELLO, 0, 0, 1, 0);
 	at = wire_begin(&b);
-	wb_u8(&b, 1);
+	wb_u8(&b, 1);		/* replicas, preferred segment, flags, pin TTL */
 	wb_u32(&b, 0);
+	wb_u32(&b, 0);
+	wb_u64(&b, 0);
 	wb_u32(&b, RAW_KEYS);
 	for (int i = 0; i < RAW_KEYS; i++) {
 		snprintf(key, sizeof(key), "kp/raw-%02d", i);

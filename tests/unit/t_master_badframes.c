@@ -139,8 +139,7 @@ static void reply_cases(void)
 
 	/* PUT_START whose items are cut short: nothing is allocated */
 	wb_reset(&b);
-	wb_u8(&b, 1);
-	wb_u32(&b, 0);
+	tl_wb_put_prefix(&b, 1, 0, 0, 0);
 	wb_u32(&b, 3);
 	wb_cstr(&b, "cut1");
 	wb_u64(&b, 10);

@@ -188,8 +188,7 @@ static void test_free_and_remount(void)
 	/* a PUT_START now waits (parked) for the ack */
 	struct wbuf b;
 	wb_init(&b);
-	wb_u8(&b, 1);
-	wb_u32(&b, 0);
+	tl_wb_put_prefix(&b, 1, 0, 0, 0);
 	wb_u32(&b, 1);
 	wb_cstr(&b, "b");
 	wb_u64(&b, vlen);

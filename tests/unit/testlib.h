@@ -863,15 +863,27 @@ static inline void tl_rb_reps(struct rbuf *r, struct tl_obj *o, bool grants)
 	}
 }
 
-/* PUT_START of n keys: per-item results in out[]; returns the frame status. */
-static inline int tl_put_start(struct tl_conn *c, unsigned replicas, uint32_t pref, size_t n,
-			       const char *const *keys, const uint64_t *sizes, struct tl_obj *out)
+/* PUT_START's fields before the item count (WIRE_PUT_PREFIX bytes). */
+static inline void tl_wb_put_prefix(struct wbuf *b, unsigned replicas, uint32_t pref,
+				    uint32_t flags, uint64_t pin_ttl_ms)
+{
+	wb_u8(b, (uint8_t)replicas);
+	wb_u32(b, pref);
+	wb_u32(b, flags);
+	wb_u64(b, pin_ttl_ms);
+}
+
+/* PUT_START of n keys with WIRE_PUT_* flags: per-item results in out[];
+ * returns the frame status. */
+static inline int tl_put_start_flags(struct tl_conn *c, unsigned replicas, uint32_t pref,
+				     uint32_t flags, uint64_t pin_ttl_ms, size_t n,
+				     const char *const *keys, const uint64_t *sizes,
+				     struct tl_obj *out)
 {
 	struct wbuf b;
 
 	wb_init(&b);
-	wb_u8(&b, (uint8_t)replicas);
-	wb_u32(&b, pref);
+	tl_wb_put_prefix(&b, replicas, pref, flags, pin_ttl_ms);
 	wb_u32(&b, (uint32_t)n);
 	for (size_t i = 0; i < n; i++) {
 		wb_cstr(&b, keys[i]);
@@ -898,6 +910,12 @@ static inline int tl_put_start(struct tl_conn *c, unsigned replicas, uint32_t pr
 	}
 	tl_frame_free(f);
 	return st;
+}
+
+static inline int tl_put_start(struct tl_conn *c, unsigned replicas, uint32_t pref, size_t n,
+			       const char *const *keys, const uint64_t *sizes, struct tl_obj *out)
+{
+	return tl_put_start_flags(c, replicas, pref, 0, 0, n, keys, sizes, out);
 }
 
 static inline int tl_put_start1(struct tl_conn *c, const char *key, uint64_t size,
