@@ -296,6 +296,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_EXISTS: status = mkeys_exists(m, &r, reply, st); break;
 	case WIRE_OP_SIZE: status = mkeys_size(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE: status = mkeys_remove(m, &r, reply, st); break;
+	case WIRE_OP_LEASE_RELEASE: status = mkeys_lease_release(m, &r, reply, st); break;
 	case WIRE_OP_REPLICA_CLEAR: status = mkeys_replica_clear(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE_PREFIX: status = mkeys_remove_prefix(m, &r, reply); break;
 	case WIRE_OP_LIST: status = mkeys_list(m, &r, reply); break;

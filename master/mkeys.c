@@ -1,6 +1,6 @@
 /* mkeys: requests on existing keys — GET (read leases, promotion on a disk
- * hit), EXISTS, SIZE, STAT, PIN, REMOVE, REPLICA_CLEAR, REMOVE_PREFIX,
- * LIST (byte-order pages with delimiter roll-up) and INFO. Incomplete puts are invisible
+ * hit), LEASE_RELEASE, EXISTS, SIZE, STAT, PIN, REMOVE, REPLICA_CLEAR,
+ * REMOVE_PREFIX, LIST (byte-order pages with delimiter roll-up) and INFO. Incomplete puts are invisible
  * here. Loop thread only; no locks.
  */
 #include "mkeys.h"
@@ -207,6 +207,33 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 		struct obj *o = find_visible(m, &keys[i], &s);
 		if (o)
 			o->pin_s = mlease_pin_until(m, ttl);
+		wb_i32(b, s);
+		mbatch_item(st, s);
+	}
+	return 0;
+}
+
+int mkeys_lease_release(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	uint32_t n;
+	int rc = mbatch_shape(m, r, "s8", &n);
+
+	if (rc)
+		return rc;
+	rb_u32(r);
+	wb_u32(b, n);
+	for (uint32_t i = 0; i < n; i++) {
+		size_t klen;
+		const uint8_t *key = rb_str(r, &klen);
+		uint64_t gen = rb_u64(r);
+		struct obj *cur, *o = NULL;
+		int s = KVP_EKEY;
+		if (wire_key_ok(key, klen)) {
+			o = mobj_find_gen(m, key, klen, gen, &cur);
+			s = o && obj_complete(o) ? 0 : KVP_ENOTFOUND;
+		}
+		if (!s)
+			mlease_release(m, o);
 		wb_i32(b, s);
 		mbatch_item(st, s);
 	}

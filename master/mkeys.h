@@ -1,5 +1,5 @@
 /* mkeys: requests on existing keys — GET, EXISTS, SIZE, STAT, PIN, REMOVE,
- * REPLICA_CLEAR, REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
+ * LEASE_RELEASE, REPLICA_CLEAR, REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
  * appends its reply body to b (layouts in wire.h); st counts the items.
  * Loop thread only; no locks.
  */
@@ -11,6 +11,9 @@
 /* c: the reader, whose host a promotion prefers. */
 int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b,
 	      struct op_stats *st);
+/* LEASE_RELEASE: readers done with (key, generation), the current value or
+ * a replaced one. */
+int mkeys_lease_release(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);
 int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st);

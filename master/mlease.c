@@ -22,18 +22,31 @@ static void sweep_leases(struct master *m, size_t budget)
 
 int mlease_grant(struct master *m, struct obj *o)
 {
+	if (!obj_leased(m, o))
+		o->leases = 0;		/* the earlier leases ended: readers that died */
+	o->deadline = m_now32(m) + (uint32_t)mlease_ttl(m);
+	if (o->leases < OBJ_LEASES_MAX)
+		o->leases++;
 	if (o->slot == OBJ_NOSLOT) {
 		int rc = mobj_arr_push(&m->leased, o);
 		if (rc)
 			return rc;
 		/* two looked at per one added: the array stays near the set
-		 * of live leases without long sweeps (o's new deadline first,
-		 * so that it is not one of them) */
-		o->deadline = m_now32(m) + (uint32_t)mlease_ttl(m);
+		 * of live leases without long sweeps (o is leased already,
+		 * so it is not one of them) */
 		sweep_leases(m, 2);
 	}
-	o->deadline = m_now32(m) + (uint32_t)mlease_ttl(m);
 	return 0;
+}
+
+void mlease_release(struct master *m, struct obj *o)
+{
+	if (!obj_leased(m, o))
+		return;			/* ended already (its deadline passed) */
+	if (o->leases < OBJ_LEASES_MAX)
+		o->leases--;
+	if (!o->leases && (o->flags & OBJ_VERSION))
+		mobj_destroy(m, o, true);	/* a replaced value: its last reader is done */
 }
 
 uint32_t mlease_pin_until(const struct master *m, uint64_t ttl_ms)

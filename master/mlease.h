@@ -1,6 +1,7 @@
-/* mlease: the master's deadlines on objects — read leases (the lease
- * array, swept a little at each grant and each tick), soft pins, and the
- * put_timeout of unfinished puts (the pending array, swept each tick).
+/* mlease: the master's deadlines on objects — read leases (a count of
+ * unreleased leases and a deadline per object, the lease array swept a
+ * little at each grant and each tick), soft pins, and the put_timeout of
+ * unfinished puts (the pending array, swept each tick).
  * Loop thread only; no locks.
  */
 #ifndef KVP_MLEASE_H
@@ -12,11 +13,12 @@
 
 #include "master_i.h"
 
-/* Read lease held: only objects in the lease array have one (the sweep
- * takes expired ones out, so a wrapped deadline never revives). */
+/* Read lease held: some GET's lease is neither released (LEASE_RELEASE)
+ * nor past its deadline. Only objects in the lease array have one (the
+ * sweep takes ended ones out, so a wrapped deadline never revives). */
 static inline bool obj_leased(const struct master *m, const struct obj *o)
 {
-	return obj_complete(o) && o->slot != OBJ_NOSLOT &&
+	return obj_complete(o) && o->slot != OBJ_NOSLOT && o->leases &&
 	       (int32_t)(o->deadline - m_now32(m)) > 0;
 }
 
@@ -31,9 +33,15 @@ static inline uint64_t mlease_ttl(const struct master *m)
 	return m->conf.master.lease_ttl;
 }
 
-/* Gives the complete object o a read lease of lease_ttl from now (renewed
- * if it has one): 0, or -ENOMEM (no lease). */
+/* Gives the complete object o one more read lease: its deadline moves to
+ * lease_ttl from now, its count of unreleased leases goes up (from 0 when
+ * the last one had ended). 0, or -ENOMEM (no lease). */
 int mlease_grant(struct master *m, struct obj *o);
+/* A reader is done with o (LEASE_RELEASE): one lease fewer. When none is
+ * left o is evictable and removable at once; a replaced value (a version)
+ * is then freed. A count that saturated at OBJ_LEASES_MAX stays until the
+ * deadline. */
+void mlease_release(struct master *m, struct obj *o);
 /* Pin expiry for PIN ttl_ms: seconds since start, rounded up (0 unpins). */
 uint32_t mlease_pin_until(const struct master *m, uint64_t ttl_ms);
 /* Objects with a lease; ended ones count until a sweep reaches them. */

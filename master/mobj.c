@@ -54,6 +54,17 @@ void mobj_unlink(struct master *m, struct obj *o)
 	objtab_remove(&m->objs, o);
 }
 
+struct obj *mobj_find_gen(struct master *m, const uint8_t *key, size_t klen, uint64_t gen,
+			  struct obj **cur)
+{
+	struct obj *o = objtab_find(&m->objs, key, klen);
+
+	*cur = o;
+	if (o && o->generation == gen)
+		return o;
+	return mver_find(&m->vers, gen, key, klen);
+}
+
 void mobj_set_aside(struct master *m, struct obj *o)
 {
 	objtab_unlink(&m->objs, o);

@@ -29,6 +29,11 @@ void mobj_arr_del(struct objarr *a, struct obj *o);
  * table or the version map) and frees it; its replicas must be detached
  * already. */
 void mobj_unlink(struct master *m, struct obj *o);
+/* The object of key with generation gen: the table's, else a version
+ * (mver); NULL if neither. *cur: the table's object for key (any
+ * generation), NULL if none. */
+struct obj *mobj_find_gen(struct master *m, const uint8_t *key, size_t klen, uint64_t gen,
+			  struct obj **cur);
 /* Moves o, the table's object for its key, into the version map (an
  * upsert committed over it): its lease or pending entry stays. */
 void mobj_set_aside(struct master *m, struct obj *o);

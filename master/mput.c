@@ -374,14 +374,9 @@ static struct obj *find_put(struct master *m, struct rbuf *r, uint64_t *gen, int
 		*status = KVP_EKEY;
 		return NULL;
 	}
-	struct obj *o = objtab_find(&m->objs, key, klen);
-	if (o && o->generation == *gen) {
-		*status = 0;
-		return o;
-	}
-	struct obj *v = mver_find(&m->vers, *gen, key, klen);
-	*status = v ? 0 : o ? KVP_ESTALE : KVP_ENOTFOUND;
-	return v;
+	struct obj *cur, *o = mobj_find_gen(m, key, klen, *gen, &cur);
+	*status = o ? 0 : cur ? KVP_ESTALE : KVP_ENOTFOUND;
+	return o;
 }
 
 /* The pending object o becomes visible. An upsert's version replaces the

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvpool.h"
+
 #define OBJ_NOSLOT UINT32_MAX
 #define OBJTAB_MAX_LEVEL 20
 
@@ -72,11 +74,18 @@ struct obj {
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
 	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint16_t key_len;
+	uint16_t key_len : 11, level : 5;	/* key <= KVP_MAX_KEY, level <= OBJTAB_MAX_LEVEL */
 	uint16_t tag;			/* high 16 bits of the key's hash */
-	uint8_t nrep, cap_rep, level, flags;
+	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
+	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
+	uint8_t flags;
 	struct rep rep[];
 };
+
+#define OBJ_LEASES_MAX UINT16_MAX
+_Static_assert(sizeof(struct obj) == 64, "struct obj is one cache line");
+_Static_assert(KVP_MAX_KEY < 2048 && OBJTAB_MAX_LEVEL < 32 && KVP_MAX_REPLICAS < 16,
+	       "struct obj's bit fields hold the limits");
 
 struct objtab {
 	struct obj **buckets;		/* indexed by the low bits of the hash */

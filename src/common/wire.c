@@ -26,6 +26,7 @@ static const char *const op_names[WIRE_OP_MAX] = {
 	[WIRE_OP_PIN] = "pin",
 	[WIRE_OP_INFO] = "info",
 	[WIRE_OP_REPLICA_CLEAR] = "replica_clear",
+	[WIRE_OP_LEASE_RELEASE] = "lease_release",
 	[WIRE_OP_READ] = "read",
 	[WIRE_OP_WRITE] = "write",
 	[WIRE_OP_DEMOTE] = "demote",

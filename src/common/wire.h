@@ -56,6 +56,13 @@
  * GET        req: n x {str key}
  *            rep: n x {i32 status u64 value_len u64 generation u64 checksum
  *                 u64 lease_ms u8 nrep, nrep x {u32 segment_id u8 tier u64 off u64 alloc_len}}
+ * LEASE_RELEASE req: n x {str key u64 generation}  rep: n x {i32}
+ *            The reader is done with the value GET gave it (read and
+ *            verified, or abandoned): one lease fewer on that generation
+ *            (the current value or a replaced one an upsert keeps for its
+ *            readers). With none left the object is removable and
+ *            evictable at once. Clients send it after the copy without
+ *            waiting for the reply; KVP_ENOTFOUND: no such generation.
  * EXISTS     req: n x {str key}           rep: n x {i32 1|0|err}
  * SIZE       req: n x {str key}           rep: n x {i32 status u64 size}
  * REMOVE     req: u8 force, n x {str key} rep: n x {i32}
@@ -171,6 +178,7 @@ enum wire_op {
 	WIRE_OP_PIN = 26,
 	WIRE_OP_INFO = 27,
 	WIRE_OP_REPLICA_CLEAR = 28,
+	WIRE_OP_LEASE_RELEASE = 29,
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
 	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */

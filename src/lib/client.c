@@ -760,6 +760,7 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->master_connects = LD(master_connects);
 	out->node_connects = LD(node_connects);
 	out->rdma_bytes = LD(rdma_bytes);
+	out->lease_releases = LD(lease_releases);
 #undef LD
 	return 0;
 }

@@ -2,7 +2,7 @@
  * each value lives (replicas, generation, checksum, a read lease); the reads
  * run as one transfer run, cheapest replica first, each read verified
  * against the master's record, the next replica tried on a mismatch or a
- * transport error. Runs on the calling thread; shared state only through
+ * transport error; then one LEASE_RELEASE frees the leases. Runs on the calling thread; shared state only through
  * mcall, segtab, xport.
  */
 #include <stdlib.h>
@@ -40,7 +40,9 @@ struct get_item {
 	bool alloc;			/* kvp_get: dst is ours (malloc) */
 	int64_t result;
 	bool retry;
+	bool leased;			/* this round's GET granted a lease: release it */
 	uint64_t vlen, gen, csum, lease_end;
+	uint64_t release_by;		/* past this a LEASE_RELEASE may meet a newer lease */
 	uint8_t nrep, next;
 	struct get_rep rep[KVP_MAX_REPLICAS];
 	uint8_t order[KVP_MAX_REPLICAS];
@@ -261,11 +263,17 @@ static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_
 				it->vlen = g.vlen;
 				it->gen = g.gen;
 				it->csum = g.csum;
-				it->lease_end = now + (g.lease_ms > UINT32_MAX ? UINT32_MAX : g.lease_ms);
+				uint64_t ms = g.lease_ms > UINT32_MAX ? UINT32_MAX : g.lease_ms;
+
+				it->lease_end = now + ms;
+				/* the master's clock started before ours: keep a
+				 * margin for the round trip */
+				it->release_by = now + ms - ms / 16;
 				it->nrep = g.nrep;
 				memcpy(it->rep, g.rep, sizeof(g.rep));
 			}
 			it->result = st;
+			it->leased = st == 0;
 			it->run = run;
 			it->kvp = kvp;
 			it->next = it->norder = 0;
@@ -319,6 +327,52 @@ static void get_release(struct kvp *kvp, struct get_ctx *gc)
 	}
 }
 
+static void get_enc_release(struct wbuf *b, size_t i, void *arg)
+{
+	struct get_ctx *gc = arg;
+	struct get_item *it = &gc->items[gc->todo[i]];
+
+	wb_str(b, it->key, it->klen);
+	wb_u64(b, it->gen);
+}
+
+/* The round's reads are over (verified, failed or never started): one
+ * LEASE_RELEASE for every lease it got that has not run out, posted
+ * without waiting for the reply. A lost release only means the lease runs
+ * its lease_ttl. Takes over gc->todo's order (restored by the caller). */
+static void get_release_leases(struct kvp *kvp, struct get_ctx *gc)
+{
+	uint64_t now = net_now_ms();
+	size_t *keep = gc->todo, n = gc->ntodo, nrel = 0;
+	size_t *rel = malloc((n ? n : 1) * sizeof(*rel));
+	struct mcall *c;
+	size_t nc = 0;
+
+	if (!rel)
+		return;
+	for (size_t t = 0; t < n; t++) {
+		struct get_item *it = &gc->items[keep[t]];
+
+		/* one whose lease ended may share the count with a newer reader */
+		if (it->leased && now < it->release_by)
+			rel[nrel++] = keep[t];
+		it->leased = false;
+	}
+	if (nrel) {
+		gc->todo = rel;
+		gc->ntodo = nrel;
+		c = mc_batch(kvp, WIRE_OP_LEASE_RELEASE, NULL, 0, nrel, get_enc_release, gc, &nc);
+		if (c) {
+			if (mc_post(kvp, c, nc, gc->deadline) == 0)
+				client_count(kvp, lease_releases, nc);
+			mc_free(c, nc);
+		}
+		gc->todo = keep;
+		gc->ntodo = n;
+	}
+	free(rel);
+}
+
 static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 {
 	int rc = 0;
@@ -345,6 +399,7 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 		mc_free(c, nc);
 		xp_run_wait(&run);
 		get_release(kvp, gc);
+		get_release_leases(kvp, gc);
 		for (size_t t = 0; t < gc->ntodo; t++) {
 			struct get_item *it = &gc->items[gc->todo[t]];
 

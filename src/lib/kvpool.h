@@ -251,6 +251,7 @@ struct kvp_stats {
 	uint64_t master_connects;	/* master connections opened */
 	uint64_t node_connects;		/* data connections opened */
 	uint64_t rdma_bytes;		/* value bytes moved by RDMA READ/WRITE */
+	uint64_t lease_releases;	/* LEASE_RELEASE frames sent after gets */
 };
 int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 

@@ -15,12 +15,33 @@
 
 #define MC_WINDOW 16			/* frames pipelined before reading replies */
 
-/* A pooled master connection (after HELLO, blocking with poll deadlines). */
+/* A pooled master connection (after HELLO, blocking with poll deadlines).
+ * owed: replies to frames posted without waiting (mc_post), read and
+ * dropped before the connection's next exchange. */
 struct mconn {
 	int fd;
 	uint64_t next_reqid;
+	uint32_t owed;
 	struct mconn *next;
 };
+
+/* Reads and drops the replies mc is owed: true when they came in order
+ * before the deadline (else the connection is out of step: close it). */
+static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
+{
+	while (mc->owed) {
+		struct wire_hdr h;
+		uint8_t *body;
+
+		if (sock_recv_frame(mc->fd, kvp->max_frame, deadline, &h, &body) < 0)
+			return false;
+		free(body);
+		if (h.opcode != WIRE_OP_LEASE_RELEASE || h.payload_len)
+			return false;
+		mc->owed--;
+	}
+	return true;
+}
 
 static void cond_wait_until(struct kvp *kvp, uint64_t deadline)
 {
@@ -49,7 +70,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		if (mc) {
 			kvp->midle = mc->next;
 			pthread_mutex_unlock(&kvp->lock);
-			if (sock_alive(mc->fd)) {
+			if (mc_settle(kvp, mc, deadline) && sock_alive(mc->fd)) {
 				*out = mc;
 				*reused = true;
 				return 0;
@@ -126,40 +147,46 @@ void mc_free(struct mcall *c, size_t n)
 	free(c);
 }
 
-/* Sends the frames (MC_WINDOW at a time) and collects their replies. */
-static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t n,
-		       uint64_t deadline, bool *got_any)
+/* Sends w <= MC_WINDOW frames in one writev, numbering them. */
+static int mc_send(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t w,
+		   uint64_t deadline)
 {
 	uint8_t hdrs[MC_WINDOW][WIRE_HDR_SIZE];
 	struct iovec iov[2 * MC_WINDOW];
 
+	for (size_t i = 0; i < w; i++) {
+		struct mcall *m = &c[i];
+		struct wire_hdr h = {
+			.magic = WIRE_MAGIC,
+			.version = WIRE_VERSION,
+			.opcode = m->op,
+			.body_len = (uint32_t)m->body.len,
+			.reqid = mc->next_reqid++,
+		};
+
+		if (m->body.oom)
+			return KVP_ENOMEM;
+		if (m->body.len > kvp->max_frame)
+			return KVP_ETOOBIG;
+		m->reqid = h.reqid;
+		m->got = false;
+		wire_hdr_encode(&h, hdrs[i]);
+		iov[2 * i].iov_base = hdrs[i];
+		iov[2 * i].iov_len = WIRE_HDR_SIZE;
+		iov[2 * i + 1].iov_base = m->body.p;
+		iov[2 * i + 1].iov_len = m->body.len;
+	}
+	return sock_sendv(mc->fd, iov, (int)(2 * w), deadline);
+}
+
+/* Sends the frames (MC_WINDOW at a time) and collects their replies. */
+static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t n,
+		       uint64_t deadline, bool *got_any)
+{
 	for (size_t base = 0; base < n; base += MC_WINDOW) {
 		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
-		int rc;
+		int rc = mc_send(kvp, mc, c + base, w, deadline);
 
-		for (size_t i = 0; i < w; i++) {
-			struct mcall *m = &c[base + i];
-			struct wire_hdr h = {
-				.magic = WIRE_MAGIC,
-				.version = WIRE_VERSION,
-				.opcode = m->op,
-				.body_len = (uint32_t)m->body.len,
-				.reqid = mc->next_reqid++,
-			};
-
-			if (m->body.oom)
-				return KVP_ENOMEM;
-			if (m->body.len > kvp->max_frame)
-				return KVP_ETOOBIG;
-			m->reqid = h.reqid;
-			m->got = false;
-			wire_hdr_encode(&h, hdrs[i]);
-			iov[2 * i].iov_base = hdrs[i];
-			iov[2 * i].iov_len = WIRE_HDR_SIZE;
-			iov[2 * i + 1].iov_base = m->body.p;
-			iov[2 * i + 1].iov_len = m->body.len;
-		}
-		rc = sock_sendv(mc->fd, iov, (int)(2 * w), deadline);
 		if (rc < 0)
 			return rc;
 		for (size_t k = 0; k < w; k++) {
@@ -208,6 +235,25 @@ int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 		}
 		return rc;
 	}
+}
+
+int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
+{
+	struct mconn *mc;
+	bool reused;
+	int rc = mc_take(kvp, deadline, &mc, &reused);
+
+	if (rc < 0)
+		return rc;
+	for (size_t base = 0; base < n && rc == 0; base += MC_WINDOW) {
+		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
+
+		rc = mc_send(kvp, mc, c + base, w, deadline);
+		if (rc == 0)
+			mc->owed += (uint32_t)w;
+	}
+	mc_give(kvp, mc, rc == 0);
+	return rc;
 }
 
 int mc_call1(struct kvp *kvp, struct mcall *c, uint64_t deadline)
@@ -295,9 +341,16 @@ int mc_key_check(const char *key, uint32_t *klen)
 
 void mc_pool_close(struct kvp *kvp)
 {
+	/* Posted frames have been handled once their replies are in: a
+	 * process that reads a key and exits, then another that removes it,
+	 * finds the lease released. */
+	uint64_t deadline = net_now_ms() + (kvp->timeout_ms < 2000 ? kvp->timeout_ms : 2000);
+
 	while (kvp->midle) {
 		struct mconn *mc = kvp->midle;
 
+		if (mc->owed)
+			mc_settle(kvp, mc, deadline);
 		kvp->midle = mc->next;
 		close(mc->fd);
 		free(mc);

@@ -31,6 +31,11 @@ struct mcall {
 /* Runs n calls pipelined on one master connection: 0 (each call's status
  * and reply filled) or the KVP_E* that broke the exchange. */
 int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline);
+/* Sends n frames on one master connection without waiting for their
+ * replies (only WIRE_OP_LEASE_RELEASE: the connection drops those replies
+ * before its next use, kvp_close waits for them): 0 or the KVP_E* that
+ * stopped the sending. */
+int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline);
 /* A single frame with an already-built body; a frame-level status is
  * returned as the result. */
 int mc_call1(struct kvp *kvp, struct mcall *c, uint64_t deadline);

@@ -328,6 +328,40 @@ run_node() {
 # kv ARG...: the kvpool CLI with the pool's configuration.
 kv() { "$B/kvpool" -c "$POOL_INI" "$@"; }
 
+# hold_lease KEY...: a reader that dies in the middle of its reads: HELLO
+# and GET of the KEYs on a raw connection to MASTER_ADDR (token from the
+# file E2E_TOKEN_FILE names, if set), then exit without LEASE_RELEASE, so
+# each key keeps a read lease for the master's lease_ttl. Fails unless
+# every GET succeeded.
+hold_lease() {
+	python3 - "$MASTER_ADDR" "${E2E_TOKEN_FILE:-}" "$@" <<'PY' || fail "hold_lease $*"
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+tok = open(sys.argv[2]).readline().strip().encode() if sys.argv[2] else b""
+s = socket.create_connection((host, int(port)), timeout=10)
+def st(b): return struct.pack("<H", len(b)) + b
+def call(op, body, reqid):
+    s.sendall(struct.pack("<IBBHiIQQ", 0x3150564b, 1, 0, op, 0, len(body), reqid, 0) + body)
+    h = b""
+    while len(h) < 32: h += s.recv(32 - len(h))
+    _, _, _, _, status, blen, _, _ = struct.unpack("<IBBHiIQQ", h)
+    b = b""
+    while len(b) < blen: b += s.recv(blen - len(b))
+    return status, b
+status, _ = call(1, struct.pack("<H", 1) + st(tok) + st(b"hold_lease") + st(b"e2e"), 1)
+if status: sys.exit("HELLO: %d" % status)
+keys = [k.encode() for k in sys.argv[3:]]
+status, b = call(19, struct.pack("<I", len(keys)) + b"".join(st(k) for k in keys), 2)
+if status: sys.exit("GET: %d" % status)
+off = 4
+for k in keys:
+    item, nrep = struct.unpack_from("<i32xB", b, off)
+    if item: sys.exit("GET %s: %d" % (k.decode(), item))
+    off += 37 + 21 * nrep
+s.close()
+PY
+}
+
 # pool_nodes: the names of the nodes the master lists, sorted, one line.
 pool_nodes() {
 	kv info --json 2>/dev/null | jval - '" ".join(sorted(n["name"] for n in r["nodes"]))' 2>/dev/null

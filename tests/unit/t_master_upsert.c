@@ -1,9 +1,11 @@
 /* t_master_upsert: PUT_START with WIRE_PUT_UPSERT and WIRE_PUT_SOFT_PIN,
- * and REPLICA_CLEAR, against a real kvpool-master (fake nodes mount two
- * segments): the old value stays visible until the upsert's PUT_END, its
- * extent is FREEd only once no lease holds it, racing upserts end with the
- * last one committed, a plain put an upsert overtook gets EEXIST, revoked
- * and timed-out upserts leave the old value alone. */
+ * LEASE_RELEASE and REPLICA_CLEAR, against a real kvpool-master (fake
+ * nodes mount two segments): the old value stays visible until the
+ * upsert's PUT_END, its extent is FREEd only once no lease holds it (at the
+ * last release, or lease_ttl), racing upserts end with the last one
+ * committed, a plain put an upsert overtook gets EEXIST, revoked and
+ * timed-out upserts leave the old value alone; leases are counted per
+ * object and an expired count starts again. */
 #include "testlib.h"
 
 #define SEG_SIZE (1u << 20)
@@ -260,6 +262,73 @@ static void test_soft_pin(void)
 	CHECK_EQ(tl_remove(C, k, true), 0);
 }
 
+static int release(const char *key, uint64_t gen)
+{
+	struct wbuf b;
+	int r = 0;
+
+	wb_init(&b);
+	wb_u32(&b, 1);
+	wb_cstr(&b, key);
+	wb_u64(&b, gen);
+	int st = tl_i32_reply(tl_call(C, WIRE_OP_LEASE_RELEASE, &b), 1, &r);
+	wb_free(&b);
+	return st ? st : r;
+}
+
+static void test_release(void)
+{
+	struct tl_obj a, u, g;
+	uint32_t segs[64];
+	uint64_t offs[64];
+
+	/* two readers: the lease holds until both released */
+	CHECK_EQ(tl_put1(C, "L", 100, &a), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(release("L", a.generation), 0);
+	CHECK_EQ(tl_remove(C, "L", false), KVP_ELEASED);
+	CHECK_EQ(tl_stat1(C, "L", &g), 0);
+	CHECK(g.lease_left_ms > 0, "one lease left");
+	CHECK_EQ(release("L", a.generation), 0);
+	CHECK_EQ(tl_stat1(C, "L", &g), 0);
+	CHECK_EQ(g.lease_left_ms, 0);
+	CHECK_EQ(release("L", a.generation), 0);	/* one too many: no harm */
+	CHECK_EQ(release("L", a.generation + 1), KVP_ENOTFOUND);
+	CHECK_EQ(release("nokey", 1), KVP_ENOTFOUND);
+	CHECK_EQ(release("", 1), KVP_EKEY);
+
+	/* readers that died: their leases end with lease_ttl, and the count
+	 * starts again from the next GET */
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	tl_sleep_ms(LEASE_MS + 100);
+	CHECK_EQ(tl_remove(C, "L", false), 0);	/* ended: removable */
+	CHECK_EQ(tl_put1(C, "L", 100, &a), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	tl_sleep_ms(LEASE_MS + 100);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(release("L", a.generation), 0);
+	CHECK_EQ(tl_remove(C, "L", false), 0);	/* 1 counted, not 3 */
+
+	/* a replaced value goes at its last reader's release, not lease_ttl */
+	CHECK_EQ(tl_put1(C, "L", 100, &a), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(tl_get1(C, "L", &g), 0);
+	CHECK_EQ(upsert_start("L", 100, &u), 0);
+	CHECK_EQ(tl_put_end1(C, "L", u.generation, 3), 0);
+	CHECK_EQ(release("L", a.generation), 0);	/* the old generation, a version now */
+	int n = frees(100, segs, offs, 64);
+	CHECK(!freed(a.rep[0].seg, a.rep[0].off, segs, offs, n), "one reader left: kept");
+	CHECK_EQ(release("L", a.generation), 0);
+	n = frees(100, segs, offs, 64);
+	CHECK(freed(a.rep[0].seg, a.rep[0].off, segs, offs, n), "FREEd at the last release");
+	CHECK_EQ(release("L", a.generation), KVP_ENOTFOUND);	/* gone */
+	CHECK_EQ(tl_remove(C, "L", false), 0);
+	frees(100, segs, offs, 64);
+}
+
 static int replica_clear(uint32_t seg, bool force, const char *key)
 {
 	struct wbuf pre;
@@ -320,6 +389,7 @@ int main(void)
 	test_two_upserts();
 	test_revoke_timeout_remove();
 	test_soft_pin();
+	test_release();
 	test_replica_clear();
 
 	CHECK_EQ(keys_now(), 0);
