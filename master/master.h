@@ -30,8 +30,9 @@ void master_destroy(struct master *m);
 
 struct master_client *master_client_new(struct master *m, master_send_fn send,
 					master_close_fn close, void *arg);
-/* The connection is gone: its segments stay (until client_ttl) without a
- * connection, its parked requests are dropped. */
+/* The connection is gone: its segments stay (until node_ttl) without a
+ * connection unless it had UNMOUNTed them, its parked requests are
+ * dropped. */
 void master_client_free(struct master_client *c);
 
 /* Handles one frame (header + body; the payload, if any, is the caller's to

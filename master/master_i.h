@@ -78,6 +78,7 @@ struct master {
 	uint64_t promote_skipped;	/* disk hits not promoted: memory tight */
 	uint64_t put_timeouts;
 	uint64_t node_expiries;
+	uint64_t ghosts_replaced;	/* puts of keys whose every replica was on a dead segment */
 	uint64_t auth_failures;		/* refused HELLOs not logged yet */
 	uint64_t auth_logged_ms;
 

@@ -146,8 +146,11 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 		m->promote_skipped);
 	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
 		m->put_timeouts);
+	counter(b, "kvpool_master_ghosts_replaced_total",
+		"Puts that replaced an object whose every replica was on a draining or "
+		"disconnected segment.", m->ghosts_replaced);
 	counter(b, "kvpool_master_node_expiries_total",
-		"Segments dropped because their node was silent for client_ttl.",
+		"Segments dropped because their node was silent for node_ttl.",
 		m->node_expiries);
 	op_counter(b, m, "kvpool_master_requests_total", "Request frames per opcode.",
 		   offsetof(struct op_stats, frames));

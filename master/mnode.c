@@ -425,16 +425,23 @@ void mnode_reply(struct master *m, struct master_client *c, const struct wire_hd
 
 /* ---- liveness ---- */
 
+/* A node is gone once silent for min(node_ttl, client_ttl): every frame
+ * counts, it heartbeats each node.heartbeat_interval (1 s by default), so
+ * with the defaults its segments go at most 3 s + one tick (50 ms) after
+ * its last heartbeat, whether its connection is open or closed. */
 static void check_nodes(struct master *m)
 {
+	uint64_t ttl = m->conf.master.node_ttl < m->conf.master.client_ttl ?
+		       m->conf.master.node_ttl : m->conf.master.client_ttl;
+
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
 		if (!s || !s->online)
 			continue;
 		uint64_t seen = s->client ? s->client->last_seen_ms : s->last_seen_ms;
-		if (m->now_ms > seen + m->conf.master.client_ttl) {
+		if (m->now_ms > seen + ttl) {
 			m->node_expiries++;
-			seg_drop(m, s, "node silent for client_ttl");
+			seg_drop(m, s, "node silent for node_ttl");
 		}
 	}
 }
@@ -458,14 +465,19 @@ void mnode_tick(struct master *m)
 
 void mnode_client_gone(struct master *m, struct master_client *c)
 {
-	/* Its segments stay mounted until client_ttl: a node that reconnects
-	 * re-mounts them; FREEs wait for that. */
+	/* A segment whose node UNMOUNTed it (drain) goes now: the node has
+	 * finished its transfers and left. The others stay mounted for
+	 * node_ttl: a node that reconnects re-mounts them; FREEs wait for
+	 * that. */
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
-		if (s && s->client == c) {
-			s->client = NULL;
-			s->last_seen_ms = c->last_seen_ms;
+		if (!s || s->client != c)
+			continue;
+		s->client = NULL;
+		s->last_seen_ms = c->last_seen_ms;
+		if (s->online && s->draining)
+			seg_drop(m, s, "unmounted, connection closed");
+		else
 			log_notice("segment %u (%s): node connection closed", s->id, s->name);
-		}
 	}
 }

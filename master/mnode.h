@@ -24,9 +24,10 @@ void mnode_reply(struct master *m, struct master_client *c, const struct wire_hd
 /* Sends the queued FREEs, DEMOTEs and PROMOTEs to the connected nodes. */
 void mnode_flush(struct master *m);
 /* Per tick: FREEs spill extents whose readers are done, drops segments
- * whose node was silent for client_ttl. */
+ * whose node was silent for node_ttl (or client_ttl, if shorter). */
 void mnode_tick(struct master *m);
-/* c's connection is gone: its segments wait (client_ttl) for a re-mount. */
+/* c's connection is gone: its draining (UNMOUNTed) segments go, the
+ * others wait node_ttl for a re-mount. */
 void mnode_client_gone(struct master *m, struct master_client *c);
 
 #endif

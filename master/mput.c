@@ -123,10 +123,23 @@ static void put_args_read(struct master *m, struct rbuf *r, struct put_args *a)
 		a->pin_s = mlease_pin_until(m, ttl ? ttl : m->conf.master.soft_pin_ttl);
 }
 
+/* A ghost: every replica of o is in a segment that takes no new extents
+ * (draining, its node disconnected, or gone). A put of its key replaces it
+ * like an upsert rather than answering KVP_EEXIST for a value nobody can
+ * read any more. */
+static bool put_ghost(const struct master *m, const struct obj *o)
+{
+	for (unsigned k = 0; k < o->nrep; k++)
+		if (seg_allocatable(segreg_get(&m->segs, (uint32_t)o->rep[k].seg)))
+			return false;
+	return o->nrep > 0;
+}
+
 /* One PUT_START item, its reply entry appended to b. Returns its status;
  * *need_evict is set when no segment had room for even one replica. An
- * upsert of a key that exists (complete or pending) becomes a version
- * (mver) that replaces the key's object at its PUT_END. */
+ * upsert of a key that exists (complete or pending), or a put of a
+ * ghost's key, becomes a version (mver) that replaces the key's object at
+ * its PUT_END. */
 static int put_one(struct master *m, struct master_client *c, const struct put_args *a,
 		   const uint8_t *key, size_t klen, uint64_t vlen, struct wbuf *b,
 		   bool *need_evict)
@@ -141,7 +154,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EKEY;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;
-	else if ((old = objtab_find(&m->objs, key, klen)) && !(a->flags & WIRE_PUT_UPSERT))
+	else if ((old = objtab_find(&m->objs, key, klen)) && !(a->flags & WIRE_PUT_UPSERT) &&
+		 !put_ghost(m, old))
 		status = KVP_EEXIST;
 	if (status) {
 		put_fail(b, status);
@@ -178,10 +192,13 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		return KVP_ENOMEM;
 	}
 	o->generation = ++m->gen;
-	if (old)
+	if (old) {
 		mver_add(&m->vers, o);
-	if (a->flags & WIRE_PUT_UPSERT)
-		o->flags |= OBJ_UPSERT;
+		if (!(a->flags & WIRE_PUT_UPSERT))
+			m->ghosts_replaced++;
+	}
+	if (old || (a->flags & WIRE_PUT_UPSERT))
+		o->flags |= OBJ_UPSERT;		/* replaces the key's object at PUT_END */
 	o->value_len = vlen;
 	o->pin_s = a->pin_s;
 	o->atime = m_now32(m);

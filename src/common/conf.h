@@ -41,7 +41,8 @@ struct kvp_conf {
 		char metadata_listen[CONF_STR];	/* default 0.0.0.0:15002 */
 		uint64_t lease_ttl;		/* ms */
 		uint64_t put_timeout;		/* ms */
-		uint64_t client_ttl;		/* ms: node heartbeat timeout */
+		uint64_t client_ttl;		/* ms: node silence bound (with node_ttl) */
+		uint64_t node_ttl;		/* ms: node heartbeat timeout */
 		uint64_t soft_pin_ttl;		/* ms: KVP_PUT_SOFT_PIN without a TTL */
 		double eviction_high_watermark;
 		double eviction_ratio;

@@ -73,9 +73,14 @@ const struct conf_key conf_table[] = {
 	    "A put not finished (PUT_END) within this time is revoked and its extents reclaimed.",
 	    .live = true),
 	NUM("master", "client_ttl", CONF_T_DURATION, master.client_ttl, 1, 24 * HOUR, "10s",
-	    "A node or client silent for this long is considered gone: its segments leave the "
-	    "pool and its unfinished puts are revoked. Keep it several node.heartbeat_interval.",
-	    .live = true),
+	    "Mooncake's client liveness TTL (--client_ttl): a node silent for the shorter of "
+	    "this and node_ttl is considered gone. Also bounds how long a node waits for a "
+	    "master that answers nothing.", .live = true),
+	NUM("master", "node_ttl", CONF_T_DURATION, master.node_ttl, 1, 24 * HOUR, "3s",
+	    "A node that sent nothing (it heartbeats every node.heartbeat_interval) for this "
+	    "long, or whose connection closed that long ago, has its segments dropped with "
+	    "every replica in them, so its objects stop being listed instead of failing reads. "
+	    "Keep it at least 3 node.heartbeat_interval.", .live = true),
 	NUM("master", "soft_pin_ttl", CONF_T_DURATION, master.soft_pin_ttl, 1, 1000 * 24 * HOUR,
 	    "30m", "How long a put with the soft-pin option (kvp_put_opts KVP_PUT_SOFT_PIN, "
 	    "kvpool put --pin) is kept from eviction when it names no TTL of its own.",
