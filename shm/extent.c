@@ -667,7 +667,10 @@ int ext_scan_ex(const void *base, uint64_t start, uint64_t end, uint32_t align,
 		}
 		f.off = pos;
 		f.alloc_len = round_up(ext_size(f.h.key_len, f.h.value_len), align);
+		f.verified = verify;
 		f.checksum_ok = verify && ext_verify(b + pos, &f.h);
+		if (verify)
+			st->verified++;
 		if (verify && !f.checksum_ok) {
 			st->bad_checksum++;
 			if (!report_bad) {

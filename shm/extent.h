@@ -92,7 +92,8 @@ struct ext_found {
 	uint64_t alloc_len;	/* ext_size rounded up to the alignment */
 	struct ext_hdr h;
 	const uint8_t *key;	/* points into the scanned memory */
-	bool checksum_ok;	/* value checksum verified */
+	bool verified;		/* the value checksum was computed */
+	bool checksum_ok;	/* ... and matched */
 };
 
 /* Walks [base+start, base+end) at the given alignment and calls cb for every
@@ -111,6 +112,12 @@ struct ext_scan_stats {
 	uint64_t bad_checksum;	/* live headers whose value checksum failed */
 	uint64_t tombstones;	/* tombstoned headers with a valid checksum */
 	uint64_t foreign;	/* valid headers of another seg_uuid (skipped) */
+	/* map-driven scans (segmap.h) */
+	uint64_t verified;	/* values whose checksum was computed */
+	uint64_t marks;		/* non-zero map bytes looked at */
+	uint64_t stale_marks;	/* of those, vouching for nothing */
+	uint64_t conflicts;	/* committed extents starting inside another */
+	uint64_t map_bytes;	/* map bytes read (the rest were holes) */
 };
 
 /* ext_scan with counters (st may be NULL; it is zeroed first). verify =

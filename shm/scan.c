@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "extent.h"
+#include "orphan.h"
+#include "segmap.h"
 #include "segment.h"
 
 struct scan_out {
@@ -118,7 +120,7 @@ static bool put_key_json(FILE *out, const uint8_t *k, uint32_t n)
 
 static const char *csum_word(const struct scan_out *s, const struct ext_found *f)
 {
-	if (!s->verify)
+	if (!f->verified)
 		return s->json ? "null" : "-";
 	if (f->checksum_ok)
 		return s->json ? "\"ok\"" : "ok";
@@ -155,6 +157,20 @@ static int print_one(const struct ext_found *f, void *arg)
 	return ferror(s->out) ? -EIO : 0;
 }
 
+/* "python pid 1234, orphan" */
+static void put_owner(FILE *out, const struct segment_info *info, enum seg_owner_state st)
+{
+	if (info->version < 2) {
+		fputs("format 1, no owner recorded", out);
+		return;
+	}
+	put_key_text(out, (const uint8_t *)(info->owner[0] ? info->owner : "?"),
+		     (uint32_t)strlen(info->owner[0] ? info->owner : "?"));
+	fprintf(out, " pid %u%s, %s", info->owner_pid,
+		info->flags & SEG_F_EPHEMERAL ? " (removes it on exit)" : "",
+		orphan_state_name(st));
+}
+
 int scan_file(const char *path, bool json, bool verify, FILE *out, char *err, size_t errlen)
 {
 	struct scan_out s = { .out = out, .json = json, .verify = verify };
@@ -167,7 +183,7 @@ int scan_file(const char *path, bool json, bool verify, FILE *out, char *err, si
 	rc = segment_attach(&seg, path, false, err, errlen);
 	if (rc < 0)
 		return rc;
-	/* attach checked the header; read it again for name and time */
+	/* attach checked the header; read it again for name, time, owner */
 	segment_header_check(seg.base, SEG_DATA_OFF, &info, NULL, 0);
 	if (json) {
 		fputc('[', out);
@@ -177,12 +193,18 @@ int scan_file(const char *path, bool json, bool verify, FILE *out, char *err, si
 		put_key_text(out, (const uint8_t *)info.name, (uint32_t)strlen(info.name));
 		fprintf(out, ", uuid %016" PRIx64 ", size %" PRIu64 ", align %u, created %s\n",
 			seg.uuid, seg.size, seg.align, t);
+		fprintf(out, "# format %u, data from %" PRIu64 ", owner ", seg.version,
+			seg.data_off);
+		put_owner(out, &info, orphan_state(&info, seg.fd));
+		fputc('\n', out);
 		fprintf(out, "# %12s %12s %12s %10s  %-24s  %-4s  %s\n", "OFFSET", "ALLOC",
 			"VALUE", "GENERATION", "PUT_TIME", "CSUM", "KEY");
 	}
-	/* max_value 0: the segment size already bounds every length. */
-	rc = ext_scan_ex(seg.base, SEG_DATA_OFF, seg.size, seg.align, seg.uuid, 0, true,
-			 verify, print_one, &s, &st);
+	/* max_value 0: the segment size already bounds every length. Format
+	 * 2 lists what the commit map vouches for (puts in progress do not
+	 * show); format 1 every header found page by page. */
+	rc = segmap_scan(&seg, SEGMAP_REPORT_BAD | (verify ? SEGMAP_VERIFY : SEGMAP_TRUST), 0,
+			 print_one, &s, &st);
 	if (json)
 		fputs(s.n ? "\n]\n" : "]\n", out);
 	else
@@ -198,6 +220,59 @@ int scan_file(const char *path, bool json, bool verify, FILE *out, char *err, si
 		snprintf(err, errlen, "%s: %" PRIu64 " extents with a bad value checksum",
 			 path, st.bad_checksum);
 		return -EBADMSG;
+	}
+	return 0;
+}
+
+struct host_out {
+	FILE *out;
+	bool json;
+	unsigned n;
+};
+
+static int host_one(const struct orphan_entry *e, void *arg)
+{
+	struct host_out *h = arg;
+	const struct segment_info *i = &e->info;
+
+	if (h->json) {
+		fprintf(h->out, "%s\n  {\"path\": ", h->n ? "," : "");
+		put_key_json(h->out, (const uint8_t *)e->path, (uint32_t)strlen(e->path));
+		fprintf(h->out, ", \"size\": %" PRIu64 ", \"held_bytes\": %" PRIu64
+			", \"format\": %u, \"uuid\": \"%016" PRIx64 "\", \"owner\": ",
+			i->size, e->bytes, i->version, i->uuid);
+		put_key_json(h->out, (const uint8_t *)i->owner, (uint32_t)strlen(i->owner));
+		fprintf(h->out, ", \"owner_pid\": %u, \"ephemeral\": %s, \"state\": \"%s\"}",
+			i->owner_pid, i->flags & SEG_F_EPHEMERAL ? "true" : "false",
+			orphan_state_name(e->state));
+	} else {
+		fprintf(h->out, "%-7s %14" PRIu64 " %14" PRIu64 "  ", orphan_state_name(e->state),
+			i->size, e->bytes);
+		put_owner(h->out, i, e->state);
+		fputs("  ", h->out);
+		put_key_text(h->out, (const uint8_t *)e->path, (uint32_t)strlen(e->path));
+		fputc('\n', h->out);
+	}
+	h->n++;
+	return ferror(h->out) ? -EIO : 0;
+}
+
+int scan_host(const char *dir, bool json, FILE *out, char *err, size_t errlen)
+{
+	struct host_out h = { .out = out, .json = json };
+	int rc;
+
+	if (json)
+		fputc('[', out);
+	else
+		fprintf(out, "# %-5s %14s %14s  %s  %s\n", "STATE", "SIZE", "HELD", "OWNER", "PATH");
+	rc = orphan_list(dir, host_one, &h);
+	if (json)
+		fputs(h.n ? "\n]\n" : "]\n", out);
+	if (rc < 0 || fflush(out) != 0 || ferror(out)) {
+		snprintf(err, errlen, "%s: %s", dir ? dir : "/dev/shm",
+			 rc < 0 && rc != -EIO ? strerror(-rc) : "writing the listing failed");
+		return rc < 0 ? rc : -EIO;
 	}
 	return 0;
 }

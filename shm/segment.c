@@ -1,7 +1,8 @@
-/* segment: see segment.h. Creates/reuses the /dev/shm file, reserves its
- * pages, maps it and owns the 4 KiB header at offset 0. Called once at
- * start-up by the node (segment_open) and by same-host clients and
- * `kvpool scan` (segment_attach); no shared state, no locks.
+/* segment: see segment.h. Creates/reuses the /dev/shm file, maps it,
+ * reserves its pages when asked and owns the 4 KiB header at offset 0.
+ * Called once at start-up by the node (segment_open) and by same-host
+ * clients and `kvpool scan` (segment_attach); no shared state, no locks
+ * (the state word of the header is read and written atomically).
  */
 #include "segment.h"
 
@@ -25,12 +26,20 @@
 
 #include "log.h"
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
 
 #define SEG_ALIGN_MAX (1u << 30)
 #define SEG_CSUM_OFF (SEG_HDR_BYTES - 8)
+#define SEG_CSUM2_OFF (SEG_HDR2_BYTES - 8)
+#define SEG_STATE_OFF SEG_HDR2_BYTES
+/* A prober (orphan.c) holds a file's lock for microseconds; an open that
+ * meets it waits this long before calling the file busy. */
+#define SEG_LOCK_WAIT_MS 1000
 
 static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -106,6 +115,62 @@ void segment_path(const char *name, char *out, size_t len)
 		snprintf(out, len, "/dev/shm/%s", name);
 }
 
+uint64_t segment_data_off(uint64_t size, uint32_t align)
+{
+	uint64_t a = align > 4096 ? align : 4096;
+
+	return (SEG_MAP_OFF + (size >> SEG_MAP_SHIFT) + a - 1) & ~(a - 1);
+}
+
+uint64_t segment_proc_start(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	ssize_t n;
+	char *p;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The command name (field 2) may hold spaces and parentheses: the
+	 * fields after it start at the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* field 3 is the state; starttime is field 22 */
+	for (int field = 2; field < 21 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &start) != 1)
+		return 0;
+	return start ? (uint64_t)start : 1;
+}
+
+static void owner_block_write(uint8_t *h, const struct segment_info *info)
+{
+	uint8_t b[SEG_HDR2_BYTES - SEG_HDR_BYTES];
+
+	memset(b, 0, sizeof(b));
+	st64(b + 0, info->data_off);
+	st64(b + 8, info->map_off);
+	st64(b + 16, info->map_len);
+	st32(b + 24, SEG_MAP_SHIFT);
+	st32(b + 28, info->flags);
+	st32(b + 32, info->owner_pid);
+	st64(b + 40, info->owner_start);
+	memcpy(b + 48, info->owner, strnlen(info->owner, SEG_OWNER_MAX - 1));
+	st64(b + sizeof(b) - 8, XXH3_64bits(b, sizeof(b) - 8));
+	/* One copy of a finished block: an attacher reading meanwhile sees a
+	 * checksum mismatch at worst and retries (segment_attach). */
+	memcpy(h + SEG_HDR_BYTES, b, sizeof(b));
+}
+
 void segment_header_write(void *p, const struct segment_info *info)
 {
 	uint8_t *h = p;
@@ -113,7 +178,7 @@ void segment_header_write(void *p, const struct segment_info *info)
 
 	memset(h, 0, SEG_DATA_OFF);
 	st32(h + 0, SEG_MAGIC);
-	st32(h + 4, SEG_VERSION);
+	st32(h + 4, info->version == 1 ? 1 : SEG_VERSION);
 	st64(h + 8, info->size);
 	st64(h + 16, info->uuid);
 	st32(h + 24, info->align);
@@ -121,6 +186,40 @@ void segment_header_write(void *p, const struct segment_info *info)
 	st64(h + 32, info->created_ns);
 	memcpy(h + 40, info->name, nl);
 	st64(h + SEG_CSUM_OFF, XXH3_64bits(h, SEG_CSUM_OFF));
+	if (info->version != 1)
+		owner_block_write(h, info);
+}
+
+static int owner_block_check(const uint8_t *h, size_t n, struct segment_info *si,
+			     char *errbuf, size_t errlen)
+{
+	const uint8_t *b = h + SEG_HDR_BYTES;
+
+	if (n < SEG_HDR2_BYTES) {
+		seterr(errbuf, errlen, "too short for a format 2 segment header (%zu bytes)", n);
+		return -EINVAL;
+	}
+	if (XXH3_64bits(b, SEG_CSUM2_OFF - SEG_HDR_BYTES) != ld64(h + SEG_CSUM2_OFF)) {
+		seterr(errbuf, errlen, "segment owner block checksum mismatch (corrupt header)");
+		return -EINVAL;
+	}
+	si->data_off = ld64(b + 0);
+	si->map_off = ld64(b + 8);
+	si->map_len = ld64(b + 16);
+	si->flags = ld32(b + 28);
+	si->owner_pid = ld32(b + 32);
+	si->owner_start = ld64(b + 40);
+	/* Derived, not chosen: a field that differs is a corrupt header. */
+	if (si->data_off != segment_data_off(si->size, si->align) || si->data_off >= si->size ||
+	    si->map_off != SEG_MAP_OFF || si->map_len != si->size >> SEG_MAP_SHIFT ||
+	    ld32(b + 24) != SEG_MAP_SHIFT || ld32(b + 36) != 0 || !memchr(b + 48, 0, SEG_OWNER_MAX)) {
+		seterr(errbuf, errlen, "segment header has impossible map fields "
+		       "(data offset %llu, map %llu+%llu)", (unsigned long long)si->data_off,
+		       (unsigned long long)si->map_off, (unsigned long long)si->map_len);
+		return -EINVAL;
+	}
+	memcpy(si->owner, b + 48, SEG_OWNER_MAX);
+	return 0;
 }
 
 int segment_header_check(const void *p, size_t n, struct segment_info *info,
@@ -139,9 +238,9 @@ int segment_header_check(const void *p, size_t n, struct segment_info *info,
 		return -EINVAL;
 	}
 	version = ld32(h + 4);
-	if (version != SEG_VERSION) {
-		seterr(errbuf, errlen, "segment format version %u, this build reads %u",
-		       version, SEG_VERSION);
+	if (version < SEG_VERSION_MIN || version > SEG_VERSION) {
+		seterr(errbuf, errlen, "segment format version %u, this build reads %u..%u",
+		       version, SEG_VERSION_MIN, SEG_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (XXH3_64bits(h, SEG_CSUM_OFF) != ld64(h + SEG_CSUM_OFF)) {
@@ -155,7 +254,7 @@ int segment_header_check(const void *p, size_t n, struct segment_info *info,
 	si.align = ld32(h + 24);
 	si.created_ns = ld64(h + 32);
 	if (si.size <= SEG_DATA_OFF || si.size % 4096 || !valid_align(si.align) ||
-	    ld32(h + 28) != SEG_DATA_OFF || si.uuid == 0 ||
+	    ld32(h + 28) != SEG_DATA_OFF || si.uuid == 0 || si.size > (uint64_t)INT64_MAX ||
 	    !memchr(h + 40, 0, SEG_NAME_MAX)) {
 		seterr(errbuf, errlen, "segment header has impossible fields "
 		       "(size %llu, align %u, data offset %u)",
@@ -163,6 +262,14 @@ int segment_header_check(const void *p, size_t n, struct segment_info *info,
 		return -EINVAL;
 	}
 	memcpy(si.name, h + 40, SEG_NAME_MAX);
+	if (version == 1) {
+		si.data_off = SEG_DATA_OFF;
+	} else {
+		int rc = owner_block_check(h, n, &si, errbuf, errlen);
+
+		if (rc < 0)
+			return rc;
+	}
 	if (info)
 		*info = si;
 	return 0;
@@ -262,25 +369,74 @@ static int check_space(const char *path, int fd, uint64_t size, char *errbuf, si
 	return -ENOSPC;
 }
 
-static int reserve(const char *path, int fd, uint64_t size, char *errbuf, size_t errlen)
+static int reserve_range(const char *path, int fd, uint64_t off, uint64_t len,
+			 char *errbuf, size_t errlen)
 {
-	int rc = check_space(path, fd, size, errbuf, errlen);
 	char b1[32];
+	/* segment_open checked the free space already; posix_fallocate
+	 * returns the error number */
+	int rc = posix_fallocate(fd, (off_t)off, (off_t)len);
 
-	if (rc < 0)
-		return rc;
-	rc = posix_fallocate(fd, 0, (off_t)size);	/* returns the error number */
 	if (rc == ENOSPC) {
 		/* Someone else took the space since the check. */
-		nospace(path, fd, size, errbuf, errlen);
+		nospace(path, fd, len, errbuf, errlen);
 		return -rc;
 	}
 	if (rc) {
 		seterr(errbuf, errlen, "%s: cannot reserve %s: %s", path,
-		       human(size, b1, sizeof(b1)), strerror(rc));
+		       human(len, b1, sizeof(b1)), strerror(rc));
 		return -rc;
 	}
 	return 0;
+}
+
+/* flock, waiting out a short-lived holder (orphan.c probes a file it
+ * believes dead for microseconds); a live owner keeps it and is -EBUSY. */
+static int lock_file(int fd)
+{
+	for (int waited = 0;; waited += 5) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (waited >= SEG_LOCK_WAIT_MS)
+			return -EBUSY;
+		usleep(5000);
+	}
+}
+
+static void set_owner(struct segment_info *info, const struct segment_opts *o)
+{
+	info->flags = o->ephemeral ? SEG_F_EPHEMERAL : 0;
+	info->owner_pid = (uint32_t)getpid();
+	info->owner_start = segment_proc_start(getpid());
+	memset(info->owner, 0, sizeof(info->owner));
+	snprintf(info->owner, sizeof(info->owner), "%s", o->owner ? o->owner : "");
+}
+
+static void state_store(const struct segment *seg, uint32_t v)
+{
+	if (seg->version >= 2)
+		__atomic_store_n((uint32_t *)((uint8_t *)seg->base + SEG_STATE_OFF), v,
+				 __ATOMIC_RELEASE);
+}
+
+static void fill_seg(struct segment *seg, int fd, void *base, const struct segment_info *info,
+		     const struct stat *st)
+{
+	seg->fd = fd;
+	seg->base = base;
+	seg->size = info->size;
+	seg->uuid = info->uuid;
+	seg->align = info->align;
+	seg->dev = st->st_dev;
+	seg->ino = st->st_ino;
+	seg->version = info->version;
+	seg->data_off = info->data_off;
+	if (info->version >= 2) {
+		seg->map = (uint8_t *)base + info->map_off;
+		seg->map_len = info->map_len;
+	}
 }
 
 int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
@@ -290,10 +446,12 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 	uint32_t align = o->align ? o->align : 4096;
 	mode_t mode = o->mode ? (mode_t)o->mode : 0600;
 	bool fresh = false, created = false;
+	bool populate = o->populate || o->hugepages;
+	enum seg_reserve reserve = populate ? SEG_RESERVE_UPFRONT : o->reserve;
 	char b1[32], b2[32];
 	struct stat st;
 	void *base;
-	int fd, rc;
+	int fd, rc, tries = 0;
 
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
@@ -307,18 +465,22 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 		return -ENAMETOOLONG;
 	}
 	if (o->size <= SEG_DATA_OFF || o->size % 4096 || !valid_align(align) ||
-	    o->size > (uint64_t)INT64_MAX) {
+	    o->size > (uint64_t)INT64_MAX || segment_data_off(o->size, align) >= o->size) {
 		seterr(errbuf, errlen, "%s: bad segment size %llu or alignment %u (size: a "
-		       "multiple of 4096 above 4096; align: a power of two 64..1G)", seg->path,
-		       (unsigned long long)o->size, align);
+		       "multiple of 4096 with room for data past the header, the commit map "
+		       "(1/4096 of it) and one alignment unit; align: a power of two 64..1G)",
+		       seg->path, (unsigned long long)o->size, align);
 		return -EINVAL;
 	}
 
+again:
 	fd = open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd >= 0) {
 		created = fresh = true;
 	} else if (errno == EEXIST) {
 		fd = open(seg->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT && tries++ < 3)
+			goto again;	/* removed between the two opens */
 	}
 	if (fd < 0) {
 		rc = -errno;
@@ -337,12 +499,23 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 	}
 	/* One owner per segment: a second node on the same file would hand
 	 * out the same offsets. Released when the fd closes (or the node dies). */
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	rc = lock_file(fd);
+	if (rc < 0) {
 		seterr(errbuf, errlen, "%s: %s", seg->path, rc == -EBUSY ?
 		       "in use by another process (another kvpool-node on this segment?)" :
 		       strerror(-rc));
 		goto out_close;
+	}
+	/* An orphan reaper (orphan.c) may have removed the file while we
+	 * waited for its lock: then open what the name holds now. */
+	if (!created) {
+		struct stat now;
+
+		if ((lstat(seg->path, &now) < 0 || now.st_ino != st.st_ino ||
+		     now.st_dev != st.st_dev) && tries++ < 3) {
+			close(fd);
+			goto again;
+		}
 	}
 
 	if (!created) {
@@ -377,6 +550,10 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 			}
 			log_warn("%s: size or alignment changed; re-creating it", seg->path);
 			fresh = true;
+		} else if (info.version == 1) {
+			log_notice("%s: segment format 1 (no commit map): every start scans it "
+				   "page by page; re-create it (reset, contents lost) for starts "
+				   "that cost what it holds", seg->path);
 		}
 		/* Drop the old pages so nothing stale survives a re-creation. */
 		if (fresh && ftruncate(fd, 0) < 0) {
@@ -392,9 +569,14 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 		       (unsigned)mode, (int)o->gid, strerror(-rc));
 		goto out_unlink;
 	}
+	/* A file larger than the free space is refused unless the caller
+	 * takes the overcommit knowingly (SEG_RESERVE_NONE): it would fail
+	 * writes (or SIGBUS writers) once the file system fills. */
 	rc = check_space(seg->path, fd, o->size, errbuf, errlen);
-	if (rc < 0)
+	if (rc < 0 && reserve != SEG_RESERVE_NONE)
 		goto out_unlink;
+	if (rc < 0)
+		log_warn("%s (sparse segment: puts fail once it fills)", errbuf);
 	if (ftruncate(fd, (off_t)o->size) < 0) {
 		rc = -errno;
 		seterr(errbuf, errlen, "%s: ftruncate: %s", seg->path, strerror(-rc));
@@ -423,10 +605,13 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 		else if (madvise(base, o->size, MADV_POPULATE_WRITE) < 0)
 			log_debug("%s: MADV_POPULATE_WRITE: %s", seg->path, strerror(errno));
 	}
-	rc = reserve(seg->path, fd, o->size, errbuf, errlen);
-	if (rc < 0)
-		goto out_unmap;
-	if (o->populate && madvise(base, o->size, MADV_POPULATE_WRITE) < 0) {
+	if (reserve == SEG_RESERVE_UPFRONT) {
+		rc = reserve_range(seg->path, fd, 0, o->size, errbuf, errlen);
+		if (rc < 0)
+			goto out_unmap;
+		seg->reserved = o->size;
+	}
+	if (populate && madvise(base, o->size, MADV_POPULATE_WRITE) < 0) {
 		/* Kernels before 5.14: map again over the same range. */
 		void *p = mmap(base, o->size, PROT_READ | PROT_WRITE,
 			       MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, 0);
@@ -455,22 +640,26 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 		info.size = o->size;
 		info.align = align;
 		info.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		info.data_off = segment_data_off(o->size, align);
+		info.map_off = SEG_MAP_OFF;
+		info.map_len = o->size >> SEG_MAP_SHIFT;
 		snprintf(info.name, sizeof(info.name), "%s", slash ? slash + 1 : seg->path);
+		set_owner(&info, o);
+		/* Only the header page is written: the map and the data stay
+		 * holes (zero) until something is put. */
 		segment_header_write(base, &info);
+	} else if (info.version >= 2) {
+		set_owner(&info, o);
+		owner_block_write(base, &info);
 	}
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
 		goto out_unmap;
 	}
-	seg->fd = fd;
-	seg->base = base;
-	seg->size = o->size;
-	seg->uuid = info.uuid;
-	seg->align = align;
-	seg->dev = st.st_dev;
-	seg->ino = st.st_ino;
+	fill_seg(seg, fd, base, &info, &st);
 	seg->created = fresh;
+	state_store(seg, seg->reserved == seg->size ? SEG_S_RESERVED : 0);
 	return 0;
 
 out_unmap:
@@ -517,7 +706,14 @@ int segment_attach(struct segment *seg, const char *path, bool writable,
 		       S_ISREG(st.st_mode) ? "too small" : "not a regular file");
 		goto out_close;
 	}
-	rc = read_header(fd, st.st_size, &info, why, sizeof(why));
+	/* The owner rewrites its block of the header at every open: a read
+	 * that met the rewrite half-way is tried again. */
+	for (int tries = 0;; tries++) {
+		rc = read_header(fd, st.st_size, &info, why, sizeof(why));
+		if (rc != -EINVAL || tries == 3)
+			break;
+		usleep(1000);
+	}
 	if (rc == 1) {
 		rc = -EINVAL;
 		snprintf(why, sizeof(why), "header never written (segment still being created?)");
@@ -537,19 +733,76 @@ int segment_attach(struct segment *seg, const char *path, bool writable,
 		seterr(errbuf, errlen, "%s: mmap: %s", seg->path, strerror(-rc));
 		goto out_close;
 	}
-	seg->fd = fd;
-	seg->base = base;
-	seg->size = info.size;
-	seg->uuid = info.uuid;
-	seg->align = info.align;
-	seg->dev = st.st_dev;
-	seg->ino = st.st_ino;
+	fill_seg(seg, fd, base, &info, &st);
 	seg->created = false;
 	return 0;
 
 out_close:
 	close(fd);
 	return rc;
+}
+
+int segment_reserve_step(struct segment *seg, uint64_t len, char *errbuf, size_t errlen)
+{
+	uint64_t n;
+	int rc;
+
+	if (seg->reserved >= seg->size)
+		return 1;
+	n = seg->size - seg->reserved;
+	if (len && n > len)
+		n = len;
+	rc = reserve_range(seg->path, seg->fd, seg->reserved, n, errbuf, errlen);
+	if (rc < 0)
+		return rc;
+	seg->reserved += n;
+	if (seg->reserved < seg->size)
+		return 0;
+	state_store(seg, SEG_S_RESERVED);
+	return 1;
+}
+
+bool segment_is_reserved(const struct segment *seg)
+{
+	if (seg->version < 2 || !seg->base)
+		return false;
+	return __atomic_load_n((const uint32_t *)((const uint8_t *)seg->base + SEG_STATE_OFF),
+			       __ATOMIC_ACQUIRE) & SEG_S_RESERVED;
+}
+
+int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len)
+{
+	uint64_t start = off & ~4095ull, end;
+
+	if (!len || off >= seg->size || segment_is_reserved(seg))
+		return 0;
+	end = len > seg->size - off ? seg->size : (off + len + 4095) & ~4095ull;
+	if (madvise((uint8_t *)seg->base + start, end - start, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	/* EINVAL: a kernel before 5.14; the write takes its chances. */
+	return errno == EINVAL ? 0 : -errno;
+}
+
+uint64_t segment_populate_present(const struct segment *seg, bool writable)
+{
+	uint64_t done = 0;
+	off_t pos = 0, end = (off_t)seg->size;
+
+	while (pos < end) {
+		off_t d = lseek(seg->fd, pos, SEEK_DATA), h;
+
+		if (d < 0 || d >= end)
+			break;
+		h = lseek(seg->fd, d, SEEK_HOLE);
+		if (h < 0 || h > end)
+			h = end;
+		if (madvise((uint8_t *)seg->base + d, (size_t)(h - d),
+			    writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) < 0)
+			break;
+		done += (uint64_t)(h - d);
+		pos = h;
+	}
+	return done;
 }
 
 void segment_close(struct segment *seg)

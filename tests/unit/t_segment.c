@@ -23,6 +23,7 @@
 #include "extent.h"
 #include "log.h"
 #include "scan.h"
+#include "segmap.h"
 #include "segment.h"
 
 #define CHECK(c, ...) do {						\
@@ -99,6 +100,7 @@ static void put(struct segment *s, uint64_t off, const char *key, size_t klen,
 
 	ext_encode(p, &h, key);
 	memcpy(p + EXT_HDR_SIZE + klen, val, h.value_len);
+	segmap_commit(s, off, gen);	/* as every writer does after the extent */
 }
 
 static void test_lifecycle(void)
@@ -128,7 +130,10 @@ static void test_lifecycle(void)
 	CHECK(st.st_dev == s.dev && st.st_ino == s.ino, "dev/ino");
 	CHECK(segment_header_check(s.base, SEG_DATA_OFF, NULL, err, sizeof(err)) == 0,
 	      "header: %s", err);
-	put(&s, SEG_DATA_OFF, "key-1", 5, "hello segment", 7);
+	CHECK(s.version == 2 && s.data_off == segment_data_off(8 * MiB, 4096) &&
+	      s.data_off == 8192 && s.map == (uint8_t *)s.base + SEG_MAP_OFF &&
+	      s.map_len == 8 * MiB / 4096 && segment_is_reserved(&s), "format 2 fields");
+	put(&s, s.data_off, "key-1", 5, "hello segment", 7);
 	uuid = s.uuid;
 	segment_close(&s);
 	CHECK(s.base == NULL && s.fd == -1, "closed");
@@ -140,13 +145,15 @@ static void test_lifecycle(void)
 	/* a second owner is refused while the first has it open */
 	rc = segment_open(&s2, &o, false, err, sizeof(err));
 	CHECK(rc == -EBUSY && strstr(err, "in use"), "second open: %d %s", rc, err);
-	CHECK(ext_decode((uint8_t *)s.base + SEG_DATA_OFF, 4096, 0, &h, &k) == 0 &&
-	      h.generation == 7 && ext_verify((uint8_t *)s.base + SEG_DATA_OFF, &h), "content");
+	CHECK(ext_decode((uint8_t *)s.base + s.data_off, 4096, 0, &h, &k) == 0 &&
+	      h.generation == 7 && ext_verify((uint8_t *)s.base + s.data_off, &h), "content");
+	CHECK(s.map[s.data_off >> SEG_MAP_SHIFT] == segmap_tag(7), "commit byte kept");
 
 	/* attach read-only (by name and by path) while the node has it open */
 	rc = segment_attach(&ro, nm, false, err, sizeof(err));
 	CHECK(rc == 0 && ro.uuid == uuid && ro.size == 8 * MiB && ro.align == 4096 &&
-	      ro.dev == s.dev && ro.ino == s.ino && !ro.created, "attach: %d %s", rc, err);
+	      ro.dev == s.dev && ro.ino == s.ino && !ro.created && ro.version == 2 &&
+	      ro.data_off == s.data_off && ro.map_len == s.map_len, "attach: %d %s", rc, err);
 	CHECK(memcmp(ro.base, s.base, 8192) == 0, "same bytes");
 	/* a write through the read-only mapping faults */
 	fflush(NULL);
@@ -191,7 +198,8 @@ static void test_lifecycle(void)
 	o.size = 16 * MiB;
 	rc = segment_open(&s, &o, true, err, sizeof(err));
 	CHECK(rc == 0 && s.created && s.uuid != uuid && s.size == 16 * MiB, "reset: %d %s", rc, err);
-	CHECK(ext_decode((uint8_t *)s.base + SEG_DATA_OFF, 4096, 0, &h, &k) == -EINVAL,
+	CHECK(ext_decode((uint8_t *)s.base + segment_data_off(8 * MiB, 4096), 4096, 0, &h,
+			 &k) == -EINVAL && s.map[8192 >> SEG_MAP_SHIFT] == 0,
 	      "old extent survived a reset");
 	CHECK(stat(p, &st) == 0 && (uint64_t)st.st_size == 16 * MiB, "new size");
 	uuid = s.uuid;
@@ -280,31 +288,65 @@ static void test_special_files(void)
 	CHECK(segment_unlink(&s) == 0, "unlink abs");
 }
 
-static void test_header_check(void)
+static void flip_all(uint8_t *h, size_t from, size_t to)
 {
-	static uint8_t h[SEG_DATA_OFF];
-	struct segment_info in = { .version = SEG_VERSION, .size = 1ull << 32, .uuid = 0xfeed,
-				   .align = 65536, .created_ns = 123456789, .name = "seg-x" };
 	struct segment_info out;
 	char err[256];
 
-	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "%s", err);
-	CHECK(out.size == in.size && out.uuid == in.uuid && out.align == in.align &&
-	      out.created_ns == in.created_ns && strcmp(out.name, "seg-x") == 0, "fields");
-	for (size_t i = 0; i < SEG_HDR_BYTES; i++) {
+	for (size_t i = from; i < to; i++) {
 		for (int b = 0; b < 8; b++) {
 			h[i] ^= (uint8_t)(1u << b);
-			CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) < 0,
+			CHECK(segment_header_check(h, SEG_DATA_OFF, &out, err, sizeof(err)) < 0,
 			      "flip bit %d of byte %zu accepted", b, i);
 			h[i] ^= (uint8_t)(1u << b);
 		}
 	}
+}
+
+static void test_header_check(void)
+{
+	static uint8_t h[SEG_DATA_OFF];
+	struct segment_info in = { .version = 1, .size = 1ull << 32, .uuid = 0xfeed,
+				   .align = 65536, .created_ns = 123456789, .name = "seg-x" };
+	struct segment_info out;
+	char err[256];
+
+	/* format 1: still read (its data starts at 4096, no map, no owner) */
+	segment_header_write(h, &in);
+	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "%s", err);
+	CHECK(out.version == 1 && out.size == in.size && out.uuid == in.uuid &&
+	      out.align == in.align && out.created_ns == in.created_ns &&
+	      strcmp(out.name, "seg-x") == 0 && out.data_off == 4096 && out.map_len == 0, "fields");
+	flip_all(h, 0, SEG_HDR_BYTES);
 	CHECK(segment_header_check(h, SEG_HDR_BYTES - 1, &out, err, sizeof(err)) == -EINVAL, "short");
-	h[4] = 2;
+	h[4] = 3;
 	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EPROTONOSUPPORT &&
-	      strstr(err, "version 2"), "version: %s", err);
+	      strstr(err, "version 3"), "version: %s", err);
 	h[4] = 1;
+
+	/* format 2: the owner block has its own checksum, its fields are derived */
+	in.version = 2;
+	in.data_off = segment_data_off(in.size, in.align);
+	in.map_off = SEG_MAP_OFF;
+	in.map_len = in.size >> SEG_MAP_SHIFT;
+	in.flags = SEG_F_EPHEMERAL;
+	in.owner_pid = 4242;
+	in.owner_start = 99;
+	snprintf(in.owner, sizeof(in.owner), "python");
+	segment_header_write(h, &in);
+	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "v2: %s", err);
+	CHECK(out.version == 2 && out.data_off == (1ull << 20) + 65536 &&
+	      out.map_len == 1ull << 20 && out.flags == SEG_F_EPHEMERAL && out.owner_pid == 4242 &&
+	      out.owner_start == 99 && !strcmp(out.owner, "python"), "v2 fields");
+	flip_all(h, 0, SEG_HDR2_BYTES);
+	CHECK(segment_header_check(h, SEG_HDR2_BYTES - 1, &out, err, sizeof(err)) == -EINVAL,
+	      "v2 short");
+	in.data_off += 65536;	/* checksummed, but not where the data must be */
+	segment_header_write(h, &in);
+	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL &&
+	      strstr(err, "map fields"), "v2 data_off: %s", err);
+	in.data_off -= 65536;
+
 	/* checksummed but impossible fields */
 	in.align = 100;
 	segment_header_write(h, &in);
@@ -353,7 +395,9 @@ static void test_modes_and_options(void)
 	o.align = 2 * MiB;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
 	CHECK(rc == 0 && s.align == 2 * MiB, "options: %d %s", rc, err);
-	memset((uint8_t *)s.base + SEG_DATA_OFF, 0xab, 4 * MiB - SEG_DATA_OFF);
+	CHECK(s.data_off == 2 * MiB, "data at one alignment unit: %llu",
+	      (unsigned long long)s.data_off);
+	memset((uint8_t *)s.base + s.data_off, 0xab, 4 * MiB - s.data_off);
 	CHECK(segment_unlink(&s) == 0, "unlink");
 	if (numa_available() >= 0) {
 		o.numa_node = numa_max_node() + 1;
@@ -400,15 +444,19 @@ static void test_scan(void)
 	o = opts(nm, 4 * MiB);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
 	CHECK(rc == 0, "open: %s", err);
-	put(&s, 4096, "plain/key_0_k", 13, "v1", 1);
-	put(&s, 2 * 4096, "ctl\x01\x1b[31m", 9, "v2", 2);
-	put(&s, 3 * 4096, "q\"b\\s", 5, "v3", 3);
-	put(&s, 4 * 4096, "\xff\xfe", 2, "v4", 4);
-	put(&s, 5 * 4096, "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", 8, "v5", 5);
-	put(&s, 6 * 4096, "gone", 4, "v6", 6);
-	ext_tombstone((uint8_t *)s.base + 6 * 4096);
-	put(&s, 7 * 4096, "torn", 4, "v7 value", 7);
-	((uint8_t *)s.base)[7 * 4096 + 64 + 4] ^= 1;
+	uint64_t d = s.data_off - 4096;	/* extents at d + k * 4096, k >= 1 */
+	put(&s, d + 4096, "plain/key_0_k", 13, "v1", 1);
+	put(&s, d + 2 * 4096, "ctl\x01\x1b[31m", 9, "v2", 2);
+	put(&s, d + 3 * 4096, "q\"b\\s", 5, "v3", 3);
+	put(&s, d + 4 * 4096, "\xff\xfe", 2, "v4", 4);
+	put(&s, d + 5 * 4096, "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", 8, "v5", 5);
+	put(&s, d + 6 * 4096, "gone", 4, "v6", 6);
+	ext_tombstone((uint8_t *)s.base + d + 6 * 4096);	/* the byte not cleared yet */
+	put(&s, d + 7 * 4096, "torn", 4, "v7 value", 7);
+	((uint8_t *)s.base)[d + 7 * 4096 + 64 + 4] ^= 1;
+	/* written but never committed: a put in progress, not listed */
+	put(&s, d + 8 * 4096, "inflight", 8, "v8", 8);
+	s.map[(d + 8 * 4096) >> SEG_MAP_SHIFT] = 0;
 	segment_close(&s);
 
 	f = open_memstream(&buf, &len);
@@ -419,7 +467,8 @@ static void test_scan(void)
 	CHECK(strstr(buf, "plain/key_0_k\n") && strstr(buf, "ctl\\x01\\x1b[31m\n") &&
 	      strstr(buf, "q\"b\\\\s\n") && strstr(buf, "\\xff\\xfe\n") &&
 	      strstr(buf, "  ok    plain/key_0_k") && strstr(buf, "  BAD   torn") &&
-	      !strstr(buf, "gone") && strstr(buf, "2024-05-01T12:00:00.123Z") &&
+	      !strstr(buf, "gone") && !strstr(buf, "inflight") &&
+	      strstr(buf, "2024-05-01T12:00:00.123Z") && strstr(buf, "# format 2, data from 8192") &&
 	      !strchr(buf, '\x1b'), "text listing");
 	CHECK(strstr(buf, "# 6 extents, 24576 bytes allocated, 18 value bytes, 1 bad checksums, "
 		     "1 tombstones"), "summary");
