@@ -1,7 +1,7 @@
 /* kvfs_ctl: the texts of the hidden control directory .kvpool/ — stats
  * (kvp_info, the figures of the master's /metrics), nodes/NODE/info and
  * nodes/NODE/extents (a read-only scan of the node's segment when it lives
- * on this host). Called from libfuse worker threads at open; each call
+ * on this host), segments (this host's segment files and their owners). Called from libfuse worker threads at open; each call
  * builds a fresh text, no shared state besides the pool handle.
  */
 #include <errno.h>
@@ -217,5 +217,22 @@ int kvfs_ctl_node_extents(struct kvfs *fs, const char *node, char **out, size_t 
 				err[0] ? err : strerror(-rc));
 	}
 	kvp_info_free(&info);
+	return text_done(f, out, len);
+}
+
+int kvfs_ctl_segments(struct kvfs *fs, char **out, size_t *len)
+{
+	char err[256] = "";
+	FILE *f;
+	int rc;
+
+	(void)fs;
+	*out = NULL;
+	f = open_memstream(out, len);
+	if (!f)
+		return -ENOMEM;
+	rc = scan_host(NULL, false, f, err, sizeof(err));
+	if (rc < 0)
+		fprintf(f, "# %s\n", err);
 	return text_done(f, out, len);
 }

@@ -15,6 +15,9 @@
 int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len);
 int kvfs_ctl_node_info(struct kvfs *fs, const char *node, char **out, size_t *len);
 int kvfs_ctl_node_extents(struct kvfs *fs, const char *node, char **out, size_t *len);
+/* The segment files of this host with their owner's state (scan_host):
+ * orphans of dead processes show until a kvpool process removes them. */
+int kvfs_ctl_segments(struct kvfs *fs, char **out, size_t *len);
 /* Node names for .kvpool/nodes (malloc'd array of malloc'd strings). */
 int kvfs_ctl_node_names(struct kvfs *fs, char ***names, size_t *n);
 bool kvfs_ctl_node_exists(struct kvfs *fs, const char *node);

@@ -344,8 +344,9 @@ static int dh_names(struct kvfs *fs, struct kvfs_dh *dh)
 		return 0;
 	dh->names_done = true;
 	if (d->kind == KN_CTL_DIR) {
-		if ((rc = dh_add_name(dh, "stats", KN_CTL_STATS, "", 0)) == 0)
-			rc = dh_add_name(dh, "nodes", KN_CTL_NODES, "", 0);
+		if ((rc = dh_add_name(dh, "stats", KN_CTL_STATS, "", 0)) == 0 &&
+		    (rc = dh_add_name(dh, "nodes", KN_CTL_NODES, "", 0)) == 0)
+			rc = dh_add_name(dh, "segments", KN_CTL_SEGMENTS, "", 0);
 	} else if (d->kind == KN_CTL_NODE) {
 		if ((rc = dh_add_name(dh, "info", KN_CTL_INFO, d->raw, d->rawlen)) == 0)
 			rc = dh_add_name(dh, "extents", KN_CTL_EXTENTS, d->raw, d->rawlen);
@@ -388,7 +389,8 @@ static int dh_names(struct kvfs *fs, struct kvfs_dh *dh)
 
 static uint64_t ctl_fixed_ino(enum kvfs_kind k)
 {
-	return k == KN_CTL_STATS ? KVFS_INO_CTL_STATS : k == KN_CTL_NODES ? KVFS_INO_CTL_NODES : 0;
+	return k == KN_CTL_STATS ? KVFS_INO_CTL_STATS : k == KN_CTL_NODES ? KVFS_INO_CTL_NODES :
+	       k == KN_CTL_SEGMENTS ? KVFS_INO_CTL_SEGMENTS : 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -60,6 +60,8 @@ static void lookup_ctl(fuse_req_t req, struct kvfs *fs, struct kvfs_node *d, con
 			n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_STATS);
 		else if (!strcmp(name, "nodes"))
 			n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_NODES);
+		else if (!strcmp(name, "segments"))
+			n = kvfs_node_by_ino_locked(fs, KVFS_INO_CTL_SEGMENTS);
 		pthread_mutex_unlock(&fs->lock);
 		if (!n)
 			break;

@@ -56,7 +56,8 @@ int kvfs_tables_init(struct kvfs *fs)
 	fs->root = fixed_node(fs, FUSE_ROOT_ID, KN_DIR, FUSE_ROOT_ID, "");
 	if (!fs->root || !fixed_node(fs, KVFS_INO_CTL_DIR, KN_CTL_DIR, FUSE_ROOT_ID, ".kvpool") ||
 	    !fixed_node(fs, KVFS_INO_CTL_STATS, KN_CTL_STATS, KVFS_INO_CTL_DIR, "stats") ||
-	    !fixed_node(fs, KVFS_INO_CTL_NODES, KN_CTL_NODES, KVFS_INO_CTL_DIR, "nodes"))
+	    !fixed_node(fs, KVFS_INO_CTL_NODES, KN_CTL_NODES, KVFS_INO_CTL_DIR, "nodes") ||
+	    !fixed_node(fs, KVFS_INO_CTL_SEGMENTS, KN_CTL_SEGMENTS, KVFS_INO_CTL_DIR, "segments"))
 		return -ENOMEM;
 	return 0;
 }

@@ -29,11 +29,13 @@ enum kvfs_kind {
 	KN_CTL_NODE,	/* .kvpool/nodes/NODE, raw = node name */
 	KN_CTL_INFO,	/* .kvpool/nodes/NODE/info */
 	KN_CTL_EXTENTS,	/* .kvpool/nodes/NODE/extents */
+	KN_CTL_SEGMENTS,	/* .kvpool/segments: this host's segment files */
 };
 
 #define KVFS_INO_CTL_DIR 2
 #define KVFS_INO_CTL_STATS 3
 #define KVFS_INO_CTL_NODES 4
+#define KVFS_INO_CTL_SEGMENTS 5
 #define KVFS_INO_MIN 16		/* hashed inode numbers start here */
 
 struct kvfs_wbuf;

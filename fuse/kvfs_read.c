@@ -18,6 +18,7 @@ static int open_text(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh)
 	case KN_CTL_STATS: return kvfs_ctl_stats(fs, &fh->text, &fh->textlen);
 	case KN_CTL_INFO: return kvfs_ctl_node_info(fs, n->raw, &fh->text, &fh->textlen);
 	case KN_CTL_EXTENTS: return kvfs_ctl_node_extents(fs, n->raw, &fh->text, &fh->textlen);
+	case KN_CTL_SEGMENTS: return kvfs_ctl_segments(fs, &fh->text, &fh->textlen);
 	default: return -EISDIR;
 	}
 }

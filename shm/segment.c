@@ -610,6 +610,17 @@ again:
 		if (rc < 0)
 			goto out_unmap;
 		seg->reserved = o->size;
+	} else if (fresh || info.version >= 2) {
+		/* The header and the commit map are always reserved (1/4096 of
+		 * the file, milliseconds): a writer's store into the map must
+		 * never SIGBUS on a full tmpfs. Reserved pages stay holes to
+		 * SEEK_DATA until written, so scans still skip them. */
+		uint64_t meta = segment_data_off(o->size, align);
+
+		rc = reserve_range(seg->path, fd, 0, meta, errbuf, errlen);
+		if (rc < 0)
+			goto out_unmap;
+		seg->reserved = meta;
 	}
 	if (populate && madvise(base, o->size, MADV_POPULATE_WRITE) < 0) {
 		/* Kernels before 5.14: map again over the same range. */

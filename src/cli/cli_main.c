@@ -910,9 +910,18 @@ static int cmd_scan(struct cli *c, int argc, char **argv)
 		else if (ch == 'N')
 			verify = false;
 	}
-	if (argc - optind != 1)
+	if (argc - optind > 1)
 		return cli_usage_error("scan", "expected SEGMENT (a name in /dev/shm or a path)");
 	fflush(stdout);
+	if (argc == optind) {
+		/* No segment: the host's segments and who owns them (orphans). */
+		r = scan_host(NULL, json, stdout, err, sizeof(err));
+		if (r < 0) {
+			cli_errorx("scan", "%s", err);
+			return CLI_EXIT_ERR;
+		}
+		return CLI_EXIT_OK;
+	}
 	/* scan_file resolves a bare name under /dev/shm, as [node] segment does. */
 	r = scan_file(argv[optind], json, verify, stdout, err, sizeof(err));
 	if (fflush(stdout) != 0 && r == 0)
@@ -997,9 +1006,12 @@ static const struct cli_cmd cli_cmds[] = {
 	  "and one line per node segment.\n" },
 	{ "pin", cmd_pin, "pin KEY TTL",
 	  "Protects KEY against eviction for TTL (e.g. 90s, 10m, 1h; 0 unpins).\n" },
-	{ "scan", cmd_scan, "scan SEGMENT [--json] [--no-verify]",
+	{ "scan", cmd_scan, "scan [SEGMENT] [--json] [--no-verify]",
 	  "Lists every complete object in a segment file without a master (offline).\n"
 	  "SEGMENT is a name under /dev/shm (as in [node] segment) or a path.\n"
+	  "Without SEGMENT: the segments in /dev/shm, their owner and its state\n"
+	  "(live, kept for a restart, or orphan: owner died, removed by the next\n"
+	  "kvpool-node or embedded store on this host).\n"
 	  "\n"
 	  "      --json        one JSON document\n"
 	  "      --no-verify   skip the value checksums (fast; headers are still checked)\n" },

@@ -485,7 +485,7 @@ static int selftest_numa(const struct kvp_conf *conf, int argc, char **argv)
 		fprintf(stderr, "segment bound to node %d: %s\n", node, err);
 		return 1;
 	}
-	uint8_t *p = (uint8_t *)seg.base + SEG_DATA_OFF;
+	uint8_t *p = (uint8_t *)seg.base + seg.data_off;
 
 	memset(p, 0xa5, 1 << 20);
 	if (numa_util_policy(p, &mode, &pol_node) < 0 || mode != MPOL_BIND || pol_node != node) {

@@ -60,6 +60,7 @@ struct kvp_conf {
 		char numa_node[CONF_STR];	/* none | auto | N */
 		bool hugepages;
 		bool populate;
+		char reserve[CONF_STR];		/* background | upfront | none */
 		bool remove_segment_on_exit;
 		char shm_group[CONF_STR];	/* "" = mode 0600, else 0660 + group */
 		uint64_t heartbeat_interval;	/* ms */

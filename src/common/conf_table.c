@@ -123,7 +123,13 @@ const struct conf_key conf_table[] = {
 	BOOL("node", "hugepages", node.hugepages, "false",
 	     "Back the segment with huge pages (needs hugetlbfs pages reserved)."),
 	BOOL("node", "populate", node.populate, "false",
-	     "Fault the whole segment in at start-up instead of on first use."),
+	     "Fault the whole segment in at start-up instead of on first use (reserves it "
+	     "up front too; about 1 s per GiB on a small VM)."),
+	STR("node", "reserve", node.reserve, "background",
+	    "When the segment's memory is reserved in /dev/shm (fallocate, so that a full "
+	    "tmpfs cannot fail writes later): background (after the node serves), upfront "
+	    "(before; ~1 s per 4 GiB), or none (pages taken as they are written; puts fail "
+	    "once /dev/shm is full).", .choices = "background|upfront|none"),
 	BOOL("node", "remove_segment_on_exit", node.remove_segment_on_exit, "false",
 	     "Unlink the segment file on a clean exit. Off by default, so that a restarted "
 	     "node keeps its cached objects."),

@@ -25,7 +25,7 @@
 #define RDMA_MAX_QPS 64			/* [rdma] qps_per_peer's maximum */
 #define RDMA_MAX_CHUNKS 4096		/* MRs per region per device */
 #define RDMA_NAME_MAX 64
-#define RDMA_INFO_VERSION 1
+#define RDMA_INFO_VERSION 2		/* written when map_off is set; 1 is read too */
 #define RDMA_QP_VERSION 1
 #define RDMA_PIECE_MAX (1u << 20)	/* largest work request of a split transfer */
 
@@ -68,8 +68,10 @@ bool rdma_filter_has(const char *list, const char *name);
  *            nchunks x { u64 off u64 len u32 rkey } }
  * addr is the segment's base address in the node's mapping, len the bytes
  * registered from it (the whole segment file). The chunks of every device
- * start at off 0, are contiguous and sum to len; nothing may follow. An
- * empty blob means "no RDMA". */
+ * start at off 0, are contiguous and sum to len. Version 2 (a segment with
+ * a commit map, segmap.h) appends u64 map_off (non-zero, inside len): a
+ * writer sets the byte at addr + map_off + (extent offset >> 12) after the
+ * extent. Nothing else may follow. An empty blob means "no RDMA". */
 struct rdma_info_dev {
 	char name[RDMA_NAME_MAX];
 	uint8_t port, link_layer;
@@ -81,6 +83,7 @@ struct rdma_info_dev {
 
 struct rdma_info {
 	uint64_t addr, len;
+	uint64_t map_off;		/* 0: no commit map (version 1) */
 	uint8_t ndev;
 	struct rdma_info_dev dev[RDMA_MAX_DEVS];
 };
@@ -281,7 +284,8 @@ static inline uint8_t *rdma_bounce_ptr(const struct rdma_bounce *b, int slot)
  * its registration, else through bounce slots. A write with publish set
  * writes the 4 bytes of magic at raddr after every other piece completed
  * (the image's own first 4 bytes must be zero), so a scanner never sees a
- * header before its value. */
+ * header before its value; then, with commit set, the one byte commit at
+ * commit_raddr once the magic completed (the segment's commit map). */
 struct rdma_xfer {
 	/* in */
 	bool write;
@@ -296,6 +300,8 @@ struct rdma_xfer {
 	uint32_t nlc;
 	bool publish;
 	uint32_t magic;
+	uint8_t commit;			/* 0: no commit byte */
+	uint64_t commit_raddr;
 	void (*done)(struct rdma_xfer *x);	/* status set; may free x */
 	void *arg;
 	/* out */
@@ -305,6 +311,7 @@ struct rdma_xfer {
 	uint64_t cursor;		/* image bytes handed to pieces */
 	unsigned inflight;
 	bool final_posted;
+	bool commit_posted;
 	struct rdma_xfer *next;
 };
 

@@ -23,9 +23,9 @@ static bool name_ok(const uint8_t *p, size_t n)
 
 int rdma_info_encode(struct wbuf *b, const struct rdma_info *info)
 {
-	if (info->ndev < 1 || info->ndev > RDMA_MAX_DEVS)
+	if (info->ndev < 1 || info->ndev > RDMA_MAX_DEVS || info->map_off >= info->len)
 		return -EINVAL;
-	wb_u8(b, RDMA_INFO_VERSION);
+	wb_u8(b, info->map_off ? 2 : 1);
 	wb_u8(b, info->ndev);
 	wb_u64(b, info->addr);
 	wb_u64(b, info->len);
@@ -56,6 +56,8 @@ int rdma_info_encode(struct wbuf *b, const struct rdma_info *info)
 		if (off != info->len)
 			return -EINVAL;
 	}
+	if (info->map_off)
+		wb_u64(b, info->map_off);
 	return b->oom ? -ENOMEM : 0;
 }
 
@@ -77,8 +79,9 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 		rdma_seterr(err, errlen, "rdma_info: truncated");
 		return -EPROTO;
 	}
-	if (ver != RDMA_INFO_VERSION) {
-		rdma_seterr(err, errlen, "rdma_info: version %u (expected %u)", ver, RDMA_INFO_VERSION);
+	if (ver != 1 && ver != 2) {
+		rdma_seterr(err, errlen, "rdma_info: version %u (expected 1..%u)", ver,
+			    RDMA_INFO_VERSION);
 		return -EPROTO;
 	}
 	if (ndev < 1 || ndev > RDMA_MAX_DEVS) {
@@ -110,6 +113,8 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 		rb_take(&c, (size_t)nc * INFO_CHUNK_BYTES);
 		total += nc;
 	}
+	if (ver == 2)
+		(void)rb_u64(&c);
 	if (!rb_done(&c)) {
 		rdma_seterr(err, errlen, "rdma_info: %s", rb_ok(&c) ? "trailing bytes" : "truncated");
 		return -EPROTO;
@@ -166,6 +171,14 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 		if (off != info->len) {
 			rdma_seterr(err, errlen, "rdma_info: %s: chunks cover %llu of %llu bytes",
 			       v->name, (unsigned long long)off, (unsigned long long)info->len);
+			goto out_bad;
+		}
+	}
+	if (ver == 2) {
+		info->map_off = rb_u64(&r);
+		if (!info->map_off || info->map_off >= info->len) {
+			rdma_seterr(err, errlen, "rdma_info: commit map at %llu outside the region",
+				    (unsigned long long)info->map_off);
 			goto out_bad;
 		}
 	}

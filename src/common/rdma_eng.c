@@ -109,6 +109,7 @@ void rdma_eng_add(struct rdma_eng *e, struct rdma_xfer *x)
 	x->cursor = 0;
 	x->inflight = 0;
 	x->final_posted = false;
+	x->commit_posted = false;
 	x->next = NULL;
 	if (e->tail)
 		e->tail->next = x;
@@ -192,25 +193,32 @@ enum post_res { POST_OK, POST_BLOCKED, POST_FAILED };
 static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 {
 	struct rdma_qps *q = e->q;
-	uint64_t total = img_len(x), pos = x->cursor, len, rspan;
+	uint64_t total = img_len(x), pos = x->cursor, len, rspan, raddr;
 	uint32_t ri = 0, li = 0, lkey = 0;
 	struct rdma_piece *p;
 	uint8_t *laddr;
 	bool final = pos == total;
+	bool commit = final && x->final_posted;	/* the magic went: the map byte */
 	int qp, slot = -1, rc;
 
 	qp = pick_qp(e);
 	if (qp < 0)
 		return POST_BLOCKED;
-	if (final) {
+	if (commit) {
+		pos = 0;
+		len = 1;
+		raddr = x->commit_raddr;
+	} else if (final) {
 		/* The magic: 4 bytes at the start of the image, last. */
 		pos = 0;
 		len = 4;
+		raddr = x->raddr;
 	} else {
 		len = total - pos;
+		raddr = x->raddr + pos;
 	}
-	rspan = rdma_chunk_span(x->rc, x->nrc, x->raddr + pos, len, &ri);
-	if (!rspan || (final && rspan < 4)) {
+	rspan = rdma_chunk_span(x->rc, x->nrc, raddr, len, &ri);
+	if (!rspan || (final && rspan < len)) {
 		x->status = -EFAULT;
 		return POST_FAILED;
 	}
@@ -235,7 +243,9 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 		}
 		len = bspan;
 		lkey = e->bc[li].lkey;
-		if (final)
+		if (commit)
+			*laddr = x->commit;
+		else if (final)
 			memcpy(laddr, &x->magic, 4);
 		else if (x->write)
 			img_copy(x, pos, len, laddr, true);
@@ -262,7 +272,7 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 	}
 	*p = (struct rdma_piece){ .x = x, .pos = pos, .len = len, .slot = slot, .final = final };
 	rc = rdma_post(q, (unsigned)qp, x->write || final, (uintptr_t)p, laddr, lkey,
-		       x->raddr + pos, x->rc[ri].rkey, (uint32_t)len);
+		       raddr, x->rc[ri].rkey, (uint32_t)len);
 	if (rc == -EAGAIN) {
 		free(p);
 		if (slot >= 0)
@@ -281,7 +291,9 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 	fly_add(e, p);
 	e->posted++;
 	x->inflight++;
-	if (final)
+	if (commit)
+		x->commit_posted = true;
+	else if (final)
 		x->final_posted = true;
 	else
 		x->cursor = pos + len;
@@ -300,7 +312,8 @@ static bool xfer_done(const struct rdma_xfer *x)
 		return true;
 	if (x->cursor < img_len(x))
 		return false;
-	return !x->write || !x->publish || x->final_posted;
+	return !x->write || !x->publish ||
+	       (x->final_posted && (!x->commit || x->commit_posted));
 }
 
 /* Posts as much as the QPs and the bounce buffer take, in order. */
@@ -317,8 +330,10 @@ static void eng_kick(struct rdma_eng *e)
 				break;
 			}
 			if (x->cursor == img_len(x)) {
-				/* Publish only once everything else landed. */
-				if (!x->write || !x->publish || x->final_posted || x->inflight)
+				/* Publish only once everything else landed, and
+				 * commit only once the published header did. */
+				if (!x->write || !x->publish || x->inflight ||
+				    (x->final_posted && (!x->commit || x->commit_posted)))
 					break;
 			}
 			r = post_piece(e, x);

@@ -4,7 +4,8 @@
  * is fed from the registers that store the copy), so verification costs no
  * second trip over memory; writes put the value first (streaming stores)
  * and publish the header last (magic stored with release order), so a
- * concurrent scan never sees a header before its value. Runs on the calling
+ * concurrent scan never sees a header before its value; then the commit
+ * map's byte (segmap.h), so a node restart reports only complete extents. Runs on the calling
  * thread; the per-call state is private to it.
  */
 #include <errno.h>
@@ -16,12 +17,14 @@
 #include "client_i.h"
 #include "cuda.h"
 #include "log.h"
+#include "segmap.h"
 #include "xport.h"
 
 /* Bytes copied per progress() call, so that network transfers of the same
  * call are serviced between chunks of a large local copy. */
 #define LOCAL_BUDGET (2u << 20)
-/* Segments up to this size get their page tables filled at attach. */
+/* Segments up to this size get the page tables of their present pages
+ * filled at attach. */
 #define LOCAL_POPULATE_MAX (4ull << 30)
 /* Reads of a call that together exceed this (about twice a core's L2) land
  * with non-temporal stores: the caller's buffers would not stay in cache
@@ -70,12 +73,13 @@ void xp_local_attach(struct kvp *kvp, struct client_seg *seg)
 		return;
 	}
 	seg->local = true;
-	/* Fill this process's page tables now (one syscall) rather than take
-	 * a fault per 4 KiB page on first touch inside a transfer; bounded, as
-	 * the tables cost 2 MiB per GiB mapped. Only a hint: errors ignored. */
+	/* Fill this process's page tables now (a syscall per run of pages)
+	 * rather than take a fault per 4 KiB page on first touch inside a
+	 * transfer; bounded, as the tables cost 2 MiB per GiB mapped. Only
+	 * the pages the file holds: populating the rest would allocate (and
+	 * zero) the whole segment, seconds per GiB. A hint: errors ignored. */
 	if (seg->map.size <= LOCAL_POPULATE_MAX)
-		(void)madvise(seg->map.base, seg->map.size,
-			      seg->local_rw ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+		(void)segment_populate_present(&seg->map, seg->local_rw);
 }
 
 void xp_local_detach(struct client_seg *seg)
@@ -120,7 +124,7 @@ static bool local_in_bounds(const struct xp_op *op, uint64_t image)
 {
 	const struct segment *m = &op->seg->map;
 
-	return op->off >= SEG_DATA_OFF && op->off < m->size && image <= op->alloc_len &&
+	return op->off >= m->data_off && op->off < m->size && image <= op->alloc_len &&
 	       image <= m->size - op->off;
 }
 
@@ -226,6 +230,14 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 				op->status = KVP_EGRANT;
 				return true;
 			}
+			/* Pages of a segment not (yet) reserved are allocated by
+			 * this write: fault them in here, where a full /dev/shm
+			 * is an error, not a SIGBUS in the copy. */
+			if (segment_prefault(m, op->off, ext_size(op->h.key_len,
+								   op->h.value_len)) < 0) {
+				op->status = KVP_ENOMEM;
+				return true;
+			}
 			local_unpublish(ext);
 		}
 		if (op->flags & XP_F_DEVICE)
@@ -296,8 +308,12 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		else
 			op->h.value_checksum = c;
 	}
-	if (op->dir == XP_WRITE)
+	if (op->dir == XP_WRITE) {
 		local_publish(ext, op);
+		/* Complete: a node restart may report it from now on (before
+		 * the put's PUT_END, which follows this op). */
+		segmap_commit(m, op->off, op->h.generation);
+	}
 	client_count(r->kvp, local_bytes, len);
 	return true;
 }

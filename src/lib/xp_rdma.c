@@ -19,6 +19,7 @@
 #include "client_i.h"
 #include "extent.h"
 #include "log.h"
+#include "segmap.h"
 #include "net.h"
 #include "rdma.h"
 #include "segment.h"
@@ -717,6 +718,11 @@ static void rop_start(struct rrun *r, struct rop *rp)
 		memcpy(&x->magic, rp->himg, 4);
 		memset(rp->himg, 0, 4);		/* published last */
 		x->publish = true;
+		/* Then the node's commit map: a restart reports the extent. */
+		if (info->map_off) {
+			x->commit = segmap_tag(op->h.generation);
+			x->commit_raddr = info->addr + info->map_off + (op->off >> SEG_MAP_SHIFT);
+		}
 		x->hdr = rp->himg;
 		x->hdr_len = EXT_HDR_SIZE + op->h.key_len;
 		x->val = (uint8_t *)(uintptr_t)op->src;

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "net.h"
 #include "node_rdma.h"
+#include "node_shm.h"
 #include "numa_util.h"
 
 #define NODE_SWEEP_MS 500
@@ -77,6 +78,9 @@ static void node_mounted(void *arg)
 		log_notice("FUSE view mounted at %s", n->conf.fuse.mountpoint);
 	}
 	n->ready = true;
+	/* Serving first, reserving after: start-up costs nothing per GiB. */
+	if (!strcmp(n->conf.node.reserve, "background"))
+		node_shm_reserve_start(n->shm);
 	if (n->ready_cb)
 		n->ready_cb(n->ready_arg);
 }
@@ -116,6 +120,14 @@ static void node_metrics(struct node *n, struct sbuf *b)
 		    "Size of the node's segment file.", n->x.seg.size);
 	node_metric(b, "gauge", "kvpool_node_segment_used_bytes",
 		    "Bytes held by extents (last scan + TCP writes - frees).", n->x.used);
+	const struct node_shm_stats *ss = node_shm_stats(n->shm);
+	node_metric(b, "gauge", "kvpool_node_segment_reserved_bytes",
+		    "Bytes of the segment fallocated in /dev/shm (node.reserve).",
+		    ss->reserved_bytes);
+	node_metric(b, "counter", "kvpool_node_orphans_removed_total",
+		    "Segments of dead kvpool processes on this host removed.", ss->orphans_removed);
+	node_metric(b, "counter", "kvpool_node_orphan_bytes_removed_total",
+		    "Memory those segments held.", ss->orphan_bytes_removed);
 	node_metric(b, "gauge", "kvpool_node_extents",
 		    "Extents held (last scan + TCP writes - frees).", n->x.extents);
 	node_metric(b, "counter", "kvpool_node_read_bytes_total",
@@ -423,6 +435,7 @@ static void node_sweep_timer(struct ev_loop *loop, void *arg)
 	struct node *n = arg;
 
 	node_data_sweep(n->data);
+	node_shm_reap(n->shm, net_now_ms(), 0);
 }
 
 static void node_wd_timer(struct ev_loop *loop, void *arg)
@@ -595,6 +608,14 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		.populate = n->conf.node.populate,
 		.hugepages = n->conf.node.hugepages,
 		.numa_node = n->numa_node,
+		.reserve = !strcmp(n->conf.node.reserve, "upfront") ? SEG_RESERVE_UPFRONT :
+			   !strcmp(n->conf.node.reserve, "none") ? SEG_RESERVE_NONE :
+			   SEG_RESERVE_LATER,
+		/* A node that removes its segment on exit leaves an orphan if
+		 * it is killed instead; one that keeps it leaves it for its
+		 * restart. */
+		.ephemeral = n->conf.node.remove_segment_on_exit,
+		.owner = "node",
 	};
 	if (n->conf.node.segment[0])
 		snprintf(n->seg_name, sizeof(n->seg_name), "%s", n->conf.node.segment);
@@ -613,8 +634,16 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	}
 	if (segment_open(&n->x.seg, &so, false, err, errlen) < 0)
 		goto out_free;
+	n->shm = node_shm_create(&n->x.seg);
+	if (!n->shm) {
+		snprintf(err, errlen, "out of memory");
+		goto out_segment;
+	}
+	/* Ours is locked now; what other kvpool processes left behind goes. */
+	node_shm_reap(n->shm, net_now_ms(), 1);
 	/* After the segment (and its mbind): registration pins its pages. */
-	node_rdma_start(&n->conf, n->x.seg.base, n->x.seg.size, &n->rdma);
+	node_rdma_start(&n->conf, n->x.seg.base, n->x.seg.size,
+			n->x.seg.map ? SEG_MAP_OFF : 0, &n->rdma);
 
 	n->x.loop = ev_create();
 	if (!n->x.loop) {
@@ -678,6 +707,7 @@ out_loop:
 	ev_destroy(n->x.loop);
 out_segment:
 	node_rdma_stop(n->rdma);
+	node_shm_destroy(n->shm);
 	segment_close(&n->x.seg);
 out_free:
 	free(n);
@@ -711,6 +741,7 @@ void node_destroy(struct node *n)
 	node_master_destroy(n->ml);	/* joins a scan still reading the segment */
 	node_data_destroy(n->data);
 	node_spill_destroy(n->spill);
+	node_shm_destroy(n->shm);	/* stops the reservation between chunks */
 	if (n->conf.node.remove_segment_on_exit) {
 		log_notice("removing %s (node.remove_segment_on_exit)", n->x.seg.path);
 		segment_unlink(&n->x.seg);

@@ -43,7 +43,8 @@ static inline void node_ctx_progress(struct node_ctx *x)
 /* Is [off, off+len) inside the segment's data area? */
 static inline bool node_ctx_range_ok(const struct node_ctx *x, uint64_t off, uint64_t len)
 {
-	return off >= SEG_DATA_OFF && off < x->seg.size && len > 0 && len <= x->seg.size - off;
+	return off >= x->seg.data_off && off < x->seg.size && len > 0 &&
+	       len <= x->seg.size - off;
 }
 
 /* A reply that waits for work in other modules (a FREE behind WRITEs still

@@ -22,6 +22,7 @@
 #include "grant.h"
 #include "kvpool.h"
 #include "log.h"
+#include "segmap.h"
 #include "net.h"
 #include "node_rdma.h"
 #include "spill.h"
@@ -162,6 +163,9 @@ static void data_kill_extent(struct node_data *sv, uint64_t off, uint64_t alloc_
 	const uint8_t *key;
 	int r = ext_decode(at, alloc_len, seg->size, &h, &key);
 
+	/* Whatever lies there is no committed extent (the write that failed
+	 * never set its byte; an earlier tenant's went with its FREE). */
+	segmap_uncommit(seg, off);
 	if (r == -ENOENT)
 		return;			/* already a tombstone */
 	if (r == 0 && ext_size(h.key_len, h.value_len) <= alloc_len) {
@@ -400,6 +404,9 @@ static void data_on_payload(struct ev_conn *c, bool ok, void *arg)
 		log_info("WRITE at %llu from %s: %s, tombstoned", (unsigned long long)pw->off,
 			 d->c ? ev_conn_peer(d->c) : "?", kvp_strerror(status));
 	} else {
+		/* Complete and checked: a restart may report it (before the
+		 * reply, so that no PUT_END precedes the commit). */
+		segmap_commit(&x->seg, pw->off, pw->generation);
 		sv->st.bytes_written += pw->req.payload_len;
 		x->used += pw->alloc_len;
 		x->extents++;
@@ -1037,7 +1044,11 @@ bool node_data_free(struct node_data *sv, uint64_t off, uint64_t generation, str
 		return false;
 	uint64_t len = ext_size(eh.key_len, eh.value_len);
 	len = (len + seg->align - 1) & ~(uint64_t)(seg->align - 1);
+	/* Tombstone, then the byte: dying in between leaves a byte on a
+	 * tombstone, which the next scan clears. The master reuses the
+	 * space only once this FREE is answered. */
 	ext_tombstone(at);
+	segmap_uncommit(seg, off);
 	sv->x->used = sv->x->used > len ? sv->x->used - len : 0;
 	if (sv->x->extents)
 		sv->x->extents--;

@@ -28,6 +28,7 @@
 struct http_srv;
 struct kvfs;
 struct node_rdma;
+struct node_shm;
 
 struct node {
 	struct kvp_conf conf;
@@ -36,6 +37,7 @@ struct node {
 	struct node_mlink *ml;		/* the master link */
 	struct node_spillside *spill;	/* the spill tier (memory-only: no file) */
 	struct node_rdma *rdma;		/* segment registered for RDMA; NULL: TCP only */
+	struct node_shm *shm;		/* background reservation, orphan sweep */
 	struct http_srv *http;
 
 	char name[CONF_STR];

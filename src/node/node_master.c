@@ -45,6 +45,7 @@ struct node_mlink {
 	uint64_t mconn_gen;		/* bumped per master connection */
 	uint64_t mreqid;
 	uint64_t hello_req, mount_req, unmount_req;
+	uint64_t keepalive_req;		/* last HEARTBEAT sent while scanning */
 	uint32_t reports_pending;
 	uint64_t backoff_ms;
 	uint64_t connect_timer, retry_timer;
@@ -139,7 +140,7 @@ static void master_send_mount(struct node_mlink *ml)
 	wb_u64(&b, (uint64_t)seg->ino);
 	wb_u64(&b, seg->size);
 	wb_u64(&b, seg->uuid);
-	wb_u64(&b, SEG_DATA_OFF);
+	wb_u64(&b, seg->data_off);	/* format 2: past the commit map */
 	wb_u32(&b, seg->align);
 	wb_cstr(&b, ml->advertise);
 	const void *ri;
@@ -182,16 +183,23 @@ static int master_send_reports(struct node_mlink *ml)
 
 void node_master_heartbeat(struct node_mlink *ml)
 {
-	if (ml->mstate != NODE_M_UP || !ml->mconn)
+	bool scanning = ml->mstate == NODE_M_SCAN;
+
+	if ((ml->mstate != NODE_M_UP && !scanning) || !ml->mconn)
 		return;
 	struct wbuf b;
 
 	wb_init(&b);
 	size_t st = wire_begin(&b);
-	wb_u32(&b, ml->segment_id);
+	/* While the scan runs the link carries nothing else, and both ends
+	 * would call it idle: a heartbeat for no segment (0) is answered
+	 * with KVP_ENOSEG, which is all we want. */
+	wb_u32(&b, scanning ? 0 : ml->segment_id);
 	wb_u64(&b, ml->x->used);
 	wb_u64(&b, node_spill_used(ml->o.spill));
 	wire_finish(&b, st, WIRE_OP_HEARTBEAT, 0, 0, ++ml->mreqid, 0);
+	if (scanning)
+		ml->keepalive_req = ml->mreqid;
 	if (master_send(ml, &b) == 0)
 		ml->st.heartbeats++;
 	wb_free(&b);
@@ -326,6 +334,15 @@ static void master_on_hello(struct node_mlink *ml, const struct wire_hdr *h, con
 	if (sc->running)
 		return;
 	sc->max_frame = ml->x->conf->cluster.max_frame;
+	if (ml->x->seg.created && !ml->mounted_once) {
+		/* Created by this process and never mounted: nobody had a
+		 * grant for it, it holds nothing. Not one page is read. */
+		node_scan_free(&sc->out);
+		sc->rc = 0;
+		log_info("%s was created empty: nothing to scan", ml->x->seg.path);
+		master_scan_finish(ml);
+		return;
+	}
 	if (node_scan_start(sc) < 0) {
 		/* No thread: scan here, the loop waits. */
 		sc->rc = node_scan_segment(&sc->out, sc->seg, sc->max_frame);
@@ -420,8 +437,9 @@ static void master_on_report(struct node_mlink *ml, const struct wire_hdr *h, co
 
 static void master_on_heartbeat(struct node_mlink *ml, const struct wire_hdr *h)
 {
-	if (!h->status)
-		return;
+	if (!h->status || (ml->keepalive_req && h->reqid <= ml->keepalive_req &&
+			   h->reqid > ml->hello_req))
+		return;	/* a keepalive of the scan: refused, as meant */
 	/* The master no longer knows the segment (it dropped us while we were
 	 * stopped or it restarted behind a proxy): mount again from a scan. */
 	log_warn("master %s refused a heartbeat: %s; mounting again", ml->master_addr,
@@ -492,7 +510,7 @@ static void master_on_free(struct node_mlink *ml, const struct wire_hdr *h, cons
 
 		if (tier == 1) {	/* a spill extent: tombstoned on disk first */
 			freed = node_spill_free(ml->o.spill, off, gen, &fw->w);
-		} else if (tier != 0 || off < SEG_DATA_OFF || off >= x->seg.size) {
+		} else if (tier != 0 || off < x->seg.data_off || off >= x->seg.size) {
 			freed = false;
 		} else {
 			/* A demotion still copying from this extent holds the

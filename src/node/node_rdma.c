@@ -24,7 +24,7 @@ bool node_rdma_wanted(const struct kvp_conf *conf)
 	return conf->rdma.enabled || !strcmp(conf->client.protocol, "rdma");
 }
 
-int node_rdma_start(const struct kvp_conf *conf, void *base, uint64_t len,
+int node_rdma_start(const struct kvp_conf *conf, void *base, uint64_t len, uint64_t map_off,
 		    struct node_rdma **out)
 {
 	struct node_rdma *r;
@@ -50,6 +50,7 @@ int node_rdma_start(const struct kvp_conf *conf, void *base, uint64_t len,
 		goto out_close;
 	}
 	rdma_region_info(&r->ctx, &r->seg, &info);
+	info.map_off = map_off;
 	if (rdma_info_encode(&r->blob, &info) < 0 || r->blob.oom) {
 		log_err("rdma: cannot encode the segment's rdma_info: serving over TCP only");
 		goto out_dereg;

@@ -24,7 +24,8 @@ bool node_rdma_wanted(const struct kvp_conf *conf);
 /* When wanted: opens the devices and registers [base, base + len). Any
  * failure (no device, RLIMIT_MEMLOCK, ...) is logged as a clear error and
  * leaves *out NULL: the node then serves over TCP only. Returns 0. */
-int node_rdma_start(const struct kvp_conf *conf, void *base, uint64_t len,
+/* map_off: the segment's commit map (0: none), announced to RDMA writers. */
+int node_rdma_start(const struct kvp_conf *conf, void *base, uint64_t len, uint64_t map_off,
 		    struct node_rdma **out);
 void node_rdma_stop(struct node_rdma *r);
 /* The rdma_info blob for MOUNT (empty without RDMA). */

@@ -54,8 +54,9 @@ void node_scan_add_begin(struct node_scan_add *a, struct node_scan *s, uint8_t t
 int node_scan_add_cb(const struct ext_found *f, void *a);	/* non-zero: stop */
 int node_scan_add_end(struct node_scan_add *a);			/* 0 or -ENOMEM */
 
-/* Scans the segment's bytes into s (emptied first): 0 or -ENOMEM. Any
- * thread; the segment's mapping must stay. */
+/* Scans the segment into s (emptied first), clearing commit-map bytes
+ * that vouch for nothing: 0 or -ENOMEM. Any thread; the segment's mapping
+ * must stay. */
 int node_scan_segment(struct node_scan *s, const struct segment *seg, uint64_t max_frame);
 
 /* A segment scan on a helper thread, which wakes loop when it is done. */

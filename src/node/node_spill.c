@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "kvpool.h"
 #include "log.h"
+#include "segmap.h"
 #include "net.h"
 #include "spill.h"
 
@@ -254,6 +255,9 @@ static void promote_cb(void *arg, int status, uint64_t off, uint64_t len)
 
 	if (status == 0) {
 		uint64_t alen = it->r->res[it->idx].len;	/* the memory extent */
+		/* Verified and re-headed for this segment: a restart may
+		 * report it. */
+		segmap_commit(&x->seg, it->off, it->generation);
 		x->used += alen;
 		x->extents++;
 	}

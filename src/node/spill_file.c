@@ -175,7 +175,9 @@ static int file_create(struct spill *sp, const char *name, uint8_t *block, bool 
 		return -rc;
 	}
 	memset(&info, 0, sizeof(info));
-	info.version = SEG_VERSION;
+	/* Format 1: extents from 4096 on, no commit map (the spill index
+	 * is rebuilt from a scan of the file, segment.h). */
+	info.version = 1;
 	info.align = SPILL_ALIGN;
 	info.size = sp->size;
 	do {

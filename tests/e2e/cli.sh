@@ -46,7 +46,7 @@ expect 2 kv info extra
 expect 2 kv pin k1
 expect 2 kv pin k1 soon
 expect 2 kv exists
-expect 2 kv scan
+expect 2 kv scan a b
 expect 2 kv bench --op frob
 expect 2 kv bench --size 0
 expect 2 kv bench --op mixed --batch 4
@@ -252,6 +252,9 @@ expect 0 kv scan "$seg"
 grep -q "bin/big" "$E2E_TMP/out" || fail "scan does not list bin/big"
 expect 0 "$KVP" scan "/dev/shm/$seg" --no-verify
 grep -q "dir/sub/c" "$E2E_TMP/out" || fail "scan --no-verify does not list dir/sub/c"
+# without a segment: the host's segments, this node's one live
+expect 0 kv scan
+grep -Eq "^live .*/dev/shm/$seg$" "$E2E_TMP/out" || fail "scan lists no live $seg: $(cat "$E2E_TMP/out")"
 expect 0 kv scan --json "$seg"
 python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert "bin/big" in json.dumps(d)' "$E2E_TMP/out" ||
 	fail "scan --json is not JSON or lacks bin/big"

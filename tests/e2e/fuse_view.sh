@@ -214,6 +214,8 @@ grep -Eq "^keys +$(jval "$E2E_TMP/info.json" 'r["keys"]')$" "$mnt/.kvpool/stats"
 [ "$(ls "$mnt/.kvpool/nodes")" = "$node" ] || fail ".kvpool/nodes: $(ls "$mnt/.kvpool/nodes")"
 grep -Eq "^name +$node$" "$mnt/.kvpool/nodes/$node/info" || fail "nodes/NODE/info"
 grep -q " blob/v1$" "$mnt/.kvpool/nodes/$node/extents" || fail "nodes/NODE/extents lacks blob/v1"
+grep -Eq "^live .* node pid [0-9]+.*, live  /dev/shm/$NODE_SEG$" "$mnt/.kvpool/segments" ||
+	fail ".kvpool/segments lacks the node's segment: $(cat "$mnt/.kvpool/segments")"
 n_ext=$(grep -vc '^#' "$mnt/.kvpool/nodes/$node/extents")
 [ "$n_ext" = "$(jval "$E2E_TMP/info.json" 'r["nodes"][0]["objects"]')" ] ||
 	fail "extents lists $n_ext, the node has $(jval "$E2E_TMP/info.json" 'r["nodes"][0]["objects"]') objects"
@@ -221,7 +223,7 @@ ls -a "$mnt" | grep -q kvpool && fail ".kvpool shows in readdir"
 expect_errno "Permission denied" bash -c "echo x > '$mnt/.kvpool/stats'"
 [ "$(stat -f -c %l "$mnt")" = 255 ] || fail "statfs namemax"
 df "$mnt" >/dev/null || fail "df"
-ok ".kvpool/stats, nodes/NODE/info and extents (segment scan); statfs"
+ok ".kvpool/stats, nodes/NODE/info and extents (segment scan), segments; statfs"
 
 unmount_view "$mnt" "$mpid"
 ok "fusermount3 -u: the mount process exits, no mount left"

@@ -247,7 +247,7 @@ static inline void fm_handshake(struct fmaster *m, uint32_t segment_id)
 	CHECK(strcmp(host, FM_HOST) == 0);
 	CHECK(m->seg_size == FM_SEG_SIZE);
 	CHECK(m->seg_uuid != 0);
-	CHECK(m->data_off == SEG_DATA_OFF);
+	CHECK(m->data_off == segment_data_off(m->seg_size, m->align));	/* past the commit map */
 	CHECK(m->align == FM_ALIGN);
 	CHECK(numa == -1);
 	m->segment_id = segment_id;

@@ -194,7 +194,7 @@ int main(void)
 	/* --- authentication --- */
 	int fd = fm_dconnect(dport);
 	uint8_t buf[65536];
-	CHECK(dread(fd, 0, SEG_DATA_OFF, 64, buf, sizeof(buf)) == KVP_EAUTH);
+	CHECK(dread(fd, 0, m->data_off, 64, buf, sizeof(buf)) == KVP_EAUTH);
 	close(fd);
 	fd = fm_dconnect(dport);
 	CHECK(fm_dhello(fd, "wrong") == KVP_EAUTH);
@@ -203,7 +203,7 @@ int main(void)
 	CHECK(fm_dhello(fd, FM_TOKEN) == 0);
 
 	/* --- WRITE with a grant, READ back --- */
-	uint64_t len1, al1, off1 = SEG_DATA_OFF;
+	uint64_t len1, al1, off1 = m->data_off;
 	uint8_t *img1 = make_image("key-one", 20000, 42, m->seg_uuid, &len1, &al1, 1);
 	uint8_t grant[WIRE_GRANT_LEN];
 	grant_make(m->secret, 7, 42, off1, al1, grant);

@@ -25,6 +25,7 @@
 
 #include "conf.h"
 #include "extent.h"
+#include "segmap.h"
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
@@ -66,8 +67,10 @@ struct obj {
 	uint8_t seed;
 };
 
-static void put_obj(uint8_t *base, struct obj *o, uint64_t uuid)
+static void put_obj(const struct segment *s, struct obj *o)
 {
+	uint8_t *base = s->base;
+	uint64_t uuid = s->uuid;
 	size_t klen = strlen(o->key);
 	uint8_t *img = base + o->off;
 	uint8_t *v = img + EXT_HDR_SIZE + klen;
@@ -80,6 +83,7 @@ static void put_obj(uint8_t *base, struct obj *o, uint64_t uuid)
 		.seg_uuid = uuid, .put_time_ns = 7,
 	};
 	ext_encode(img, &h, o->key);
+	segmap_commit(s, o->off, o->gen);	/* complete: a local client commits it */
 	o->size = ext_size((uint32_t)klen, o->vlen);
 	o->alloc_len = (o->size + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
 }
@@ -240,15 +244,15 @@ int main(void)
 	struct segment s;
 	REQUIRE(segment_attach(&s, fm_seg_path, true, err, sizeof(err)) == 0);
 	REQUIRE(s.uuid == m->seg_uuid);
-	struct obj A = { "obj-a", 20000, 101, SEG_DATA_OFF, 0, 0, 0, 0, 1 };
+	struct obj A = { "obj-a", 20000, 101, s.data_off, 0, 0, 0, 0, 1 };
 	struct obj B = { "obj-b", (3u << 20) + 123, 102, 0, 0, 0, 0, 0, 2 };
 	struct obj C = { "obj-c", 1, 103, 0, 0, 0, 0, 0, 3 };
 	struct obj D = { "obj-d", 500000, 104, 0, 0, 0, 0, 0, 4 };
 	struct obj *all[] = { &A, &B, &C, &D };
-	uint64_t off = SEG_DATA_OFF;
+	uint64_t off = s.data_off;
 	for (int i = 0; i < 4; i++) {
 		all[i]->off = off;
-		put_obj(s.base, all[i], s.uuid);
+		put_obj(&s, all[i]);
 		off += all[i]->alloc_len;
 	}
 

@@ -95,7 +95,7 @@ static void t_bind(void)
 		.numa_node = 0,
 	};
 	REQUIRE(segment_open(&seg, &so, true, err, sizeof(err)) == 0, "%s", err);
-	uint8_t *p = (uint8_t *)seg.base + SEG_DATA_OFF;
+	uint8_t *p = (uint8_t *)seg.base + seg.data_off;
 
 	memset(p, 1, 1 << 20);
 	CHECK_EQ(numa_util_policy(p, &mode, &node), 0);

@@ -184,7 +184,28 @@ static void t_info_codec(void)
 	uint32_t idx;
 
 	CHECK_EQ(rdma_chunk_span(out->dev[0].chunks, 3, in.addr + (1ull << 30) - 8, 64, &idx), 8);
+	CHECK(out->map_off == 0 && b.p[0] == 1, "no commit map: version 1");
 	rdma_info_free(out);
+
+	/* version 2: a segment with a commit map appends its offset */
+	struct wbuf b2;
+
+	in.map_off = 4096;
+	wb_init(&b2);
+	REQUIRE(rdma_info_encode(&b2, &in) == 0);
+	CHECK(b2.p[0] == 2 && b2.len == b.len + 8);
+	CHECK_EQ(rdma_info_decode(b2.p, b2.len, &out, err, sizeof(err)), 0);
+	REQUIRE(out, "%s", err);
+	CHECK(out->map_off == 4096 && out->len == in.len && out->dev[0].nchunks == 3);
+	rdma_info_free(out);
+	for (size_t n = 0; n < b2.len; n++)
+		CHECK(rdma_info_decode(b2.p, n, &out, err, sizeof(err)) == -EPROTO, "v2 prefix %zu", n);
+	memset(b2.p + b2.len - 8, 0, 8);	/* a map at 0 is no map */
+	CHECK(rdma_info_decode(b2.p, b2.len, &out, err, sizeof(err)) == -EPROTO);
+	in.map_off = in.len;			/* outside the region */
+	CHECK(rdma_info_encode(&b2, &in) == -EINVAL);
+	in.map_off = 0;
+	wb_free(&b2);
 
 	/* every truncation is refused, none crashes */
 	for (size_t n = 0; n < b.len; n++) {
@@ -200,7 +221,7 @@ static void t_info_codec(void)
 	CHECK_EQ(rdma_info_decode(x, b.len + 1, &out, err, sizeof(err)), -EPROTO);
 	/* version, device count */
 	memcpy(x, b.p, b.len);
-	x[0] = 2;
+	x[0] = 3;
 	CHECK_EQ(rdma_info_decode(x, b.len, &out, err, sizeof(err)), -EPROTO);
 	CHECK(strstr(err, "version") != NULL, "%s", err);
 	memcpy(x, b.p, b.len);
@@ -675,6 +696,28 @@ static void t_engine_basic(void)
 	CHECK(!memcmp(w.rem + 4096 + 100, plain, 1234567));
 	memcpy(&m, w.rem + 4096, 4);
 	CHECK(m == magic);
+	CHECK_EQ(w.b.used, 0);
+
+	/* with a commit byte: written once the magic landed, never before */
+	uint8_t *cb = w.rem + 16;		/* untouched so far: 0xee */
+	memset(w.rem + 2 * 1048576, 0, 4);
+	struct rdma_xfer wc = {
+		.write = true, .raddr = (uintptr_t)w.rem + 2 * 1048576, .rc = w.rc, .nrc = 5,
+		.hdr = hdr, .hdr_len = 100, .val = plain, .vlen = 300000, .publish = true,
+		.magic = magic, .commit = 0x5a, .commit_raddr = (uintptr_t)cb,
+		.done = on_done, .arg = &d,
+	};
+	CHECK(*cb == 0xee);
+	d.calls = 0;
+	rdma_eng_add(&w.e, &wc);
+	for (int i = 0; i < 100000 && w.e.pending; i++) {
+		rdma_eng_progress(&w.e, 0);
+		memcpy(&m, w.rem + 2 * 1048576, 4);
+		if (*cb == 0x5a)
+			CHECK(m == magic, "commit byte before the magic");
+	}
+	CHECK(d.calls == 1 && d.status == 0 && *cb == 0x5a && w.rem[15] == 0xee &&
+	      w.rem[17] == 0xee, "commit byte");
 	CHECK_EQ(w.b.used, 0);
 
 	free(plain);
