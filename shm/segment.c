@@ -411,7 +411,9 @@ static void set_owner(struct segment_info *info, const struct segment_opts *o)
 	info->owner_pid = (uint32_t)getpid();
 	info->owner_start = segment_proc_start(getpid());
 	memset(info->owner, 0, sizeof(info->owner));
-	snprintf(info->owner, sizeof(info->owner), "%s", o->owner ? o->owner : "");
+	/* By default the program's name: "kvpool-node", "python3", ... */
+	snprintf(info->owner, sizeof(info->owner), "%s",
+		 o->owner ? o->owner : program_invocation_short_name);
 }
 
 static void state_store(const struct segment *seg, uint32_t v)

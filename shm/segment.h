@@ -69,7 +69,7 @@ struct segment_opts {
 	 * orphan that the next kvpool process on the host may reap (orphan.h).
 	 * Kept files (not ephemeral) wait for their owner's restart. */
 	bool ephemeral;
-	const char *owner;	/* "node", "python", ...: shown by kvpool scan */
+	const char *owner;	/* shown by kvpool scan; NULL: the program's name */
 };
 
 /* Opens or creates the segment. An existing file with a valid header and
@@ -128,7 +128,7 @@ uint64_t segment_populate_present(const struct segment *seg, bool writable);
  *  280 u32 map_shift (12)         284 u32 flags (SEG_F_*)
  *  288 u32 owner pid              292 u32 reserved (0)
  *  296 u64 owner start time (clock ticks after boot, /proc/PID/stat 22)
- *  304 char owner[16] (NUL-padded: "node", "python")
+ *  304 char owner[16] (NUL-padded program name: "kvpool-node", "python3")
  *  320..503 zero                  504 u64 xxh3-64 of bytes 256..503
  *  512 u32 state (SEG_S_*; advisory, outside any checksum)
  * The rest of the first 4 KiB is zero. */

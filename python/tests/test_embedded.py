@@ -3,6 +3,8 @@ this process's segment: it mounts at the master before setup returns, its
 segment is named after the pid, and close() (or the interpreter's exit)
 unmounts it and removes the file."""
 import os
+import signal
+import subprocess
 import time
 import unittest
 
@@ -113,6 +115,66 @@ class EmbeddedTest(unittest.TestCase):
                  "KVPOOL_LOG_LEVEL": "warning"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["0", "True", "0", "b'v'"])
+
+    def test_orphan_of_a_killed_store(self):
+        # A store killed by a signal never removes its segment: the next
+        # kvpool process on the host (here another embedded store's node)
+        # finds it unlocked with its owner gone and removes it; meanwhile
+        # `kvpool scan` lists it as an orphan.
+        cfg = self.pool.config(global_segment_size=32 << 20)
+        p = subprocess.Popen(
+            [L.sys.executable, "-c",
+             "import kvpool, sys, time\n"
+             "s = kvpool.DistributedStore()\n"
+             "assert s.setup(%r) == 0, s.last_error()\n"
+             "assert s.put('orphan/k', b'v' * 100000) == 0\n"
+             "print(s.segment_name(), flush=True)\n"
+             "time.sleep(60)\n" % (cfg,)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            seg = p.stdout.readline().strip()
+            self.assertTrue(seg.startswith("kvpool-py-%d-" % p.pid), seg)
+            os.kill(p.pid, signal.SIGKILL)
+        finally:
+            p.wait()
+            p.stdout.close()
+        path = "/dev/shm/" + seg
+        self.assertTrue(os.path.exists(path), "the kill left nothing to clean")
+        scan = subprocess.run([os.path.join(L.BUILD, "kvpool"), "scan"],
+                              capture_output=True, text=True)
+        self.assertEqual(scan.returncode, 0, scan.stderr)
+        line = [l for l in scan.stdout.splitlines() if l.endswith(path)]
+        self.assertEqual(len(line), 1, scan.stdout)
+        self.assertTrue(line[0].startswith("orphan "), line[0])
+        self.assertIn("pid %d (removes it on exit), orphan" % p.pid, line[0])
+        self.assertIn("python", line[0])
+        s = kvpool.DistributedStore()
+        self.assertEqual(s.setup(self.pool.config(global_segment_size=16 << 20)), 0,
+                         s.last_error())
+        self.assertFalse(os.path.exists(path), "the orphan survived the next store's start")
+        self.assertTrue(os.path.exists("/dev/shm/" + s.segment_name()))
+        s.close()
+        self.pool.wait_ready(segments=0, seconds=15)
+
+    def test_big_segment_sparse_and_quick(self):
+        # 3.2 GB (Mooncake's tests' size): setup reserves the header and
+        # the commit map only and reads no page; the memory is taken as
+        # puts use it.
+        s = kvpool.DistributedStore()
+        t0 = time.monotonic()
+        self.assertEqual(s.setup(self.pool.config(global_segment_size=3355443200)), 0,
+                         s.last_error())
+        took = time.monotonic() - t0
+        path = "/dev/shm/" + s.segment_name()
+        st = os.stat(path)
+        self.assertEqual(st.st_size, 3355443200)
+        self.assertLess(st.st_blocks * 512, 4 << 20, "setup committed the segment's memory")
+        self.assertEqual(s.put("big/k", b"z" * (8 << 20)), 0)
+        self.assertGreaterEqual(os.stat(path).st_blocks * 512, 8 << 20)
+        self.assertEqual(s.get("big/k"), b"z" * (8 << 20))
+        print("\n  setup(global_segment_size=3.2 GB): %.0f ms" % (took * 1000))
+        s.close()
+        self.pool.wait_ready(segments=0, seconds=15)
 
 
 if __name__ == "__main__":

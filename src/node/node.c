@@ -615,7 +615,7 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		 * it is killed instead; one that keeps it leaves it for its
 		 * restart. */
 		.ephemeral = n->conf.node.remove_segment_on_exit,
-		.owner = "node",
+		.owner = NULL,		/* the program: kvpool-node, or python3 embedding it */
 	};
 	if (n->conf.node.segment[0])
 		snprintf(n->seg_name, sizeof(n->seg_name), "%s", n->conf.node.segment);

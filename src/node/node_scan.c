@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ev.h"
 #include "log.h"
@@ -143,7 +144,16 @@ int node_scan_segment(struct node_scan *s, const struct segment *seg, uint64_t m
 static void *scan_thread(void *arg)
 {
 	struct node_scanner *sc = arg;
+	/* For tests of the master link across a long scan (a format 1
+	 * segment of hundreds of GiB takes minutes): the scan waits first. */
+	const char *delay = getenv("KVP_TEST_SCAN_DELAY_MS");
 
+	if (delay && atoi(delay) > 0) {
+		struct timespec ts = { atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	sc->rc = node_scan_segment(&sc->out, sc->seg, sc->max_frame);
 	atomic_store(&sc->done, true);
 	ev_wake(sc->loop);

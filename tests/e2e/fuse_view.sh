@@ -214,7 +214,7 @@ grep -Eq "^keys +$(jval "$E2E_TMP/info.json" 'r["keys"]')$" "$mnt/.kvpool/stats"
 [ "$(ls "$mnt/.kvpool/nodes")" = "$node" ] || fail ".kvpool/nodes: $(ls "$mnt/.kvpool/nodes")"
 grep -Eq "^name +$node$" "$mnt/.kvpool/nodes/$node/info" || fail "nodes/NODE/info"
 grep -q " blob/v1$" "$mnt/.kvpool/nodes/$node/extents" || fail "nodes/NODE/extents lacks blob/v1"
-grep -Eq "^live .* node pid [0-9]+.*, live  /dev/shm/$NODE_SEG$" "$mnt/.kvpool/segments" ||
+grep -Eq "^live .* kvpool-node pid [0-9]+.*, live  /dev/shm/$NODE_SEG$" "$mnt/.kvpool/segments" ||
 	fail ".kvpool/segments lacks the node's segment: $(cat "$mnt/.kvpool/segments")"
 n_ext=$(grep -vc '^#' "$mnt/.kvpool/nodes/$node/extents")
 [ "$n_ext" = "$(jval "$E2E_TMP/info.json" 'r["nodes"][0]["objects"]')" ] ||
