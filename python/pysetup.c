@@ -482,8 +482,11 @@ static int sp_overrides(const struct sparams *p, struct conv_strv *ov)
 		rc |= conv_strv_addf(ov, "rdma.devices=%s", p->rdma);
 	if (p->replicas)
 		rc |= conv_strv_addf(ov, "client.replicas=%d", p->replicas);
+	/* Mooncake takes any byte count (3.2 GB, 1e9); a segment is whole
+	 * 4 KiB pages: the rest is not used. */
 	if (p->has_seg && p->seg)
-		rc |= conv_strv_addf(ov, "node.segment_size=%" PRIu64, p->seg);
+		rc |= conv_strv_addf(ov, "node.segment_size=%" PRIu64,
+				     p->seg >= 4096 ? p->seg & ~4095ull : p->seg);
 	for (size_t i = 0; i < p->extra.n; i++)
 		rc |= conv_strv_add(ov, p->extra.v[i]);
 	return rc ? KVP_ENOMEM : 0;
