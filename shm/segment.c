@@ -800,8 +800,11 @@ uint64_t segment_populate_present(const struct segment *seg, bool writable)
 {
 	uint64_t done = 0;
 	off_t pos = 0, end = (off_t)seg->size;
+	/* A hint: a file fragmented into more runs than this is left to
+	 * fault on first touch rather than cost a syscall per run. */
+	int runs = 16384;
 
-	while (pos < end) {
+	while (pos < end && runs-- > 0) {
 		off_t d = lseek(seg->fd, pos, SEEK_DATA), h;
 
 		if (d < 0 || d >= end)

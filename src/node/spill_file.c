@@ -374,7 +374,7 @@ static void ent_found(const struct sp_ent *e, struct ext_found *f)
 	f->alloc_len = e->alloc_len;
 	f->h = e->h;
 	f->key = e->key;
-	f->checksum_ok = true;
+	f->verified = f->checksum_ok = true;	/* when the file was scanned */
 }
 
 bool spill_lookup(const struct spill *sp, uint64_t off, struct ext_found *f)
@@ -510,7 +510,7 @@ int spill_scan(struct spill *sp, int (*cb)(const struct ext_found *f, void *arg)
 		f.off = pos;
 		f.alloc_len = spill_round_up(size, SPILL_ALIGN);
 		f.key = hdr + EXT_HDR_SIZE;
-		f.checksum_ok = true;
+		f.verified = f.checksum_ok = true;
 		if (alloc_reserve(sp->alloc, f.off, f.alloc_len) < 0) {
 			pos += SPILL_ALIGN;	/* cannot happen: we jump over extents */
 			continue;
