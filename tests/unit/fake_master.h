@@ -141,6 +141,7 @@ struct fmaster {
 	uint8_t secret[WIRE_SECRET_LEN];
 	/* from heartbeats */
 	int heartbeats;
+	int keepalives;			/* heartbeats for no segment (while scanning) */
 	uint64_t last_used, spill_used;
 	uint64_t reqid;			/* of the requests it sends */
 };
@@ -173,7 +174,16 @@ static inline int fm_next_within(struct fmaster *m, int ms)
 		if (m->h.opcode == WIRE_OP_HEARTBEAT && !(m->h.flags & WIRE_F_REPLY)) {
 			struct rbuf r;
 			rb_init(&r, m->body, m->h.body_len);
-			CHECK(rb_u32(&r) == m->segment_id);
+			uint32_t sid = rb_u32(&r);
+			if (sid == 0) {
+				/* a keepalive while the node scans: no segment,
+				 * answered as the master does */
+				m->keepalives++;
+				fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, KVP_ENOSEG,
+					      m->h.reqid, NULL, 0, 0);
+				continue;
+			}
+			CHECK(sid == m->segment_id);
 			m->last_used = rb_u64(&r);
 			m->spill_used = rb_u64(&r);
 			CHECK(rb_done(&r));
