@@ -486,7 +486,7 @@ static int sp_overrides(const struct sparams *p, struct conv_strv *ov)
 	 * 4 KiB pages: the rest is not used. */
 	if (p->has_seg && p->seg)
 		rc |= conv_strv_addf(ov, "node.segment_size=%" PRIu64,
-				     p->seg >= 4096 ? p->seg & ~4095ull : p->seg);
+				     p->seg >= 4096 ? p->seg & ~(uint64_t)4095 : p->seg);
 	for (size_t i = 0; i < p->extra.n; i++)
 		rc |= conv_strv_add(ov, p->extra.v[i]);
 	return rc ? KVP_ENOMEM : 0;
