@@ -394,7 +394,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 mounted && fail "the master kept a stopped node's segment"
-grep -q "node silent for client_ttl" "$E2E_TMP/master.log" || fail "no client_ttl drop in the master log"
+grep -q "node silent for node_ttl" "$E2E_TMP/master.log" || fail "no node_ttl drop in the master log"
 kill -CONT "$npid"
 wait_mounted || fail "node did not re-mount after SIGCONT"
 all_readable || fail "objects after SIGSTOP/SIGCONT"
