@@ -14,6 +14,8 @@
 
 #include "kvpool.h"
 #include "pyconv.h"
+#include "pymem.h"
+#include "pyput.h"
 #include "pystore.h"
 #include "pytypes.h"
 
@@ -25,13 +27,14 @@ static void batch_put_nogil(struct store *self, const struct putopt *opt,
 {
 	int rc;
 
-	STORE_CALL_NOGIL(self, rc, store_put_many(self, opt, ks, bufs, lens, res));
+	STORE_CALL_NOGIL(self, rc, put_many(self, opt, ks->n, ks->k, bufs, lens, res));
 	for (size_t i = 0; i < ks->n; i++)
 		res[i] = mc_put(rc < 0 ? rc : res[i]);
 }
 
-/* put_batch(keys, values, config=None) -> 0, or the first failure's code. */
-static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *kw)
+/* put_batch(keys, values, config=None) / upsert_batch -> 0, or the first
+ * failure's code. */
+static PyObject *do_put_batch(struct store *self, PyObject *args, PyObject *kw, bool upsert)
 {
 	static char *kwlist[] = { "keys", "values", "config", NULL };
 	PyObject *keys, *values, *cfg = NULL, *fast = NULL;
@@ -43,10 +46,12 @@ static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *k
 	struct putopt opt;
 	struct conv_keys ks = { 0 };
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:put_batch", kwlist, &keys, &values, &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O:upsert_batch" : "OO|O:put_batch",
+					 kwlist, &keys, &values, &cfg))
 		return NULL;
 	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
 		return NULL;
+	opt.upsert = upsert;
 	fast = PySequence_Fast(values, "values must be a list of bytes-like objects");
 	if (!fast)
 		goto out;
@@ -88,7 +93,19 @@ out:
 	return PyLong_FromLong(first);
 }
 
-static PyObject *store_batch_put_from(struct store *self, PyObject *args, PyObject *kw)
+static PyObject *store_put_batch(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_batch(self, args, kw, false);
+}
+
+static PyObject *store_upsert_batch(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_batch(self, args, kw, true);
+}
+
+/* batch_put_from(keys, buffer_ptrs, sizes, config=None) / batch_upsert_from. */
+static PyObject *do_batch_put_from(struct store *self, PyObject *args, PyObject *kw,
+				   bool upsert)
 {
 	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", "config", NULL };
 	PyObject *keys, *pl, *sl, *cfg = NULL, *r = NULL;
@@ -98,11 +115,12 @@ static PyObject *store_batch_put_from(struct store *self, PyObject *args, PyObje
 	size_t *lens = NULL;
 	int *res = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl,
-					 &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OOO|O:batch_upsert_from" :
+					 "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl, &cfg))
 		return NULL;
 	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
 		return NULL;
+	opt.upsert = upsert;
 	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens) < 0)
 		goto out;
 	res = calloc(ks.n + 1, sizeof(*res));
@@ -120,6 +138,16 @@ out:
 	free(res);
 	conv_keys_free(&ks);
 	return r;
+}
+
+static PyObject *store_batch_put_from(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_batch_put_from(self, args, kw, false);
+}
+
+static PyObject *store_batch_upsert_from(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_batch_put_from(self, args, kw, true);
 }
 
 static PyObject *store_batch_get_into(struct store *self, PyObject *args, PyObject *kw)
@@ -168,7 +196,8 @@ struct mbuf {
 	char **p;
 	size_t *len;
 	size_t total;
-	char *stage;			/* n > 1: contiguous staging buffer */
+	char *stage;			/* n > 1: contiguous staging buffer (pymem) */
+	size_t stage_cap;
 };
 
 static int mbufs_get(PyObject *allp, PyObject *alls, size_t nkeys, struct mbuf **out)
@@ -236,15 +265,15 @@ static void mbufs_free(struct mbuf *mb, size_t n)
 	for (size_t i = 0; mb && i < n; i++) {
 		free(mb[i].p);
 		free(mb[i].len);
-		free(mb[i].stage);
+		pymem_free(mb[i].stage, mb[i].stage_cap);
 	}
 	free(mb);
 }
 
-/* Called without the GIL: the contiguous buffer of every key in bufs (its
- * only buffer, or a staging one; @gather copies a put's buffers into it)
- * and its total length in lens. 0 or KVP_ENOMEM. */
-static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens, bool gather)
+/* Called without the GIL: the contiguous buffer a get fills for every key
+ * (its only buffer, or a staging one) and its total length. 0 or
+ * KVP_ENOMEM. */
+static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct mbuf *m = &mb[i];
@@ -253,15 +282,31 @@ static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens, b
 		lens[i] = m->total;
 		if (m->n <= 1)
 			continue;
-		m->stage = malloc(m->total ? m->total : 1);
+		m->stage = pymem_alloc(m->total, &m->stage_cap);
 		if (!m->stage)
 			return KVP_ENOMEM;
 		bufs[i] = m->stage;
-		for (size_t j = 0, off = 0; gather && j < m->n; j++) {
-			memcpy(m->stage + off, m->p[j], m->len[j]);
-			off += m->len[j];
-		}
 	}
+	return 0;
+}
+
+/* A key's buffers as put_gather's pieces (merged where adjacent). */
+static int mbufs_iov(struct mbuf *mb, size_t n, struct pyiov **iov, size_t **first)
+{
+	size_t total = 0, k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += mb[i].n;
+	*iov = calloc(total + 1, sizeof(**iov));
+	*first = calloc(n + 1, sizeof(**first));
+	if (!*iov || !*first)
+		return KVP_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		(*first)[i] = k;
+		for (size_t j = 0; j < mb[i].n; j++)
+			(*iov)[k++] = (struct pyiov){ mb[i].p[j], mb[i].len[j] };
+	}
+	(*first)[n] = k;
 	return 0;
 }
 
@@ -273,9 +318,9 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 	struct mbuf *mb = NULL;
 	struct putopt opt;
 	struct conv_keys ks;
-	void **bufs = NULL;
-	size_t *lens = NULL;
-	int *res = NULL;
+	struct pyiov *iov = NULL;
+	size_t *first = NULL;
+	int *res = NULL, rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwlist,
 					 &keys, &allp, &alls, &cfg))
@@ -284,27 +329,21 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 		return NULL;
 	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
 		goto out;
-	bufs = calloc(ks.n + 1, sizeof(*bufs));
-	lens = calloc(ks.n + 1, sizeof(*lens));
 	res = calloc(ks.n + 1, sizeof(*res));
-	if (!bufs || !lens || !res) {
+	if (!res || mbufs_iov(mb, ks.n, &iov, &first) < 0) {
 		PyErr_NoMemory();
 		goto out;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	int err = mbufs_flatten(mb, ks.n, bufs, lens, true);
-	if (err) {
-		for (size_t i = 0; i < ks.n; i++)
-			res[i] = mc(err);
-	} else {
-		batch_put_nogil(self, &opt, &ks, (const void *const *)bufs, lens, res);
-	}
+	STORE_CALL_NOGIL(self, rc, put_gather(self, &opt, ks.n, ks.k, iov, first, res));
+	for (size_t i = 0; i < ks.n; i++)
+		res[i] = mc_put(rc < 0 ? rc : res[i]);
 	Py_END_ALLOW_THREADS
 	r = conv_int_list(ks.n, res, NULL);
 out:
 	mbufs_free(mb, ks.n);
-	free(bufs);
-	free(lens);
+	free(iov);
+	free(first);
 	free(res);
 	conv_keys_free(&ks);
 	return r;
@@ -341,7 +380,7 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 		goto out;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	int rc = mbufs_flatten(mb, ks.n, bufs, caps, false);
+	int rc = mbufs_flatten(mb, ks.n, bufs, caps);
 	if (!rc)
 		STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
 	for (size_t i = 0; i < ks.n; i++) {
@@ -508,28 +547,178 @@ out:
 	return r;
 }
 
+/* batch_get_buffer(keys) -> [BufferHandle or None]: sizes in one round
+ * trip, then every value into a pymem block (reused pages) in another; a
+ * value whose size changed in between is read again by itself. */
 static PyObject *store_batch_get_buffer(struct store *self, PyObject *keys)
 {
 	struct conv_keys ks;
-	PyObject *r;
+	PyObject *r = NULL;
+	int64_t *sizes = NULL, *res = NULL;
+	void **bufs = NULL;
+	size_t *caps = NULL, *blk = NULL;
+	int rc = 0;
 
 	if (conv_keys(keys, false, &ks) < 0)
 		return NULL;
+	sizes = calloc(ks.n + 1, sizeof(*sizes));
+	res = calloc(ks.n + 1, sizeof(*res));
+	bufs = calloc(ks.n + 1, sizeof(*bufs));
+	caps = calloc(ks.n + 1, sizeof(*caps));
+	blk = calloc(ks.n + 1, sizeof(*blk));
+	if (!sizes || !res || !bufs || !caps || !blk) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	STORE_CALL_NOGIL(self, rc, kvp_batch_size(k, ks.n, ks.k, sizes));
+	for (size_t i = 0; rc == 0 && i < ks.n; i++) {
+		res[i] = KVP_ENOTFOUND;
+		if (sizes[i] <= 0)
+			continue;
+		bufs[i] = pymem_alloc((size_t)sizes[i], &blk[i]);
+		caps[i] = bufs[i] ? (size_t)sizes[i] : 0;
+	}
+	if (rc == 0)
+		STORE_CALL_NOGIL(self, rc, kvp_batch_get_into(k, ks.n, ks.k, bufs, caps, res));
+	for (size_t i = 0; rc == 0 && i < ks.n; i++) {
+		void *one = NULL;
+		size_t len = 0;
+		int grc;
+
+		if (!caps[i] || (res[i] != KVP_ETOOBIG && res[i] == (int64_t)caps[i]))
+			continue;
+		if (res[i] < 0 && res[i] != KVP_ETOOBIG)
+			continue;
+		/* Replaced by a value of another size since the sizes were read. */
+		STORE_CALL_NOGIL(self, grc, kvp_get(k, ks.k[i], &one, &len));
+		pymem_free(bufs[i], blk[i]);
+		bufs[i] = NULL;
+		caps[i] = 0;
+		res[i] = grc;
+		if (grc == 0 && (bufs[i] = pymem_alloc(len, &blk[i]))) {
+			memcpy(bufs[i], one, len);
+			caps[i] = len;
+			res[i] = (int64_t)len;
+		}
+		kvp_free(one);
+	}
+	Py_END_ALLOW_THREADS
 	r = PyList_New((Py_ssize_t)ks.n);
 	for (size_t i = 0; r && i < ks.n; i++) {
-		void *buf = NULL;
-		size_t len = 0;
 		PyObject *o;
-		int rc;
 
-		STORE_CALL(self, rc, kvp_get(k, ks.k[i], &buf, &len));
-		o = rc < 0 ? Py_NewRef(Py_None) : pybuf_new(buf, len);
+		if (rc == 0 && bufs[i] && res[i] == (int64_t)caps[i]) {
+			o = pybuf_new(bufs[i], caps[i], blk[i], PYBUF_MEM);
+			bufs[i] = NULL;
+		} else {
+			o = Py_NewRef(Py_None);
+		}
 		if (!o) {
 			Py_CLEAR(r);
 			break;
 		}
 		PyList_SET_ITEM(r, (Py_ssize_t)i, o);
 	}
+out:
+	for (size_t i = 0; bufs && i < ks.n; i++)
+		pymem_free(bufs[i], blk[i]);
+	free(sizes);
+	free(res);
+	free(bufs);
+	free(caps);
+	free(blk);
+	conv_keys_free(&ks);
+	return r;
+}
+
+/* _batch_put_parts(keys, all_parts, config=None, upsert=False) -> [int]:
+ * value i is the concatenation of all_parts[i], each part a bytes-like
+ * object or an (address, size) pair (host or CUDA device memory). The
+ * tensor calls' path: [TensorMetadata][data] without a copy in Python. */
+static PyObject *store_batch_put_parts(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "keys", "all_parts", "config", "upsert", NULL };
+	PyObject *keys, *all, *cfg = NULL, *fast = NULL, *r = NULL;
+	struct conv_keys ks = { 0 };
+	struct putopt opt;
+	struct pyiov *iov = NULL;
+	Py_buffer *views = NULL;
+	size_t *first = NULL, niov = 0, nviews = 0, cap = 0;
+	int *res = NULL, upsert = 0, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Op:_batch_put_parts", kwlist, &keys, &all,
+					 &cfg, &upsert))
+		return NULL;
+	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+		return NULL;
+	opt.upsert = upsert;
+	fast = PySequence_Fast(all, "all_parts must be a list of lists");
+	if (!fast)
+		goto out;
+	if ((size_t)PySequence_Fast_GET_SIZE(fast) != ks.n) {
+		PyErr_SetString(PyExc_ValueError, "_batch_put_parts: one list of parts per key");
+		goto out;
+	}
+	for (size_t i = 0; i < ks.n; i++) {
+		Py_ssize_t m = PyObject_Size(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i));
+
+		if (m < 0)
+			goto out;
+		cap += (size_t)m;
+	}
+	iov = calloc(cap + 1, sizeof(*iov));
+	views = calloc(cap + 1, sizeof(*views));
+	first = calloc(ks.n + 1, sizeof(*first));
+	res = calloc(ks.n + 1, sizeof(*res));
+	if (!iov || !views || !first || !res) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (size_t i = 0; i < ks.n; i++) {
+		PyObject *parts = PySequence_Fast(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)i),
+						  "parts must be a list");
+
+		if (!parts)
+			goto out;
+		first[i] = niov;
+		for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(parts) && niov < cap; j++) {
+			PyObject *p = PySequence_Fast_GET_ITEM(parts, j);
+			uint64_t a, n;
+
+			if (PyTuple_Check(p) && PyTuple_GET_SIZE(p) == 2) {
+				if (conv_u64(PyTuple_GET_ITEM(p, 0), &a, "address") < 0 ||
+				    conv_u64(PyTuple_GET_ITEM(p, 1), &n, "size") < 0) {
+					Py_DECREF(parts);
+					goto out;
+				}
+				iov[niov++] = (struct pyiov){ (const void *)(uintptr_t)a, (size_t)n };
+				continue;
+			}
+			if (PyObject_GetBuffer(p, &views[nviews], PyBUF_SIMPLE) < 0) {
+				Py_DECREF(parts);
+				goto out;
+			}
+			iov[niov++] = (struct pyiov){ views[nviews].buf, (size_t)views[nviews].len };
+			nviews++;
+		}
+		Py_DECREF(parts);
+	}
+	first[ks.n] = niov;
+	Py_BEGIN_ALLOW_THREADS
+	STORE_CALL_NOGIL(self, rc, put_gather(self, &opt, ks.n, ks.k, iov, first, res));
+	for (size_t i = 0; i < ks.n; i++)
+		res[i] = mc_put(rc < 0 ? rc : res[i]);
+	Py_END_ALLOW_THREADS
+	r = conv_int_list(ks.n, res, NULL);
+out:
+	for (size_t i = 0; i < nviews; i++)
+		PyBuffer_Release(&views[i]);
+	free(views);
+	free(iov);
+	free(first);
+	free(res);
+	Py_XDECREF(fast);
 	conv_keys_free(&ks);
 	return r;
 }
@@ -537,7 +726,11 @@ static PyObject *store_batch_get_buffer(struct store *self, PyObject *keys)
 PyMethodDef batch_methods[] = {
 	{ "put_batch", METH(store_put_batch), KW,
 	  "put_batch(keys, values, config=None) -> int (0, or the first failure)" },
+	{ "upsert_batch", METH(store_upsert_batch), KW,
+	  "upsert_batch(keys, values, config=None) -> int (0, or the first failure)" },
 	{ "get_batch", METH(store_get_batch), METH_O, "get_batch(keys) -> [bytes]" },
+	{ "_batch_put_parts", METH(store_batch_put_parts), KW,
+	  "_batch_put_parts(keys, all_parts, config=None, upsert=False) -> [int]" },
 	{ "batch_get_buffer", METH(store_batch_get_buffer), METH_O,
 	  "batch_get_buffer(keys) -> [BufferHandle or None]" },
 	{ "batch_is_exist", METH(store_batch_is_exist), METH_O,
@@ -545,6 +738,8 @@ PyMethodDef batch_methods[] = {
 	{ "batch_remove", METH(store_batch_remove), KW, "batch_remove(keys, force=False) -> [int]" },
 	{ "batch_put_from", METH(store_batch_put_from), KW,
 	  "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> [int]" },
+	{ "batch_upsert_from", METH(store_batch_upsert_from), KW,
+	  "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> [int]" },
 	{ "batch_get_into", METH(store_batch_get_into), KW,
 	  "batch_get_into(keys, buffer_ptrs, sizes) -> [bytes read or negative code]" },
 	{ "batch_put_from_multi_buffers", METH(store_batch_put_from_multi_buffers), KW,

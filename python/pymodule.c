@@ -1,13 +1,16 @@
-/* pymodule: the CPython extension `kvpool` — Mooncake's
+/* pymodule: the CPython extension `kvpool._kvpool` — Mooncake's
  * MooncakeDistributedStore API over libkvpool (DistributedStore, pystore.h),
- * with an embedded kvpool-node when setup() gets a global_segment_size. This
- * file is the module itself: its types, the KVP_E* and Mooncake ErrorCode
- * constants, the error helpers and the atexit close of every store.
+ * with embedded kvpool-nodes when setup() gets a global_segment_size. The
+ * package kvpool (python/kvpool/) adds the Python half: the tensor calls,
+ * Mooncake's classes and enums, mooncake_config. This file is the module
+ * itself: its types, the KVP_E* and Mooncake ErrorCode constants, the
+ * error helpers and the atexit close of every store.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "kvpool.h"
+#include "pymem.h"
 #include "pystore.h"
 #include "pytypes.h"
 
@@ -64,6 +67,13 @@ static PyObject *mod_close_all(PyObject *mod, PyObject *unused)
 	for (Py_ssize_t i = 0; i < PyList_GET_SIZE(all); i++)
 		setup_teardown((struct store *)PyList_GET_ITEM(all, i));
 	Py_DECREF(all);
+	pymem_trim();
+	Py_RETURN_NONE;
+}
+
+static PyObject *mod_trim_buffers(PyObject *mod, PyObject *unused)
+{
+	pymem_trim();
 	Py_RETURN_NONE;
 }
 
@@ -100,34 +110,33 @@ static PyMethodDef mod_methods[] = {
 	{ "to_mooncake", mod_to_mooncake, METH_O,
 	  "to_mooncake(kvp_code) -> Mooncake ErrorCode value" },
 	{ "_close_all", mod_close_all, METH_NOARGS, "Closes every store (atexit)." },
+	{ "_trim_buffers", mod_trim_buffers, METH_NOARGS, "Drops the cached value buffers." },
 	{ NULL }
 };
 
 static struct PyModuleDef kvpool_module = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "kvpool",
+	.m_name = "kvpool._kvpool",
 	.m_doc = "kvpool: a distributed KV-cache pool. DistributedStore (alias "
 		 "MooncakeDistributedStore) has the methods of Mooncake Store's Python client.",
 	.m_size = -1,
 	.m_methods = mod_methods,
 };
 
-PyMODINIT_FUNC PyInit_kvpool(void);
+PyMODINIT_FUNC PyInit__kvpool(void);
 
-PyMODINIT_FUNC PyInit_kvpool(void)
+PyMODINIT_FUNC PyInit__kvpool(void)
 {
 	PyObject *m, *names = NULL, *atexit = NULL, *fn = NULL, *r;
 
-	if (store_type_ready() < 0 || PyType_Ready(&pybuf_type) < 0 ||
-	    PyType_Ready(&repcfg_type) < 0)
+	if (store_type_ready() < 0 || PyType_Ready(&pybuf_type) < 0)
 		return NULL;
 	m = PyModule_Create(&kvpool_module);
 	if (!m)
 		return NULL;
-	if (PyModule_AddObjectRef(m, "DistributedStore", (PyObject *)&store_type) < 0 ||
-	    PyModule_AddObjectRef(m, "MooncakeDistributedStore", (PyObject *)&store_type) < 0 ||
+	if (PyModule_AddFunctions(m, admin_module_methods) < 0 ||
+	    PyModule_AddObjectRef(m, "DistributedStore", (PyObject *)&store_type) < 0 ||
 	    PyModule_AddObjectRef(m, "BufferHandle", (PyObject *)&pybuf_type) < 0 ||
-	    PyModule_AddObjectRef(m, "ReplicateConfig", (PyObject *)&repcfg_type) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", KVP_VERSION) < 0)
 		goto out_err;
 	for (int e = 0; e >= KVP_ERR_MIN; e--)

@@ -13,6 +13,7 @@
 
 #include "kvpool.h"
 #include "pyconv.h"
+#include "pyput.h"
 #include "pystore.h"
 #include "pytypes.h"
 
@@ -21,7 +22,22 @@
 
 /* ---- single-object calls --------------------------------------------------- */
 
-static PyObject *store_put(struct store *self, PyObject *args, PyObject *kw)
+/* One value in @n pieces through put_gather, the Mooncake code. GIL held
+ * on entry; released around the put. */
+static int put_pieces(struct store *self, const struct putopt *po, const char *key,
+		      const struct pyiov *iov, size_t n)
+{
+	size_t first[2] = { 0, n };
+	int rc, res = KVP_EINVAL;
+
+	Py_BEGIN_ALLOW_THREADS
+	STORE_CALL_NOGIL(self, rc, put_gather(self, po, 1, &key, iov, first, &res));
+	Py_END_ALLOW_THREADS
+	return mc_put(rc < 0 ? rc : res);
+}
+
+/* put(key, value, config) / upsert(...). */
+static PyObject *do_put(struct store *self, PyObject *args, PyObject *kw, bool upsert)
 {
 	static char *kwlist[] = { "key", "value", "config", NULL };
 	struct putopt po;
@@ -30,30 +46,42 @@ static PyObject *store_put(struct store *self, PyObject *args, PyObject *kw)
 	Py_buffer v;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "Oy*|O:put", kwlist, &key, &v, &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "Oy*|O:upsert" : "Oy*|O:put", kwlist,
+					 &key, &v, &cfg))
 		return NULL;
 	if (putopt_get(cfg, &po) < 0 || conv_keys(key, true, &ks) < 0) {
 		PyBuffer_Release(&v);
 		return NULL;
 	}
-	STORE_CALL(self, rc, store_put_one(self, &po, ks.k[0], v.buf, (size_t)v.len, false));
+	po.upsert = upsert;
+	rc = put_pieces(self, &po, ks.k[0], &(struct pyiov){ v.buf, (size_t)v.len }, 1);
 	PyBuffer_Release(&v);
 	conv_keys_free(&ks);
-	return PyLong_FromLong(mc_put(rc));
+	return PyLong_FromLong(rc);
 }
 
-/* put_parts(key, *parts, config=None): the parts concatenated into one value. */
-static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *kw)
+static PyObject *store_put(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put(self, args, kw, false);
+}
+
+static PyObject *store_upsert(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put(self, args, kw, true);
+}
+
+/* put_parts(key, *parts, config=None) / upsert_parts: the parts
+ * concatenated into one value. */
+static PyObject *do_put_parts(struct store *self, PyObject *args, PyObject *kw, bool upsert)
 {
 	Py_ssize_t nargs = PyTuple_GET_SIZE(args), nparts;
 	PyObject *cfg = kw ? PyDict_GetItemString(kw, "config") : NULL;
 	Py_buffer *views = NULL;
+	struct pyiov *iov = NULL;
 	Py_ssize_t got = 0;
 	struct putopt po;
 	struct conv_keys ks = { 0 };
-	size_t total = 0;
-	char *buf = NULL;
-	int rc = KVP_EINVAL;
+	int rc = 0;
 
 	if (kw && PyDict_Size(kw) > (cfg ? 1 : 0)) {
 		PyErr_SetString(PyExc_TypeError, "put_parts: the only keyword is config");
@@ -65,9 +93,11 @@ static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *k
 	}
 	if (putopt_get(cfg, &po) < 0 || conv_keys(PyTuple_GET_ITEM(args, 0), true, &ks) < 0)
 		return NULL;
+	po.upsert = upsert;
 	nparts = nargs - 1;
 	views = calloc(nparts ? (size_t)nparts : 1, sizeof(*views));
-	if (!views) {
+	iov = calloc(nparts ? (size_t)nparts : 1, sizeof(*iov));
+	if (!views || !iov) {
 		PyErr_NoMemory();
 		goto out;
 	}
@@ -75,31 +105,28 @@ static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *k
 		if (PyObject_GetBuffer(PyTuple_GET_ITEM(args, got + 1), &views[got],
 				       PyBUF_SIMPLE) < 0)
 			goto out;
-		total += (size_t)views[got].len;
+		iov[got] = (struct pyiov){ views[got].buf, (size_t)views[got].len };
 	}
-	Py_BEGIN_ALLOW_THREADS
-	buf = total ? malloc(total) : NULL;
-	if (total && !buf) {
-		rc = KVP_ENOMEM;
-	} else {
-		size_t off = 0;
-
-		for (Py_ssize_t i = 0; i < nparts; i++) {
-			memcpy(buf + off, views[i].buf, (size_t)views[i].len);
-			off += (size_t)views[i].len;
-		}
-		STORE_CALL_NOGIL(self, rc, store_put_one(self, &po, ks.k[0], buf, total, false));
-	}
-	free(buf);
-	Py_END_ALLOW_THREADS
+	rc = put_pieces(self, &po, ks.k[0], iov, (size_t)nparts);
 out:
 	for (Py_ssize_t i = 0; i < got; i++)
 		PyBuffer_Release(&views[i]);
 	free(views);
+	free(iov);
 	conv_keys_free(&ks);
 	if (PyErr_Occurred())
 		return NULL;
-	return PyLong_FromLong(mc_put(rc));
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *store_put_parts(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_parts(self, args, kw, false);
+}
+
+static PyObject *store_upsert_parts(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_parts(self, args, kw, true);
 }
 
 static PyObject *store_get(struct store *self, PyObject *key)
@@ -133,7 +160,7 @@ static PyObject *store_get_buffer(struct store *self, PyObject *key)
 	conv_keys_free(&ks);
 	if (rc < 0)
 		Py_RETURN_NONE;
-	return pybuf_new(buf, len);
+	return pybuf_new(buf, len, len, PYBUF_KVP);
 }
 
 static PyObject *store_is_exist(struct store *self, PyObject *key)
@@ -336,7 +363,8 @@ static PyObject *store_unregister_buffer(struct store *self, PyObject *args, PyO
 	return PyLong_FromLong(mc(rc));
 }
 
-static PyObject *store_put_from(struct store *self, PyObject *args, PyObject *kw)
+/* put_from(key, buffer_ptr, size, config) / upsert_from. */
+static PyObject *do_put_from(struct store *self, PyObject *args, PyObject *kw, bool upsert)
 {
 	static char *kwlist[] = { "key", "buffer_ptr", "size", "config", NULL };
 	PyObject *key, *po, *so, *cfg = NULL;
@@ -345,15 +373,61 @@ static PyObject *store_put_from(struct store *self, PyObject *args, PyObject *kw
 	struct conv_keys ks;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:put_from", kwlist, &key, &po, &so, &cfg) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OOO|O:upsert_from" : "OOO|O:put_from",
+					 kwlist, &key, &po, &so, &cfg) ||
 	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(so, &size, "size") < 0)
 		return NULL;
 	if (putopt_get(cfg, &opt) < 0 || conv_keys(key, true, &ks) < 0)
 		return NULL;
-	STORE_CALL(self, rc, store_put_one(self, &opt, ks.k[0], (const void *)(uintptr_t)ptr,
-				     (size_t)size, true));
+	opt.upsert = upsert;
+	rc = put_pieces(self, &opt, ks.k[0],
+			&(struct pyiov){ (const void *)(uintptr_t)ptr, (size_t)size }, 1);
 	conv_keys_free(&ks);
-	return PyLong_FromLong(mc_put(rc));
+	return PyLong_FromLong(rc);
+}
+
+static PyObject *store_put_from(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_from(self, args, kw, false);
+}
+
+static PyObject *store_upsert_from(struct store *self, PyObject *args, PyObject *kw)
+{
+	return do_put_from(self, args, kw, true);
+}
+
+/* put_from_with_metadata(key, buffer_ptr, metadata_buffer_ptr, size,
+ * metadata_size, config): the value is the metadata, then the data (as
+ * Mooncake lays it out). */
+static PyObject *store_put_from_with_metadata(struct store *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "key", "buffer_ptr", "metadata_buffer_ptr", "size",
+				  "metadata_size", "config", NULL };
+	PyObject *key, *po, *mo, *so, *mso, *cfg = NULL;
+	uint64_t ptr, mptr, size, msize;
+	struct pyiov iov[2];
+	struct putopt opt;
+	struct conv_keys ks;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|O:put_from_with_metadata", kwlist, &key,
+					 &po, &mo, &so, &mso, &cfg) ||
+	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(mo, &mptr, "metadata_buffer_ptr") < 0 ||
+	    conv_u64(so, &size, "size") < 0 || conv_u64(mso, &msize, "metadata_size") < 0)
+		return NULL;
+	if (putopt_get(cfg, &opt) < 0 || conv_keys(key, true, &ks) < 0)
+		return NULL;
+	/* Mooncake: nothing to store is success. */
+	if (!size) {
+		conv_keys_free(&ks);
+		return PyLong_FromLong(0);
+	}
+	iov[0] = (struct pyiov){ (const void *)(uintptr_t)mptr, (size_t)msize };
+	iov[1] = (struct pyiov){ (const void *)(uintptr_t)ptr, (size_t)size };
+	rc = msize ? put_pieces(self, &opt, ks.k[0], iov, 2) :
+		     put_pieces(self, &opt, ks.k[0], &iov[1], 1);
+	conv_keys_free(&ks);
+	return PyLong_FromLong(rc);
 }
 
 static PyObject *store_get_into(struct store *self, PyObject *args, PyObject *kw)
@@ -422,7 +496,11 @@ static PyObject *store_stat(struct store *self, PyObject *key)
 
 PyMethodDef ops_methods[] = {
 	{ "put", METH(store_put), KW, "put(key, value, config=None) -> int" },
+	{ "upsert", METH(store_upsert), KW,
+	  "upsert(key, value, config=None) -> int: inserts, or replaces the value atomically" },
 	{ "put_parts", METH(store_put_parts), KW, "put_parts(key, *parts, config=None) -> int" },
+	{ "upsert_parts", METH(store_upsert_parts), KW,
+	  "upsert_parts(key, *parts, config=None) -> int" },
 	{ "get", METH(store_get), METH_O, "get(key) -> bytes (b'' when missing)" },
 	{ "get_buffer", METH(store_get_buffer), METH_O,
 	  "get_buffer(key) -> BufferHandle or None" },
@@ -439,6 +517,11 @@ PyMethodDef ops_methods[] = {
 	  "unregister_buffer(buffer_ptr) -> int" },
 	{ "put_from", METH(store_put_from), KW,
 	  "put_from(key, buffer_ptr, size, config=None) -> int" },
+	{ "upsert_from", METH(store_upsert_from), KW,
+	  "upsert_from(key, buffer_ptr, size, config=None) -> int" },
+	{ "put_from_with_metadata", METH(store_put_from_with_metadata), KW,
+	  "put_from_with_metadata(key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, "
+	  "config=None) -> int: the value is the metadata followed by the data" },
 	{ "get_into", METH(store_get_into), KW,
 	  "get_into(key, buffer_ptr, size) -> bytes read or negative code" },
 	{ "stat", METH(store_stat), METH_O,

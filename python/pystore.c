@@ -102,42 +102,6 @@ static size_t store_handles(struct store *s, struct kvp **out)
 }
 
 
-/* Inside store_enter: the handle that puts as @po asks, or NULL with *rc. */
-static struct kvp *put_handle(struct store *s, const struct putopt *po, int *rc)
-{
-	*rc = KVP_EINVAL;
-	return po->valid ? store_handle(s, po->replicas, rc) : NULL;
-}
-
-int store_put_one(struct store *s, const struct putopt *po, const char *key, const void *buf,
-		  size_t len, bool from)
-{
-	int rc;
-	struct kvp *k = put_handle(s, po, &rc);
-
-	if (!k)
-		return rc;
-	rc = from ? kvp_put_from(k, key, buf, len) : kvp_put(k, key, buf, len);
-	if (rc == 0 && po->hard_pin)
-		rc = kvp_pin(k, key, HARD_PIN_MS);
-	return rc;
-}
-
-int store_put_many(struct store *s, const struct putopt *po, const struct conv_keys *ks,
-		   const void *const *bufs, const size_t *lens, int *res)
-{
-	int rc;
-	struct kvp *k = put_handle(s, po, &rc);
-
-	if (!k)
-		return rc;
-	rc = kvp_batch_put_from(k, ks->n, ks->k, bufs, lens, res);
-	for (size_t i = 0; rc == 0 && po->hard_pin && i < ks->n; i++)
-		if (res[i] == 0)
-			res[i] = kvp_pin(k, ks->k[i], HARD_PIN_MS);
-	return rc;
-}
-
 int store_register(struct store *s, void *p, size_t len)
 {
 	struct kvp *hs[KVP_MAX_REPLICAS + 2];
@@ -214,18 +178,13 @@ int store_stats_sum(struct store *s, struct kvp_stats *sum)
 void store_locks_init(struct store *s)
 {
 	pthread_rwlockattr_t ra;
-	pthread_condattr_t ca;
 
 	pthread_rwlockattr_init(&ra);
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&s->lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&s->hlock, NULL);
-	pthread_mutex_init(&s->nlock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->ncond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&s->plock, NULL);
 }
 
 
@@ -233,7 +192,7 @@ void store_locks_init(struct store *s)
 
 static PyObject *store_get_hostname(struct store *self, PyObject *unused)
 {
-	return PyUnicode_FromString(self->hostname);
+	return PyUnicode_FromString(self->owner ? self->hostport : "");
 }
 
 static PyObject *store_last_error(struct store *self, PyObject *unused)
@@ -243,9 +202,9 @@ static PyObject *store_last_error(struct store *self, PyObject *unused)
 
 static PyObject *store_segment_name(struct store *self, PyObject *unused)
 {
-	if (!self->node)
+	if (!self->nemb)
 		Py_RETURN_NONE;
-	return PyUnicode_FromString(self->node_segment);
+	return PyUnicode_FromString(self->emb[0]->segment);
 }
 
 
@@ -310,8 +269,7 @@ static void store_dealloc(struct store *self)
 	setup_teardown(self);
 	pthread_rwlock_destroy(&self->lock);
 	pthread_mutex_destroy(&self->hlock);
-	pthread_mutex_destroy(&self->nlock);
-	pthread_cond_destroy(&self->ncond);
+	pthread_mutex_destroy(&self->plock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -328,7 +286,7 @@ PyMethodDef store_methods[] = {
 
 PyTypeObject store_type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "kvpool.DistributedStore",
+	.tp_name = "kvpool._kvpool.DistributedStore",
 	.tp_basicsize = sizeof(struct store),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "A kvpool client with the methods of Mooncake's MooncakeDistributedStore.",
@@ -342,7 +300,7 @@ PyTypeObject store_type = {
 int store_type_ready(void)
 {
 	static PyMethodDef *const tables[] = { setup_methods, ops_methods, batch_methods,
-					       store_methods };
+					       admin_methods, store_methods };
 	static PyMethodDef *all;
 	size_t n = 0;
 

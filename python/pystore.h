@@ -1,9 +1,10 @@
-/* pystore: the store object of the `kvpool` extension (DistributedStore,
- * Mooncake's MooncakeDistributedStore) shared by its files: pystore.c (the
- * handles, registered buffers, the type), pysetup.c (setup/close, embedded
- * node), pyops.c (single-object calls), pybatch.c (batch calls). Blocking
+/* pystore: the store object of the `kvpool` extension (the C base of
+ * kvpool.MooncakeDistributedStore) shared by its files: pystore.c (the
+ * handles, registered buffers, the type), pysetup.c (setup/close), pynode.c
+ * (embedded nodes), pyput.c (the put path), pyops.c (single-object calls),
+ * pybatch.c (batch calls), pyadmin.c (replicas, segments, health). Blocking
  * libkvpool calls run without the GIL under store->lock held for reading;
- * setup and close hold it for writing.
+ * setup, close and segment (un)mounts hold it for writing.
  */
 #ifndef KVP_PYSTORE_H
 #define KVP_PYSTORE_H
@@ -18,6 +19,7 @@
 
 #include "conf.h"
 #include "kvpool.h"
+#include "pynode.h"
 
 /* PyMethodDef wants PyCFunction; the detour through void (*)(void) keeps
  * -Wcast-function-type quiet for methods with other signatures. */
@@ -33,8 +35,6 @@ struct reg {
 	void *p;
 	size_t len;
 };
-
-enum node_state { NODE_STARTING, NODE_READY, NODE_EXITED };
 
 struct store {
 	PyObject_HEAD
@@ -53,15 +53,19 @@ struct store {
 	struct kvp *rep[KVP_MAX_REPLICAS + 1];	/* protected by hlock */
 	struct reg *regs;			/* protected by hlock */
 	size_t nregs, capregs;
-	/* Embedded node (setup with global_segment_size > 0). */
-	struct node *node;
-	pthread_t node_thr;
-	pthread_mutex_t nlock;
-	pthread_cond_t ncond;
-	enum node_state nstate;		/* protected by nlock */
-	int node_rc;			/* protected by nlock */
-	char node_segment[CONF_STR];
-	char hostname[CONF_STR];
+	/* Embedded nodes: [0] is setup()'s (global_segment_size > 0), the others
+	 * allocate_and_mount_segment's. Written under lock (write). */
+	struct emb *emb[EMB_MAX];
+	size_t nemb;
+	/* Node names of this host's segments for preferred_segment and
+	 * prefer_alloc_in_same_node, looked up once (kvp_info). */
+	pthread_mutex_t plock;
+	bool nodes_known;		/* protected by plock */
+	char local_node[64];		/* protected by plock: a node on this host */
+	char hostname[CONF_STR];	/* local_hostname as given (or the host's name) */
+	char hostport[CONF_STR + 8];	/* get_hostname(): Mooncake's "host:port" */
+	bool dummy;			/* setup_dummy: get_hostname() is "" */
+	char ssd_dir[CONF_STR];		/* enable_ssd_offload: the nodes' spill files */
 	char errmsg[1024];		/* last setup failure */
 	pid_t owner;			/* process that set it up; 0 = not set up */
 	struct store *live_prev, *live_next;	/* live list, protected by the GIL */
@@ -76,6 +80,9 @@ extern PyMethodDef store_methods[];	/* pystore.c: introspection */
 extern PyMethodDef setup_methods[];	/* pysetup.c */
 extern PyMethodDef ops_methods[];	/* pyops.c */
 extern PyMethodDef batch_methods[];	/* pybatch.c */
+extern PyMethodDef admin_methods[];	/* pyadmin.c */
+/* Module-level functions of pyadmin.c (memcpy, buffers, NUMA, allocators). */
+extern PyMethodDef admin_module_methods[];
 
 /* PyType_Ready for store_type with every method table. -1 with an exception. */
 int store_type_ready(void);
@@ -89,14 +96,6 @@ void store_leave(struct store *s);
 /* Inside store_enter: the handle that puts with @replicas replicas (0 = the
  * default handle), opened from s->conf on first use. NULL with *err. */
 struct kvp *store_handle(struct store *s, int replicas, int *err);
-/* Inside store_enter: one value through the handle for @po (kvp_put, or
- * kvp_put_from for a registered buffer), pinned when @po asks. */
-int store_put_one(struct store *s, const struct putopt *po, const char *key, const void *buf,
-		  size_t len, bool from);
-/* Inside store_enter: a batch through the handle for @po, each object that
- * was stored pinned when @po asks. */
-int store_put_many(struct store *s, const struct putopt *po, const struct conv_keys *ks,
-		   const void *const *bufs, const size_t *lens, int *res);
 /* Inside store_enter: registers a buffer on every handle and remembers it
  * for the handles opened later; store_unregister undoes it. */
 int store_register(struct store *s, void *p, size_t len);
@@ -109,6 +108,13 @@ void store_locks_init(struct store *s);
 /* pysetup.c: closes what setup opened. Called with the GIL held; releases
  * it. */
 void setup_teardown(struct store *s);
+/* pysetup.c, lock write-held, GIL released: one more embedded node of
+ * @size bytes (0: the configuration's), its segment file @segment ("" for
+ * a fresh name). 0 or a KVP_E* code with s->errmsg set. */
+int setup_emb_add(struct store *s, uint64_t size, const char *segment);
+/* Stops and removes the embedded node named @name; KVP_ENOTFOUND if the
+ * store has none of that name. */
+int setup_emb_del(struct store *s, const char *name);
 
 /* Runs @expr, an int expression that may use the handle k, inside
  * store_enter/store_leave: @rc receives its value, or KVP_EINVAL when the
@@ -139,8 +145,8 @@ static inline int mc(int64_t rc)
 	return rc >= 0 ? (int)rc : kvp_to_mooncake((int)rc);
 }
 
-/* Puts: Mooncake's client treats "already exists" as success (objects are
- * immutable, the first writer's bytes are what a get returns). */
+/* Puts: Mooncake's client treats "already exists" as success (the first
+ * writer's bytes are what a get returns; upsert replaces them). */
 static inline int mc_put(int rc)
 {
 	return rc == KVP_EEXIST ? 0 : mc(rc);

@@ -1,159 +1,172 @@
-/* pytypes: the small Python types of the `kvpool` extension — ReplicateConfig
- * (Mooncake's per-put options) with the reading of such options into a
- * struct putopt, and BufferHandle (get_buffer's result). Called with the GIL
- * held.
+/* pytypes: reading a put's ReplicateConfig into a struct putopt, and
+ * BufferHandle. Called with the GIL held.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 
 #include <stdbool.h>
 #include <string.h>
 
 #include "kvpool.h"
+#include "pymem.h"
 #include "pystore.h"
 #include "pytypes.h"
 
-/* ---- ReplicateConfig ----------------------------------------------------- */
+/* ---- ReplicateConfig ------------------------------------------------------ */
 
-/* Mooncake's per-put options. replica_num and with_hard_pin are honoured;
- * with_soft_pin, preferred_segment(s) and prefer_alloc_in_same_node are
- * accepted and recorded only (kvpool's placement is the master's). */
-struct repcfg {
-	PyObject_HEAD
-	int replica_num;
-	char with_soft_pin;
-	char with_hard_pin;
-	char prefer_alloc_in_same_node;
-	PyObject *preferred_segment;	/* str */
-	PyObject *preferred_segments;	/* list */
-};
+/* SoftPinAction values (Mooncake's replica.h). */
+enum { SOFT_PIN_PRESERVE = 0, SOFT_PIN_ENABLE = 1, SOFT_PIN_DISABLE = 2 };
 
-static int repcfg_init(struct repcfg *self, PyObject *args, PyObject *kw)
+/* attribute @name of @o into *out (a new reference), NULL when absent or
+ * None. -1 with an exception. */
+static int attr(PyObject *o, const char *name, PyObject **out)
 {
-	static char *kwlist[] = { "replica_num", "with_soft_pin", "with_hard_pin",
-				  "preferred_segment", "preferred_segments",
-				  "prefer_alloc_in_same_node", NULL };
-	int soft = 0, hard = 0, same = 0, n = 1;
-	PyObject *seg = NULL, *segs = NULL;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|ippUOp:ReplicateConfig", kwlist, &n, &soft,
-					 &hard, &seg, &segs, &same))
-		return -1;
-	self->replica_num = n;
-	self->with_soft_pin = (char)soft;
-	self->with_hard_pin = (char)hard;
-	self->prefer_alloc_in_same_node = (char)same;
-	Py_XSETREF(self->preferred_segment, seg ? Py_NewRef(seg) : PyUnicode_FromString(""));
-	Py_XSETREF(self->preferred_segments, segs ? PySequence_List(segs) : PyList_New(0));
-	return self->preferred_segment && self->preferred_segments ? 0 : -1;
-}
-
-static void repcfg_dealloc(struct repcfg *self)
-{
-	Py_XDECREF(self->preferred_segment);
-	Py_XDECREF(self->preferred_segments);
-	Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *repcfg_repr(struct repcfg *self)
-{
-	return PyUnicode_FromFormat("ReplicateConfig(replica_num=%d, with_soft_pin=%s, "
-				    "with_hard_pin=%s, preferred_segment=%R)",
-				    self->replica_num, self->with_soft_pin ? "True" : "False",
-				    self->with_hard_pin ? "True" : "False",
-				    self->preferred_segment ? self->preferred_segment : Py_None);
-}
-
-static PyMemberDef repcfg_members[] = {
-	{ "replica_num", T_INT, offsetof(struct repcfg, replica_num), 0,
-	  "Replicas of each object (1..8), each in a different segment." },
-	{ "with_soft_pin", T_BOOL, offsetof(struct repcfg, with_soft_pin), 0,
-	  "Accepted for compatibility; kvpool has no soft pin (eviction is LRU)." },
-	{ "with_hard_pin", T_BOOL, offsetof(struct repcfg, with_hard_pin), 0,
-	  "Pin the object against eviction (kvp_pin) once it is stored." },
-	{ "preferred_segment", T_OBJECT_EX, offsetof(struct repcfg, preferred_segment), 0,
-	  "Accepted for compatibility; the master places replicas." },
-	{ "preferred_segments", T_OBJECT_EX, offsetof(struct repcfg, preferred_segments), 0,
-	  "Accepted for compatibility; the master places replicas." },
-	{ "prefer_alloc_in_same_node", T_BOOL, offsetof(struct repcfg, prefer_alloc_in_same_node),
-	  0, "Accepted for compatibility." },
-	{ NULL }
-};
-
-PyTypeObject repcfg_type = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "kvpool.ReplicateConfig",
-	.tp_basicsize = sizeof(struct repcfg),
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-	.tp_doc = "Options of a put (Mooncake's ReplicateConfig).",
-	.tp_new = PyType_GenericNew,
-	.tp_init = (initproc)repcfg_init,
-	.tp_dealloc = (destructor)repcfg_dealloc,
-	.tp_repr = (reprfunc)repcfg_repr,
-	.tp_str = (reprfunc)repcfg_repr,
-	.tp_members = repcfg_members,
-};
-
-
-/* Reads replica_num / with_hard_pin from any object that has them (ours or
- * a real mooncake.store.ReplicateConfig). 0 (po->valid false for an invalid
- * value), -1 with an exception. */
-int putopt_get(PyObject *cfg, struct putopt *po)
-{
-	PyObject *v;
-
-	memset(po, 0, sizeof(*po));
-	if (!cfg || cfg == Py_None) {
-		po->valid = true;
+	*out = PyObject_GetAttrString(o, name);
+	if (*out) {
+		if (*out == Py_None)
+			Py_CLEAR(*out);
 		return 0;
 	}
-	v = PyObject_GetAttrString(cfg, "replica_num");
-	if (v) {
-		long n = PyLong_AsLong(v);
-
-		Py_DECREF(v);
-		if (n == -1 && PyErr_Occurred())
-			return -1;
-		if (n < 1 || n > KVP_MAX_REPLICAS)
-			return 0;	/* invalid */
-		po->replicas = (int)n;
-	} else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-		PyErr_Clear();
-	} else {
+	if (!PyErr_ExceptionMatches(PyExc_AttributeError))
 		return -1;
-	}
-	v = PyObject_GetAttrString(cfg, "with_hard_pin");
-	if (v) {
-		int t = PyObject_IsTrue(v);
+	PyErr_Clear();
+	return 0;
+}
 
-		Py_DECREF(v);
-		if (t < 0)
-			return -1;
-		po->hard_pin = t;
-	} else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-		PyErr_Clear();
-	} else {
+/* An int attribute (bool, int, IntEnum, a pybind11 enum); *has false when
+ * absent. */
+static int attr_int(PyObject *o, const char *name, long long *v, bool *has)
+{
+	PyObject *a, *n;
+
+	*has = false;
+	if (attr(o, name, &a) < 0)
 		return -1;
+	if (!a)
+		return 0;
+	n = PyNumber_Long(a);
+	Py_DECREF(a);
+	if (!n)
+		return -1;
+	*v = PyLong_AsLongLong(n);
+	Py_DECREF(n);
+	if (*v == -1 && PyErr_Occurred())
+		return -1;
+	*has = true;
+	return 0;
+}
+
+/* A str, or the first str of a sequence, into @out ("" when empty). */
+static int attr_seg(PyObject *o, const char *name, char *out, size_t cap)
+{
+	PyObject *a, *first = NULL;
+	const char *s;
+	int rc = -1;
+
+	if (attr(o, name, &a) < 0)
+		return -1;
+	if (!a)
+		return 0;
+	if (PyUnicode_Check(a)) {
+		first = Py_NewRef(a);
+	} else {
+		PyObject *fast = PySequence_Fast(a, "preferred_segments must be a list of str");
+
+		if (!fast)
+			goto out;
+		if (PySequence_Fast_GET_SIZE(fast) > 0)
+			first = Py_NewRef(PySequence_Fast_GET_ITEM(fast, 0));
+		Py_DECREF(fast);
 	}
+	rc = 0;
+	if (first && PyUnicode_Check(first) && (s = PyUnicode_AsUTF8(first)) != NULL && s[0])
+		snprintf(out, cap, "%s", s);
+	else if (PyErr_Occurred())
+		rc = -1;
+out:
+	Py_XDECREF(first);
+	Py_DECREF(a);
+	return rc;
+}
+
+int putopt_get(PyObject *cfg, struct putopt *po)
+{
+	long long v;
+	bool has;
+	PyObject *g;
+
+	memset(po, 0, sizeof(*po));
+	po->ngroups = -1;
 	po->valid = true;
+	if (!cfg || cfg == Py_None)
+		return 0;
+	if (attr_int(cfg, "replica_num", &v, &has) < 0)
+		return -1;
+	if (has) {
+		if (v < 1 || v > KVP_MAX_REPLICAS)
+			po->valid = false;
+		else
+			po->replicas = (int)v;
+	}
+	if (attr_int(cfg, "with_hard_pin", &v, &has) < 0)
+		return -1;
+	po->hard_pin = has && v;
+	if (attr_int(cfg, "with_soft_pin", &v, &has) < 0)	/* Mooncake before SoftPinAction */
+		return -1;
+	po->soft_pin = has && v;
+	if (attr_int(cfg, "soft_pin_action", &v, &has) < 0)
+		return -1;
+	if (has) {
+		if (v < SOFT_PIN_PRESERVE || v > SOFT_PIN_DISABLE)
+			po->valid = false;
+		else if (v != SOFT_PIN_PRESERVE)
+			po->soft_pin = v == SOFT_PIN_ENABLE;
+	}
+	if (attr_int(cfg, "soft_pin_ttl_ms", &v, &has) < 0)
+		return -1;
+	if (has) {
+		if (v < 0)
+			po->valid = false;
+		else
+			po->soft_pin_ttl_ms = (uint64_t)v;
+	}
+	if (attr_int(cfg, "prefer_alloc_in_same_node", &v, &has) < 0)
+		return -1;
+	po->same_node = has && v;
+	if (attr_seg(cfg, "preferred_segments", po->preferred, sizeof(po->preferred)) < 0)
+		return -1;
+	if (!po->preferred[0] &&
+	    attr_seg(cfg, "preferred_segment", po->preferred, sizeof(po->preferred)) < 0)
+		return -1;
+	if (attr(cfg, "group_ids", &g) < 0)
+		return -1;
+	if (g) {
+		po->ngroups = PyObject_Size(g);
+		Py_DECREF(g);
+		if (po->ngroups < 0)
+			return -1;
+	}
 	return 0;
 }
 
 /* ---- BufferHandle ---------------------------------------------------------- */
 
-/* The result of get_buffer: owns the malloc'd copy that kvp_get produced and
- * exports it through the buffer protocol (memoryview, numpy) without another
- * copy. */
+/* Owns its bytes (kvp_get's allocation, or a pymem block) and exports them
+ * through the buffer protocol (memoryview, numpy, torch.frombuffer) without
+ * another copy. */
 struct pybuf {
 	PyObject_HEAD
 	void *p;
-	size_t len;
+	size_t len, cap;
+	enum pybuf_kind kind;
 };
 
 static void pybuf_dealloc(struct pybuf *self)
 {
-	kvp_free(self->p);
+	if (self->kind == PYBUF_KVP)
+		kvp_free(self->p);
+	else
+		pymem_free(self->p, self->cap);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -203,16 +216,42 @@ PyTypeObject pybuf_type = {
 	.tp_methods = pybuf_methods,
 };
 
-/* Takes ownership of @p (kvp_free). */
-PyObject *pybuf_new(void *p, size_t len)
+PyObject *pybuf_new(void *p, size_t len, size_t cap, enum pybuf_kind kind)
 {
 	struct pybuf *b = PyObject_New(struct pybuf, &pybuf_type);
 
 	if (!b) {
-		kvp_free(p);
+		if (kind == PYBUF_KVP)
+			kvp_free(p);
+		else
+			pymem_free(p, cap);
 		return NULL;
 	}
 	b->p = p;
 	b->len = len;
+	b->cap = cap;
+	b->kind = kind;
 	return (PyObject *)b;
+}
+
+PyObject *pybuf_alloc(size_t len)
+{
+	size_t cap;
+	void *p = pymem_alloc(len, &cap);
+
+	if (!p)
+		return PyErr_NoMemory();
+	return pybuf_new(p, len, cap, PYBUF_MEM);
+}
+
+void pybuf_span(PyObject *o, void **p, size_t *len)
+{
+	*p = ((struct pybuf *)o)->p;
+	*len = ((struct pybuf *)o)->len;
+}
+
+void pybuf_set_len(PyObject *o, size_t len)
+{
+	if (len <= ((struct pybuf *)o)->len)
+		((struct pybuf *)o)->len = len;
 }

@@ -379,11 +379,11 @@ unknown_section:
 	return 0;
 }
 
-static int conf_load_env(struct kvp_conf *c, char *err, size_t errlen)
+static int conf_load_env(struct kvp_conf *c, bool aliases, char *err, size_t errlen)
 {
 	char var[256];
 
-	for (size_t i = 0; i < conf_aliases_len; i++) {
+	for (size_t i = 0; aliases && i < conf_aliases_len; i++) {
 		const struct conf_key *k = conf_find(conf_aliases[i].section, conf_aliases[i].key);
 
 		if (env_set(c, k, conf_aliases[i].var, err, errlen))
@@ -489,8 +489,8 @@ int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides
 	return conf_load_files(c, path ? &path : NULL, path ? 1 : 0, overrides, err, errlen);
 }
 
-int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
-		    const char *const *overrides, char *err, size_t errlen)
+static int conf_load_all(struct kvp_conf *c, const char *const *paths, size_t n,
+			 const char *const *overrides, bool aliases, char *err, size_t errlen)
 {
 	int rc;
 
@@ -512,7 +512,7 @@ int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
 		if (rc)
 			return rc;
 	}
-	rc = conf_load_env(c, err, errlen);
+	rc = conf_load_env(c, aliases, err, errlen);
 	if (rc)
 		return rc;
 	for (const char *const *o = overrides; o && *o; o++) {
@@ -521,6 +521,18 @@ int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
 			return rc;
 	}
 	return conf_load_token(c, err, errlen);
+}
+
+int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
+		    const char *const *overrides, char *err, size_t errlen)
+{
+	return conf_load_all(c, paths, n, overrides, true, err, errlen);
+}
+
+int conf_load_no_aliases(struct kvp_conf *c, const char *path, const char *const *overrides,
+			 char *err, size_t errlen)
+{
+	return conf_load_all(c, path ? &path : NULL, path ? 1 : 0, overrides, false, err, errlen);
 }
 
 /* ---- output ------------------------------------------------------------ */

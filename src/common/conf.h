@@ -150,6 +150,11 @@ int conf_load(struct kvp_conf *c, const char *path, const char *const *overrides
  * conf_load. Used for kvpool-node@.service: -c kvpool.ini -c node-%i.ini. */
 int conf_load_files(struct kvp_conf *c, const char *const *paths, size_t n,
 		    const char *const *overrides, char *err, size_t errlen);
+/* conf_load without Mooncake's MOONCAKE_* variables: the Python module reads
+ * them itself, with Mooncake's meaning (0 = no segment, "4gb", an explicit
+ * setup() argument wins). KVPOOL_* variables still apply. */
+int conf_load_no_aliases(struct kvp_conf *c, const char *path, const char *const *overrides,
+			 char *err, size_t errlen);
 /* Parses one INI stream into @c on top of what it holds (conf_load calls it
  * after conf_defaults); @name is used in messages, appended to c->files and
  * recorded as c->file if that is still empty. Errors as conf_load:

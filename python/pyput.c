@@ -1,0 +1,225 @@
+/* pyput: ReplicateConfig to libkvpool's put options, the preferred segment
+ * resolved to a node name, gathered values staged (see pyput.h).
+ *
+ * Mooncake names a segment by its client's get_hostname() ("host:port");
+ * kvpool by node name. A preferred segment that is this store's own
+ * hostname means its embedded node; one that is another node's endpoint or
+ * name means that node; prefer_alloc_in_same_node means a node on this
+ * host. The node list is read with kvp_info and kept NODES_TTL_MS (under
+ * store->plock).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda.h"
+#include "kvpool.h"
+#include "net.h"
+#include "pymem.h"
+#include "pyput.h"
+#include "pystore.h"
+#include "pytypes.h"
+
+#define NODES_TTL_MS 5000
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The node @want names (a node name or a data endpoint), or a node on this
+ * host when @want is NULL; "" when kvp_info does not know one. */
+static void nodes_find(struct kvp *k, const char *want, char *out, size_t cap)
+{
+	struct kvp_info info;
+	char host[64] = "";
+
+	out[0] = 0;
+	if (kvp_info(k, &info) < 0)
+		return;
+	if (!want && net_host_id(host, sizeof(host)) < 0)
+		host[0] = 0;
+	for (size_t i = 0; i < info.nnodes && !out[0]; i++) {
+		const struct kvp_node_info *ni = &info.nodes[i];
+
+		if (ni->draining)
+			continue;
+		if (want ? !strcmp(ni->name, want) || !strcmp(ni->endpoint, want) :
+			   host[0] && !strcmp(ni->host_id, host))
+			snprintf(out, cap, "%s", ni->name);
+	}
+	kvp_info_free(&info);
+}
+
+void put_node_name(struct store *s, struct kvp *k, const char *seg, char *out, size_t cap)
+{
+	static __thread char last_want[PUTOPT_SEG], last_got[64];
+	static __thread uint64_t last_at;
+
+	out[0] = 0;
+	if (!seg) {
+		/* A node on this host: ours, else one kvp_info places here. */
+		if (s->nemb) {
+			snprintf(out, cap, "%s", s->emb[0]->name);
+			return;
+		}
+		pthread_mutex_lock(&s->plock);
+		if (!s->nodes_known) {
+			nodes_find(k, NULL, s->local_node, sizeof(s->local_node));
+			s->nodes_known = true;
+		}
+		snprintf(out, cap, "%s", s->local_node);
+		pthread_mutex_unlock(&s->plock);
+		return;
+	}
+	if (!seg[0])
+		return;
+	/* Ours: setup()'s embedded node, named the way get_hostname() says. */
+	if (s->nemb && (!strcmp(seg, s->hostport) || !strcmp(seg, s->hostname))) {
+		snprintf(out, cap, "%s", s->emb[0]->name);
+		return;
+	}
+	for (size_t i = 0; i < s->nemb; i++)
+		if (!strcmp(seg, s->emb[i]->name)) {
+			snprintf(out, cap, "%s", seg);
+			return;
+		}
+	/* Another process's segment, by endpoint or name: one lookup per name
+	 * and thread every NODES_TTL_MS. */
+	if (strcmp(last_want, seg) || mono_ms() - last_at > NODES_TTL_MS) {
+		snprintf(last_want, sizeof(last_want), "%s", seg);
+		nodes_find(k, seg, last_got, sizeof(last_got));
+		last_at = mono_ms();
+	}
+	snprintf(out, cap, "%s", last_got[0] ? last_got : seg);
+}
+
+/* The node name a put should prefer, "" for none. */
+static void pref_node(struct store *s, struct kvp *k, const struct putopt *po, char *out,
+		      size_t cap)
+{
+	out[0] = 0;
+	if (po->preferred[0])
+		put_node_name(s, k, po->preferred, out, cap);
+	else if (po->same_node)
+		put_node_name(s, k, NULL, out, cap);
+}
+
+#ifdef KVP_PUT_UPSERT
+static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size_t n,
+		   const char *const *keys, const void *const *bufs, const size_t *lens, int *res)
+{
+	char pref[64];
+	struct kvp_put_opts o = {
+		.flags = (po->upsert ? KVP_PUT_UPSERT : 0) | (po->soft_pin ? KVP_PUT_SOFT_PIN : 0),
+		.replicas = (uint32_t)po->replicas,
+		.pin_ttl_ms = po->soft_pin_ttl_ms,
+	};
+
+	pref_node(s, k, po, pref, sizeof(pref));
+	o.preferred_segment = pref[0] ? pref : NULL;
+	if (n == 1) {
+		res[0] = kvp_put_opts(k, keys[0], bufs[0], lens[0], &o);
+		return 0;
+	}
+	return kvp_batch_put_opts(k, n, keys, bufs, lens, &o, res);
+}
+#else
+/* Until libkvpool has per-call options: the replica count through a
+ * second handle, upsert as a forced remove and a put, soft pin as a pin. */
+static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size_t n,
+		   const char *const *keys, const void *const *bufs, const size_t *lens, int *res)
+{
+	int rc;
+	char pref[64];
+
+	pref_node(s, k, po, pref, sizeof(pref));
+	k = store_handle(s, po->replicas, &rc);
+	if (!k)
+		return rc;
+	if (po->upsert) {
+		int *rm = calloc(n + 1, sizeof(*rm));
+
+		if (!rm)
+			return KVP_ENOMEM;
+		kvp_batch_remove(k, n, keys, KVP_REMOVE_FORCE, rm);
+		free(rm);
+	}
+	rc = kvp_batch_put_from(k, n, keys, bufs, lens, res);
+	for (size_t i = 0; rc == 0 && po->soft_pin && i < n; i++)
+		if (res[i] == 0)
+			kvp_pin(k, keys[i], po->soft_pin_ttl_ms ? po->soft_pin_ttl_ms : 600000);
+	return rc;
+}
+#endif
+
+int put_many(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
+	     const void *const *bufs, const size_t *lens, int *res)
+{
+	struct kvp *k = s->kvp;
+	int rc;
+
+	if (!po->valid || (po->ngroups >= 0 && (size_t)po->ngroups != n)) {
+		for (size_t i = 0; i < n; i++)
+			res[i] = KVP_EINVAL;
+		return 0;
+	}
+	rc = put_raw(s, k, po, n, keys, bufs, lens, res);
+	for (size_t i = 0; rc == 0 && po->hard_pin && i < n; i++)
+		if (res[i] == 0)
+			res[i] = kvp_pin(k, keys[i], HARD_PIN_MS);
+	return rc;
+}
+
+int put_gather(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
+	       const struct pyiov *iov, const size_t *first, int *res)
+{
+	const void **bufs = calloc(n + 1, sizeof(*bufs));
+	size_t *lens = calloc(n + 1, sizeof(*lens));
+	size_t stage = 0, cap = 0, off = 0;
+	char *blk = NULL;
+	int rc = KVP_ENOMEM;
+
+	if (!bufs || !lens)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = first[i]; j < first[i + 1]; j++)
+			lens[i] += iov[j].len;
+		if (first[i + 1] - first[i] != 1)
+			stage += lens[i];
+	}
+	if (stage && !(blk = pymem_alloc(stage, &cap)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (first[i + 1] - first[i] == 1) {
+			bufs[i] = iov[first[i]].p;
+			continue;
+		}
+		bufs[i] = blk + off;
+		for (size_t j = first[i]; j < first[i + 1]; j++) {
+			/* A device tensor's bytes (put_tensor of a CUDA tensor). */
+			if (cuda_is_device(iov[j].p)) {
+				rc = cuda_memcpy(blk + off, iov[j].p, iov[j].len);
+				if (rc < 0) {
+					rc = KVP_EIO;
+					goto out;
+				}
+			} else {
+				memcpy(blk + off, iov[j].p, iov[j].len);
+			}
+			off += iov[j].len;
+		}
+	}
+	rc = put_many(s, po, n, keys, (const void *const *)bufs, lens, res);
+out:
+	pymem_free(blk, cap);
+	free(bufs);
+	free(lens);
+	return rc;
+}
