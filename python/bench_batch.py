@@ -23,6 +23,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# python/ holds the package's sources (python/kvpool, no extension): the
+# built package on PYTHONPATH must be the one imported.
+if sys.path and os.path.abspath(sys.path[0] or ".") == HERE:
+    del sys.path[0]
 sys.path.insert(0, os.path.join(HERE, "tests"))
 
 

@@ -19,6 +19,7 @@
 #include "cuda.h"
 #include "kvpool.h"
 #include "numa_util.h"
+#include "pyconf.h"
 #include "pyconv.h"
 #include "pyput.h"
 #include "pystore.h"
@@ -384,6 +385,20 @@ static PyObject *mod_is_device(PyObject *mod, PyObject *arg)
 	return PyBool_FromLong(cuda_is_device((const void *)(uintptr_t)p));
 }
 
+/* _mc_size(text) -> bytes as Mooncake parses a size string, None if it
+ * does not (setup()'s rule, for tests and tools). */
+static PyObject *mod_mc_size(PyObject *mod, PyObject *arg)
+{
+	const char *s = PyUnicode_AsUTF8(arg);
+	uint64_t v;
+
+	if (!s)
+		return NULL;
+	if (mc_parse_size(s, &v) < 0)
+		Py_RETURN_NONE;
+	return PyLong_FromUnsignedLongLong(v);
+}
+
 /* _alloc_buffer(n) -> a writable BufferHandle of n bytes (pymem). */
 static PyObject *mod_alloc_buffer(PyObject *mod, PyObject *arg)
 {
@@ -447,6 +462,7 @@ static PyObject *mod_get_free_func_addr(PyObject *mod, PyObject *unused)
 PyMethodDef admin_module_methods[] = {
 	{ "_memcpy_many", mod_memcpy_many, METH_VARARGS, "_memcpy_many(dsts, srcs, sizes)" },
 	{ "_alloc_buffer", mod_alloc_buffer, METH_O, "_alloc_buffer(n) -> BufferHandle" },
+	{ "_mc_size", mod_mc_size, METH_O, "_mc_size(text) -> bytes or None (Mooncake's sizes)" },
 	{ "_read_bytes", mod_read_bytes, METH_VARARGS, "_read_bytes(ptr, n) -> bytes" },
 	{ "_is_device", mod_is_device, METH_O, "_is_device(ptr) -> bool (CUDA device memory)" },
 	{ "bind_to_numa_node", METH(mod_bind_to_numa_node), KW,

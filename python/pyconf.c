@@ -662,13 +662,7 @@ static int seg_round(uint64_t want, uint64_t *out, char *err, size_t errlen)
 		return KVP_EINVAL;
 	}
 	v = (want + SEG_PAGE - 1) / SEG_PAGE * SEG_PAGE;
-	if (v < SEG_MIN)
-		v = SEG_MIN;
-	if (v != want)
-		log_notice("setup: global_segment_size %" PRIu64 " rounded up to %" PRIu64 " (a "
-			   "segment is whole %llu-byte pages, at least %llu bytes)", want, v,
-			   SEG_PAGE, SEG_MIN);
-	*out = v;
+	*out = v < SEG_MIN ? SEG_MIN : v;
 	return 0;
 }
 

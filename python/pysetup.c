@@ -274,6 +274,9 @@ static int store_setup_locked(struct store *s, const struct sparams *p)
 	s->def_replicas = (int)s->conf->client.replicas;
 	if (p->has_seg && p->seg) {
 		seg = s->conf->node.segment_size;
+		if (seg != p->seg)
+			log_warn("setup: global_segment_size %" PRIu64 " rounded up to %" PRIu64
+				   " (a segment is whole 4096-byte pages, at least 1 MiB)", p->seg, seg);
 		rc = setup_emb_add(s, seg, NULL);
 		if (rc < 0)
 			goto out;

@@ -142,6 +142,44 @@ class ConfOnceTest(unittest.TestCase):
         finally:
             s.close()
 
+    def test_token_the_mooncake_way(self):
+        """The token reaches an engine the way the rest of its Mooncake
+        configuration does: a JSON key (cluster_token_file, or the token
+        itself as cluster_token) in MOONCAKE_CONFIG_PATH or a dict, or
+        MOONCAKE_CLUSTER_TOKEN_FILE / MOONCAKE_CLUSTER_TOKEN — to the handles
+        and the embedded node alike."""
+        tok = self.client_token("mc.token")
+        path = os.path.join(self.pool.dir, "mc-token.json")
+        base = {"local_hostname": "localhost", "metadata_server": "P2PHANDSHAKE",
+                "master_server_address": self.pool.master, "protocol": "tcp",
+                "global_segment_size": "8MB", "config_file": self.pool.conf}
+        code = ("import kvpool\n"
+                "s = kvpool.MooncakeDistributedStore()\n"
+                "print(s.setup(), s.put('mct/k', b'v'), s.get('mct/k'), s.last_error())\n"
+                "s.close()\n")
+        cases = [("json file", dict(base, cluster_token_file=tok), {}),
+                 ("json token", dict(base, cluster_token=self.token), {}),
+                 ("env file", base, {"MOONCAKE_CLUSTER_TOKEN_FILE": tok}),
+                 ("env token", base, {"MOONCAKE_CLUSTER_TOKEN": self.token})]
+        for name, cfg, env in cases:
+            with self.subTest(name):
+                with open(path, "w") as f:
+                    json.dump(cfg, f)
+                r = L.run_python(code, env=dict(env, MOONCAKE_CONFIG_PATH=path))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.split()[:3], ["0", "0", "b'v'"],
+                                 r.stdout + r.stderr + self.pool.logs())
+                self.pool.wait_ready(segments=1, seconds=15)
+        # A dict and the mooncake_config helper carry it too.
+        from kvpool.mooncake_config import MooncakeConfig
+        with open(path, "w") as f:
+            json.dump(dict(base, cluster_token_file=tok), f)
+        args = MooncakeConfig.from_file(path).setup_args()
+        self.assertEqual(args["cluster_token_file"], tok)
+        s = kvpool.MooncakeDistributedStore()
+        self.assertEqual(s.setup(dict(args, config_file=self.pool.conf)), 0, s.last_error())
+        s.close()
+
 
 if __name__ == "__main__":
     unittest.main()
