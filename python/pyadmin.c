@@ -87,7 +87,7 @@ static PyObject *store_batch_replica_clear(struct store *self, PyObject *args, P
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s:batch_replica_clear", kwlist, &keys, &seg))
 		return NULL;
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	res = calloc(ks.n + 1, sizeof(*res));
 	if (!res) {
@@ -113,7 +113,9 @@ static PyObject *store_batch_replica_clear(struct store *self, PyObject *args, P
 
 		if (res[i] != 0)
 			continue;
-		key = PyUnicode_DecodeUTF8(ks.k[i], (Py_ssize_t)strlen(ks.k[i]), "surrogateescape");
+		const char *name = ks.k[i] + strlen(self->tenant);
+
+		key = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "surrogateescape");
 		if (!key || PyList_Append(r, key) < 0)
 			Py_CLEAR(r);
 		Py_XDECREF(key);

@@ -49,7 +49,7 @@ static PyObject *do_put_batch(struct store *self, PyObject *args, PyObject *kw, 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O:upsert_batch" : "OO|O:put_batch",
 					 kwlist, &keys, &values, &cfg))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	opt.upsert = upsert;
 	fast = PySequence_Fast(values, "values must be a list of bytes-like objects");
@@ -118,7 +118,7 @@ static PyObject *do_batch_put_from(struct store *self, PyObject *args, PyObject 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OOO|O:batch_upsert_from" :
 					 "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl, &cfg))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	opt.upsert = upsert;
 	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens) < 0)
@@ -162,7 +162,7 @@ static PyObject *store_batch_get_into(struct store *self, PyObject *args, PyObje
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:batch_get_into", kwlist, &keys, &pl, &sl))
 		return NULL;
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &caps) < 0)
 		goto out;
@@ -325,7 +325,7 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwlist,
 					 &keys, &allp, &alls, &cfg))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
 		goto out;
@@ -368,7 +368,7 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|p:batch_get_into_multi_buffers", kwlist,
 					 &keys, &allp, &alls, &same))
 		return NULL;
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
 		goto out;
@@ -420,7 +420,7 @@ static PyObject *batch_exists_remove(struct store *self, PyObject *keys, bool re
 	PyObject *r;
 	int *res, rc;
 
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	res = calloc(ks.n + 1, sizeof(*res));
 	if (!res) {
@@ -469,7 +469,7 @@ static PyObject *store_get_batch(struct store *self, PyObject *keys)
 	size_t *caps = NULL;
 	int rc = 0;
 
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	objs = calloc(ks.n + 1, sizeof(*objs));
 	sizes = calloc(ks.n + 1, sizeof(*sizes));
@@ -559,7 +559,7 @@ static PyObject *store_batch_get_buffer(struct store *self, PyObject *keys)
 	size_t *caps = NULL, *blk = NULL;
 	int rc = 0;
 
-	if (conv_keys(keys, false, &ks) < 0)
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	sizes = calloc(ks.n + 1, sizeof(*sizes));
 	res = calloc(ks.n + 1, sizeof(*res));
@@ -650,7 +650,7 @@ static PyObject *store_batch_put_parts(struct store *self, PyObject *args, PyObj
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Op:_batch_put_parts", kwlist, &keys, &all,
 					 &cfg, &upsert))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(keys, false, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
 	opt.upsert = upsert;
 	fast = PySequence_Fast(all, "all_parts must be a list of lists");

@@ -78,10 +78,16 @@ void conv_keys_free(struct conv_keys *ks)
 	memset(ks, 0, sizeof(*ks));
 }
 
-/* @seq: a sequence of keys, or (one == true) a single key. -1 with an
- * exception set. */
 int conv_keys(PyObject *seq, bool one, struct conv_keys *ks)
 {
+	return conv_keys_in(seq, one, NULL, ks);
+}
+
+/* @seq: a sequence of keys, or (one == true) a single key, each after
+ * @prefix (NULL or ""). -1 with an exception set. */
+int conv_keys_in(PyObject *seq, bool one, const char *prefix, struct conv_keys *ks)
+{
+	size_t plen = prefix ? strlen(prefix) : 0;
 	PyObject *fast = NULL;
 	PyObject **items;
 	size_t total = 0, off = 0;
@@ -109,7 +115,7 @@ int conv_keys(PyObject *seq, bool one, struct conv_keys *ks)
 
 		if (key_bytes(items[i], &p, &len) < 0)
 			goto out;
-		total += (size_t)len + 1;
+		total += plen + (size_t)len + 1;
 	}
 	ks->k = calloc(n ? (size_t)n : 1, sizeof(*ks->k));
 	ks->arena = malloc(total ? total : 1);
@@ -124,10 +130,12 @@ int conv_keys(PyObject *seq, bool one, struct conv_keys *ks)
 		if (key_bytes(items[i], &p, &len) < 0)
 			goto out;
 		ks->k[i] = ks->arena + off;
-		if (memchr(p, 0, (size_t)len)) {
+		if (memchr(p, 0, (size_t)len) || !len) {
 			ks->arena[off++] = 0;	/* invalid: empty key -> KVP_EKEY */
 			continue;
 		}
+		memcpy(ks->arena + off, prefix ? prefix : "", plen);
+		off += plen;
 		memcpy(ks->arena + off, p, (size_t)len);
 		off += (size_t)len;
 		ks->arena[off++] = 0;

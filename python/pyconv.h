@@ -34,6 +34,9 @@ struct conv_keys {
 
 /* @seq: a sequence of str/bytes keys, or (one == true) a single key. */
 int conv_keys(PyObject *seq, bool one, struct conv_keys *ks);
+/* The same, each key after @prefix (a store's tenant namespace; NULL or ""
+ * for none). An empty key stays empty (KVP_EKEY). */
+int conv_keys_in(PyObject *seq, bool one, const char *prefix, struct conv_keys *ks);
 void conv_keys_free(struct conv_keys *ks);
 
 /* An address or a size: a non-negative int below 2**64; @what names the

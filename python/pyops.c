@@ -49,7 +49,7 @@ static PyObject *do_put(struct store *self, PyObject *args, PyObject *kw, bool u
 	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "Oy*|O:upsert" : "Oy*|O:put", kwlist,
 					 &key, &v, &cfg))
 		return NULL;
-	if (putopt_get(cfg, &po) < 0 || conv_keys(key, true, &ks) < 0) {
+	if (putopt_get(cfg, &po) < 0 || conv_keys_in(key, true, self->tenant, &ks) < 0) {
 		PyBuffer_Release(&v);
 		return NULL;
 	}
@@ -91,7 +91,7 @@ static PyObject *do_put_parts(struct store *self, PyObject *args, PyObject *kw, 
 		PyErr_SetString(PyExc_TypeError, "put_parts(key, *parts, config=None)");
 		return NULL;
 	}
-	if (putopt_get(cfg, &po) < 0 || conv_keys(PyTuple_GET_ITEM(args, 0), true, &ks) < 0)
+	if (putopt_get(cfg, &po) < 0 || conv_keys_in(PyTuple_GET_ITEM(args, 0), true, self->tenant, &ks) < 0)
 		return NULL;
 	po.upsert = upsert;
 	nparts = nargs - 1;
@@ -137,7 +137,7 @@ static PyObject *store_get(struct store *self, PyObject *key)
 	PyObject *r;
 	int rc;
 
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_get(k, ks.k[0], &buf, &len));
 	conv_keys_free(&ks);
@@ -154,7 +154,7 @@ static PyObject *store_get_buffer(struct store *self, PyObject *key)
 	size_t len = 0;
 	int rc;
 
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_get(k, ks.k[0], &buf, &len));
 	conv_keys_free(&ks);
@@ -168,7 +168,7 @@ static PyObject *store_is_exist(struct store *self, PyObject *key)
 	struct conv_keys ks;
 	int rc;
 
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_exists(k, ks.k[0]));
 	conv_keys_free(&ks);
@@ -181,7 +181,7 @@ static PyObject *store_get_size(struct store *self, PyObject *key)
 	uint64_t size = 0;
 	int rc;
 
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_size(k, ks.k[0], &size));
 	conv_keys_free(&ks);
@@ -199,7 +199,7 @@ static PyObject *store_remove(struct store *self, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:remove", kwlist, &key, &force))
 		return NULL;
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_remove(k, ks.k[0], force ? KVP_REMOVE_FORCE : 0));
 	conv_keys_free(&ks);
@@ -214,7 +214,12 @@ static PyObject *store_remove_all(struct store *self, PyObject *args, PyObject *
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:remove_all", kwlist, &force))
 		return NULL;
-	STORE_CALL(self, rc, kvp_remove_all(k, force ? KVP_REMOVE_FORCE : 0, &count));
+	/* A tenant's "all" is its namespace. */
+	if (self->tenant[0])
+		STORE_CALL(self, rc, kvp_remove_prefix(k, self->tenant, force ? KVP_REMOVE_FORCE : 0,
+						       &count));
+	else
+		STORE_CALL(self, rc, kvp_remove_all(k, force ? KVP_REMOVE_FORCE : 0, &count));
 	if (rc < 0)
 		return PyLong_FromLong(mc(rc));
 	return PyLong_FromUnsignedLongLong(count);
@@ -250,7 +255,8 @@ static PyObject *store_remove_by_regex(struct store *self, PyObject *args, PyObj
 	static char *kwlist[] = { "regex_pattern", "force", NULL };
 	PyObject *pat, *re = NULL, *cre = NULL, *patstr = NULL, *result = NULL;
 	struct conv_strv matched = { 0 };
-	char prefix[KVP_MAX_KEY + 1] = "", *cursor = NULL;
+	char prefix[KVP_MAX_KEY + 1] = "", lit[KVP_MAX_KEY + 1] = "", *cursor = NULL;
+	size_t tlen = strlen(self->tenant);
 	bool bytes_pat;
 	uint64_t removed = 0;
 	int force = 0, rc = 0;
@@ -277,8 +283,10 @@ static PyObject *store_remove_by_regex(struct store *self, PyObject *args, PyObj
 			goto out;
 		/* Only without flags: IGNORECASE etc. change what a literal is. */
 		if (fl == 32 /* re.UNICODE only */)
-			regex_prefix(s, prefix, sizeof(prefix));
+			regex_prefix(s, lit, sizeof(lit));
 	}
+	/* Only this store's tenant's keys, matched without the namespace. */
+	snprintf(prefix, sizeof(prefix), "%s%s", self->tenant, lit);
 	for (;;) {
 		struct kvp_list l = { 0 };
 
@@ -286,10 +294,10 @@ static PyObject *store_remove_by_regex(struct store *self, PyObject *args, PyObj
 		if (rc < 0)
 			break;
 		for (size_t i = 0; i < l.n; i++) {
-			const char *name = l.entries[i].name;
+			const char *name = l.entries[i].name, *bare = name + tlen;
 			PyObject *key = bytes_pat ?
-				PyBytes_FromString(name) :
-				PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "surrogateescape");
+				PyBytes_FromString(bare) :
+				PyUnicode_DecodeUTF8(bare, (Py_ssize_t)strlen(bare), "surrogateescape");
 			PyObject *m = key ? PyObject_CallMethod(cre, "search", "O", key) : NULL;
 
 			Py_XDECREF(key);
@@ -377,7 +385,7 @@ static PyObject *do_put_from(struct store *self, PyObject *args, PyObject *kw, b
 					 kwlist, &key, &po, &so, &cfg) ||
 	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(so, &size, "size") < 0)
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(key, true, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	opt.upsert = upsert;
 	rc = put_pieces(self, &opt, ks.k[0],
@@ -415,7 +423,7 @@ static PyObject *store_put_from_with_metadata(struct store *self, PyObject *args
 	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(mo, &mptr, "metadata_buffer_ptr") < 0 ||
 	    conv_u64(so, &size, "size") < 0 || conv_u64(mso, &msize, "metadata_size") < 0)
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys(key, true, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	/* Mooncake: nothing to store is success. */
 	if (!size) {
@@ -441,7 +449,7 @@ static PyObject *store_get_into(struct store *self, PyObject *args, PyObject *kw
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:get_into", kwlist, &key, &po, &so) ||
 	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(so, &size, "size") < 0)
 		return NULL;
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_get_into(k, ks.k[0], (void *)(uintptr_t)ptr, (size_t)size));
 	conv_keys_free(&ks);
@@ -457,7 +465,7 @@ static PyObject *store_stat(struct store *self, PyObject *key)
 	PyObject *reps, *r;
 	int rc;
 
-	if (conv_keys(key, true, &ks) < 0)
+	if (conv_keys_in(key, true, self->tenant, &ks) < 0)
 		return NULL;
 	STORE_CALL(self, rc, kvp_stat(k, ks.k[0], &st));
 	conv_keys_free(&ks);

@@ -229,6 +229,15 @@ static int store_setup_locked(struct store *s, const struct sparams *p)
 
 	s->errmsg[0] = 0;
 	s->ssd_dir[0] = 0;
+	s->tenant[0] = 0;
+	if (p->tenant && p->tenant[0] && strcmp(p->tenant, "default")) {
+		if (strlen(p->tenant) > 64 || strchr(p->tenant, '/')) {
+			snprintf(s->errmsg, sizeof(s->errmsg), "tenant_id \"%.80s\": at most 64 "
+				 "bytes, no '/'", p->tenant);
+			return KVP_EINVAL;
+		}
+		snprintf(s->tenant, sizeof(s->tenant), "tenant=%s/", p->tenant);
+	}
 	rc = sp_overrides(p, &ov, err, sizeof(err));
 	if (rc < 0) {
 		snprintf(s->errmsg, sizeof(s->errmsg), "%s", err);

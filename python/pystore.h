@@ -66,6 +66,9 @@ struct store {
 	char hostport[CONF_STR + 8];	/* get_hostname(): Mooncake's "host:port" */
 	bool dummy;			/* setup_dummy: get_hostname() is "" */
 	char ssd_dir[CONF_STR];		/* enable_ssd_offload: the nodes' spill files */
+	/* A tenant_id other than "default": every key of this store lives
+	 * under "tenant=<id>/" (Mooncake keeps tenants' keys apart); "" else. */
+	char tenant[80];
 	char errmsg[1024];		/* last setup failure */
 	pid_t owner;			/* process that set it up; 0 = not set up */
 	struct store *live_prev, *live_next;	/* live list, protected by the GIL */

@@ -396,6 +396,30 @@ class StoreCallsTest(unittest.TestCase):
                          ((0, 0), kvpool.OBJECT_NOT_FOUND))
         self.assertEqual(s.query_task((1, 2)), (None, kvpool.TASK_NOT_FOUND))
 
+    def test_tenants(self):
+        """A tenant_id other than "default" is a key space of its own."""
+        a = self.pool.store(tenant_id="team-a")
+        b = self.pool.store(tenant_id="team-b")
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        self.assertEqual(a.put("tn/k", b"from a"), 0)
+        self.assertEqual(b.put("tn/k", b"from b"), 0)
+        self.assertEqual(self.s.put("tn/k", b"default"), 0)
+        self.assertEqual([x.get("tn/k") for x in (a, b, self.s)],
+                         [b"from a", b"from b", b"default"])
+        self.assertEqual(a.batch_is_exist(["tn/k", "tn/only-b"]), [1, 0])
+        self.assertEqual(b.put("tn/only-b", b"b"), 0)
+        self.assertEqual(a.is_exist("tn/only-b"), 0)
+        self.assertEqual(b.remove_by_regex("^tn/only"), 1)
+        self.assertEqual(a.put("tn/c", b"c"), 0)          # not read: no lease
+        self.assertEqual(a.batch_replica_clear(["tn/c"]), ["tn/c"])
+        self.assertEqual(a.put("tn/x", b"x"), 0)
+        self.assertEqual(a.remove_all(), 1)
+        self.assertEqual(b.get("tn/k"), b"from b")
+        self.assertEqual(self.s.get("tn/k"), b"default")
+        bad = kvpool.MooncakeDistributedStore()
+        self.assertEqual(bad.setup(self.pool.config(tenant_id="a/b")), kvpool.INVALID_PARAMS)
+
     def test_buffer_pool(self):
         s = self.s
         pool = kvpool.BufferPool(s, max_bytes=1 << 20, min_size_class=4096)
