@@ -19,6 +19,7 @@ from ._tensor import (TensorMixin as _TensorMixin, _deserialize_tensor,  # noqa:
                       _serialize_tensor, _tensor_metadata_size)
 from ._types import *  # noqa: F401,F403
 from ._types import __all__ as _types_all
+from .engram import EngramStore, EngramStoreConfig  # noqa: F401
 from .buffer_pool import (BufferLease, BufferLeaseView, BufferPool,  # noqa: F401
                           RegisteredBufferLease, RegisteredBufferLeaseView, RegisteredBufferPool)
 
@@ -121,7 +122,7 @@ DistributedStore = MooncakeDistributedStore
 
 __all__ = (["MooncakeDistributedStore", "DistributedStore", "BufferHandle", "ErrorCode",
             "ERROR_NAMES", "BufferPool", "RegisteredBufferPool", "BufferLease",
-            "BufferLeaseView", "bind_to_numa_node", "get_alloc_func_addr",
+            "BufferLeaseView", "EngramStore", "EngramStoreConfig", "bind_to_numa_node", "get_alloc_func_addr",
             "get_free_func_addr", "strerror", "errname", "to_mooncake"] +
            [n for n in _types_all if not n.startswith("_")] + [e.name for e in ErrorCode])
 del _n

@@ -63,7 +63,8 @@ class SurfaceTest(unittest.TestCase):
     MODULE = """ObjectDataType SoftPinAction ReplicateConfig ReplicaStatus MemoryDescriptor
         DiskDescriptor ReplicaDescriptor Descriptor TaskType TaskStatus QueryTaskResponse
         BufferHandle MooncakeHostMemAllocator ParallelAxis TensorParallelism ReadTarget
-        MooncakeDistributedNoFRegister MooncakeDistributedStore BufferPool
+        MooncakeDistributedNoFRegister MooncakeDistributedStore BufferPool EngramStore
+        EngramStoreConfig
         RegisteredBufferPool _serialize_tensor _tensor_metadata_size _deserialize_tensor
         _get_pyclient_from_wrapper bind_to_numa_node get_alloc_func_addr
         get_free_func_addr""".split()
@@ -419,6 +420,33 @@ class StoreCallsTest(unittest.TestCase):
         self.assertEqual(self.s.get("tn/k"), b"default")
         bad = kvpool.MooncakeDistributedStore()
         self.assertEqual(bad.setup(self.pool.config(tenant_id="a/b")), kvpool.INVALID_PARAMS)
+
+    def test_engram_store(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy is not importable (apt-get install python3-numpy)")
+        cfg = kvpool.EngramStoreConfig()
+        cfg.table_vocab_sizes = [5, 3]
+        cfg.embedding_dim = 4
+        e = kvpool.EngramStore(7, cfg, self.s)
+        self.assertEqual(e.get_store_keys(), ["engram:l7:h0", "engram:l7:h1"])
+        self.assertEqual((e.get_num_heads(), e.get_embedding_dim()), (2, 4))
+        t0 = np.arange(20, dtype=np.float32).reshape(5, 4)
+        t1 = -np.arange(12, dtype=np.float32).reshape(3, 4)
+        e.populate([t0, t1])
+        with self.assertRaises(RuntimeError):
+            e.populate([t0, t1])                      # the keys exist
+        out = e.lookup([[[4, 0], [1, 2]]])
+        self.assertEqual(out.shape, (1, 2, 2, 4))
+        self.assertTrue((out[0, 0, 0] == t0[4]).all() and (out[0, 1, 1] == t1[2]).all())
+        self.assertTrue((e.lookup(np.array([[[0, 1]]]))[0, 0, 1] == t1[1]).all())
+        with self.assertRaises(RuntimeError):
+            e.lookup([[[5, 0]]])                      # past the table
+        self.assertEqual(e.remove_from_store(force=True), 2)
+        self.assertEqual(e.remove_from_store(), 0)
+        with self.assertRaises(ValueError):
+            kvpool.EngramStore(0, kvpool.EngramStoreConfig([], 4), self.s)
 
     def test_buffer_pool(self):
         s = self.s
