@@ -87,9 +87,11 @@ def main():
             s.batch_remove(keys, True)
             return t
 
+        # The keys read are pinned: the puts' churn must not evict them.
+        pin = L.kvpool.ReplicateConfig(with_hard_pin=True)
         raw_keys, t_keys = fresh(), fresh()
-        if s.batch_put_from(raw_keys, sptrs, sizes) != [0] * n or \
-                s.batch_put_tensor(t_keys, tensors) != [0] * n:
+        if s.batch_put_from(raw_keys, sptrs, sizes, pin) != [0] * n or \
+                s.batch_pub_tensor(t_keys, tensors, pin) != [0] * n:
             sys.exit("bench_tensor: the read keys could not be stored")
 
         def get_raw():

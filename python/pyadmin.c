@@ -58,21 +58,7 @@ static int replica_clear_one(struct kvp *k, const char *key, const char *node)
 {
 	if (!node[0])
 		return kvp_remove(k, key, 0);
-#ifdef KVP_PUT_UPSERT
 	return kvp_replica_clear(k, key, node, 0);
-#else
-	{
-		struct kvp_stat st;
-		int rc = kvp_stat(k, key, &st);
-
-		if (rc < 0)
-			return rc;
-		for (uint32_t i = 0; i < st.nreplicas; i++)
-			if (strcmp(st.replicas[i].node, node))
-				return KVP_ENOTSUP;	/* one replica of several: needs the library */
-		return kvp_remove(k, key, 0);
-	}
-#endif
 }
 
 /* batch_replica_clear(keys, segment_name="") -> [keys cleared]. */

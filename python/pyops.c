@@ -353,7 +353,7 @@ static PyObject *store_register_buffer(struct store *self, PyObject *args, PyObj
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:register_buffer", kwlist, &po, &so) ||
 	    conv_u64(po, &ptr, "buffer_ptr") < 0 || conv_u64(so, &size, "size") < 0)
 		return NULL;
-	STORE_CALL(self, rc, store_register(self, (void *)(uintptr_t)ptr, (size_t)size));
+	STORE_CALL(self, rc, kvp_register_buffer(k, (void *)(uintptr_t)ptr, (size_t)size));
 	return PyLong_FromLong(mc(rc));
 }
 
@@ -367,7 +367,7 @@ static PyObject *store_unregister_buffer(struct store *self, PyObject *args, PyO
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O:unregister_buffer", kwlist, &po) ||
 	    conv_u64(po, &ptr, "buffer_ptr") < 0)
 		return NULL;
-	STORE_CALL(self, rc, store_unregister(self, (void *)(uintptr_t)ptr));
+	STORE_CALL(self, rc, kvp_unregister_buffer(k, (void *)(uintptr_t)ptr));
 	return PyLong_FromLong(mc(rc));
 }
 

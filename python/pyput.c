@@ -111,7 +111,6 @@ static void pref_node(struct store *s, struct kvp *k, const struct putopt *po, c
 		put_node_name(s, k, NULL, out, cap);
 }
 
-#ifdef KVP_PUT_UPSERT
 static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size_t n,
 		   const char *const *keys, const void *const *bufs, const size_t *lens, int *res)
 {
@@ -130,34 +129,6 @@ static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size
 	}
 	return kvp_batch_put_opts(k, n, keys, bufs, lens, &o, res);
 }
-#else
-/* Until libkvpool has per-call options: the replica count through a
- * second handle, upsert as a forced remove and a put, soft pin as a pin. */
-static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size_t n,
-		   const char *const *keys, const void *const *bufs, const size_t *lens, int *res)
-{
-	int rc;
-	char pref[64];
-
-	pref_node(s, k, po, pref, sizeof(pref));
-	k = store_handle(s, po->replicas, &rc);
-	if (!k)
-		return rc;
-	if (po->upsert) {
-		int *rm = calloc(n + 1, sizeof(*rm));
-
-		if (!rm)
-			return KVP_ENOMEM;
-		kvp_batch_remove(k, n, keys, KVP_REMOVE_FORCE, rm);
-		free(rm);
-	}
-	rc = kvp_batch_put_from(k, n, keys, bufs, lens, res);
-	for (size_t i = 0; rc == 0 && po->soft_pin && i < n; i++)
-		if (res[i] == 0)
-			kvp_pin(k, keys[i], po->soft_pin_ttl_ms ? po->soft_pin_ttl_ms : 600000);
-	return rc;
-}
-#endif
 
 int put_many(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
 	     const void *const *bufs, const size_t *lens, int *res)

@@ -99,7 +99,7 @@ static void setup_conf_free(struct store *s)
 	s->conf = NULL;
 }
 
-/* Called with lock write-held, GIL released. The handles go first, so the
+/* Called with lock write-held, GIL released. The handle goes first, so the
  * nodes' drains do not wait for our own connections; each node unmounts at
  * the master before emb_stop returns. */
 static void teardown_locked(struct store *s)
@@ -107,16 +107,6 @@ static void teardown_locked(struct store *s)
 	if (s->kvp)
 		kvp_close(s->kvp);
 	s->kvp = NULL;
-	pthread_mutex_lock(&s->hlock);
-	for (int i = 0; i <= KVP_MAX_REPLICAS; i++) {
-		if (s->rep[i])
-			kvp_close(s->rep[i]);
-		s->rep[i] = NULL;
-	}
-	free(s->regs);
-	s->regs = NULL;
-	s->nregs = s->capregs = 0;
-	pthread_mutex_unlock(&s->hlock);
 	while (s->nemb)
 		emb_stop(s->emb[--s->nemb]);
 	memset(s->emb, 0, sizeof(s->emb));
@@ -127,19 +117,15 @@ static void teardown_locked(struct store *s)
 	setup_conf_free(s);
 }
 
-/* In a forked child the parent's handles and nodes are only forgotten
+/* In a forked child the parent's handle and nodes are only forgotten
  * (closing them would talk on the parent's connections and join threads
  * that do not exist here), and the locks start afresh. */
 void setup_teardown(struct store *s)
 {
 	if (s->owner && s->owner != getpid()) {
 		s->kvp = NULL;
-		memset(s->rep, 0, sizeof(s->rep));
 		memset(s->emb, 0, sizeof(s->emb));
 		s->nemb = 0;
-		free(s->regs);
-		s->regs = NULL;
-		s->nregs = s->capregs = 0;
 		setup_conf_free(s);
 		s->owner = 0;
 		store_locks_init(s);
@@ -245,8 +231,8 @@ static int store_setup_locked(struct store *s, const struct sparams *p)
 	}
 	/* Every layer once: the file, KVPOOL_* variables, then what setup()
 	 * was told (MOONCAKE_* variables included, with Mooncake's meaning).
-	 * The handles, also those opened later after the file or the variables
-	 * changed, and the embedded nodes all start from it. */
+	 * The handle and the embedded nodes, also those mounted later after the
+	 * file or the variables changed, all start from it. */
 	s->conf = calloc(1, sizeof(*s->conf));
 	if (!s->conf) {
 		rc = KVP_ENOMEM;
@@ -280,7 +266,6 @@ static int store_setup_locked(struct store *s, const struct sparams *p)
 		goto out;
 	if (p->ssd > 0 && p->ssd_path && p->ssd_path[0])
 		snprintf(s->ssd_dir, sizeof(s->ssd_dir), "%s", p->ssd_path);
-	s->def_replicas = (int)s->conf->client.replicas;
 	if (p->has_seg && p->seg) {
 		seg = s->conf->node.segment_size;
 		if (seg != p->seg)

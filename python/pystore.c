@@ -1,8 +1,6 @@
-/* pystore: the DistributedStore object's handles — the default one, those
- * opened on demand for other replica counts (from the configuration setup()
- * loaded), the registered buffers replayed on each — and the Python type
- * itself with its introspection methods. Handle calls run without the GIL
- * inside store_enter/store_leave; hlock guards the extra handles.
+/* pystore: the DistributedStore object's handle (entered without the GIL
+ * by every call, store_enter/store_leave) and the Python type itself with
+ * its introspection methods.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -40,141 +38,6 @@ void store_leave(struct store *s)
 	pthread_rwlock_unlock(&s->lock);
 }
 
-static int store_register_all(struct store *s, struct kvp *k)
-{
-	for (size_t i = 0; i < s->nregs; i++) {
-		int rc = kvp_register_buffer(k, s->regs[i].p, s->regs[i].len);
-
-		if (rc < 0 && rc != KVP_EEXIST)
-			return rc;
-	}
-	return 0;
-}
-
-struct kvp *store_handle(struct store *s, int replicas, int *err)
-{
-	struct kvp_conf *c;
-	struct kvp *k;
-
-	if (!replicas || replicas == s->def_replicas)
-		return s->kvp;
-	pthread_mutex_lock(&s->hlock);
-	k = s->rep[replicas];
-	if (k)
-		goto out;
-	c = malloc(sizeof(*c));
-	if (!c) {
-		*err = KVP_ENOMEM;
-		goto out;
-	}
-	*c = *s->conf;
-	c->client.replicas = replicas;
-	k = kvp_open_conf(c, err);
-	explicit_bzero(c->cluster.token, sizeof(c->cluster.token));
-	free(c);
-	if (k) {
-		int rc = store_register_all(s, k);
-
-		if (rc < 0) {
-			kvp_close(k);
-			k = NULL;
-			*err = rc;
-		}
-	}
-	s->rep[replicas] = k;
-out:
-	pthread_mutex_unlock(&s->hlock);
-	return k;
-}
-
-/* Every handle, for calls that must reach all of them. */
-static size_t store_handles(struct store *s, struct kvp **out)
-{
-	size_t n = 0;
-
-	out[n++] = s->kvp;
-	pthread_mutex_lock(&s->hlock);
-	for (int i = 1; i <= KVP_MAX_REPLICAS; i++)
-		if (s->rep[i])
-			out[n++] = s->rep[i];
-	pthread_mutex_unlock(&s->hlock);
-	return n;
-}
-
-
-int store_register(struct store *s, void *p, size_t len)
-{
-	struct kvp *hs[KVP_MAX_REPLICAS + 2];
-	size_t nh = store_handles(s, hs);
-	int rc = 0;
-
-	for (size_t i = 0; i < nh && rc == 0; i++)
-		rc = kvp_register_buffer(hs[i], p, len);
-	pthread_mutex_lock(&s->hlock);
-	if (rc == 0 && s->nregs == s->capregs) {
-		size_t cap = s->capregs ? s->capregs * 2 : 16;
-		struct reg *nr = realloc(s->regs, cap * sizeof(*nr));
-
-		if (nr) {
-			s->regs = nr;
-			s->capregs = cap;
-		} else {
-			rc = KVP_ENOMEM;
-		}
-	}
-	if (rc == 0)
-		s->regs[s->nregs++] = (struct reg){ p, len };
-	pthread_mutex_unlock(&s->hlock);
-	return rc;
-}
-
-/* Inside store_enter: the buffer off every handle and out of the list; the
- * default handle's result. */
-int store_unregister(struct store *s, void *p)
-{
-	struct kvp *hs[KVP_MAX_REPLICAS + 2];
-	size_t nh = store_handles(s, hs);
-	int rc = kvp_unregister_buffer(hs[0], p);
-
-	for (size_t i = 1; i < nh; i++)
-		kvp_unregister_buffer(hs[i], p);
-	pthread_mutex_lock(&s->hlock);
-	for (size_t i = 0; i < s->nregs; i++) {
-		if (s->regs[i].p == p) {
-			s->regs[i] = s->regs[--s->nregs];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->hlock);
-	return rc;
-}
-
-int store_stats_sum(struct store *s, struct kvp_stats *sum)
-{
-	struct kvp *hs[KVP_MAX_REPLICAS + 2];
-	size_t nh = store_handles(s, hs);
-	int rc = 0;
-
-	memset(sum, 0, sizeof(*sum));
-	for (size_t i = 0; i < nh && !rc; i++) {
-		struct kvp_stats st;
-
-		rc = kvp_stats(hs[i], &st);
-		if (rc)
-			break;
-		sum->puts += st.puts;
-		sum->gets += st.gets;
-		sum->local_bytes += st.local_bytes;
-		sum->tcp_bytes += st.tcp_bytes;
-		sum->checksum_mismatches += st.checksum_mismatches;
-		sum->retries += st.retries;
-		sum->segment_refreshes += st.segment_refreshes;
-		sum->master_connects += st.master_connects;
-		sum->node_connects += st.node_connects;
-	}
-	return rc;
-}
-
 void store_locks_init(struct store *s)
 {
 	pthread_rwlockattr_t ra;
@@ -183,7 +46,6 @@ void store_locks_init(struct store *s)
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&s->lock, &ra);
 	pthread_rwlockattr_destroy(&ra);
-	pthread_mutex_init(&s->hlock, NULL);
 	pthread_mutex_init(&s->plock, NULL);
 }
 
@@ -208,13 +70,13 @@ static PyObject *store_segment_name(struct store *self, PyObject *unused)
 }
 
 
-/* stats() -> dict of kvp_stats counters, summed over the store's handles. */
+/* stats() -> dict of the handle's kvp_stats counters. */
 static PyObject *store_stats(struct store *self, PyObject *unused)
 {
 	struct kvp_stats sum = { 0 };
 	int rc;
 
-	STORE_CALL(self, rc, store_stats_sum(self, &sum));
+	STORE_CALL(self, rc, kvp_stats(k, &sum));
 	if (rc < 0)
 		Py_RETURN_NONE;
 	return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
@@ -268,7 +130,6 @@ static void store_dealloc(struct store *self)
 	self->live_prev = self->live_next = NULL;
 	setup_teardown(self);
 	pthread_rwlock_destroy(&self->lock);
-	pthread_mutex_destroy(&self->hlock);
 	pthread_mutex_destroy(&self->plock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }

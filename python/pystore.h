@@ -31,28 +31,16 @@
 struct putopt;
 struct conv_keys;
 
-struct reg {
-	void *p;
-	size_t len;
-};
-
 struct store {
 	PyObject_HEAD
 	/* Read-held (GIL released) by every call that uses a handle; write-held
 	 * by setup and close. Writers are preferred so close is not starved. */
 	pthread_rwlock_t lock;
 	struct kvp *kvp;		/* protected by lock */
-	int def_replicas;		/* client.replicas of kvp */
 	/* Every layer setup() loaded, once (file, environment, arguments):
-	 * the extra handles open from it, nothing is re-read. Holds the
+	 * segments mounted later start from it, nothing is re-read. Holds the
 	 * cluster token; wiped when freed. Written under lock (write). */
 	struct kvp_conf *conf;
-	/* Handles opened on demand for ReplicateConfig.replica_num != def_replicas,
-	 * and the registered buffers to replay on them. */
-	pthread_mutex_t hlock;
-	struct kvp *rep[KVP_MAX_REPLICAS + 1];	/* protected by hlock */
-	struct reg *regs;			/* protected by hlock */
-	size_t nregs, capregs;
 	/* Embedded nodes: [0] is setup()'s (global_segment_size > 0), the others
 	 * allocate_and_mount_segment's. Written under lock (write). */
 	struct emb *emb[EMB_MAX];
@@ -96,15 +84,6 @@ int store_type_ready(void);
 struct kvp *store_enter(struct store *s);
 void store_leave(struct store *s);
 
-/* Inside store_enter: the handle that puts with @replicas replicas (0 = the
- * default handle), opened from s->conf on first use. NULL with *err. */
-struct kvp *store_handle(struct store *s, int replicas, int *err);
-/* Inside store_enter: registers a buffer on every handle and remembers it
- * for the handles opened later; store_unregister undoes it. */
-int store_register(struct store *s, void *p, size_t len);
-int store_unregister(struct store *s, void *p);
-/* Inside store_enter: kvp_stats summed over every handle. */
-int store_stats_sum(struct store *s, struct kvp_stats *sum);
 /* Fresh locks (a new store, or a forked child's copy of one). */
 void store_locks_init(struct store *s);
 

@@ -1,9 +1,9 @@
 """setup() loads its configuration once — the config_file, then the
 KVPOOL_* environment, then setup()'s own arguments — into one struct that
-the store's handles and the embedded node both start from. Handles opened
-later (a put with another ReplicateConfig.replica_num) open from that struct
-too: they neither re-read the file nor see the environment change, so a
-cluster token given through a file or a variable that is gone by then still
+the store's handle and its embedded nodes start from. Puts with another
+ReplicateConfig.replica_num, and segments mounted later, use that struct:
+nothing re-reads the file or sees the environment change, so a cluster
+token given through a file or a variable that is gone by then still
 authenticates. The pool here requires a token that its clients' INI does not
 name."""
 import ctypes

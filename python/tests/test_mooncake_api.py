@@ -307,24 +307,26 @@ class StoreCallsTest(unittest.TestCase):
 
     def test_replica_clear(self):
         s = self.s
-        self.assertEqual(s.put_batch(["rc/a", "rc/b"], [b"a", b"b"]), 0)
+        self.assertEqual(s.put_batch(["rc/a", "rc/b", "rc/c"], [b"a", b"b", b"c"]), 0)
         node = s.stat("rc/a")["replicas"][0]["node"]
-        s.get("rc/b")               # a read lease (1 s in this pool) ...
-        self.assertEqual(s.batch_replica_clear(["rc/a", "rc/b", "rc/none"], ""), ["rc/a"])
-        self.assertEqual(s.is_exist("rc/a"), 0)
-        self.assertEqual(s.is_exist("rc/b"), 1)     # ... keeps it, as in Mooncake
-        time.sleep(1.3)
-        self.assertEqual(s.batch_replica_clear(["rc/b"], node), ["rc/b"])
-        self.assertEqual(s.is_exist("rc/b"), 0)
+        s.get("rc/b")               # a read's lease ends with the read
+        self.assertEqual(s.batch_replica_clear(["rc/a", "rc/b", "rc/none"], ""),
+                         ["rc/a", "rc/b"])
+        self.assertEqual(s.batch_is_exist(["rc/a", "rc/b"]), [0, 0])
+        # By segment: the node's name, as stat() and get_replica_desc say.
+        self.assertEqual(s.batch_replica_clear(["rc/c"], "no-such-node"), [])
+        self.assertEqual(s.is_exist("rc/c"), 1)
+        self.assertEqual(s.batch_replica_clear(["rc/c"], node), ["rc/c"])
+        self.assertEqual(s.is_exist("rc/c"), 0)
 
     def test_remove_force(self):
         s = self.s
-        self.assertEqual(s.put_batch(["rf/a", "rf/b"], [b"a", b"b"]), 0)
+        self.assertEqual(s.put_batch(["rf/a", "rf/b", "rf/c"], [b"a", b"b", b"c"]), 0)
         s.get("rf/a")
-        self.assertEqual(s.remove("rf/a"), kvpool.OBJECT_HAS_LEASE)
-        self.assertEqual(s.remove("rf/a", force=True), 0)
-        s.get("rf/b")
-        self.assertEqual(s.batch_remove(["rf/b", "rf/none"], force=True),
+        self.assertEqual(s.remove("rf/a"), 0)           # the read's lease is over
+        self.assertEqual(s.remove("rf/b", force=True), 0)
+        self.assertEqual(s.remove("rf/b"), kvpool.OBJECT_NOT_FOUND)
+        self.assertEqual(s.batch_remove(["rf/c", "rf/none"], force=True),
                          [0, kvpool.OBJECT_NOT_FOUND])
 
     def test_health_and_hostname(self):
@@ -415,7 +417,7 @@ class StoreCallsTest(unittest.TestCase):
         self.assertEqual(a.put("tn/c", b"c"), 0)          # not read: no lease
         self.assertEqual(a.batch_replica_clear(["tn/c"]), ["tn/c"])
         self.assertEqual(a.put("tn/x", b"x"), 0)
-        self.assertEqual(a.remove_all(), 1)
+        self.assertEqual(a.remove_all(), 2)                 # tn/k, tn/x: a's only
         self.assertEqual(b.get("tn/k"), b"from b")
         self.assertEqual(self.s.get("tn/k"), b"default")
         bad = kvpool.MooncakeDistributedStore()
