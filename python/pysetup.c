@@ -48,8 +48,11 @@ int setup_emb_add(struct store *s, uint64_t size, const char *segment)
 	emb_conf_adjust(nc, __atomic_add_fetch(&setup_seq, 1, __ATOMIC_RELAXED));
 	if (size)
 		nc->node.segment_size = size;
-	if (segment && segment[0])
+	/* mount_segment's file is the caller's: formatted, and left in place. */
+	if (segment && segment[0]) {
 		snprintf(nc->node.segment, sizeof(nc->node.segment), "%s", segment);
+		nc->node.remove_segment_on_exit = false;
+	}
 	/* Mooncake's SSD offload is the node's spill tier, one file per node. */
 	if (s->ssd_dir[0]) {
 		const char *lim = getenv("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES");

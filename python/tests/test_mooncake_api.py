@@ -358,6 +358,7 @@ class StoreCallsTest(unittest.TestCase):
         r = s.mount_segment(path, 2 << 20)
         self.assertEqual(r["ret"], 0, s.last_error())
         self.assertEqual(s.unmount_segment(r["segment_ids"]), 0)
+        self.assertTrue(os.path.exists(path))            # the caller's file stays
         self.assertEqual(s.mount_segment(path, 1 << 20)["ret"], -1)          # not the whole file
         self.assertEqual(s.mount_segment(path, 2 << 20, 4096)["ret"], -1)    # an offset
         self.assertEqual(s.mount_segment("/tmp/x", 2 << 20)["ret"], -1)
