@@ -163,20 +163,37 @@ def _info(t, global_shape=None, layout=FULL, axes=()):
                               layout, axes), nbytes)
 
 
-def _from_mem(obj, length, meta):
-    """A tensor viewing meta's data inside obj (a buffer-protocol object of
-    `length` bytes) — no copy; obj lives as long as the tensor."""
+def _view(u8, meta):
+    """meta's tensor inside u8, a uint8 tensor over the whole object."""
     torch = _torch()
     dtype = _t["dtype"].get(meta["code"])
     if dtype is None:
         return None
     if not meta["nbytes"]:
-        return torch.empty(meta["local"], dtype=dtype)
-    u8 = torch.frombuffer(obj, dtype=torch.uint8, count=length)
+        return torch.empty(meta["local"], dtype=dtype, device=u8.device)
     t = u8[meta["offset"]:meta["offset"] + meta["nbytes"]]
     if dtype != torch.uint8:
         t = t.view(dtype)
     return t.reshape(meta["local"])
+
+
+def _from_mem(obj, length, meta):
+    """A tensor viewing meta's data inside obj (a buffer-protocol object of
+    `length` bytes) — no copy; obj lives as long as the tensor."""
+    torch = _torch()
+    if not meta["nbytes"]:
+        dtype = _t["dtype"].get(meta["code"])
+        return None if dtype is None else torch.empty(meta["local"], dtype=dtype)
+    return _view(torch.frombuffer(obj, dtype=torch.uint8, count=length), meta)
+
+
+class _DeviceRange:
+    """A CUDA device range as __cuda_array_interface__, which torch wraps
+    without a copy."""
+
+    def __init__(self, ptr, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3}
 
 
 def _from_handle(h):
@@ -192,7 +209,11 @@ def _from_address(ptr, length):
     if length < META_SIZE or _torch() is None:
         return None
     if _kvpool._is_device(ptr):
-        return None
+        # A device buffer: a CUDA tensor over it (the metadata read back).
+        meta = parse_meta(_kvpool._read_bytes(ptr, META_SIZE), length)
+        if meta is None or not _torch().cuda.is_available():
+            return None
+        return _view(_torch().as_tensor(_DeviceRange(ptr, length), device="cuda"), meta)
     arr = (ctypes.c_char * length).from_address(ptr)
     meta = parse_meta(memoryview(arr).cast("B"), length)
     return _from_mem(arr, length, meta) if meta else None
@@ -395,7 +416,7 @@ class TensorMixin:
 
     def get_tensor_into(self, key, buffer_ptr, size):
         """Reads the object into the buffer and returns a tensor viewing its
-        data there (None on failure or for device memory)."""
+        data there (a CUDA tensor for a device buffer); None on failure."""
         if not buffer_ptr:
             return None
         n = self.get_into(key, buffer_ptr, size)

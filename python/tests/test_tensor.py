@@ -298,6 +298,14 @@ class CudaTensorTest(unittest.TestCase):
         dst = torch.zeros_like(t)
         self.assertEqual(s.get_tensor_into_cuda("cuda/k", dst), 4096 * 4)
         self.assertTrue(torch.equal(dst, t))
+        # Into a device buffer: the object lands there, the tensor views it.
+        buf = torch.zeros(META + 4096 * 4, dtype=torch.uint8, device="cuda")
+        g = s.get_tensor_into("cuda/k", buf.data_ptr(), buf.numel())
+        self.assertEqual(g.device.type, "cuda")
+        self.assertEqual(g.data_ptr(), buf.data_ptr() + META)
+        self.assertTrue(torch.equal(g, t))
+        self.assertEqual(s.put_tensor_from("cuda/f", buf.data_ptr(), buf.numel()), 0)
+        self.assertTrue(torch.equal(s.get_tensor("cuda/f"), t.cpu()))
         self.assertEqual(s.put_tensor_with_tp("cuda/tp", t, tp_size=2, split_dim=0), 0)
         self.assertTrue(torch.equal(s.get_tensor_with_tp("cuda/tp", 1, 2), t[32:].cpu()))
 
