@@ -56,6 +56,12 @@ void emb_conf_adjust(struct kvp_conf *c, unsigned seq)
 	/* The memory leaves with the process, as Mooncake's embedded segment does. */
 	if (!is_explicit(c, "node", "remove_segment_on_exit"))
 		c->node.remove_segment_on_exit = true;
+	/* Memory is committed as it is used (an engine's RSS and cgroup see
+	 * what the store holds, not what it may hold), unless populate asks
+	 * for all of it now. Local puts prefault, so a full /dev/shm fails a
+	 * put instead of raising SIGBUS in the engine (docs/python.md). */
+	if (!is_explicit(c, "node", "reserve"))
+		snprintf(c->node.reserve, CONF_STR, "%s", c->node.populate ? "upfront" : "none");
 	if (!is_explicit(c, "fuse", "mountpoint"))
 		c->fuse.mountpoint[0] = 0;
 	if (!is_explicit(c, "spill", "path") && !is_explicit(c, "spill", "size")) {

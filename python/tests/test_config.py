@@ -81,11 +81,10 @@ class ConfigTest(unittest.TestCase):
 
     def test_sizes(self):
         # (given, segment bytes): any byte count, rounded up to whole pages
-        # (at least 1 MiB); numeric strings; human forms. 4gb split over 3
-        # TP ranks is tested at 1/256 of its size (the arithmetic is the
-        # same: not a multiple of a page).
-        cases = [(16 * MB, 16 * MB), (16 * MB + 1, 16 * MB + 4096),
-                 (4 * (1 << 30) // 3 // 256, 5595136), ("16777216", 16 * MB),
+        # (at least 1 MiB); numeric strings; human forms. A segment commits
+        # no memory until used, so 4gb costs nothing here.
+        cases = [(16 * MB, 16 * MB), (16 * MB + 1, 16 * MB + 4096), ("4gb", 4 << 30),
+                 (4 * (1 << 30) // 3, 1431658496), ("16777216", 16 * MB),
                  ("16 MB", 16 * MB), ("0.015625G", 16 * MB), ("1e7", 10002432),
                  (" 32m ", 32 * MB), (2048, MB), ("2kb", MB), (16.0 * MB, 16 * MB)]
         for given, want in cases:
