@@ -228,6 +228,30 @@ class Pool:
             _pools.remove(self)
 
 
+class PoolTestCase(unittest.TestCase):
+    """A test class with one pool (POOL_NODES node daemons with POOL_SEGMENT
+    each) and one store of it, cls.s, for all its tests; require() may skip
+    the class first."""
+    POOL_NODES = 1
+    POOL_SEGMENT = "64M"
+
+    @classmethod
+    def require(cls):
+        pass
+
+    @classmethod
+    def setUpClass(cls):
+        cls.require()
+        require_module(cls)
+        cls.pool = Pool(nodes=cls.POOL_NODES, segment_size=cls.POOL_SEGMENT).start()
+        cls.s = cls.pool.store()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+        cls.pool.stop()
+
+
 def _stop_all():
     for p in list(_pools):
         p.stop()

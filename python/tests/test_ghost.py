@@ -38,18 +38,8 @@ else:
 """
 
 
-class GhostTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        L.require_module(cls)
-        # A daemon node too, so a replaced key has somewhere to go.
-        cls.pool = L.Pool(nodes=1, segment_size="64M").start()
-        cls.s = cls.pool.store()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
-        cls.pool.stop()
+class GhostTest(L.PoolTestCase):
+    """The pool has a daemon node too, so a replaced key has somewhere to go."""
 
     def writer(self, tag):
         cfg = self.pool.config(global_segment_size="8MB", local_hostname="ghost-" + tag)

@@ -162,17 +162,7 @@ class SurfaceTest(unittest.TestCase):
             r.mode = "sideways"
 
 
-class StoreCallsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        L.require_module(cls)
-        cls.pool = L.Pool(nodes=1, segment_size="64M").start()
-        cls.s = cls.pool.store()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
-        cls.pool.stop()
+class StoreCallsTest(L.PoolTestCase):
 
     def test_upsert_family(self):
         s = self.s

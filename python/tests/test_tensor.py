@@ -46,19 +46,13 @@ def same(a, b):
         bytes(b.contiguous().reshape(-1).view(torch.uint8).tolist()) if a.numel() else True
 
 
-class TensorTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if torch is None:
-            raise unittest.SkipTest("torch is not importable (apt-get install python3-torch)")
-        L.require_module(cls)
-        cls.pool = L.Pool(nodes=1, segment_size="128M").start()
-        cls.s = cls.pool.store()
+class TensorTest(L.PoolTestCase):
+    POOL_SEGMENT = "128M"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
-        cls.pool.stop()
+    def require(cls):
+        if torch is None:
+            raise unittest.SkipTest("torch is not importable (apt-get install python3-torch)")
 
     def test_roundtrip_dtypes_shapes(self):
         for dt in dtypes():
@@ -272,22 +266,16 @@ class TensorTest(unittest.TestCase):
             self.assertTrue(same(load_file(f)["st/k"], t))
 
 
-class CudaTensorTest(unittest.TestCase):
+class CudaTensorTest(L.PoolTestCase):
     """Device tensors: put_tensor of a CUDA tensor and get_tensor_into_cuda
     move the bytes through the CUDA runtime."""
 
-    @classmethod
-    def setUpClass(cls):
-        if torch is None or not torch.cuda.is_available():
-            raise unittest.SkipTest("no CUDA device")
-        L.require_module(cls)
-        cls.pool = L.Pool(nodes=1, segment_size="128M").start()
-        cls.s = cls.pool.store()
+    POOL_SEGMENT = "128M"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.s.close()
-        cls.pool.stop()
+    def require(cls):
+        if torch is None or not torch.cuda.is_available():
+            raise unittest.SkipTest("no CUDA device")
 
     def test_device_roundtrip(self):
         s = self.s
