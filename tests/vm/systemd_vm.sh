@@ -1,0 +1,291 @@
+#!/bin/bash
+# tests/vm/systemd_vm.sh — kvpool run as systemd units, for real: a
+# throw-away Debian VM (tests/vm/vm.inc) with systemd as PID 1, nothing
+# faked. `make test-vm` runs it (as root, after installing the vm group of
+# tools/deps.sh); exit 0 pass, 1 fail, 77 skip (no root, qemu, debootstrap
+# or mirror).
+#
+# 1. The README's "Run as a service" block (the first ```sh block after
+#    that heading; KVPOOL_VM_DOC=docs/service.md reads that file's instead)
+#    runs command by command in the guest, as an ordinary user with sudo, in
+#    a copy of this tree that was built here: `make`, `sudo make install`,
+#    `systemctl enable --now`, ... Every command must exit 0.
+# 2. Then, with systemctl and the journal: readiness is READY=1 (a node
+#    stays "activating" while the master is down), the install's user and
+#    state directory, the segment's owner and mode, the sandbox really
+#    applied (own mount namespace, read-only /usr, private /tmp, no
+#    capabilities, seccomp), journald priorities, the live reload, kill -9
+#    and Restart= with the objects still readable from the reopened
+#    segment, SIGSTOP and the watchdog, the FUSE view from outside the
+#    unit, a reboot that brings the pool and the view back; the block's
+#    `systemctl stop` (and the reboot's shutdown) unmount the view, drain
+#    the node and unmount it at the master before the master goes.
+. "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/vm.inc"
+
+T0=$SECONDS
+e2e_init vm
+vm_need
+DOC=${KVPOOL_VM_DOC:-$VM_TOP/README.md}
+[[ $DOC == /* ]] || DOC=$VM_TOP/$DOC
+NODE=$VM_HOST			# [node] name defaults to the host name
+SEG=/dev/shm/kvpool-$NODE	# [node] segment defaults to kvpool-NAME
+MNT=/mnt/kvpool
+FUSE_UNIT=kvpool-fuse@mnt-kvpool.service
+UNITS="kvpool-master.service kvpool-node.service $FUSE_UNIT"
+PASSED=0
+VM_PRELUDE+="NODE=$NODE SEG=$SEG MNT=$MNT FUSE_UNIT=$FUSE_UNIT UNITS='$UNITS'
+"
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+
+# block_cmds FILE: the commands of the first ```sh block after a heading
+# "Run as a service", one a line (continuation lines joined), blank and
+# comment-only lines dropped.
+block_cmds() {
+	awk '
+		/^#+ +Run as a service *$/ { h = 1; next }
+		h && !inb && /^```sh *$/ { inb = 1; next }
+		inb && /^```/ { exit }
+		inb {
+			line = cont $0; cont = ""
+			if (line ~ /\\$/) { sub(/\\$/, "", line); cont = line; next }
+			if (line ~ /^[ \t]*(#.*)?$/) next
+			print line
+		}' "$1"
+}
+
+mapfile -t CMDS < <(block_cmds "$DOC")
+[ ${#CMDS[@]} -ge 5 ] || fail "no \`\`\`sh block of at least 5 commands under \"Run as a service\" in $DOC"
+printf '%s\n' "${CMDS[@]}" | grep -q 'make install' || fail "$DOC's block does not install"
+vm_log "running the ${#CMDS[@]} commands of the block in ${DOC#"$VM_TOP"/}"
+
+vm_base
+# The guest gets this tree built: make here, just before the copy, so that
+# `make` there (which has no compiler) finds nothing to do.
+make -C "$VM_TOP" -j2 all >"$E2E_TMP/make.log" 2>&1 || { tail -n 20 "$E2E_TMP/make.log"; fail "make all"; }
+vm_root
+vm_copy_tree "/home/$VM_USER/kvpool"
+vm_image
+vm_boot
+VM_TIMEOUT=600 vm_ok "systemd is PID 1 and the boot finished" '
+	[ "$(cat /proc/1/comm)" = systemd ]
+	systemctl is-system-running --wait || { systemctl --failed --no-legend; true; }
+	systemd-analyze'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+T_BOOTED=$SECONDS
+
+# stop_order JOURNALCTL-ARGS...: in the kvpool units' journal so selected,
+# the view stopped, then the node drained, unmounted at the master and
+# stopped, then the master stopped.
+VM_PRELUDE+='stop_order() {
+	journalctl "$@" -o cat -u kvpool-master -u kvpool-node -u $FUSE_UNIT >/root/stop.log
+	line() { grep -n -m1 -- "$1" /root/stop.log | cut -d: -f1; }
+	local f d u n m
+	f=$(line "Stopped $FUSE_UNIT") d=$(line "stopping: draining transfers, then unmounting")
+	u=$(line "unmounted segment .* at master") n=$(line "Stopped kvpool-node.service")
+	m=$(line "Stopped kvpool-master.service")
+	echo "journal lines: view stopped $f, node draining $d, unmounted at the master $u, node stopped $n, master stopped $m"
+	[ -n "$f" ] && [ -n "$d" ] && [ -n "$u" ] && [ -n "$n" ] && [ -n "$m" ] || { cat /root/stop.log; return 1; }
+	[ $f -lt $d ] && [ $d -lt $u ] && [ $u -lt $n ] && [ $n -lt $m ] || { cat /root/stop.log; return 1; }
+}
+'
+
+# --- 1. the documented commands, as the guest's ordinary user
+declare -A OUT
+STOP_CURSOR=""
+for c in "${CMDS[@]}"; do
+	echo "  \$ $c"
+	if [[ $c == *"systemctl stop"* ]]; then
+		vm_sh 'journalctl -n 0 --show-cursor | sed -n "s/^-- cursor: //p"'
+		STOP_CURSOR=$VM_OUT
+	fi
+	vm_sh -u "$VM_USER" -t 600 "cd ~/kvpool && set -o pipefail
+$c"
+	OUT[$c]=$VM_OUT
+	printf '%s\n' "$VM_OUT" | tail -n 15 | sed 's/^/    /'
+	[ "$VM_RC" = 0 ] || vm_fail "the documented command failed (exit $VM_RC): $c"
+done
+ok "the ${#CMDS[@]} commands of the block ran, each exit 0"
+# outputs the block's own commands must show
+for c in "${CMDS[@]}"; do
+	case $c in
+	"kvpool info"*)
+		grep -q " $NODE .* up" <<<"${OUT[$c]}" || fail "kvpool info does not show node $NODE up"
+		ok "kvpool info sees node $NODE" ;;
+	*"cat $MNT/greeting"*)
+		[ "$(head -n 1 <<<"${OUT[$c]}")" = "hello, pool" ] || fail "the view served: ${OUT[$c]}"
+		ok "the FUSE view serves the object put through the CLI" ;;
+	"journalctl -u kvpool-node -p warning"*)
+		grep -q 'no \[cluster\] token_file' <<<"${OUT[$c]}" ||
+			fail "journalctl -p warning shows no warning of the node"
+		! grep -q 'notice' <<<"${OUT[$c]}" || fail "notice lines under -p warning"
+		ok "journalctl -u kvpool-node -p warning shows the node's warnings" ;;
+	esac
+done
+[ -n "$STOP_CURSOR" ] || fail "the block does not stop the units"
+vm_ok "systemctl stop as documented: the view, then the node (drained, unmounted at the master), then the master" "
+	cur='$STOP_CURSOR'"'
+	for u in $UNITS; do
+		echo "$u: $(prop $u ActiveState), result $(prop $u Result), exit status $(prop $u ExecMainStatus)"
+		[ "$(prop $u ActiveState)/$(prop $u Result)" = inactive/success ]
+	done
+	not findmnt $MNT
+	[ -e $SEG ]
+	stop_order --after-cursor "$cur"'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+vm_ok "systemctl start brings them back" '
+	systemctl start $UNITS
+	for u in $UNITS; do [ "$(prop $u ActiveState)" = active ]; done
+	runuser -u kvpool -- cat $MNT/greeting | grep -qx "hello, pool"'
+T_BLOCK=$SECONDS
+
+# --- 2. the installed pieces
+vm_ok "make install made the sysusers user and the tmpfiles directory" '
+	IFS=: read -r _ _ uid _ _ home shell < <(getent passwd kvpool)
+	echo "kvpool: uid $uid home $home shell $shell"
+	[ "$uid" -lt 1000 ]
+	[ "$home" = /var/lib/kvpool ]
+	[ "$(stat -c "%U:%G %a" /var/lib/kvpool)" = "kvpool:kvpool 750" ]
+	[ -f /usr/lib/sysusers.d/kvpool.conf ]
+	[ -f /usr/lib/tmpfiles.d/kvpool.conf ]
+	not sh -c "ldd /usr/bin/kvpool-node /usr/bin/kvpool-master /usr/bin/kvpool | grep \"not found\""'
+vm_ok "the segment $SEG belongs to kvpool, mode 0600 (docs/node.md)" '
+	ls -l $SEG
+	[ "$(stat -c "%U:%G %a" $SEG)" = "kvpool:kvpool 600" ]'
+vm_ok "Type=notify: both active after enable --now, their STATUS= reached systemd" '
+	for u in kvpool-master kvpool-node; do
+		[ "$(prop $u Type)/$(prop $u NotifyAccess)/$(prop $u ActiveState)" = notify/main/active ]
+		echo "$u: $(prop $u StatusText)"
+		[ -n "$(prop $u StatusText)" ]
+	done'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+# The installed units are the tree's, hardening and all, and it is in
+# force: own mount namespace (ProtectSystem=, PrivateTmp=), no privileges.
+vm_ok "the installed units keep every hardening line of systemd/*.service, no drop-ins" '
+	for f in ~'"$VM_USER"'/kvpool/systemd/*.service; do
+		u=/usr/lib/systemd/system/${f##*/}
+		grep -E "^(NoNewPrivileges|CapabilityBoundingSet|AmbientCapabilities|Protect|Private|Restrict|ReadWritePaths|StateDirectory|LockPersonality|MemoryDenyWriteExecute|SystemCall|Device|RemoveIPC|User|Group)" "$f" >/root/hardening
+		while IFS= read -r l; do grep -qxF -- "$l" "$u" || { echo "$u lacks: $l"; exit 1; }; done </root/hardening
+	done
+	for u in $UNITS; do [ -z "$(prop $u DropInPaths)" ]; done'
+vm_ok "the sandbox is real: own mount namespace, / read-only, private /tmp, no caps, seccomp" '
+	for u in kvpool-master kvpool-node; do
+		pid=$(prop $u MainPID)
+		[ "$(readlink /proc/$pid/ns/mnt)" != "$(readlink /proc/1/ns/mnt)" ]
+		nsenter -t $pid -m findmnt -n -o OPTIONS -T /usr | grep -q "^ro"
+		ls -d /tmp/systemd-private-*-$u.service-* >/dev/null
+		echo "$u: $(grep -E "^(NoNewPrivs|CapEff|CapBnd|Seccomp):" /proc/$pid/status | tr -s "\t\n" "  ")"
+		grep -q "^NoNewPrivs:.*1$" /proc/$pid/status
+		grep -q "^CapEff:.*0000000000000000$" /proc/$pid/status
+		grep -q "^Seccomp:.*2$" /proc/$pid/status
+	done
+	# the node writes the host s /dev/shm; the view runs in the host s namespace
+	nsenter -t $(prop kvpool-node MainPID) -m findmnt -n -o OPTIONS -T /dev/shm | grep -q "^rw"
+	[ "$(readlink /proc/$(prop $FUSE_UNIT MainPID)/ns/mnt)" = "$(readlink /proc/1/ns/mnt)" ]
+	systemd-analyze security --no-pager $UNITS 2>/dev/null | grep "Overall exposure" || true'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+vm_ok "journald keeps the daemons' levels: a warning at 4, notices at 5, no <N> in the text" '
+	journalctl -b -u kvpool-node -p warning..warning -o cat | grep -q "no \[cluster\] token_file"
+	journalctl -b -u kvpool-node -p notice..notice -o cat | grep -q "mounted .* at master .* as segment"
+	not sh -c "journalctl -b -u kvpool-node -p warning -o cat | grep -q \"mounted .* at master\""
+	not sh -c "journalctl -b -u kvpool-node -u kvpool-master -o cat | grep -q \"^<[0-7]>\""
+	journalctl -b -u kvpool-master -p warning..warning -o cat | grep -q "no cluster token configured"'
+reloaded() { journalctl -b -u kvpool-node -o cat | grep -qF "config: log.level = info (was notice)"; }
+vm_ok "systemctl reload applied the live key log.level" "
+	$(declare -f reloaded)"'
+	waitfor 60 reloaded
+	[ "$(prop kvpool-node ActiveState)" = active ]
+	# info lines are logged now, at priority 6
+	journalctl -b -u kvpool-node -p info..info -o cat | grep -q .'
+
+vm_ok "kvpool-fuse@ mounted the view, visible outside the unit; ls and cat work" '
+	[ "$(prop $FUSE_UNIT ActiveState)" = active ]
+	findmnt -n -o SOURCE,FSTYPE,OPTIONS $MNT
+	findmnt -n -o FSTYPE $MNT | grep -q "^fuse"
+	kvpool put blob /usr/bin/kvpool-node
+	runuser -u kvpool -- ls -l $MNT
+	runuser -u kvpool -- ls $MNT | grep -qx greeting
+	runuser -u kvpool -- cmp $MNT/blob /usr/bin/kvpool-node'
+printf '%s\n' "$VM_OUT" | head -n 1 | sed 's/^/    /'
+
+# --- 3. readiness is READY=1: no master, no ready node
+vm_ok "a node whose master is down stays activating; ready once the master is" '
+	starting() { [ "$(prop kvpool-node SubState)" = start ]; }
+	active() { [ "$(prop kvpool-node ActiveState)" = active ]; }
+	systemctl stop kvpool-master
+	systemctl restart --no-block kvpool-node
+	waitfor 60 starting
+	sleep 5
+	echo "while the master is down: $(prop kvpool-node ActiveState), $(prop kvpool-node StatusText)"
+	[ "$(prop kvpool-node ActiveState)" = activating ]
+	systemctl start kvpool-master
+	# start returned, so the master sent READY=1: it accepts now
+	bash -c "</dev/tcp/127.0.0.1/15001"
+	waitfor 120 active
+	kvpool info | grep -q " $NODE .* up"
+	kvpool get greeting - | grep -qx "hello, pool"'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+# --- 4. kill -9: Restart= brings the node back on the same segment
+vm_ok "objects put for the restarts" '
+	mkdir -p /root/objs
+	for i in $(seq 1 12); do
+		head -c $((i * 37 * 1024 + i)) /dev/urandom >/root/objs/k$i
+		kvpool put keep-$i /root/objs/k$i
+	done'
+VM_PRELUDE+='restarted() { [ "$(prop kvpool-node MainPID)" != "$old" ] && [ "$(prop kvpool-node ActiveState)" = active ]; }
+check_objs() { for i in $(seq 1 12); do kvpool get keep-$i - | cmp - /root/objs/k$i; done; }
+'
+vm_ok "kill -9 of the node: Restart= restarts it, the objects are read from the reopened segment" '
+	old=$(prop kvpool-node MainPID) n0=$(prop kvpool-node NRestarts) ino=$(stat -c %i $SEG)
+	kill -9 $old
+	waitfor 120 restarted
+	echo "pid $old -> $(prop kvpool-node MainPID), restarts $n0 -> $(prop kvpool-node NRestarts)"
+	[ $(prop kvpool-node NRestarts) -eq $((n0 + 1)) ]
+	[ "$(stat -c %i $SEG)" = "$ino" ]
+	echo "status: $(prop kvpool-node StatusText)"
+	prop kvpool-node StatusText | grep -q "^mounted at .* as segment [0-9]*, 1[0-9] extents"
+	check_objs'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+# --- 5. SIGSTOP: no WATCHDOG=1 any more, systemd kills and restarts it
+vm_ok "SIGSTOP of the node: the watchdog kills it, Restart= brings it back" '
+	old=$(prop kvpool-node MainPID) n0=$(prop kvpool-node NRestarts) wd=$(prop kvpool-node WatchdogUSec)
+	cur=$(cursor)
+	t0=$(date +%s.%N)
+	kill -STOP $old
+	waitfor 240 restarted || true
+	t1=$(date +%s.%N)
+	journalctl -u kvpool-node --after-cursor "$cur" -o short-monotonic | cut -c1-160
+	journalctl -u kvpool-node --after-cursor "$cur" -o cat | grep -q "Watchdog timeout"
+	restarted
+	[ $(prop kvpool-node NRestarts) -eq $((n0 + 1)) ]
+	awk -v a=$t0 -v b=$t1 -v w="$wd" "BEGIN { printf \"stopped to running again: %.1f s (WatchdogSec=%s)\\n\", b - a, w }"
+	check_objs'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+T_CHECKS=$SECONDS
+
+# --- 6. a reboot brings the enabled pool and view back by themselves; the
+# shutdown stopped them in order
+vm_sh 'journalctl -n 0 --show-cursor | sed -n "s/^-- cursor: //p"'
+REBOOT_CURSOR=$VM_OUT
+vm_reboot
+VM_TIMEOUT=600 vm_ok "after a reboot: master, node and view are up by themselves" '
+	systemctl is-system-running --wait || systemctl --failed --no-legend
+	for u in $UNITS; do echo "$u: $(prop $u ActiveState)"; [ "$(prop $u ActiveState)" = active ]; done
+	kvpool info | grep -q " $NODE .* up"
+	echo rebooted | kvpool put after-reboot
+	findmnt -n -o FSTYPE $MNT | grep -q "^fuse"
+	[ "$(runuser -u kvpool -- cat $MNT/after-reboot)" = rebooted ]'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+vm_ok "the reboot's shutdown stopped the view, the node (drained, unmounted), the master, in order" "
+	stop_order --after-cursor '$REBOOT_CURSOR' -b -1"
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+vm_poweroff
+T_END=$SECONDS
+vm_log "times: boot ${VM_BOOT_S} s ($VM_ACCEL${VM_KVM_NOTE:+; $VM_KVM_NOTE}), block $((T_BLOCK - T_BOOTED)) s," \
+	"checks $((T_CHECKS - T_BLOCK)) s, reboot ${VM_REBOOT_S} s, total $((T_END - T0)) s"
+echo "systemd_vm: $PASSED passed, 0 failed"
