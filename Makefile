@@ -2,6 +2,7 @@
 #   make                 build daemons, CLI, libkvpool.a/.so, tests
 #   make test            -Werror build, then run every test (tests/run.sh)
 #   make SANITIZE=1 test the same under ASan+UBSan (objects in build-san/)
+#   make test-vm         the systemd units in a Debian VM (root, qemu; tests/vm/)
 #   make fuzz            libFuzzer targets with clang (build-fuzz/)
 #   make install         PREFIX=/usr/local DESTDIR=
 #   make deps            install the Debian packages the build, tests and benchmarks need
@@ -118,7 +119,7 @@ QAR =
 endif
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak run
+	install uninstall clean soak run test-vm
 
 all: progs libs tests benches
 
@@ -197,6 +198,12 @@ test check:
 	$(Q)$(MAKE) --no-print-directory WERROR=1 all
 	$(Q)if command -v clang >/dev/null; then $(MAKE) --no-print-directory fuzz; fi
 	tests/run.sh $(BUILD)
+
+# The units under a real systemd: a Debian VM booted in qemu (root; a skip
+# (77) is reported, not failed). See tests/vm/systemd_vm.sh.
+test-vm:
+	tools/deps.sh vm
+	$(Q)tests/vm/systemd_vm.sh; rc=$$?; [ $$rc != 77 ] || { echo "test-vm: SKIPPED"; rc=0; }; exit $$rc
 
 # The quick start: a master, a node and the FUSE view on loopback, until Ctrl-C.
 run:

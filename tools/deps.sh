@@ -6,13 +6,16 @@ set -u
 build="gcc make pkg-config libfuse3-dev liburing-dev libibverbs-dev librdmacm-dev libnuma-dev libinih-dev libmicrohttpd-dev libsystemd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev"
 test="fuse3 attr iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang"
 bench="redis-server redis-tools iperf3 fio memcached"
+# tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu
+vm="debootstrap qemu-system-x86 e2fsprogs"
 want=""
 for g in "$@"; do
 	case "$g" in
 	build) want="$want $build" ;;
 	test) want="$want $test" ;;
 	bench) want="$want $bench" ;;
-	*) echo "deps.sh: unknown group '$g' (build, test, bench)" >&2; exit 2 ;;
+	vm) want="$want $vm" ;;
+	*) echo "deps.sh: unknown group '$g' (build, test, bench, vm)" >&2; exit 2 ;;
 	esac
 done
 missing=""
