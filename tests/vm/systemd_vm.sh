@@ -6,8 +6,8 @@
 # or mirror).
 #
 # 1. The README's "Run as a service" block (the first ```sh block after
-#    that heading; KVPOOL_VM_DOC=docs/service.md reads that file's instead)
-#    runs command by command in the guest, as an ordinary user with sudo, in
+#    that heading, the same as docs/service.md's, which is checked; or
+#    KVPOOL_VM_DOC=FILE's) runs command by command in the guest, as an ordinary user with sudo, in
 #    a copy of this tree that was built here: `make`, `sudo make install`,
 #    `systemctl enable --now`, ... Every command must exit 0.
 # 2. Then, with systemctl and the journal: readiness is READY=1 (a node
@@ -55,6 +55,9 @@ block_cmds() {
 }
 
 mapfile -t CMDS < <(block_cmds "$DOC")
+# the README's block and docs/service.md's are one text
+[ "$(block_cmds "$VM_TOP/README.md")" = "$(block_cmds "$VM_TOP/docs/service.md")" ] ||
+	fail "the service blocks of README.md and docs/service.md differ"
 [ ${#CMDS[@]} -ge 5 ] || fail "no \`\`\`sh block of at least 5 commands under \"Run as a service\" in $DOC"
 printf '%s\n' "${CMDS[@]}" | grep -q 'make install' || fail "$DOC's block does not install"
 vm_log "running the ${#CMDS[@]} commands of the block in ${DOC#"$VM_TOP"/}"
@@ -146,9 +149,13 @@ vm_ok "make install made the sysusers user and the tmpfiles directory" '
 	[ "$uid" -lt 1000 ]
 	[ "$home" = /var/lib/kvpool ]
 	[ "$(stat -c "%U:%G %a" /var/lib/kvpool)" = "kvpool:kvpool 750" ]
-	[ -f /usr/lib/sysusers.d/kvpool.conf ]
-	[ -f /usr/lib/tmpfiles.d/kvpool.conf ]
-	not sh -c "ldd /usr/bin/kvpool-node /usr/bin/kvpool-master /usr/bin/kvpool | grep \"not found\""'
+	ls /usr/lib/sysusers.d/kvpool.conf /usr/local/lib/sysusers.d/kvpool.conf 2>/dev/null | grep -q .
+	ls /usr/lib/tmpfiles.d/kvpool.conf /usr/local/lib/tmpfiles.d/kvpool.conf 2>/dev/null | grep -q .
+	for b in kvpool kvpool-master kvpool-node; do
+		echo "$b: $(command -v $b)"
+		not sh -c "ldd $(command -v $b) | grep \"not found\""
+	done'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
 vm_ok "the segment $SEG belongs to kvpool, mode 0600 (docs/node.md)" '
 	ls -l $SEG
 	[ "$(stat -c "%U:%G %a" $SEG)" = "kvpool:kvpool 600" ]'
@@ -163,8 +170,10 @@ printf '%s\n' "$VM_OUT" | sed 's/^/    /'
 # The installed units are the tree's, hardening and all, and it is in
 # force: own mount namespace (ProtectSystem=, PrivateTmp=), no privileges.
 vm_ok "the installed units keep every hardening line of systemd/*.service, no drop-ins" '
+	dir=$(dirname "$(prop kvpool-node FragmentPath)")
+	echo "units in $dir"
 	for f in ~'"$VM_USER"'/kvpool/systemd/*.service; do
-		u=/usr/lib/systemd/system/${f##*/}
+		u=$dir/${f##*/}
 		grep -E "^(NoNewPrivileges|CapabilityBoundingSet|AmbientCapabilities|Protect|Private|Restrict|ReadWritePaths|StateDirectory|LockPersonality|MemoryDenyWriteExecute|SystemCall|Device|RemoveIPC|User|Group)" "$f" >/root/hardening
 		while IFS= read -r l; do grep -qxF -- "$l" "$u" || { echo "$u lacks: $l"; exit 1; }; done </root/hardening
 	done
@@ -204,10 +213,10 @@ vm_ok "kvpool-fuse@ mounted the view, visible outside the unit; ls and cat work"
 	[ "$(prop $FUSE_UNIT ActiveState)" = active ]
 	findmnt -n -o SOURCE,FSTYPE,OPTIONS $MNT
 	findmnt -n -o FSTYPE $MNT | grep -q "^fuse"
-	kvpool put blob /usr/bin/kvpool-node
+	kvpool put blob "$(command -v kvpool-node)"
 	runuser -u kvpool -- ls -l $MNT
 	runuser -u kvpool -- ls $MNT | grep -qx greeting
-	runuser -u kvpool -- cmp $MNT/blob /usr/bin/kvpool-node'
+	runuser -u kvpool -- cmp $MNT/blob "$(command -v kvpool-node)"'
 printf '%s\n' "$VM_OUT" | head -n 1 | sed 's/^/    /'
 
 # --- 3. readiness is READY=1: no master, no ready node
