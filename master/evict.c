@@ -23,9 +23,11 @@
 #define SAMPLE_TRIES 4
 #define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
 
-static bool evict_candidate(const struct master *m, const struct obj *o)
+/* pinned: soft-pinned objects may go too (evict_soft_pinned, when nothing
+ * else is left). */
+static bool evict_candidate(const struct master *m, const struct obj *o, bool pinned)
 {
-	return obj_complete(o) && !obj_leased(m, o) && !obj_pinned(m, o);
+	return obj_complete(o) && !obj_leased(m, o) && (pinned || !obj_pinned(m, o));
 }
 
 /* Index of o's replica on seg in tier (not one being demoted or
@@ -40,27 +42,38 @@ static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 }
 
 static struct obj *better(const struct master *m, struct obj *best, struct obj *o, uint32_t seg,
-			  unsigned tier)
+			  unsigned tier, bool pinned)
 {
-	if (!evict_candidate(m, o) || tier_replica(o, seg, tier) < 0)
+	if (!evict_candidate(m, o, pinned) || tier_replica(o, seg, tier) < 0)
 		return best;
 	return !best || obj_age(m, o) > obj_age(m, best) ? o : best;
 }
 
-/* The least recently read evictable object with a tier replica on s:
- * exact on small segments, the oldest of random samples otherwise. */
-static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier)
+static struct obj *pick_among(struct master *m, struct seg *s, unsigned tier, bool pinned)
 {
 	struct obj *best = NULL;
 
 	if (s->nobjs <= EXACT_MAX) {
 		for (size_t i = 0; i < s->nobjs; i++)
-			best = better(m, best, s->objs[i], s->id, tier);
+			best = better(m, best, s->objs[i], s->id, tier, pinned);
 		return best;
 	}
 	for (int t = 0; t < SAMPLE_TRIES && !best; t++)
 		for (int i = 0; i < SAMPLES; i++)
-			best = better(m, best, s->objs[master_rand(m) % s->nobjs], s->id, tier);
+			best = better(m, best, s->objs[master_rand(m) % s->nobjs], s->id, tier,
+				      pinned);
+	return best;
+}
+
+/* The least recently read evictable object with a tier replica on s:
+ * exact on small segments, the oldest of random samples otherwise; a
+ * soft-pinned one only when none other is found and evict_soft_pinned. */
+static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier)
+{
+	struct obj *best = pick_among(m, s, tier, false);
+
+	if (!best && m->conf.master.evict_soft_pinned)
+		best = pick_among(m, s, tier, true);
 	return best;
 }
 

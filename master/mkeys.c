@@ -206,7 +206,7 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
 		if (o)
-			o->pin_s = mlease_pin_until(m, ttl);
+			o->pin_s = mlease_pin_until(m, mlease_pin_ttl(m, ttl));
 		wb_i32(b, s);
 		mbatch_item(st, s);
 	}

@@ -42,6 +42,12 @@ int mlease_grant(struct master *m, struct obj *o);
  * is then freed. A count that saturated at OBJ_LEASES_MAX stays until the
  * deadline. */
 void mlease_release(struct master *m, struct obj *o);
+/* A requested pin TTL cut to [master] max_soft_pin_ttl. */
+static inline uint64_t mlease_pin_ttl(const struct master *m, uint64_t ttl_ms)
+{
+	return ttl_ms < m->conf.master.max_soft_pin_ttl ? ttl_ms : m->conf.master.max_soft_pin_ttl;
+}
+
 /* Pin expiry for PIN ttl_ms: seconds since start, rounded up (0 unpins). */
 uint32_t mlease_pin_until(const struct master *m, uint64_t ttl_ms);
 /* Objects with a lease; ended ones count until a sweep reaches them. */

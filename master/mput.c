@@ -120,7 +120,7 @@ static void put_args_read(struct master *m, struct rbuf *r, struct put_args *a)
 		a->want = 1;	/* 0: the master's default, one replica */
 	a->pin_s = 0;
 	if (a->flags & WIRE_PUT_SOFT_PIN)
-		a->pin_s = mlease_pin_until(m, ttl ? ttl : m->conf.master.soft_pin_ttl);
+		a->pin_s = mlease_pin_until(m, mlease_pin_ttl(m, ttl ? ttl : m->conf.master.soft_pin_ttl));
 }
 
 /* A ghost: every replica of o is in a segment that takes no new extents

@@ -44,6 +44,8 @@ struct kvp_conf {
 		uint64_t client_ttl;		/* ms: node silence bound (with node_ttl) */
 		uint64_t node_ttl;		/* ms: node heartbeat timeout */
 		uint64_t soft_pin_ttl;		/* ms: KVP_PUT_SOFT_PIN without a TTL */
+		uint64_t max_soft_pin_ttl;	/* ms: longest pin a request may ask */
+		bool evict_soft_pinned;		/* pinned objects go when nothing else can */
 		double eviction_high_watermark;
 		double eviction_ratio;
 		char allocation_strategy[CONF_STR];	/* random | free_ratio */

@@ -85,6 +85,14 @@ const struct conf_key conf_table[] = {
 	    "30m", "How long a put with the soft-pin option (kvp_put_opts KVP_PUT_SOFT_PIN, "
 	    "kvpool put --pin) is kept from eviction when it names no TTL of its own.",
 	    .live = true),
+	NUM("master", "max_soft_pin_ttl", CONF_T_DURATION, master.max_soft_pin_ttl, 1,
+	    1000 * 24 * HOUR, "24h",
+	    "Longest soft pin a put or PIN may ask for; longer ones are cut to this.",
+	    .live = true),
+	BOOL("master", "evict_soft_pinned", master.evict_soft_pinned, "false",
+	     "Let eviction take soft-pinned objects when nothing unpinned is left to evict "
+	     "(Mooncake's allow_evict_soft_pinned_objects). Off: pinned objects stay until "
+	     "their pin ends.", .live = true),
 	NUM("master", "eviction_high_watermark", CONF_T_RATIO, master.eviction_high_watermark,
 	    0, 1, "0.95",
 	    "Fraction of a segment's capacity in use above which the master demotes or evicts "

@@ -1,5 +1,6 @@
 /* t_master_evict: watermark eviction evicts the least recently read objects
- * (LRU), skips leased and pinned ones, and a PUT_START that finds no room
+ * (LRU), skips leased and pinned ones (pinned ones go last with
+ * evict_soft_pinned), and a PUT_START that finds no room
  * evicts, waits for the node's FREE acks and succeeds; with nothing
  * evictable it fails with ENOSPC. A fake node answers FREEs. */
 #include "testlib.h"
@@ -141,6 +142,41 @@ static void test_leased_pinned(void)
 	tl_stop_master(&m);
 }
 
+/* evict_soft_pinned (Mooncake's allow_evict_soft_pinned_objects): when
+ * nothing unpinned is left, pinned objects go; leased ones still never. */
+static void test_evict_pinned(void)
+{
+	struct tl_master m;
+
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.3\n"
+			    "lease_ttl = 60s\nevict_soft_pinned = true\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "ep", "h", SEG_SIZE, 4, ALIGN, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	char k[16];
+	struct tl_obj g;
+
+	CHECK_EQ(put_range(c, 0, 200), 0);
+	for (int i = 0; i < 100; i++) {			/* 0..99 leased */
+		key(k, i);
+		CHECK_EQ(tl_get1(c, k, &g), 0);
+	}
+	for (int i = 100; i < 200; i++) {		/* 100..199 pinned */
+		key(k, i);
+		CHECK_EQ(tl_pin(c, k, 60000), 0);
+	}
+	CHECK_EQ(put_range(c, 200, 231), 0);		/* over 90%: 31 unpinned */
+	settle(node, c);
+	struct tl_info info;
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK(info.evictions > 31, "evictions %llu", (unsigned long long)info.evictions);
+	CHECK_EQ(count_exist(c, 0, 100), 100);		/* leased survive */
+	CHECK(count_exist(c, 100, 200) < 100, "pinned ones went once the rest had");
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+}
+
 static void test_put_evicts(void)
 {
 	struct tl_master m;
@@ -196,6 +232,7 @@ int main(void)
 {
 	test_lru();
 	test_leased_pinned();
+	test_evict_pinned();
 	test_put_evicts();
 	return tl_done();
 }

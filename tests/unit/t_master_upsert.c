@@ -259,6 +259,15 @@ static void test_soft_pin(void)
 	CHECK_EQ(tl_put_end1(C, k, o.generation, 3), 0);
 	CHECK_EQ(tl_stat1(C, k, &g), 0);
 	CHECK(g.pin_ms > 118000 && g.pin_ms <= 121000, "default pin %lld", (long long)g.pin_ms);
+	/* longer than max_soft_pin_ttl (5m here): cut to it, for PIN too */
+	CHECK_EQ(tl_put_start_flags(C, 1, 0, WIRE_PUT_SOFT_PIN | WIRE_PUT_UPSERT, 3600000, 1, &k,
+				    &sz, &o), 0);
+	CHECK_EQ(tl_put_end1(C, k, o.generation, 4), 0);
+	CHECK_EQ(tl_stat1(C, k, &g), 0);
+	CHECK(g.pin_ms > 298000 && g.pin_ms <= 301000, "capped pin %lld", (long long)g.pin_ms);
+	CHECK_EQ(tl_pin(C, k, 7200000), 0);
+	CHECK_EQ(tl_stat1(C, k, &g), 0);
+	CHECK(g.pin_ms > 298000 && g.pin_ms <= 301000, "capped PIN %lld", (long long)g.pin_ms);
 	CHECK_EQ(tl_remove(C, k, true), 0);
 }
 
@@ -373,7 +382,7 @@ int main(void)
 	char ini[256];
 
 	snprintf(ini, sizeof(ini), "[master]\nlease_ttl = %dms\nput_timeout = %dms\n"
-		 "soft_pin_ttl = 2m\n", LEASE_MS, PUT_TIMEOUT_MS);
+		 "soft_pin_ttl = 2m\nmax_soft_pin_ttl = 5m\n", LEASE_MS, PUT_TIMEOUT_MS);
 	tl_start_master(&M, ini);
 	N1 = tl_client(M.port, WIRE_ROLE_NODE, NULL, "host-a");
 	N2 = tl_client(M.port, WIRE_ROLE_NODE, NULL, "host-b");
