@@ -210,19 +210,20 @@ static void on_wake(struct ev_loop *loop, void *arg)
 
 /* ---- setup ---- */
 
-/* Without a token nothing may listen beyond loopback (DESIGN: Safety). */
-static void loopback_only(char *addr, const char *what)
+/* Without a token nothing may listen beyond loopback (DESIGN: Safety).
+ * Returns true if addr was narrowed. */
+static bool loopback_only(char *addr, const char *what)
 {
 	char host[CONF_STR];
 	uint16_t port;
 
 	if (net_is_loopback(addr))
-		return;
+		return false;
 	if (conf_parse_hostport(addr, host, sizeof(host), &port) < 0)
-		return;	/* conf validated it; net_listen will say what is wrong */
-	log_warn("no cluster token configured: %s %s replaced by 127.0.0.1:%u "
-		 "(set cluster.token_file to listen on other addresses)", what, addr, port);
+		return false;	/* conf validated it; net_listen will say what is wrong */
+	log_warn("no cluster token: %s %s serves 127.0.0.1:%u only", what, addr, port);
 	snprintf(addr, CONF_STR, "127.0.0.1:%u", port);
+	return true;
 }
 
 struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn reload,
@@ -240,10 +241,17 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	s->lfd = -1;
 	wb_init(&s->reply);
 	if (!conf->cluster.token[0]) {
-		loopback_only(s->conf.master.listen, "master.listen");
-		loopback_only(s->conf.master.http_listen, "master.http_listen");
+		bool narrowed = loopback_only(s->conf.master.listen, "master.listen");
+		narrowed |= loopback_only(s->conf.master.http_listen, "master.http_listen");
 		if (s->conf.master.metadata_server)
-			loopback_only(s->conf.master.metadata_listen, "master.metadata_listen");
+			narrowed |= loopback_only(s->conf.master.metadata_listen,
+						  "master.metadata_listen");
+		if (narrowed)
+			log_warn("to serve other hosts: 'kvpool token new /etc/kvpool/token', then "
+				 "add 'token_file = /etc/kvpool/token' under [cluster] in %s on "
+				 "every host (or KVPOOL_CLUSTER_TOKEN_FILE), or start kvpool-master "
+				 "with --cluster_token_file=/etc/kvpool/token",
+				 conf->file[0] ? conf->file : CONF_DEFAULT_FILE);
 	}
 	s->lim.max_body = conf->cluster.max_frame > UINT32_MAX ? UINT32_MAX
 							       : (uint32_t)conf->cluster.max_frame;

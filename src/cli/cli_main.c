@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli_bench.h"
+#include "cli_token.h"
 #include "cli_util.h"
 #include "conf.h"
 #include "kvfs.h"
@@ -955,6 +956,15 @@ static int cmd_bench(struct cli *c, int argc, char **argv)
 	return cli_bench_main(&c->conf, argc, argv);
 }
 
+static int cmd_token(struct cli *c, int argc, char **argv)
+{
+	(void)c;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return cli_cmd_help("token");
+	return cli_token_main(argc, argv);
+}
+
 static int cmd_selftest(struct cli *c, int argc, char **argv)
 {
 	return selftest_main(&c->conf, argc, argv);
@@ -1046,6 +1056,12 @@ static const struct cli_cmd cli_cmds[] = {
 	  "      --json         one JSON object instead of text\n"
 	  "Exit 1 when any value was wrong or any call failed (a failed untimed put\n"
 	  "counts as an error); keys that are gone (evicted) are counted as missing.\n" },
+	{ "token", cmd_token, "token new [FILE] [--force]",
+	  "Writes a new random cluster token (64 hex digits) to FILE, created with\n"
+	  "mode 0600 (default: /etc/kvpool/token as root, else ~/.config/kvpool/token),\n"
+	  "and prints how to use it: [cluster] token_file = FILE on every host, or\n"
+	  "kvpool-master --cluster_token_file=FILE. With a token the daemons listen\n"
+	  "beyond loopback. An existing FILE is kept unless --force replaces it.\n" },
 	{ "selftest", cmd_selftest, "selftest rdma|cuda|numa [OPTIONS]",
 	  "Checks this machine's hardware paths and prints what they achieve.\n"
 	  "  rdma  loopback RDMA WRITE/READ through kvpool's queue pairs on every\n"

@@ -81,7 +81,7 @@ static void test_token(void)
 	for (const unsigned char *p = (const unsigned char *)log; p && *p; p++)
 		clean &= (*p >= 0x20 && *p < 0x7f) || *p == '\n';
 	CHECK(clean, "the log holds printable text only");
-	CHECK(log && !strstr(log, "replaced by 127.0.0.1"), "no loopback rewrite with a token");
+	CHECK(log && !strstr(log, "serves 127.0.0.1"), "no loopback rewrite with a token");
 	free(log);
 	int st = tl_stop_master(&m);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "clean exit");
@@ -103,7 +103,12 @@ static void test_no_token_loopback(void)
 	pid_t pid = tl_spawn(argv, log);
 	REQUIRE(tl_wait_port(port, 10000), "master on port %d", port);
 	char *text = tl_read_file(log);
-	CHECK(text && strstr(text, "replaced by 127.0.0.1"), "warning about loopback-only");
+	CHECK(text && strstr(text, "serves 127.0.0.1"), "warning about loopback-only");
+	char want[400];
+	snprintf(want, sizeof(want), "add 'token_file = /etc/kvpool/token' under [cluster] in %s",
+		 path);
+	CHECK(text && strstr(text, want), "the warning names the INI line and file");
+	CHECK(text && strstr(text, "--cluster_token_file="), "and the flag");
 	free(text);
 
 	struct tl_conn *c = tl_client(port, WIRE_ROLE_CLIENT, NULL, "h");
@@ -115,6 +120,62 @@ static void test_no_token_loopback(void)
 	CHECK(tl_http(hport, "GET", "/health", NULL, 0, NULL, NULL) == 200, "health on loopback");
 	int st = tl_kill(pid, SIGTERM, 5000);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "clean exit");
+}
+
+/* kvpool token new: a 0600 file of 64 hex digits that the master accepts
+ * as --cluster_token_file, after which it listens beyond loopback and
+ * wants that token. */
+static void test_token_new(void)
+{
+	const char *dir = tl_tmpdir("tok");
+	char tok[256], bin[256], cli[256], flag[300], lport[64], log[256];
+	char *out = NULL;
+	struct stat st;
+	int port = tl_free_port();
+
+	tl_fmt(tok, sizeof(tok), "%s/token", dir);
+	tl_fmt(cli, sizeof(cli), "%s/kvpool", tl_build());
+	char *argv[] = { cli, "token", "new", tok, NULL };
+	int rc = tl_run(argv, &out, 5000);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "token new: exit 0");
+	CHECK(out && strstr(out, "token_file = ") && strstr(out, "--cluster_token_file="),
+	      "prints how to use it");
+	free(out);
+	REQUIRE(stat(tok, &st) == 0, "token file");
+	CHECK_EQ(st.st_mode & 0777, 0600);
+	char *text = tl_read_file(tok);
+	CHECK(text && strlen(text) == 65 && text[64] == '\n', "64 hex digits and a newline");
+	for (int i = 0; text && i < 64; i++)
+		CHECK(strchr("0123456789abcdef", text[i]), "hex");
+	rc = tl_run(argv, &out, 5000);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "an existing token is kept");
+	free(out);
+	char *t2 = tl_read_file(tok);
+	CHECK(t2 && text && !strcmp(t2, text), "unchanged");
+	free(t2);
+
+	/* the master with it: all addresses, the token required */
+	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
+	tl_fmt(flag, sizeof(flag), "--cluster_token_file=%s", tok);
+	tl_fmt(lport, sizeof(lport), "--rpc_port=%d", port);
+	tl_fmt(log, sizeof(log), "%s/m.log", dir);
+	char *margv[] = { bin, flag, lport, "--rpc_address=0.0.0.0", "--metrics_port=0", NULL };
+	pid_t pid = tl_spawn(margv, log);
+	REQUIRE(tl_wait_port(port, 10000), "master on port %d", port);
+	struct tl_conn *c = tl_conn_open(port);
+	REQUIRE(c, "connect");
+	CHECK_EQ(tl_hello(c, WIRE_ROLE_CLIENT, "wrong", "x", "h"), KVP_EAUTH);
+	tl_conn_close(c);
+	text[64] = '\0';
+	c = tl_client(port, WIRE_ROLE_CLIENT, text, "h");
+	CHECK_EQ(tl_exists(c, "x"), 0);
+	tl_conn_close(c);
+	char *mlog = tl_read_file(log);
+	CHECK(mlog && !strstr(mlog, "serves 127.0.0.1"), "listens beyond loopback");
+	free(mlog);
+	free(text);
+	rc = tl_kill(pid, SIGTERM, 5000);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "clean exit");
 }
 
 static void test_max_connections(void)
@@ -151,6 +212,7 @@ int main(void)
 {
 	test_token();
 	test_no_token_loopback();
+	test_token_new();
 	test_max_connections();
 	return tl_done();
 }
