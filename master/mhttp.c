@@ -1,4 +1,5 @@
-/* mhttp: /metrics, /health and the Mooncake metadata store; see mhttp.h. */
+/* mhttp: /metrics, the admin endpoints (madmin.c) and the Mooncake
+ * metadata store; see mhttp.h. */
 #include "mhttp.h"
 
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include "http.h"
 #include "kvpool.h"
 #include "log.h"
+#include "madmin.h"
 #include "master_i.h"
 #include "mlease.h"
 
@@ -31,6 +33,7 @@ struct mhttp {
 	struct md_ent *md_tab[MD_BUCKETS];
 	size_t md_keys;
 	size_t md_bytes;
+	struct madmin admin;		/* Mooncake's admin endpoints */
 };
 
 /* ---- metrics ---- */
@@ -201,19 +204,26 @@ static void text(struct http_resp *r, int status, const char *msg)
 	r->body_len = r->body ? strlen(msg) : 0;
 }
 
+/* PUT: as Mooncake's, a key naming "rpc_meta" (an RPC endpoint's record)
+ * cannot be overwritten with a different value. */
 static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 		   struct http_resp *resp)
 {
 	struct md_ent **p = md_slot(h, key), *e = *p;
 	size_t old = e ? e->len : 0;
 
+	if (e && strstr(key, "rpc_meta")) {
+		if (e->len == req->body_len && !memcmp(e->val, req->body, e->len))
+			return text(resp, 200, "metadata unchanged");
+		return text(resp, 400, "Duplicate rpc_meta key not allowed");
+	}
 	if (!e && h->md_keys >= MHTTP_MD_MAX_KEYS)
-		return text(resp, 507, "metadata store full (keys)\n");
+		return text(resp, 507, "metadata store full (keys)");
 	if (h->md_bytes - old + req->body_len > MHTTP_MD_MAX_TOTAL)
-		return text(resp, 507, "metadata store full (bytes)\n");
+		return text(resp, 507, "metadata store full (bytes)");
 	char *val = malloc(req->body_len ? req->body_len : 1);
 	if (!val)
-		return text(resp, 500, "out of memory\n");
+		return text(resp, 500, "out of memory");
 	if (req->body_len)
 		memcpy(val, req->body, req->body_len);
 	if (!e) {
@@ -221,7 +231,7 @@ static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 		e = malloc(sizeof(*e) + kl + 1);
 		if (!e) {
 			free(val);
-			return text(resp, 500, "out of memory\n");
+			return text(resp, 500, "out of memory");
 		}
 		memcpy(e->key, key, kl + 1);
 		e->val = NULL;
@@ -234,39 +244,42 @@ static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 	e->val = val;
 	e->len = req->body_len;
 	h->md_bytes = h->md_bytes - old + req->body_len;
-	text(resp, 200, "metadata updated\n");
+	text(resp, 200, "metadata updated");
 }
 
 static void md_handle(struct mhttp *h, const struct http_req *req, struct http_resp *resp)
 {
 	const char *key = http_query(req, "key");
 
-	if (!key || !*key || strlen(key) > KVP_MAX_KEY)
-		return text(resp, 400, "missing or bad key parameter\n");
+	/* Mooncake's answers, word for word (http_metadata_server.cpp) */
+	if (!key || !*key)
+		return text(resp, 400, "Missing key parameter");
+	if (strlen(key) > KVP_MAX_KEY)
+		return text(resp, 400, "key longer than 1024 bytes");
 	struct md_ent **p = md_slot(h, key), *e = *p;
 	if (strcmp(req->method, "GET") == 0) {
 		if (!e)
-			return text(resp, 404, "metadata not found\n");
+			return text(resp, 404, "metadata not found");
 		resp->status = 200;
 		resp->content_type = "application/json";
 		resp->body = malloc(e->len ? e->len : 1);
 		if (!resp->body)
-			return text(resp, 500, "out of memory\n");
+			return text(resp, 500, "out of memory");
 		memcpy(resp->body, e->val, e->len);
 		resp->body_len = e->len;
 	} else if (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0) {
 		md_put(h, key, req, resp);
 	} else if (strcmp(req->method, "DELETE") == 0) {
 		if (!e)
-			return text(resp, 404, "metadata not found\n");
+			return text(resp, 404, "metadata not found");
 		*p = e->next;
 		h->md_keys--;
 		h->md_bytes -= e->len;
 		free(e->val);
 		free(e);
-		text(resp, 200, "metadata deleted\n");
+		text(resp, 200, "metadata deleted");
 	} else {
-		text(resp, 405, "method not allowed\n");
+		text(resp, 405, "Method not allowed");
 	}
 }
 
@@ -286,11 +299,11 @@ static void on_http(const struct http_req *req, struct http_resp *resp, void *ar
 		resp->body_len = b.len;
 		return;
 	}
-	if (strcmp(req->path, "/health") == 0 && get)
-		return text(resp, 200, "ok\n");
 	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0)	/* same address */
 		return md_handle(h, req, resp);
-	text(resp, 404, "not found\n");
+	if (madmin_handle(&h->admin, h->m, req, resp))
+		return;
+	text(resp, 404, "not found");
 }
 
 /* The metadata server answers /metadata only. */
@@ -300,7 +313,9 @@ static void on_md(const struct http_req *req, struct http_resp *resp, void *arg)
 
 	if (strcmp(req->path, "/metadata") == 0)
 		return md_handle(h, req, resp);
-	text(resp, 404, "not found\n");
+	if (strcmp(req->path, "/health") == 0 && strcmp(req->method, "GET") == 0)
+		return text(resp, 200, "OK");		/* as Mooncake's metadata server */
+	text(resp, 404, "not found");
 }
 
 struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
@@ -313,6 +328,7 @@ struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *ht
 		return NULL;
 	}
 	h->m = m;
+	madmin_init(&h->admin);
 	h->md_on = metadata_listen != NULL;
 	h->http = http_start(loop, http_listen, MHTTP_MD_MAX_VALUE, on_http, h, err, errlen);
 	if (!h->http)
@@ -345,6 +361,18 @@ void mhttp_stop(struct mhttp *h)
 			free(e);
 		}
 	free(h);
+}
+
+void mhttp_set_ha(struct mhttp *h, const char *role, const char *state, bool service_ready,
+		  const char *leader, uint64_t view_version)
+{
+	struct madmin_ha *ha = &h->admin.ha;
+
+	snprintf(ha->role, sizeof(ha->role), "%s", role);
+	snprintf(ha->state, sizeof(ha->state), "%s", state);
+	ha->service_ready = service_ready;
+	snprintf(ha->leader, sizeof(ha->leader), "%s", leader ? leader : "");
+	ha->view_version = view_version;
 }
 
 int mhttp_port(const struct mhttp *h)

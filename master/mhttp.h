@@ -1,6 +1,7 @@
 /* mhttp: the master's HTTP endpoints on its ev loop — /metrics (Prometheus
- * text) and /health on master.http_listen, and, with master.metadata_server,
- * a Mooncake-compatible metadata store (GET/PUT/DELETE /metadata?key=K) on
+ * text) and Mooncake's admin endpoints (/health, /get_all_segments, ...:
+ * madmin.c) on master.http_listen, and, with master.metadata_server, a
+ * Mooncake-compatible metadata store (GET/PUT/DELETE /metadata?key=K) on
  * master.metadata_listen (the same server when both addresses are equal).
  * Loop thread only (http.c runs handlers there); no locks.
  */
@@ -9,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct ev_loop;
 struct master;
@@ -23,6 +25,12 @@ struct sbuf;
 struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
 			  const char *metadata_listen, char *err, size_t errlen);
 void mhttp_stop(struct mhttp *h);
+/* What /health, /role, /ha_status, /leader and /metrics/summary report
+ * (a leader election sets it; the default is a serving leader with no
+ * view): role "leader"/"standby", state "serving", "standby", ...;
+ * !service_ready makes the key and segment endpoints answer 503. */
+void mhttp_set_ha(struct mhttp *h, const char *role, const char *state, bool service_ready,
+		  const char *leader, uint64_t view_version);
 int mhttp_port(const struct mhttp *h);
 int mhttp_metadata_port(const struct mhttp *h);	/* -1 without the store */
 

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,67 @@ void sb_printf(struct sbuf *b, const char *fmt, ...)
 		b->p = p;
 		b->cap = cap;
 	}
+}
+
+void sb_bytes(struct sbuf *b, const void *src, size_t n)
+{
+	if (b->cap - b->len <= n) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap - b->len <= n)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p)
+			return;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* Length of the valid UTF-8 sequence at s (2..4 bytes), 0 if none:
+ * overlong forms, surrogates and code points above U+10FFFF are not. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	uint32_t cp;
+
+	if (!len || len > n || s[0] > 0xf4)
+		return 0;
+	cp = s[0] & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+void sb_json_str(struct sbuf *b, const void *src, size_t n)
+{
+	const unsigned char *s = src;
+
+	sb_bytes(b, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		size_t u = s[i] >= 0x80 ? utf8_seq(s + i, n - i) : 0;
+		if (u) {
+			sb_bytes(b, s + i, u);
+			i += u;
+			continue;
+		}
+		if (s[i] == '"' || s[i] == '\\')
+			sb_printf(b, "\\%c", s[i]);
+		else if (s[i] < 0x20 || s[i] >= 0x7f)
+			sb_printf(b, "\\u%04x", s[i]);
+		else
+			sb_bytes(b, s + i, 1);
+		i++;
+	}
+	sb_bytes(b, "\"", 1);
 }
 
 void sb_free(struct sbuf *b)

@@ -44,6 +44,12 @@ struct sbuf {
 	size_t len, cap;
 };
 void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends n raw bytes. */
+void sb_bytes(struct sbuf *b, const void *src, size_t n);
+/* Appends src[0..n) as a JSON string literal (quotes included): valid
+ * UTF-8 kept, control bytes, DEL and bytes outside valid UTF-8 as \u00XX,
+ * so any key yields valid JSON. */
+void sb_json_str(struct sbuf *b, const void *src, size_t n);
 void sb_free(struct sbuf *b);
 
 #endif

@@ -124,7 +124,8 @@ static void test_metrics_health_metadata(void)
 	CHECK_EQ(tl_put_start1(c, "pending", 100, 1, 0, &o), 0);
 
 	CHECK_EQ(tl_http(m.http_port, "GET", "/health", NULL, 0, &body, NULL), 200);
-	CHECK(body && strcmp(body, "ok\n") == 0, "health body '%s'", body);
+	CHECK(body && strcmp(body, "{\"status\":\"ok\",\"role\":\"leader\",\"ha_state\":"
+			      "\"serving\",\"service_ready\":true}") == 0, "health body '%s'", body);
 	free(body);
 
 	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
