@@ -206,7 +206,7 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
 		if (o)
-			o->pin_s = mlease_pin_until(m, mlease_pin_ttl(m, ttl));
+			o->pin_s = mlease_pin_until(m, ttl);	/* hard pins too: no cap */
 		wb_i32(b, s);
 		mbatch_item(st, s);
 	}
@@ -223,17 +223,13 @@ int mkeys_lease_release(struct master *m, struct rbuf *r, struct wbuf *b, struct
 	rb_u32(r);
 	wb_u32(b, n);
 	for (uint32_t i = 0; i < n; i++) {
-		size_t klen;
-		const uint8_t *key = rb_str(r, &klen);
-		uint64_t gen = rb_u64(r);
-		struct obj *cur, *o = NULL;
-		int s = KVP_EKEY;
-		if (wire_key_ok(key, klen)) {
-			o = mobj_find_gen(m, key, klen, gen, &cur);
-			s = o && obj_complete(o) ? 0 : KVP_ENOTFOUND;
-		}
-		if (!s)
+		int s;
+		uint64_t gen;
+		struct obj *o = mobj_read_gen(m, r, &gen, &s);
+		if (o && obj_complete(o))
 			mlease_release(m, o);
+		else if (s != KVP_EKEY)
+			s = KVP_ENOTFOUND;	/* that generation is gone */
 		wb_i32(b, s);
 		mbatch_item(st, s);
 	}

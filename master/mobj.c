@@ -65,6 +65,21 @@ struct obj *mobj_find_gen(struct master *m, const uint8_t *key, size_t klen, uin
 	return mver_find(&m->vers, gen, key, klen);
 }
 
+struct obj *mobj_read_gen(struct master *m, struct rbuf *r, uint64_t *gen, int *status)
+{
+	size_t klen;
+	const uint8_t *key = rb_str(r, &klen);
+
+	*gen = rb_u64(r);
+	if (!wire_key_ok(key, klen)) {
+		*status = KVP_EKEY;
+		return NULL;
+	}
+	struct obj *cur, *o = mobj_find_gen(m, key, klen, *gen, &cur);
+	*status = o ? 0 : cur ? KVP_ESTALE : KVP_ENOTFOUND;
+	return o;
+}
+
 void mobj_set_aside(struct master *m, struct obj *o)
 {
 	objtab_unlink(&m->objs, o);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 struct master;
+struct rbuf;
 struct obj;
 struct seg;
 
@@ -34,6 +35,10 @@ void mobj_unlink(struct master *m, struct obj *o);
  * generation), NULL if none. */
 struct obj *mobj_find_gen(struct master *m, const uint8_t *key, size_t klen, uint64_t gen,
 			  struct obj **cur);
+/* Reads "str key u64 generation" (a PUT_END, PUT_REVOKE or LEASE_RELEASE
+ * item) and finds that object (mobj_find_gen). *status: 0, KVP_EKEY,
+ * KVP_ESTALE (the key has another generation), KVP_ENOTFOUND. */
+struct obj *mobj_read_gen(struct master *m, struct rbuf *r, uint64_t *gen, int *status);
 /* Moves o, the table's object for its key, into the version map (an
  * upsert committed over it): its lease or pending entry stays. */
 void mobj_set_aside(struct master *m, struct obj *o);

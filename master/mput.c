@@ -377,25 +377,6 @@ void mput_retry(struct master *m)
 	}
 }
 
-/* The object a PUT_END or PUT_REVOKE names by key and generation: the
- * table's, else a version of the key (an upsert, or a put an upsert
- * overtook). *status: 0, KVP_EKEY, KVP_ESTALE (the key has another
- * generation), KVP_ENOTFOUND. */
-static struct obj *find_put(struct master *m, struct rbuf *r, uint64_t *gen, int *status)
-{
-	size_t klen;
-	const uint8_t *key = rb_str(r, &klen);
-
-	*gen = rb_u64(r);
-	if (!wire_key_ok(key, klen)) {
-		*status = KVP_EKEY;
-		return NULL;
-	}
-	struct obj *cur, *o = mobj_find_gen(m, key, klen, *gen, &cur);
-	*status = o ? 0 : cur ? KVP_ESTALE : KVP_ENOTFOUND;
-	return o;
-}
-
 /* The pending object o becomes visible. An upsert's version replaces the
  * key's object, which is set aside: a pending put keeps its extents until
  * its writer finishes (or put_timeout), a complete value until its read
@@ -436,7 +417,7 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		uint64_t gen;
-		struct obj *o = find_put(m, r, &gen, &s);
+		struct obj *o = mobj_read_gen(m, r, &gen, &s);
 		uint64_t csum = rb_u64(r);
 		if (o && obj_complete(o)) {
 			s = o->checksum == csum ? 0 : KVP_ESTALE;	/* a retried PUT_END */
@@ -468,7 +449,7 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		uint64_t gen;
-		struct obj *o = find_put(m, r, &gen, &s);
+		struct obj *o = mobj_read_gen(m, r, &gen, &s);
 		if (o && obj_complete(o))
 			s = KVP_EINVAL;		/* finished puts are REMOVEd */
 		else if (o)

@@ -87,7 +87,8 @@ const struct conf_key conf_table[] = {
 	    .live = true),
 	NUM("master", "max_soft_pin_ttl", CONF_T_DURATION, master.max_soft_pin_ttl, 1,
 	    1000 * 24 * HOUR, "24h",
-	    "Longest soft pin a put or PIN may ask for; longer ones are cut to this.",
+	    "Longest soft pin a put may ask for (Mooncake's max_kv_soft_pin_ttl); longer "
+	    "ones are cut to this. PIN (kvpool pin, hard pins) is not.",
 	    .live = true),
 	BOOL("master", "evict_soft_pinned", master.evict_soft_pinned, "false",
 	     "Let eviction take soft-pinned objects when nothing unpinned is left to evict "

@@ -40,7 +40,7 @@ int main(void)
 	uint32_t sa, sb, sc;
 
 	/* node_ttl and client_ttl at their defaults (3 s, 10 s) */
-	tl_start_master(&m, "[master]\neviction_high_watermark = 1.0\n");
+	tl_start_master(&m, "[master]\neviction_high_watermark = 1.0\nnode_ttl = 3s\n");
 	struct tl_conn *a = node(&m, "a", 1, &sa);
 	struct tl_conn *b = node(&m, "b", 2, &sb);
 	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "client");

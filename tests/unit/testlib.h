@@ -1227,8 +1227,10 @@ struct tl_master {
 };
 
 /* Writes <dir>/master.ini ([master] listen/http_listen/metadata_listen on
- * fresh loopback ports, [log] level = info unless extra_ini has a [log]
- * section, plus extra_ini: more INI text, may repeat sections but not keys)
+ * fresh loopback ports, node_ttl = 1h unless extra_ini names node_ttl (the
+ * shorter client_ttl still wins), [log] level = info unless extra_ini has
+ * a [log] section, plus extra_ini: more INI text, may repeat sections but
+ * not keys)
  * and starts build/kvpool-master -c it, with extra_args appended. Waits for
  * the RPC port. REQUIREs success. */
 static inline void tl_start_master_args(struct tl_master *m, const char *extra_ini,
@@ -1250,11 +1252,14 @@ static inline void tl_start_master_args(struct tl_master *m, const char *extra_i
 		m->md_port = tl_free_port();
 	while (m->md_port == m->port || m->md_port == m->http_port);
 	bool own_log = extra_ini && strstr(extra_ini, "[log]");
+	/* fake nodes heartbeat only when a test says so: a slow run must not
+	 * lose them to node_ttl (3 s) unless the test sets it */
+	bool own_ttl = extra_ini && strstr(extra_ini, "node_ttl");
 	snprintf(ini, sizeof(ini),
 		 "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
-		 "metadata_listen = 127.0.0.1:%d\n%s%s\n",
-		 m->port, m->http_port, m->md_port, own_log ? "" : "[log]\nlevel = info\n",
-		 extra_ini ? extra_ini : "");
+		 "metadata_listen = 127.0.0.1:%d\n%s%s%s\n",
+		 m->port, m->http_port, m->md_port, own_ttl ? "" : "node_ttl = 1h\n",
+		 own_log ? "" : "[log]\nlevel = info\n", extra_ini ? extra_ini : "");
 	tl_write_file(m->conf, ini);
 	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
 	argv[n++] = bin;
