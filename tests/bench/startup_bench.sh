@@ -98,11 +98,9 @@ for n in $restart_counts; do
 done
 
 echo "== embedded store: setup(global_segment_size) in a fresh interpreter"
-mb=${B#"$E2E_ROOT"/}
-make --no-print-directory -s -C "$E2E_ROOT" BUILD="$mb" python >"$E2E_TMP/make.log" 2>&1 ||
-	skip "the Python module does not build here: $(tail -n 3 "$E2E_TMP/make.log")"
+py_build python3
 for gb in $setup_sizes; do
-	out=$(PYTHONPATH="$B/python" python3 - "$MASTER_ADDR" "$POOL_INI" "$gb" <<'EOF'
+	out=$(PYTHONPATH="$B/python" "${PY_RUN[@]}" python3 - "$MASTER_ADDR" "$POOL_INI" "$gb" <<'EOF'
 import os, sys, time
 import kvpool
 master, ini, gb = sys.argv[1], sys.argv[2], float(sys.argv[3])

@@ -24,17 +24,13 @@ for p in ${PYTHON:-} python3 /usr/bin/python3; do
 	fi
 done
 [ -n "$py" ] || skip "no Python with torch (apt-get install python3-torch)"
-build_py=${PYTHON:-python3}
-command -v "$build_py-config" >/dev/null || skip "Python development headers missing"
-mb=${B#"$E2E_ROOT"/}
-make --no-print-directory -s -C "$E2E_ROOT" BUILD="$mb" PYTHON="$build_py" python ||
-	fail "make python"
+py_build "${PYTHON:-python3}"
 export TMPDIR=$E2E_TMP PYTHONPATH=$B/python
 on_cleanup "pkill -TERM -f -- '$E2E_TMP' 2>/dev/null; true"
 args=(--count "$(pick 8 64)" --size "$(pick 65536 1048576)" --rounds "$(pick 1 5)"
 	--iters "$(pick 2 5)" --build "$B")
 for proto in auto tcp; do
-	"$py" "$E2E_ROOT/python/bench_tensor.py" --protocol "$proto" "${args[@]}" |
+	"${PY_RUN[@]}" "$py" "$E2E_ROOT/python/bench_tensor.py" --protocol "$proto" "${args[@]}" |
 		tee "$E2E_TMP/out.$proto"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" = 77 ] && skip "torch"

@@ -328,6 +328,34 @@ run_node() {
 # kv ARG...: the kvpool CLI with the pool's configuration.
 kv() { "$B/kvpool" -c "$POOL_INI" "$@"; }
 
+# py_build [PYTHON] — builds the Python module for the tree under test
+# ($B) and sets PY_RUN, the prefix that runs an interpreter with it: under
+# build-san the extension is ASan-instrumented and the runtime must be
+# loaded first (the interpreter is not instrumented and keeps memory at
+# exit); under build-tsan it skips. Skips without Python headers; fails when
+# the module does not build.
+PY_RUN=()
+py_build() {
+	local py=${1:-${PYTHON:-python3}} inc flags=()
+	inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+	if [ -z "$inc" ] || [ ! -f "$inc/Python.h" ] || ! command -v "$py-config" >/dev/null; then
+		skip "Python development headers missing (apt-get install python3-dev)"
+	fi
+	PY_RUN=()
+	case $(basename "$B") in
+	build-tsan) skip "the Python module is not tested under ThreadSanitizer" ;;
+	build-san)
+		flags=(SANITIZE=1)
+		PY_RUN=(env "LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)"
+			"ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}")
+		;;
+	esac
+	# BUILD as the Makefile spells it (relative), so its dependency files apply.
+	make --no-print-directory -s -C "$E2E_ROOT" BUILD="${B#"$E2E_ROOT"/}" PYTHON="$py" \
+		"${flags[@]}" python >"$E2E_TMP/make-python.log" 2>&1 ||
+		fail "make python: $(tail -n 5 "$E2E_TMP/make-python.log")"
+}
+
 # hold_lease KEY...: a reader that dies in the middle of its reads: HELLO
 # and GET of the KEYs on a raw connection to MASTER_ADDR (token from the
 # file E2E_TOKEN_FILE names, if set), then exit without LEASE_RELEASE, so
