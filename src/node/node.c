@@ -534,19 +534,21 @@ static int node_parse_numa(const struct kvp_conf *conf, int *out, char *why, siz
 }
 
 /* No token: DESIGN's rule is loopback only. A wildcard or routable address
- * is narrowed to 127.0.0.1 with a warning instead of refusing to start. */
-static void node_loopback_only(const char *what, char *hostport)
+ * is narrowed to 127.0.0.1 with a warning instead of refusing to start.
+ * Returns true if hostport was narrowed. */
+static bool node_loopback_only(const char *what, char *hostport)
 {
 	char host[CONF_STR];
 	uint16_t port;
 
 	if (!hostport[0] || net_is_loopback(hostport))
-		return;
+		return false;
 	if (conf_parse_hostport(hostport, host, sizeof(host), &port) < 0)
-		return;
+		return false;
 	log_warn("%s %s: no [cluster] token_file, listening on 127.0.0.1:%u only", what,
 		 hostport, port);
 	snprintf(hostport, CONF_STR, "127.0.0.1:%u", port);
+	return true;
 }
 
 struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
@@ -591,8 +593,14 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	snprintf(n->listen_addr, sizeof(n->listen_addr), "%s", n->conf.node.listen);
 	snprintf(n->http_addr, sizeof(n->http_addr), "%s", n->conf.node.http_listen);
 	if (!n->conf.cluster.token[0]) {
-		node_loopback_only("[node] listen", n->listen_addr);
-		node_loopback_only("[node] http_listen", n->http_addr);
+		bool narrowed = node_loopback_only("[node] listen", n->listen_addr);
+
+		narrowed |= node_loopback_only("[node] http_listen", n->http_addr);
+		if (narrowed)
+			log_warn("to serve other hosts: 'kvpool token new /etc/kvpool/token' (once, "
+				 "copied to every host), then 'token_file = /etc/kvpool/token' "
+				 "under [cluster] in %s (or KVPOOL_CLUSTER_TOKEN_FILE)",
+				 conf->file[0] ? conf->file : CONF_DEFAULT_FILE);
 	}
 	if (conf_parse_hostport(n->listen_addr, host, sizeof(host), &port) < 0) {
 		snprintf(err, errlen, "[node] listen = %s: expected host:port", n->listen_addr);

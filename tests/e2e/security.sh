@@ -528,6 +528,11 @@ for mode in none token; do
 		fi
 		grep -qi "loopback\|127.0.0.1" "$tmp/wild-master-$mode.log" ||
 			bad "no token: the master does not say it narrowed its listeners"
+		for d in master node; do
+			grep -q "kvpool token new" "$tmp/wild-$d-$mode.log" &&
+				grep -q "$tmp/wild.ini" "$tmp/wild-$d-$mode.log" ||
+				bad "no token: the $d does not say how to serve other hosts (token new, the INI it read)"
+		done
 	else
 		if listeners | grep -q "^0\.0\.0\.0:$p1\$" && listeners | grep -q "^0\.0\.0\.0:$p4\$"; then
 			ok "with a token the same configuration listens on 0.0.0.0 ($got)"
