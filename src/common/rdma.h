@@ -285,7 +285,18 @@ static inline uint8_t *rdma_bounce_ptr(const struct rdma_bounce *b, int slot)
  * writes the 4 bytes of magic at raddr after every other piece completed
  * (the image's own first 4 bytes must be zero), so a scanner never sees a
  * header before its value; then, with commit set, the one byte commit at
- * commit_raddr once the magic completed (the segment's commit map). */
+ * commit_raddr once the magic completed (the segment's commit map).
+ * A gathered write sets nvseg instead of val/lc: the value is the
+ * concatenation of vseg[] (vlen bytes in all); a piece with its lc goes
+ * direct, each staged run of the others shares bounce slots with the
+ * header. */
+struct rdma_vseg {
+	const uint8_t *p;
+	uint64_t len;
+	const struct rdma_mr_chunk *lc;	/* p's registration, NULL: bounce */
+	uint32_t nlc;
+};
+
 struct rdma_xfer {
 	/* in */
 	bool write;
@@ -298,6 +309,8 @@ struct rdma_xfer {
 	uint64_t vlen;
 	const struct rdma_mr_chunk *lc;	/* val's registration, NULL: bounce */
 	uint32_t nlc;
+	const struct rdma_vseg *vseg;	/* write: the value in pieces (val unused) */
+	uint32_t nvseg;
 	bool publish;
 	uint32_t magic;
 	uint8_t commit;			/* 0: no commit byte */

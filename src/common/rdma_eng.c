@@ -103,9 +103,40 @@ void rdma_eng_init(struct rdma_eng *e, struct rdma_qps *q, struct rdma_bounce *b
 	e->nbc = nbc;
 }
 
+/* The piece of a gathered value that holds value byte v, and v's offset
+ * in it; NULL past the end. */
+static const struct rdma_vseg *vseg_at(const struct rdma_xfer *x, uint64_t v, uint64_t *off)
+{
+	for (uint32_t i = 0; i < x->nvseg; i++) {
+		if (v < x->vseg[i].len) {
+			*off = v;
+			return &x->vseg[i];
+		}
+		v -= x->vseg[i].len;
+	}
+	return NULL;
+}
+
+/* A gathered value must be a write and its pieces must add up to vlen. */
+static int vseg_check(const struct rdma_xfer *x)
+{
+	uint64_t sum = 0;
+
+	if (!x->nvseg)
+		return 0;
+	if (!x->write || !x->vseg)
+		return -EINVAL;
+	for (uint32_t i = 0; i < x->nvseg; i++) {
+		if (x->vseg[i].len && !x->vseg[i].p)
+			return -EINVAL;
+		sum += x->vseg[i].len;
+	}
+	return sum == x->vlen ? 0 : -EINVAL;
+}
+
 void rdma_eng_add(struct rdma_eng *e, struct rdma_xfer *x)
 {
-	x->status = 0;
+	x->status = vseg_check(x);
 	x->cursor = 0;
 	x->inflight = 0;
 	x->final_posted = false;
@@ -135,6 +166,15 @@ static void img_copy(struct rdma_xfer *x, uint64_t pos, uint64_t len, uint8_t *b
 		if (pos < x->hdr_len) {
 			p = x->hdr + pos;
 			n = x->hdr_len - pos;
+		} else if (x->nvseg) {
+			/* Gathered values are written only: never copied into. */
+			uint64_t o;
+			const struct rdma_vseg *v = vseg_at(x, pos - x->hdr_len, &o);
+
+			if (!v)
+				return;
+			p = (uint8_t *)(uintptr_t)(v->p + o);
+			n = v->len - o;
 		} else {
 			p = x->val + (pos - x->hdr_len);
 			n = img_len(x) - pos;
@@ -149,6 +189,20 @@ static void img_copy(struct rdma_xfer *x, uint64_t pos, uint64_t len, uint8_t *b
 		pos += n;
 		len -= n;
 	}
+}
+
+/* Image bytes from pos on that go through bounce slots: up to the first
+ * byte of a value piece that goes direct (0: pos is in one). */
+static uint64_t staged_run(const struct rdma_xfer *x, uint64_t pos)
+{
+	uint64_t at = x->hdr_len;
+
+	if (!x->nvseg)
+		return !x->lc ? img_len(x) - pos : pos < x->hdr_len ? x->hdr_len - pos : 0;
+	for (uint32_t i = 0; i < x->nvseg; at += x->vseg[i].len, i++)
+		if (x->vseg[i].lc && at + x->vseg[i].len > pos)
+			return at > pos ? at - pos : 0;
+	return img_len(x) - pos;
 }
 
 /* The least busy QP with room (round-robin among ties), -1 if all full. */
@@ -193,7 +247,7 @@ enum post_res { POST_OK, POST_BLOCKED, POST_FAILED };
 static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 {
 	struct rdma_qps *q = e->q;
-	uint64_t total = img_len(x), pos = x->cursor, len, rspan, raddr;
+	uint64_t total = img_len(x), pos = x->cursor, len, rspan, raddr, run = 0;
 	uint32_t ri = 0, li = 0, lkey = 0;
 	struct rdma_piece *p;
 	uint8_t *laddr;
@@ -223,7 +277,7 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 		return POST_FAILED;
 	}
 	len = rspan;
-	if (final || pos < x->hdr_len || !x->lc) {
+	if (final || (run = staged_run(x, pos)) > 0) {
 		uint64_t bspan;
 
 		if (!e->bounce)
@@ -234,8 +288,8 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 		laddr = rdma_bounce_ptr(e->bounce, slot);
 		if (len > e->bounce->slot)
 			len = e->bounce->slot;
-		if (x->lc && !final && len > x->hdr_len - pos)
-			len = x->hdr_len - pos;	/* the value goes direct */
+		if (!final && len > run)
+			len = run;	/* what follows goes direct */
 		bspan = rdma_chunk_span(e->bc, e->nbc, (uintptr_t)laddr, len, &li);
 		if (!bspan) {
 			rdma_bounce_put(e->bounce, slot);
@@ -250,16 +304,31 @@ static enum post_res post_piece(struct rdma_eng *e, struct rdma_xfer *x)
 		else if (x->write)
 			img_copy(x, pos, len, laddr, true);
 	} else {
+		const struct rdma_mr_chunk *lc = x->lc;
+		uint32_t nlc = x->nlc;
 		uint64_t lspan;
 
-		laddr = x->val + (pos - x->hdr_len);
+		if (x->nvseg) {
+			uint64_t o;
+			const struct rdma_vseg *v = vseg_at(x, pos - x->hdr_len, &o);
+
+			if (!v)
+				goto out_fault;
+			laddr = (uint8_t *)(uintptr_t)(v->p + o);
+			if (len > v->len - o)
+				len = v->len - o;
+			lc = v->lc;
+			nlc = v->nlc;
+		} else {
+			laddr = x->val + (pos - x->hdr_len);
+		}
 		if (len > RDMA_PIECE_MAX)
 			len = RDMA_PIECE_MAX;
-		lspan = rdma_chunk_span(x->lc, x->nlc, (uintptr_t)laddr, len, &li);
+		lspan = rdma_chunk_span(lc, nlc, (uintptr_t)laddr, len, &li);
 		if (!lspan)
 			goto out_fault;
 		len = lspan;
-		lkey = x->lc[li].lkey;
+		lkey = lc[li].lkey;
 	}
 	if (len > UINT32_MAX)
 		len = 1u << 30;

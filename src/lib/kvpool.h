@@ -123,6 +123,26 @@ struct kvp_put_opts {
 int kvp_put_opts(struct kvp *kvp, const char *key, const void *buf, size_t len, const struct kvp_put_opts *o);
 int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys, const void *const *bufs,
                        const size_t *lens, const struct kvp_put_opts *o, int *results);
+/* Gather puts: a value given in pieces (a header and a body, the layers of
+ * a block) is stored as their concatenation without a staging copy: the
+ * local path copies piece by piece into the segment, TCP sends them with
+ * one sendmsg, RDMA writes registered pieces in place. The checksum is that
+ * of the concatenation. Pieces of length 0 are skipped (base may then be
+ * NULL); a value must have at least one byte. Device (CUDA) pieces are
+ * copied to host memory first. The pieces must stay unchanged until the
+ * call returns. */
+struct kvp_iov {
+	const void *base;
+	size_t len;
+};
+/* Value i is the concatenation of iov[first[i] .. first[i + 1]) (first has
+ * n + 1 entries, non-decreasing); otherwise as kvp_batch_put_opts. */
+int kvp_batch_put_iov(struct kvp *kvp, size_t n, const char *const *keys,
+                      const struct kvp_iov *iov, const size_t *first,
+                      const struct kvp_put_opts *o, int *results);
+/* One value in niov pieces; o may be NULL. */
+int kvp_put_iov(struct kvp *kvp, const char *key, const struct kvp_iov *iov, size_t niov,
+                const struct kvp_put_opts *o);
 /* flags: KVP_REMOVE_FORCE drops them even while read leases are held (else
  * KVP_ELEASED). 0 also when key had no replica there; KVP_ENOSEG when no
  * segment of that node is mounted. */

@@ -1,6 +1,7 @@
 /* put: kvp_put, kvp_put_from, kvp_batch_put_from and their forms with
  * options (kvp_put_opts, kvp_batch_put_opts: upsert, soft pin, replicas,
- * preferred segment). One round is PUT_START for every item (the master
+ * preferred segment) and in pieces (kvp_put_iov, kvp_batch_put_iov: the
+ * transports copy or send the pieces where they are). One round is PUT_START for every item (the master
  * grants space on `replicas` segments), the replica writes as one transfer
  * run, then one round trip of PUT_END for the complete items and
  * PUT_REVOKE for the others; items that failed on a transport error get
@@ -25,7 +26,9 @@
 struct put_item {
 	const char *key;
 	uint32_t klen;
-	const void *buf;
+	const void *buf;		/* the value, or NULL with niov > 1 */
+	const struct kvp_iov *iov;	/* niov > 1: the value in pieces */
+	size_t niov;
 	uint64_t len;
 	int status;			/* result so far */
 	bool started;			/* PUT_START granted: needs PUT_END or PUT_REVOKE */
@@ -151,12 +154,37 @@ static int put_reply_item(struct rbuf *r, struct put_reply *p)
 	return p->nrep ? 0 : KVP_EPROTO;
 }
 
+/* The value into it->stage: a device buffer, or a gathered value with
+ * device pieces (cudaMemcpy for those, memcpy for host ones). */
+static int put_stage_copy(struct put_item *it)
+{
+	uint8_t *d = it->stage;
+
+	if (!it->niov)
+		return cuda_memcpy(d, it->buf, it->len);
+	for (size_t j = 0; j < it->niov; j++) {
+		const struct kvp_iov *v = &it->iov[j];
+
+		if (!v->len)
+			continue;
+		if (cuda_is_device(v->base)) {
+			if (cuda_memcpy(d, v->base, v->len) < 0)
+				return -1;
+		} else {
+			memcpy(d, v->base, v->len);
+		}
+		d += v->len;
+	}
+	return 0;
+}
+
 /* A put of device memory: when every replica is local the value goes
- * device -> segment by cudaMemcpy (XP_F_DEVICE); otherwise it is copied
- * once to host staging and every replica is written from there. */
+ * device -> segment by cudaMemcpy (XP_F_DEVICE); otherwise, and for a
+ * gathered value with device pieces, it is copied once to host staging
+ * and every replica is written from there. */
 static int put_device(struct put_item *it)
 {
-	bool all_local = true;
+	bool all_local = !it->niov;
 
 	for (uint8_t i = 0; i < it->nrep; i++)
 		all_local &= it->ops[i].kind == XP_LOCAL;
@@ -171,13 +199,16 @@ static int put_device(struct put_item *it)
 			put_fail(it, KVP_ENOMEM);
 			return -1;
 		}
-		if (cuda_memcpy(it->stage, it->buf, it->len) < 0) {
+		if (put_stage_copy(it) < 0) {
 			put_fail(it, KVP_EIO);
 			return -1;
 		}
 	}
-	for (uint8_t i = 0; i < it->nrep; i++)
+	for (uint8_t i = 0; i < it->nrep; i++) {
 		it->ops[i].src = it->stage;
+		it->ops[i].iov = NULL;
+		it->ops[i].niov = 0;
+	}
 	return 0;
 }
 
@@ -265,6 +296,8 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 			o->h.put_time_ns = now_ns;
 			o->key = (const uint8_t *)it->key;
 			o->src = it->buf;
+			o->iov = it->niov ? it->iov : NULL;
+			o->niov = it->niov;
 			o->done = put_op_done;
 			o->arg = it;
 		}
@@ -277,7 +310,10 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 			it->ops[first_local].flags |= XP_F_CSUM;
 			xp_run_add(run, &it->ops[first_local]);
 		} else {
-			it->csum = ext_checksum(it->ops[0].src, it->len);
+			if (xp_value_checksum(&it->ops[0], &it->csum) < 0) {
+				put_fail(it, KVP_ENOMEM);
+				continue;
+			}
 			for (uint8_t i = 0; i < it->nrep; i++) {
 				it->ops[i].h.value_checksum = it->csum;
 				xp_run_add(run, &it->ops[i]);
@@ -433,14 +469,63 @@ static int put_prefix(struct kvp *kvp, const struct kvp_put_opts *o, struct put_
 	return 0;
 }
 
-int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys,
-		       const void *const *bufs, const size_t *lens, const struct kvp_put_opts *o,
-		       int *results)
+/* The value of a gathered item: its length, its one non-empty piece as a
+ * plain buffer, whether a piece is device memory. 0 or KVP_E*. */
+static int put_item_iov(struct put_item *it, const struct kvp_iov *v, size_t nv)
+{
+	size_t nonempty = 0;
+
+	it->len = 0;
+	for (size_t j = 0; j < nv; j++) {
+		if (!v[j].len)
+			continue;
+		if (!v[j].base)
+			return KVP_EINVAL;
+		if (v[j].len > UINT64_MAX - it->len)
+			return KVP_ETOOBIG;
+		it->len += v[j].len;
+		it->buf = v[j].base;
+		it->dev |= cuda_is_device(v[j].base);
+		nonempty++;
+	}
+	if (nonempty > 1) {
+		it->buf = NULL;
+		it->iov = v;
+		it->niov = nv;
+	}
+	if (nv > UINT32_MAX)
+		return KVP_EINVAL;
+	return 0;
+}
+
+/* Checks one item: the key, the value's length and where it lives. */
+static int put_item_check(struct kvp *kvp, struct put_item *it, const char *key)
+{
+	int rc = mc_key_check(key, &it->klen);
+
+	if (rc)
+		return rc;
+	if ((!it->buf && !it->niov) || !it->len)
+		return KVP_EINVAL;
+	if (it->len > kvp->conf.cluster.max_object_size)
+		return KVP_ETOOBIG;
+	if (!it->niov)
+		it->dev = cuda_is_device(it->buf);
+	if (it->dev && !cuda_available())
+		return xp_device_refused(it->buf ? it->buf : it->iov[0].base);
+	return 0;
+}
+
+/* The batch put: values in bufs/lens, or (bufs NULL) value i the pieces
+ * iov[first[i] .. first[i + 1]). */
+static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
+		     const void *const *bufs, const size_t *lens, const struct kvp_iov *iov,
+		     const size_t *first, const struct kvp_put_opts *o, int *results)
 {
 	struct put_ctx pc = { .deadline = kvp ? sock_deadline(kvp) : 0 };
 	int rc = 0;
 
-	if (!kvp || (n && (!keys || !bufs || !lens || !results)))
+	if (!kvp || (n && (!keys || !results || (bufs ? !lens : !iov || !first))))
 		return KVP_EINVAL;
 	if (!n)
 		return 0;
@@ -457,18 +542,18 @@ int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys,
 		struct put_item *it = &pc.items[i];
 
 		it->key = keys[i];
-		it->buf = bufs[i];
-		it->len = lens[i];
-		it->status = mc_key_check(keys[i], &it->klen);
-		if (it->status)
-			continue;
-		if (!bufs[i] || !lens[i])
+		if (bufs) {
+			it->buf = bufs[i];
+			it->len = lens[i];
+		} else if (first[i + 1] < first[i]) {
 			it->status = KVP_EINVAL;
-		else if (lens[i] > kvp->conf.cluster.max_object_size)
-			it->status = KVP_ETOOBIG;
-		else if ((it->dev = cuda_is_device(bufs[i])) && !cuda_available())
-			it->status = xp_device_refused(bufs[i]);
-		else
+			continue;
+		} else {
+			it->status = put_item_iov(it, iov + first[i], first[i + 1] - first[i]);
+		}
+		if (!it->status)
+			it->status = put_item_check(kvp, it, keys[i]);
+		if (!it->status)
 			pc.todo[pc.ntodo++] = i;
 		it->valid = !it->status;
 	}
@@ -513,6 +598,34 @@ out:
 	free(pc.items);
 	free(pc.todo);
 	return rc < 0 ? rc : 0;
+}
+
+int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys,
+		       const void *const *bufs, const size_t *lens, const struct kvp_put_opts *o,
+		       int *results)
+{
+	if (n && !bufs)
+		return KVP_EINVAL;
+	return put_batch(kvp, n, keys, bufs, lens, NULL, NULL, o, results);
+}
+
+int kvp_batch_put_iov(struct kvp *kvp, size_t n, const char *const *keys,
+		      const struct kvp_iov *iov, const size_t *first,
+		      const struct kvp_put_opts *o, int *results)
+{
+	return put_batch(kvp, n, keys, NULL, NULL, iov, first, o, results);
+}
+
+int kvp_put_iov(struct kvp *kvp, const char *key, const struct kvp_iov *iov, size_t niov,
+		const struct kvp_put_opts *o)
+{
+	static const struct kvp_iov none;
+	size_t first[2] = { 0, iov ? niov : 0 };
+	int res, rc;
+
+	/* No pieces: the key is still checked first, as for any put. */
+	rc = put_batch(kvp, 1, &key, NULL, NULL, iov ? iov : &none, first, o, &res);
+	return rc < 0 ? rc : res;
 }
 
 int kvp_batch_put_from(struct kvp *kvp, size_t n, const char *const *keys,

@@ -202,6 +202,58 @@ static bool local_dev_step(struct local_run *r, struct xp_op *op, void *dst, con
 	return true;
 }
 
+/* Value bytes [r->pos, r->pos + n) of a gathered write (op->iov) to dst,
+ * piece by piece; with XP_F_CSUM each piece is hashed as it lands, into one
+ * streaming state for the whole value (the checksum of the concatenation,
+ * what a contiguous put of the same bytes stores). false when op failed. */
+static bool local_gather(struct local_run *r, struct xp_op *op, uint8_t *dst, uint64_t n)
+{
+	if (r->pos == 0) {
+		op->iov_at = 0;
+		op->iov_off = 0;
+		if (op->flags & XP_F_CSUM) {
+			if (ext_csum_init(&op->cs) < 0) {
+				op->status = KVP_ENOMEM;
+				return false;
+			}
+			op->cs_on = true;
+		}
+	}
+	while (n && op->iov_at < op->niov) {
+		const struct kvp_iov *v = &op->iov[op->iov_at];
+		uint64_t k = v->len - op->iov_off;
+
+		if (k > n)
+			k = n;
+		if (k) {
+			const uint8_t *src = (const uint8_t *)v->base + op->iov_off;
+
+			if (op->cs_on)
+				ext_copy_csum_nt(dst, src, k, &op->cs);
+			else
+				memcpy(dst, src, k);
+		}
+		dst += k;
+		n -= k;
+		op->iov_off += k;
+		if (op->iov_off == v->len) {
+			op->iov_at++;
+			op->iov_off = 0;
+		}
+	}
+	if (n) {
+		/* The pieces hold less than value_len: the caller's bug,
+		 * never bytes from past a piece. */
+		if (op->cs_on) {
+			ext_csum_final(&op->cs);
+			op->cs_on = false;
+		}
+		op->status = KVP_EINVAL;
+		return false;
+	}
+	return true;
+}
+
 /* Does up to *budget bytes of op; returns true when op is finished. */
 static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 {
@@ -273,10 +325,13 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		}
 	} else {
 		uint8_t *dst = ext + EXT_HDR_SIZE + op->h.key_len + r->pos;
-		const uint8_t *src = (const uint8_t *)op->src + r->pos;
+		const uint8_t *src = op->niov ? NULL : (const uint8_t *)op->src + r->pos;
 
 		if (op->flags & XP_F_DEVICE) {
 			if (!local_dev_step(r, op, dst, src, n, len, dst, op->flags & XP_F_CSUM))
+				return true;
+		} else if (op->niov) {
+			if (!local_gather(r, op, dst, n))
 				return true;
 		} else if (!(op->flags & XP_F_CSUM)) {
 			memcpy(dst, src, n);

@@ -541,8 +541,15 @@ struct rop {
 	struct xp_op *op;
 	struct rdma_xfer x;
 	uint8_t himg[EXT_HDR_SIZE + KVP_MAX_KEY];
+	struct rdma_vseg *vseg;		/* a gathered write's pieces */
 	struct rop *next;
 };
+
+static void rop_free(struct rop *rp)
+{
+	free(rp->vseg);
+	free(rp);
+}
 
 struct rrun {
 	struct kvp *kvp;
@@ -681,7 +688,7 @@ static void rop_start(struct rrun *r, struct rop *rp)
 	int err = 0;
 
 	if (!info || op->tier != KVP_TIER_MEM || !pick_pair(r->x, info, seg->id, &k, &c)) {
-		free(rp);
+		rop_free(rp);
 		to_tcp(r, op, "no RDMA path to this replica");
 		return;
 	}
@@ -693,13 +700,13 @@ static void rop_start(struct rrun *r, struct rop *rp)
 	if (op->off < SEG_DATA_OFF || op->off >= seg->seg_size || image > op->alloc_len ||
 	    image > seg->seg_size - op->off ||
 	    (op->dir == XP_READ && op->hdr_len < EXT_HDR_SIZE)) {
-		free(rp);
+		rop_free(rp);
 		op_complete(r, op, op->dir == XP_READ ? KVP_ESTALE : KVP_EGRANT);
 		return;
 	}
 	s = slot_get(r, seg->endpoint, info->dev[k].name, c, &err);
 	if (!s) {
-		free(rp);
+		rop_free(rp);
 		to_tcp(r, op, kvp_strerror(err));
 		return;
 	}
@@ -728,7 +735,27 @@ static void rop_start(struct rrun *r, struct rop *rp)
 		x->val = (uint8_t *)(uintptr_t)op->src;
 		x->vlen = op->h.value_len;
 	}
-	x->lc = x->vlen ? reg_find(r->kvp, x->val, x->vlen, c, &x->nlc) : NULL;
+	if (op->dir == XP_WRITE && op->niov) {
+		/* A gathered value: each registered piece is written in
+		 * place, the others are staged through bounce slots. */
+		rp->vseg = calloc(op->niov, sizeof(*rp->vseg));
+		if (!rp->vseg) {
+			rop_free(rp);
+			op_complete(r, op, KVP_ENOMEM);
+			return;
+		}
+		for (size_t i = 0; i < op->niov; i++) {
+			struct rdma_vseg *v = &rp->vseg[i];
+
+			v->p = op->iov[i].base;
+			v->len = op->iov[i].len;
+			v->lc = v->len ? reg_find(r->kvp, v->p, v->len, c, &v->nlc) : NULL;
+		}
+		x->vseg = rp->vseg;
+		x->nvseg = (uint32_t)op->niov;
+		x->val = NULL;
+	}
+	x->lc = x->vlen && x->val ? reg_find(r->kvp, x->val, x->vlen, c, &x->nlc) : NULL;
 	x->done = rop_xfer_done;
 	x->arg = rp;
 	rdma_eng_add(&s->e, x);
@@ -740,7 +767,7 @@ static void rop_finish(struct rrun *r, struct rop *rp)
 	int st = rp->x.status;
 	uint64_t vlen = rp->x.vlen;
 
-	free(rp);
+	rop_free(rp);
 	if (st == 0) {
 		if (op->dir == XP_READ)
 			op->csum = ext_checksum(op->dst, op->len);
@@ -836,14 +863,14 @@ static void rr_end(void *st)
 
 		r->finished = rp->next;
 		rp->op->status = KVP_EINTERNAL;
-		free(rp);
+		rop_free(rp);
 	}
 	while (r->fresh) {
 		struct rop *rp = r->fresh;
 
 		r->fresh = rp->next;
 		rp->op->status = KVP_EINTERNAL;
-		free(rp);
+		rop_free(rp);
 	}
 	if (r->tcp)
 		xp_tcp_ops.end(r->tcp);

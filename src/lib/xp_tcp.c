@@ -496,27 +496,51 @@ static void run_unpark(struct tcp_run *r)
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int op_iov(struct xp_op *op, struct iovec *iov)
+/* Appends [p, p + n) minus the *skip bytes already sent to iov; false
+ * when iov is full (cap entries) before it. */
+static bool iov_push(struct iovec *iov, int *k, int cap, uint64_t *skip, const void *p,
+		     uint64_t n)
 {
-	struct { const void *p; uint64_t n; } part[3] = {
-		{ op->tx, op->tx_len },
-		{ op->key, op->dir == XP_WRITE ? op->h.key_len : 0 },
-		{ op->src, op->dir == XP_WRITE ? op->h.value_len : 0 },
-	};
-	uint64_t skip = op->sent;
-	int n = 0;
-
-	for (int i = 0; i < 3; i++) {
-		if (skip >= part[i].n) {
-			skip -= part[i].n;
-			continue;
-		}
-		iov[n].iov_base = (void *)((const uint8_t *)part[i].p + skip);
-		iov[n].iov_len = part[i].n - skip;
-		skip = 0;
-		n++;
+	if (*skip >= n) {
+		*skip -= n;
+		return true;
 	}
-	return n;
+	if (*k == cap)
+		return false;
+	iov[*k].iov_base = (void *)((const uint8_t *)p + *skip);
+	iov[*k].iov_len = n - *skip;
+	*skip = 0;
+	(*k)++;
+	return true;
+}
+
+/* The unsent bytes of op as at most cap iovecs: frame, key, then the value
+ * (one buffer, or a gathered write's pieces, each sent from where it is).
+ * *whole says they run to the op's end. */
+static int op_iov(struct xp_op *op, struct iovec *iov, int cap, bool *whole)
+{
+	bool w = op->dir == XP_WRITE;
+	uint64_t skip = op->sent;
+	int k = 0;
+
+	*whole = false;
+	if (!iov_push(iov, &k, cap, &skip, op->tx, op->tx_len) ||
+	    (w && !iov_push(iov, &k, cap, &skip, op->key, op->h.key_len)))
+		return k;
+	if (w && op->niov) {
+		uint64_t off;
+		size_t i = xp_iov_find(op, skip, &off);
+
+		/* Straight to the first piece not completely sent. */
+		skip = off;
+		for (; i < op->niov; i++)
+			if (!iov_push(iov, &k, cap, &skip, op->iov[i].base, op->iov[i].len))
+				return k;
+	} else if (w && !iov_push(iov, &k, cap, &skip, op->src, op->h.value_len)) {
+		return k;
+	}
+	*whole = true;
+	return k;
 }
 
 static void conn_sent(struct tconn *c, size_t k)
@@ -562,9 +586,14 @@ static int conn_flush(struct tconn *c)
 		size_t inflight = c->nwait;
 		int n = 0;
 
-		for (struct xp_op *op = c->sq; op && n + 3 <= IOV_BATCH && inflight < MAX_INFLIGHT;
-		     op = op->next, inflight++)
-			n += op_iov(op, iov + n);
+		for (struct xp_op *op = c->sq; op && n < IOV_BATCH && inflight < MAX_INFLIGHT;
+		     op = op->next, inflight++) {
+			bool whole;
+
+			n += op_iov(op, iov + n, IOV_BATCH - n, &whole);
+			if (!whole)
+				break;	/* its rest goes first in the next sendmsg */
+		}
 		msg.msg_iovlen = (size_t)n;
 		ssize_t k = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 

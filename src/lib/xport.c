@@ -92,3 +92,34 @@ void xp_stage_free(void *p, bool pinned)
 	else
 		free(p);
 }
+
+size_t xp_iov_find(const struct xp_op *op, uint64_t pos, uint64_t *off)
+{
+	size_t i = 0;
+
+	/* Zero-length pieces are passed over: a position belongs to the
+	 * piece that holds its byte. */
+	while (i < op->niov && pos >= op->iov[i].len) {
+		pos -= op->iov[i].len;
+		i++;
+	}
+	*off = i < op->niov ? pos : 0;
+	return i;
+}
+
+int xp_value_checksum(const struct xp_op *op, uint64_t *csum)
+{
+	struct ext_csum cs;
+
+	if (!op->niov) {
+		*csum = ext_checksum(op->src, op->h.value_len);
+		return 0;
+	}
+	if (ext_csum_init(&cs) < 0)
+		return KVP_ENOMEM;
+	for (size_t i = 0; i < op->niov; i++)
+		if (op->iov[i].len)
+			ext_csum_update(&cs, op->iov[i].base, op->iov[i].len);
+	*csum = ext_csum_final(&cs);
+	return 0;
+}

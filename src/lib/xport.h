@@ -20,6 +20,7 @@
 #include "wire.h"
 
 struct kvp;
+struct kvp_iov;
 struct client_seg;
 
 enum xp_dir { XP_READ, XP_WRITE };
@@ -55,6 +56,11 @@ struct xp_op {
 	const uint8_t *key;
 	uint8_t grant[WIRE_GRANT_LEN];
 	const void *src;		/* value, h.value_len bytes */
+	/* write, niov > 0 instead of src: the value is the concatenation of
+	 * these pieces (zero-length ones allowed), host memory only (no
+	 * XP_F_DEVICE); valid until done() */
+	const struct kvp_iov *iov;
+	size_t niov;
 	/* in: read — hdr receives the first hdr_len (EXT_HDR_SIZE + key length)
 	 * bytes of the extent, dst the next len bytes (the value) */
 	uint8_t *hdr;
@@ -78,6 +84,8 @@ struct xp_op {
 	uint8_t tx[XP_TX_MAX];		/* frame header + body (+ extent header) */
 	struct ext_csum cs;
 	bool cs_on;
+	size_t iov_at;			/* gathered write: piece and offset of */
+	uint64_t iov_off;		/* the next value byte (local copy) */
 };
 
 /* A transport. Each call gets its own state from begin(); add() queues an
@@ -126,6 +134,13 @@ void xp_run_wait(struct xp_run *r);
 /* True for a transfer error a retry with a fresh segment table may cure
  * (a node restarted or moved). */
 bool xp_retryable(int rc);
+
+/* The piece of op's gathered value that holds value byte pos (op->niov
+ * when pos is the end), with pos's offset inside it in *off. */
+size_t xp_iov_find(const struct xp_op *op, uint64_t pos, uint64_t *off);
+/* xxh3-64 of op's value (src, or the concatenation of its pieces); 0 or
+ * KVP_ENOMEM. */
+int xp_value_checksum(const struct xp_op *op, uint64_t *csum);
 
 /* Host memory for a device buffer's bytes on the remote paths: pinned when
  * CUDA can (DMA), else plain; freed with xp_stage_free(p, *pinned). */
