@@ -291,7 +291,7 @@ static int mbufs_flatten(struct mbuf *mb, size_t n, void **bufs, size_t *lens)
 }
 
 /* A key's buffers as put_gather's pieces (merged where adjacent). */
-static int mbufs_iov(struct mbuf *mb, size_t n, struct pyiov **iov, size_t **first)
+static int mbufs_iov(struct mbuf *mb, size_t n, struct kvp_iov **iov, size_t **first)
 {
 	size_t total = 0, k = 0;
 
@@ -304,7 +304,7 @@ static int mbufs_iov(struct mbuf *mb, size_t n, struct pyiov **iov, size_t **fir
 	for (size_t i = 0; i < n; i++) {
 		(*first)[i] = k;
 		for (size_t j = 0; j < mb[i].n; j++)
-			(*iov)[k++] = (struct pyiov){ mb[i].p[j], mb[i].len[j] };
+			(*iov)[k++] = (struct kvp_iov){ mb[i].p[j], mb[i].len[j] };
 	}
 	(*first)[n] = k;
 	return 0;
@@ -318,7 +318,7 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 	struct mbuf *mb = NULL;
 	struct putopt opt;
 	struct conv_keys ks;
-	struct pyiov *iov = NULL;
+	struct kvp_iov *iov = NULL;
 	size_t *first = NULL;
 	int *res = NULL, rc;
 
@@ -642,7 +642,7 @@ static PyObject *store_batch_put_parts(struct store *self, PyObject *args, PyObj
 	PyObject *keys, *all, *cfg = NULL, *fast = NULL, *r = NULL;
 	struct conv_keys ks = { 0 };
 	struct putopt opt;
-	struct pyiov *iov = NULL;
+	struct kvp_iov *iov = NULL;
 	Py_buffer *views = NULL;
 	size_t *first = NULL, niov = 0, nviews = 0, cap = 0;
 	int *res = NULL, upsert = 0, rc;
@@ -692,14 +692,14 @@ static PyObject *store_batch_put_parts(struct store *self, PyObject *args, PyObj
 					Py_DECREF(parts);
 					goto out;
 				}
-				iov[niov++] = (struct pyiov){ (const void *)(uintptr_t)a, (size_t)n };
+				iov[niov++] = (struct kvp_iov){ (const void *)(uintptr_t)a, (size_t)n };
 				continue;
 			}
 			if (PyObject_GetBuffer(p, &views[nviews], PyBUF_SIMPLE) < 0) {
 				Py_DECREF(parts);
 				goto out;
 			}
-			iov[niov++] = (struct pyiov){ views[nviews].buf, (size_t)views[nviews].len };
+			iov[niov++] = (struct kvp_iov){ views[nviews].buf, (size_t)views[nviews].len };
 			nviews++;
 		}
 		Py_DECREF(parts);

@@ -25,7 +25,7 @@
 /* One value in @n pieces through put_gather, the Mooncake code. GIL held
  * on entry; released around the put. */
 static int put_pieces(struct store *self, const struct putopt *po, const char *key,
-		      const struct pyiov *iov, size_t n)
+		      const struct kvp_iov *iov, size_t n)
 {
 	size_t first[2] = { 0, n };
 	int rc, res = KVP_EINVAL;
@@ -54,7 +54,7 @@ static PyObject *do_put(struct store *self, PyObject *args, PyObject *kw, bool u
 		return NULL;
 	}
 	po.upsert = upsert;
-	rc = put_pieces(self, &po, ks.k[0], &(struct pyiov){ v.buf, (size_t)v.len }, 1);
+	rc = put_pieces(self, &po, ks.k[0], &(struct kvp_iov){ v.buf, (size_t)v.len }, 1);
 	PyBuffer_Release(&v);
 	conv_keys_free(&ks);
 	return PyLong_FromLong(rc);
@@ -77,7 +77,7 @@ static PyObject *do_put_parts(struct store *self, PyObject *args, PyObject *kw, 
 	Py_ssize_t nargs = PyTuple_GET_SIZE(args), nparts;
 	PyObject *cfg = kw ? PyDict_GetItemString(kw, "config") : NULL;
 	Py_buffer *views = NULL;
-	struct pyiov *iov = NULL;
+	struct kvp_iov *iov = NULL;
 	Py_ssize_t got = 0;
 	struct putopt po;
 	struct conv_keys ks = { 0 };
@@ -105,7 +105,7 @@ static PyObject *do_put_parts(struct store *self, PyObject *args, PyObject *kw, 
 		if (PyObject_GetBuffer(PyTuple_GET_ITEM(args, got + 1), &views[got],
 				       PyBUF_SIMPLE) < 0)
 			goto out;
-		iov[got] = (struct pyiov){ views[got].buf, (size_t)views[got].len };
+		iov[got] = (struct kvp_iov){ views[got].buf, (size_t)views[got].len };
 	}
 	rc = put_pieces(self, &po, ks.k[0], iov, (size_t)nparts);
 out:
@@ -389,7 +389,7 @@ static PyObject *do_put_from(struct store *self, PyObject *args, PyObject *kw, b
 		return NULL;
 	opt.upsert = upsert;
 	rc = put_pieces(self, &opt, ks.k[0],
-			&(struct pyiov){ (const void *)(uintptr_t)ptr, (size_t)size }, 1);
+			&(struct kvp_iov){ (const void *)(uintptr_t)ptr, (size_t)size }, 1);
 	conv_keys_free(&ks);
 	return PyLong_FromLong(rc);
 }
@@ -413,7 +413,7 @@ static PyObject *store_put_from_with_metadata(struct store *self, PyObject *args
 				  "metadata_size", "config", NULL };
 	PyObject *key, *po, *mo, *so, *mso, *cfg = NULL;
 	uint64_t ptr, mptr, size, msize;
-	struct pyiov iov[2];
+	struct kvp_iov iov[2];
 	struct putopt opt;
 	struct conv_keys ks;
 	int rc;
@@ -430,8 +430,8 @@ static PyObject *store_put_from_with_metadata(struct store *self, PyObject *args
 		conv_keys_free(&ks);
 		return PyLong_FromLong(0);
 	}
-	iov[0] = (struct pyiov){ (const void *)(uintptr_t)mptr, (size_t)msize };
-	iov[1] = (struct pyiov){ (const void *)(uintptr_t)ptr, (size_t)size };
+	iov[0] = (struct kvp_iov){ (const void *)(uintptr_t)mptr, (size_t)msize };
+	iov[1] = (struct kvp_iov){ (const void *)(uintptr_t)ptr, (size_t)size };
 	rc = msize ? put_pieces(self, &opt, ks.k[0], iov, 2) :
 		     put_pieces(self, &opt, ks.k[0], &iov[1], 1);
 	conv_keys_free(&ks);

@@ -1,5 +1,5 @@
 /* pyput: ReplicateConfig to libkvpool's put options, the preferred segment
- * resolved to a node name, gathered values staged (see pyput.h).
+ * resolved to a node name, gathered values put in pieces (see pyput.h).
  *
  * Mooncake names a segment by its client's get_hostname() ("host:port");
  * kvpool by node name. A preferred segment that is this store's own
@@ -15,10 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda.h"
 #include "kvpool.h"
 #include "net.h"
-#include "pymem.h"
 #include "pyput.h"
 #include "pystore.h"
 #include "pytypes.h"
@@ -111,8 +109,10 @@ static void pref_node(struct store *s, struct kvp *k, const struct putopt *po, c
 		put_node_name(s, k, NULL, out, cap);
 }
 
+/* The put itself: n values in bufs/lens, or (bufs NULL) in pieces. */
 static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size_t n,
-		   const char *const *keys, const void *const *bufs, const size_t *lens, int *res)
+		   const char *const *keys, const void *const *bufs, const size_t *lens,
+		   const struct kvp_iov *iov, const size_t *first, int *res)
 {
 	char pref[64];
 	struct kvp_put_opts o = {
@@ -123,6 +123,8 @@ static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size
 
 	pref_node(s, k, po, pref, sizeof(pref));
 	o.preferred_segment = pref[0] ? pref : NULL;
+	if (!bufs)
+		return kvp_batch_put_iov(k, n, keys, iov, first, &o, res);
 	if (n == 1) {
 		res[0] = kvp_put_opts(k, keys[0], bufs[0], lens[0], &o);
 		return 0;
@@ -130,8 +132,10 @@ static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size
 	return kvp_batch_put_opts(k, n, keys, bufs, lens, &o, res);
 }
 
-int put_many(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
-	     const void *const *bufs, const size_t *lens, int *res)
+/* Options checked, the put, then the hard pins. */
+static int put_do(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
+		  const void *const *bufs, const size_t *lens, const struct kvp_iov *iov,
+		  const size_t *first, int *res)
 {
 	struct kvp *k = s->kvp;
 	int rc;
@@ -141,56 +145,21 @@ int put_many(struct store *s, const struct putopt *po, size_t n, const char *con
 			res[i] = KVP_EINVAL;
 		return 0;
 	}
-	rc = put_raw(s, k, po, n, keys, bufs, lens, res);
+	rc = put_raw(s, k, po, n, keys, bufs, lens, iov, first, res);
 	for (size_t i = 0; rc == 0 && po->hard_pin && i < n; i++)
 		if (res[i] == 0)
 			res[i] = kvp_pin(k, keys[i], HARD_PIN_MS);
 	return rc;
 }
 
-int put_gather(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
-	       const struct pyiov *iov, const size_t *first, int *res)
+int put_many(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
+	     const void *const *bufs, const size_t *lens, int *res)
 {
-	const void **bufs = calloc(n + 1, sizeof(*bufs));
-	size_t *lens = calloc(n + 1, sizeof(*lens));
-	size_t stage = 0, cap = 0, off = 0;
-	char *blk = NULL;
-	int rc = KVP_ENOMEM;
+	return put_do(s, po, n, keys, bufs, lens, NULL, NULL, res);
+}
 
-	if (!bufs || !lens)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = first[i]; j < first[i + 1]; j++)
-			lens[i] += iov[j].len;
-		if (first[i + 1] - first[i] != 1)
-			stage += lens[i];
-	}
-	if (stage && !(blk = pymem_alloc(stage, &cap)))
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		if (first[i + 1] - first[i] == 1) {
-			bufs[i] = iov[first[i]].p;
-			continue;
-		}
-		bufs[i] = blk + off;
-		for (size_t j = first[i]; j < first[i + 1]; j++) {
-			/* A device tensor's bytes (put_tensor of a CUDA tensor). */
-			if (cuda_is_device(iov[j].p)) {
-				rc = cuda_memcpy(blk + off, iov[j].p, iov[j].len);
-				if (rc < 0) {
-					rc = KVP_EIO;
-					goto out;
-				}
-			} else {
-				memcpy(blk + off, iov[j].p, iov[j].len);
-			}
-			off += iov[j].len;
-		}
-	}
-	rc = put_many(s, po, n, keys, (const void *const *)bufs, lens, res);
-out:
-	pymem_free(blk, cap);
-	free(bufs);
-	free(lens);
-	return rc;
+int put_gather(struct store *s, const struct putopt *po, size_t n, const char *const *keys,
+	       const struct kvp_iov *iov, const size_t *first, int *res)
+{
+	return put_do(s, po, n, keys, NULL, NULL, iov, first, res);
 }
