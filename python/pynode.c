@@ -168,6 +168,9 @@ struct emb *emb_start(const struct kvp_conf *c, char *err, size_t errlen, int *r
 		return NULL;
 	}
 	e->port = node_data_port(e->node);
+	/* The process's NOTIFY_SOCKET (a service that runs Python) is its
+	 * own: the embedded node tells systemd nothing. */
+	node_set_notify(e->node, false);
 	e->state = EMB_STARTING;
 	node_on_ready(e->node, emb_ready_cb, e);
 	/* Signals stay with Python's threads. */

@@ -5,6 +5,7 @@ unmounts it and removes the file."""
 import os
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
@@ -101,6 +102,58 @@ class EmbeddedTest(unittest.TestCase):
         self.assertTrue(seg.startswith("kvpool-py-"), r.stdout)
         self.assertFalse(os.path.exists("/dev/shm/" + seg))
         self.pool.wait_ready(segments=0, seconds=10)
+
+    def test_embedded_node_sends_no_notification(self):
+        # A service that runs Python has NOTIFY_SOCKET (and WATCHDOG_USEC)
+        # set for its own process: the embedded node must not send STATUS=,
+        # WATCHDOG=1 or STOPPING=1 there. The script sends one datagram of
+        # its own at the end, so the socket is known to be reachable.
+        import socket
+        import tempfile
+        d = tempfile.mkdtemp(prefix="notify.")
+        path = os.path.join(d, "notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        got, done = [], threading.Event()
+
+        def reader():
+            # Read while the script runs: a full socket queue would block
+            # the sender (sd_notify), not fail it.
+            sock.settimeout(0.1)
+            while not done.is_set():
+                try:
+                    got.append(sock.recv(4096).decode(errors="replace"))
+                except socket.timeout:
+                    pass
+
+        t = threading.Thread(target=reader)
+        try:
+            sock.bind(path)
+            t.start()
+            cfg = self.pool.config(global_segment_size=16 << 20)
+            r = L.run_python(
+                "import kvpool, os, socket, time\n"
+                "s = kvpool.DistributedStore()\n"
+                "assert s.setup(%r) == 0, s.last_error()\n"
+                "assert s.put('notify/k', b'v' * 1000) == 0\n"
+                "time.sleep(1)\n"
+                "assert s.close() == 0\n"
+                "c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                "c.sendto(b'X-TEST=done', os.environ['NOTIFY_SOCKET'])\n" % (cfg,),
+                env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            time.sleep(0.3)
+            done.set()
+            t.join()
+            self.assertEqual(got, ["X-TEST=done"])
+        finally:
+            done.set()
+            if t.is_alive():
+                t.join()
+            sock.close()
+            if os.path.exists(path):
+                os.unlink(path)
+            os.rmdir(d)
+        self.pool.wait_ready(segments=0, seconds=15)
 
     def test_init_all(self):
         # init_all(protocol, device_name, mount_segment_size) with the rest

@@ -39,11 +39,25 @@ static void node_status(struct node *n, const char *fmt, ...)
 	char buf[512];
 	va_list ap;
 
+	if (!n->notify)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	/* No NOTIFY_SOCKET (not under systemd): sd_notify does nothing. */
 	sd_notifyf(0, "STATUS=%s", buf);
+}
+
+/* The status line of a mounted node, with the FUSE view when it is up and
+ * @tail (a reload's outcome) after it: what the node is doing stays in
+ * STATUS= whatever happened last. */
+static void node_status_mounted(struct node *n, const char *tail)
+{
+	node_status(n, "mounted at %s as segment %u, %llu extents, serving %s%s%s%s%s",
+		    node_master_addr(n->ml), node_master_segment_id(n->ml),
+		    (unsigned long long)n->x.extents, node_master_advertise(n->ml),
+		    n->fs ? ", FUSE view mounted at " : "", n->fs ? n->conf.fuse.mountpoint : "",
+		    tail[0] ? "; " : "", tail);
 }
 
 /* ---- readiness, status ---- */
@@ -59,11 +73,10 @@ static void node_mounted(void *arg)
 {
 	struct node *n = arg;
 
-	node_status(n, "mounted at %s as segment %u, %llu extents, serving %s",
-		    node_master_addr(n->ml), node_master_segment_id(n->ml),
-		    (unsigned long long)n->x.extents, node_master_advertise(n->ml));
-	if (n->ready || n->x.stopping)
+	if (n->ready || n->x.stopping) {
+		node_status_mounted(n, "");
 		return;
+	}
 	if (n->conf.fuse.mountpoint[0] && !n->fs) {
 		char err[256] = "";
 		/* kvfs is a pool client of its own: it talks to the master and
@@ -77,6 +90,7 @@ static void node_mounted(void *arg)
 		}
 		log_notice("FUSE view mounted at %s", n->conf.fuse.mountpoint);
 	}
+	node_status_mounted(n, "");
 	n->ready = true;
 	/* Serving first, reserving after: start-up costs nothing per GiB. */
 	if (!strcmp(n->conf.node.reserve, "background"))
@@ -89,6 +103,11 @@ void node_on_ready(struct node *n, void (*cb)(void *arg), void *arg)
 {
 	n->ready_cb = cb;
 	n->ready_arg = arg;
+}
+
+void node_set_notify(struct node *n, bool on)
+{
+	n->notify = on;
 }
 
 /* ---- HTTP ---- */
@@ -294,7 +313,8 @@ static void node_begin_stop(struct node *n)
 			   node_master_segment_id(n->ml));
 	else
 		log_notice("stopping: draining transfers (not mounted at the master)");
-	sd_notify(0, "STOPPING=1");
+	if (n->notify)
+		sd_notify(0, "STOPPING=1");
 	node_status(n, "draining");
 	node_data_stop_accepting(n->data);
 	node_data_drain(n->data);
@@ -405,7 +425,14 @@ static void node_do_reload(struct node *n)
 					   node_hb_timer, n);
 	}
 	log_notice("configuration reloaded; %d changed keys need a restart", restart);
-	node_status(n, "reloaded; %d changed keys need a restart", restart);
+	char tail[64];
+
+	snprintf(tail, sizeof(tail), "reloaded, %d changed keys need a restart", restart);
+	/* Still mounted (and its FUSE view still up): the line says so. */
+	if (n->ready && !n->x.stopping && node_master_state(n->ml) == NODE_M_UP)
+		node_status_mounted(n, tail);
+	else
+		node_status(n, "%s", tail);
 }
 
 /* ---- loop plumbing ---- */
@@ -462,7 +489,7 @@ int node_run(struct node *n)
 
 	n->hb_timer = ev_timer_add(loop, n->conf.node.heartbeat_interval, true, node_hb_timer, n);
 	n->sweep_timer = ev_timer_add(loop, NODE_SWEEP_MS, true, node_sweep_timer, n);
-	if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec) {
+	if (n->notify && sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec) {
 		uint64_t ms = wd_usec / 2000;
 		n->wd_timer = ev_timer_add(loop, ms ? ms : 1, true, node_wd_timer, n);
 	}
@@ -567,6 +594,7 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	n->x.progress = node_drain_step;
 	n->x.progress_arg = n;
 	n->epoch = net_realtime_ns();
+	n->notify = true;
 	atomic_init(&n->fs_stopped, false);
 
 	if (n->conf.node.name[0]) {

@@ -30,6 +30,11 @@ void node_reload(struct node *n);
 /* Called on the loop thread once listeners accept, the segment is mapped
  * and mounted at the master (first time only) — for sd_notify READY=1. */
 void node_on_ready(struct node *n, void (*cb)(void *arg), void *arg);
+/* On by default (kvpool-node): STATUS=, WATCHDOG=1 and STOPPING=1 go to
+ * $NOTIFY_SOCKET. An embedder (a node inside a client process, such as the
+ * Python module's) turns it off before node_run: that socket belongs to the
+ * host process's own service, which says itself when it is ready. */
+void node_set_notify(struct node *n, bool on);
 void node_destroy(struct node *n);	/* closes; removes the segment if configured */
 /* The bound ports (after node_create), for tests using port 0. */
 int node_data_port(const struct node *n);

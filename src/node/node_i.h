@@ -57,6 +57,7 @@ struct node {
 	/* lifecycle */
 	bool seg_open;
 	bool ready;
+	bool notify;			/* sd_notify the host's NOTIFY_SOCKET */
 	void (*ready_cb)(void *arg);
 	void *ready_arg;
 	volatile sig_atomic_t stop_req, reload_req;
