@@ -18,8 +18,9 @@
 #      arrives and at that moment the data and HTTP ports accept and the
 #      master counts the segment as mounted (and, when FUSE works here, the
 #      configured FUSE view is mounted);
-#   6. WATCHDOG=1, SIGHUP (log level live, segment_size needs a restart),
-#      SIGTERM: STOPPING=1, exit 0.
+#   6. WATCHDOG=1, SIGHUP (log level live, segment_size needs a restart;
+#      STATUS= still says "mounted at ..." with the FUSE view, then the
+#      reload's outcome), SIGTERM: STOPPING=1, exit 0.
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 e2e_init sdnotify
@@ -294,6 +295,17 @@ poke "$dport"
 waitfor 20 grep -q " debug: " "$E2E_TMP/node.err" || fail "node: no debug line after SIGHUP to level debug"
 alive "$npid" || fail "node died on SIGHUP"
 ok "node: SIGHUP applies log.level live, reports segment_size"
+# The STATUS= line after the reload still says the node is mounted (and
+# where its FUSE view is), with the reload's outcome after it.
+want="^MSG $npid STATUS=mounted at 127\\.0\\.0\\.1:$mport as segment [0-9]+, "
+[ $fuse_ok = 1 ] && want+=".*, FUSE view mounted at $mnt"
+want+=".*; reloaded, [0-9]+ changed keys need a restart\$"
+waitfor 20 grep -qE "$want" "$ev" ||
+	fail "node: STATUS= after SIGHUP lost the mount: $(grep "^MSG $npid STATUS=" "$ev" | tail -n 2)"
+if [ $fuse_ok = 1 ] && ! grep -qE "^MSG $npid STATUS=mounted at .*, FUSE view mounted at $mnt\$" "$ev"; then
+	fail "node: no STATUS= naming the FUSE view before SIGHUP"
+fi
+ok "node: STATUS= after SIGHUP keeps 'mounted at' (FUSE view: $([ $fuse_ok = 1 ] && echo "$mnt" || echo none))"
 
 stop_pid "$npid"
 rc=$?
