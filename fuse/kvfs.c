@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvfs_commit.h"
 #include "kvfs_fs.h"
 #include "kvfs_local.h"
 #include "kvfs_node.h"
@@ -192,6 +193,7 @@ static void fs_free(struct kvfs *fs)
 {
 	if (!fs)
 		return;
+	kvfs_commit_stop(fs);	/* what is queued goes to the pool first */
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	if (fs->kvp)
@@ -264,6 +266,10 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 	}
 	if (kvfs_tables_init(fs) < 0) {
 		snprintf(err, errlen, "out of memory");
+		goto out_free;
+	}
+	if (kvfs_commit_start(fs) < 0) {
+		snprintf(err, errlen, "cannot start the commit thread");
 		goto out_free;
 	}
 

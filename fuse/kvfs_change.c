@@ -1,26 +1,51 @@
-/* kvfs_change: unlink, mkdir, rmdir and the refused renames and links
- * (kvfs_change.h). A directory exists while keys are under its prefix; one
- * made by mkdir, or emptied by unlink, is remembered in the inode table
- * until a key appears under it or it is removed.
+/* kvfs_change: unlink, mkdir, rmdir and the refused links (kvfs_change.h).
+ * A directory exists while keys are under its prefix; one made by mkdir,
+ * or emptied by a removal, is remembered in the inode table until a key
+ * appears under it or it is removed — at every level, so that `rm -r`
+ * and `rmdir -p` find the whole emptied tree.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kvfs_change.h"
+#include "kvfs_commit.h"
+#include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "kvfs_resolve.h"
 
-/* After the last key of directory d went away: keep d as an empty
- * directory so that `rm -r` can still rmdir it. */
-static void keep_emptied_dir(struct kvfs *fs, struct kvfs_node *d)
+void kvfs_keep_emptied_dirs(struct kvfs *fs, struct kvfs_node *d)
 {
-	if (d->ino == FUSE_ROOT_ID || (d->kind != KN_DIR && d->kind != KN_PIECE))
-		return;
-	if (kvfs_prefix_used(fs, d->raw) != 0)
-		return;
-	pthread_mutex_lock(&fs->lock);
-	kvfs_memdir_set_locked(fs, d);
-	pthread_mutex_unlock(&fs->lock);
+	char prefix[KVP_MAX_KEY + 2];
+	uint64_t ino = d->ino;
+
+	/* from d upwards; a level that still holds keys ends the walk, the
+	 * levels above it hold them too */
+	for (;;) {
+		struct kvfs_node *n;
+		int used;
+
+		pthread_mutex_lock(&fs->lock);
+		n = kvfs_node_by_ino_locked(fs, ino);
+		if (!n || n->ino == FUSE_ROOT_ID || n->retired ||
+		    (n->kind != KN_DIR && n->kind != KN_PIECE)) {
+			pthread_mutex_unlock(&fs->lock);
+			return;
+		}
+		n->refs++;
+		snprintf(prefix, sizeof(prefix), "%s", n->raw);
+		ino = n->parent;
+		pthread_mutex_unlock(&fs->lock);
+		used = kvfs_prefix_used(fs, prefix);
+		pthread_mutex_lock(&fs->lock);
+		if (used == 0)
+			kvfs_memdir_set_locked(fs, n);
+		n->refs--;
+		kvfs_node_maybe_free_locked(fs, n);
+		pthread_mutex_unlock(&fs->lock);
+		if (used != 0)
+			return;
+	}
 }
 
 void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -28,6 +53,7 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_node *d, *n;
 	struct kvfs_child c;
+	bool mem = false;
 	struct kvp *k;
 	int rc, err = 0;
 
@@ -41,29 +67,44 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	pthread_mutex_lock(&fs->lock);
 	n = kvfs_node_by_name_locked(fs, KN_FILE, c.raw, c.rawlen);
-	err = n && n->pending ? EBUSY : 0;
+	if (n && n->pending)
+		err = EBUSY;
+	else if (n && n->memdir && !n->queued)
+		mem = true;		/* an empty file: only this mount knows it */
+	if (n)
+		n->refs++;
 	pthread_mutex_unlock(&fs->lock);
-	if (err)
-		goto out;
+	if (err || mem)
+		goto out_node;
+	if (n)
+		kvfs_commit_wait(fs, n);	/* a queued put lands first */
 	k = kvfs_kvp(fs, &err);
 	if (!k) {
 		err = kvp_to_errno(err);
-		goto out;
+		goto out_node;
 	}
-	/* no force: an object a reader holds a lease on answers EBUSY */
+	/* no force: an object a reader is reading right now answers EBUSY */
 	rc = kvp_remove(k, c.raw, 0);
-	if (rc < 0) {
+	if (rc < 0)
 		err = kvp_to_errno(rc);
-		goto out;
-	}
+out_node:
 	pthread_mutex_lock(&fs->lock);
-	n = kvfs_node_by_name_locked(fs, KN_FILE, c.raw, c.rawlen);
+	if (n && !err) {
+		/* open handles keep reading what they read (or fail); a new file
+		 * of the same name is another inode */
+		if (n->generation || n->commit_len)
+			kvfs_node_changed_locked(fs, n);
+		kvfs_node_retire_locked(fs, n);
+	}
+	if (!err)
+		kvfs_times_drop_locked(&fs->times, c.raw, c.rawlen);
 	if (n) {
-		n->fresh_until = 0;
-		n->blob = NULL;	/* open handles keep theirs */
+		n->refs--;
+		kvfs_node_maybe_free_locked(fs, n);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	keep_emptied_dir(fs, d);
+	if (!err)
+		kvfs_keep_emptied_dirs(fs, d);
 out:
 	kvfs_node_unref(fs, d);
 	fuse_reply_err(req, err);
@@ -135,6 +176,9 @@ void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	n->nlookup++;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
+	/* nothing is under it: lookups in it need not ask the pool */
+	kvfs_neg_empty(fs, n);
+	kvfs_neg_add(fs, d, c.raw, c.rawlen);
 	kvfs_node_unref(fs, d);
 	fuse_reply_entry(req, &e);
 	return;
@@ -184,19 +228,10 @@ void kvfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (!err)
-		keep_emptied_dir(fs, d);
+		kvfs_keep_emptied_dirs(fs, d);
 out:
 	kvfs_node_unref(fs, d);
 	fuse_reply_err(req, err);
-}
-
-void kvfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		 fuse_ino_t newparent, const char *newname, unsigned int flags)
-{
-	struct kvfs *fs = fuse_req_userdata(req);
-
-	/* a key names an immutable value: copy and remove instead */
-	fuse_reply_err(req, fs->ro ? EROFS : EPERM);
 }
 
 void kvfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)

@@ -259,7 +259,10 @@ static bool dh_emit(fuse_req_t req, struct kvfs *fs, struct dbuf *b, bool plus, 
 		pthread_mutex_unlock(&fs->lock);
 		return false;
 	}
-	if (le && kind == KN_FILE && !n->pending) {
+	if (le && kind == KN_FILE && !n->pending && !n->queued && !n->memdir) {
+		/* another put since the version the kernel may cache */
+		if (n->mtime_ns && n->mtime_ns != le->put_time_ns && n->generation)
+			kvfs_node_changed_locked(fs, n);
 		n->size = le->size;
 		n->mtime_ns = le->put_time_ns;
 		n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);

@@ -37,6 +37,18 @@ struct kvfs_blob *kvfs_blob_new(size_t len)
 	return b;
 }
 
+struct kvfs_blob *kvfs_blob_wrap(char *data, size_t len)
+{
+	struct kvfs_blob *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->data = data;
+	b->len = len;
+	b->refs = 1;
+	return b;
+}
+
 void kvfs_blob_free(struct kvfs_blob *b)
 {
 	if (b->maplen)
@@ -70,12 +82,22 @@ struct kvfs_fh *kvfs_fh_new(enum kvfs_fh_kind kind, struct kvfs_node *n)
 	return fh;
 }
 
+void kvfs_fh_discard(struct kvfs_fh *fh)
+{
+	free(fh->text);
+	free(fh->key);
+	free(fh->w.buf);
+	pthread_mutex_destroy(&fh->lock);
+	free(fh);
+}
+
 void kvfs_fh_free(struct kvfs *fs, struct kvfs_fh *fh)
 {
 	pthread_mutex_lock(&fs->lock);
 	kvfs_blob_put_locked(fh->node, fh->blob);
 	pthread_mutex_unlock(&fs->lock);
 	free(fh->text);
+	free(fh->key);
 	free(fh->w.buf);
 	pthread_mutex_destroy(&fh->lock);
 	kvfs_node_unref(fs, fh->node);

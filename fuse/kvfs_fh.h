@@ -31,12 +31,17 @@ void kvfs_blob_put_locked(struct kvfs_node *n, struct kvfs_blob *b);
 
 #define KVFS_WRITERS_MAX 8
 
-/* A file being written: the value is buffered until a process that wrote
- * to it closes it. */
+/* A file being written: the whole value is buffered until a process that
+ * wrote to it closes it, then stored at once (a new key, or a replacement
+ * of the old value: readers see one or the other, never a mix). */
 struct kvfs_wbuf {
 	char *buf;
 	size_t len, cap;
-	bool done;			/* put (or failed): no more writes */
+	bool done;			/* committed (or failed): no more writes */
+	bool dirty;			/* differs from what the key holds */
+	bool existed;			/* the key had a value at open (replace it) */
+	bool excl;			/* O_EXCL create: never replace */
+	bool append;			/* O_APPEND: every write goes to the end */
 	int err;			/* a refused write: nothing is stored */
 	uint64_t writers[KVFS_WRITERS_MAX];	/* lock owners (fd tables) that wrote */
 	unsigned nwriters;		/* may exceed KVFS_WRITERS_MAX */
@@ -53,6 +58,8 @@ struct kvfs_fh {
 	unsigned users;
 	bool released;
 	pthread_mutex_t lock;		/* blob fetch / write buffer */
+	char *key;			/* READ: the key open read (a rename may re-key the node) */
+	uint64_t version;		/* READ: the node's version at open */
 	uint64_t size, generation, checksum;	/* READ: what open saw */
 	const uint8_t *lhdr, *lval;	/* READ: replica in a local segment */
 	struct kvfs_blob *blob;		/* READ: filled by the first read */
@@ -63,6 +70,11 @@ struct kvfs_fh {
 
 /* A handle of n; it owns a reference the caller holds on n (refs). */
 struct kvfs_fh *kvfs_fh_new(enum kvfs_fh_kind kind, struct kvfs_node *n);
+/* A blob that takes ownership of a malloc'd buffer (refs 1); NULL. */
+struct kvfs_blob *kvfs_blob_wrap(char *data, size_t len);
+/* Frees a handle that was never given to the kernel, leaving its node
+ * reference to the caller. */
+void kvfs_fh_discard(struct kvfs_fh *fh);
 /* Frees fh with its blob reference, buffers and node reference. */
 void kvfs_fh_free(struct kvfs *fs, struct kvfs_fh *fh);
 /* A reply in flight points into fh: release frees it only after unuse. */

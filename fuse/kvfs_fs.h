@@ -2,8 +2,9 @@
  * handle, the bottom layer every other kvfs module uses (the clocks are
  * net.h's). Fields are fixed after start except those marked; kvfs_kvp
  * runs on any thread under fs->kvp_lock. Lock order, for the whole view:
- * a handle's lock (open file or directory), then fs->lseg_lock or
- * fs->lock, then fs->kvp_lock. fs->lock is never held across a pool call.
+ * a handle's lock (open file or directory), then the commit queue's lock
+ * (kvfs_commit.c), then fs->lseg_lock or fs->lock, then fs->kvp_lock.
+ * fs->lock is never held across a pool call.
  */
 #ifndef KVP_KVFS_FS_H
 #define KVP_KVFS_FS_H
@@ -17,11 +18,13 @@
 
 #include "conf.h"
 #include "kvfs.h"
+#include "kvfs_times.h"
 #include "kvpool.h"
 #include "kvpool_i.h"
 
 struct kvfs_node;
 struct kvfs_lseg;
+struct kvfs_commit;
 
 struct kvfs {
 	struct kvp_conf conf;
@@ -57,6 +60,9 @@ struct kvfs {
 	size_t nnodes;
 	struct kvfs_node *root;
 	struct kvfs_node *memdirs;
+	struct kvfs_times times;	/* utimes kept per value (kvfs_times.h) */
+
+	struct kvfs_commit *commit;	/* write-behind and invalidations (kvfs_commit.c) */
 
 	pthread_mutex_t lseg_lock;
 	struct kvfs_lseg *lsegs;	/* mapped local segments (kvfs_local.c) */

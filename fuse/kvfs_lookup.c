@@ -7,6 +7,7 @@
 
 #include "kvfs_ctl.h"
 #include "kvfs_lookup.h"
+#include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "kvfs_resolve.h"
 #include "net.h"
@@ -142,7 +143,7 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 		if (c.kind == KN_FILE) {
 			f = kvfs_node_by_name_locked(fs, KN_FILE, c.raw, c.rawlen);
-			if (f && (f->pending || f->fresh_until > now)) {
+			if (f && (f->pending || f->queued || f->memdir || f->fresh_until > now)) {
 				hit = true;
 				n = f;
 			} else {
@@ -185,6 +186,12 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (c.kind == KN_DIR) {		/* NAME%%: the directory, never the object */
 		reply_dir_if_used(req, fs, &c, d->ino, name);
+		goto out;
+	}
+	/* a name absent from the directory's recent listing: no question */
+	rc = c.rawlen ? kvfs_neg_lookup(fs, d, c.raw, c.rawlen) : 0;
+	if (rc != 0) {
+		fuse_reply_err(req, rc > 0 ? ENOENT : kvp_to_errno(rc));
 		goto out;
 	}
 	k = kvfs_kvp(fs, &e);
@@ -245,6 +252,7 @@ void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_node *n = kvfs_node_ref(fs, ino);
+	char key[KVP_MAX_KEY + 1];
 	struct kvp_stat ks;
 	struct stat st;
 	bool need_stat;
@@ -256,11 +264,14 @@ void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	need_stat = n->kind == KN_FILE && !n->pending && n->fresh_until <= net_now_ms();
+	need_stat = n->kind == KN_FILE && !n->pending && !n->queued && !n->memdir &&
+		    n->fresh_until <= net_now_ms();
+	if (need_stat)
+		snprintf(key, sizeof(key), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);
 	if (need_stat) {
 		k = kvfs_kvp(fs, &e);
-		rc = k ? kvp_stat(k, n->raw, &ks) : e;
+		rc = k ? kvp_stat(k, key, &ks) : e;
 		if (rc < 0) {
 			fuse_reply_err(req, kvp_to_errno(rc));
 			goto out;

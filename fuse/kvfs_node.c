@@ -9,6 +9,8 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "kvfs_commit.h"
+#include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "net.h"
 
@@ -64,6 +66,10 @@ int kvfs_tables_init(struct kvfs *fs)
 
 static void node_free(struct kvfs_node *n)
 {
+	for (unsigned i = 0; i < n->nold_raw; i++)
+		free(n->old_raw[i]);
+	free(n->old_raw);
+	kvfs_neg_free(n->neg);
 	free(n->raw);
 	free(n);
 }
@@ -81,6 +87,7 @@ void kvfs_tables_free(struct kvfs *fs)
 	free(fs->by_ino);
 	free(fs->by_name);
 	fs->by_ino = fs->by_name = NULL;
+	kvfs_times_free_locked(&fs->times);
 }
 
 struct kvfs_node *kvfs_node_by_ino_locked(struct kvfs *fs, uint64_t ino)
@@ -200,7 +207,8 @@ struct kvfs_node *kvfs_node_get_locked(struct kvfs *fs, enum kvfs_kind kind, con
  * not a remembered empty directory, not the root or a control file. */
 void kvfs_node_maybe_free_locked(struct kvfs *fs, struct kvfs_node *n)
 {
-	if (n->ino < KVFS_INO_MIN || n->nlookup || n->refs || n->memdir || n->pending)
+	if (n->ino < KVFS_INO_MIN || n->nlookup || n->refs || n->memdir || n->pending ||
+	    n->queued || n->inval_queued)
 		return;
 	table_remove_locked(fs, n);
 	node_free(n);
@@ -215,9 +223,94 @@ bool kvfs_node_busy_dir_locked(struct kvfs *fs, uint64_t ino)
 			return true;
 	for (size_t i = 0; i < fs->nbuckets; i++)
 		for (m = fs->by_ino[i]; m; m = m->ino_next)
-			if (m->pending && m->parent == ino)
+			if ((m->pending || m->queued) && !m->retired && m->parent == ino)
 				return true;
 	return false;
+}
+
+bool kvfs_mem_under_locked(struct kvfs *fs, const char *prefix, size_t len)
+{
+	struct kvfs_node *m;
+
+	for (m = fs->memdirs; m; m = m->mem_next)
+		if (m->rawlen >= len && memcmp(m->raw, prefix, len) == 0)
+			return true;
+	for (size_t i = 0; i < fs->nbuckets; i++)
+		for (m = fs->by_ino[i]; m; m = m->ino_next)
+			if ((m->pending || m->queued) && !m->retired && m->rawlen >= len &&
+			    memcmp(m->raw, prefix, len) == 0)
+				return true;
+	return false;
+}
+
+void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n)
+{
+	struct kvfs_node **pp;
+
+	if (n->retired || n->ino < KVFS_INO_MIN)
+		return;
+	kvfs_memdir_clear_locked(fs, n);	/* may free it: then it is gone already */
+	if (!kvfs_node_by_ino_locked(fs, n->ino))
+		return;
+	pp = &fs->by_name[bucket(fs, hash_name(n->kind, n->raw, n->rawlen))];
+	while (*pp && *pp != n)
+		pp = &(*pp)->name_next;
+	if (*pp)
+		*pp = n->name_next;
+	n->name_next = NULL;
+	n->retired = true;
+	kvfs_node_maybe_free_locked(fs, n);
+}
+
+int kvfs_node_rekey_locked(struct kvfs *fs, struct kvfs_node *n, const char *raw, size_t len,
+			   uint64_t parent, const char *name, struct kvfs_node **old)
+{
+	char *r = malloc(len + 1), **olds;
+	struct kvfs_node *o;
+	bool mem = n->memdir;
+
+	*old = NULL;
+	olds = realloc(n->old_raw, (n->nold_raw + 1) * sizeof(*olds));
+	if (!r || !olds) {
+		free(r);
+		if (olds)
+			n->old_raw = olds;
+		return -ENOMEM;
+	}
+	n->old_raw = olds;
+	memcpy(r, raw, len);
+	r[len] = 0;
+	o = kvfs_node_by_name_locked(fs, n->kind, raw, len);
+	if (o && o != n) {
+		*old = o;
+		kvfs_node_retire_locked(fs, o);
+	}
+	if (mem)
+		kvfs_memdir_clear_locked(fs, n);
+	n->refs++;		/* table_remove must not be a free */
+	table_remove_locked(fs, n);
+	n->old_raw[n->nold_raw++] = n->raw;
+	n->raw = r;
+	n->rawlen = len;
+	n->parent = parent;
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->retired = false;
+	table_insert_locked(fs, n);
+	if (mem)
+		kvfs_memdir_set_locked(fs, n);
+	n->refs--;
+	return 0;
+}
+
+void kvfs_node_changed_locked(struct kvfs *fs, struct kvfs_node *n)
+{
+	n->version++;
+	n->generation = 0;
+	n->commit_len = 0;
+	n->blob = NULL;		/* open handles keep theirs */
+	n->fresh_until = 0;
+	if (!n->inval_queued && kvfs_commit_inval(fs, n->ino) == 0)
+		n->inval_queued = true;
 }
 
 /* Gets the node of ino with a handle reference (refs++), or NULL. */
@@ -266,14 +359,14 @@ void kvfs_memdir_clear_locked(struct kvfs *fs, struct kvfs_node *n)
 	kvfs_node_maybe_free_locked(fs, n);
 }
 
-/* A key now exists: the mkdir'd directories above it are real ones. */
 void kvfs_memdirs_settle_locked(struct kvfs *fs, const char *key, size_t len)
 {
 	struct kvfs_node *n = fs->memdirs, *next;
 
 	for (; n; n = next) {
 		next = n->mem_next;
-		if (n->rawlen <= len && memcmp(n->raw, key, n->rawlen) == 0)
+		if (n->kind == KN_FILE ? n->rawlen == len && memcmp(n->raw, key, len) == 0
+				       : n->rawlen <= len && memcmp(n->raw, key, n->rawlen) == 0)
 			kvfs_memdir_clear_locked(fs, n);
 	}
 }
@@ -292,48 +385,71 @@ static void set_ts(struct timespec *ts, uint64_t ns)
 	ts->tv_nsec = (long)(ns % 1000000000ull);
 }
 
-void kvfs_fill_attr_locked(struct kvfs *fs, const struct kvfs_node *n, struct stat *st)
+mode_t kvfs_node_mode(const struct kvfs *fs, enum kvfs_kind k)
 {
 	mode_t fmode = fs->fmode & 07777;
-	uint64_t t = n->mtime_ns ? n->mtime_ns : fs->mount_ns;
 
 	if (fs->ro)
 		fmode &= ~(mode_t)0222;
+	switch (k) {
+	case KN_DIR:
+	case KN_PIECE:
+		/* directories are searchable wherever files are readable */
+		return S_IFDIR | fmode | ((fmode & 0444) >> 2);
+	case KN_CTL_DIR:
+	case KN_CTL_NODES:
+	case KN_CTL_NODE:
+		return S_IFDIR | 0555;
+	case KN_FILE:
+		return S_IFREG | fmode;
+	default:
+		return S_IFREG | 0444;
+	}
+}
+
+void kvfs_fill_attr_locked(struct kvfs *fs, const struct kvfs_node *n, struct stat *st)
+{
+	uint64_t t = n->mtime_ns ? n->mtime_ns : fs->mount_ns, ct = t;
+	uint64_t at = n->kind == KN_FILE && n->atime_ns ? n->atime_ns : t;
+
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
+	st->st_mode = kvfs_node_mode(fs, n->kind);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	/* tools size their buffers by st_blksize: one request per read */
 	st->st_blksize = fs->max_io;
 	switch (n->kind) {
 	case KN_DIR:
 	case KN_PIECE:
-		/* directories are searchable wherever files are readable */
-		st->st_mode = S_IFDIR | fmode | ((fmode & 0444) >> 2);
-		st->st_nlink = 2;
 		break;
 	case KN_CTL_DIR:
 	case KN_CTL_NODES:
 	case KN_CTL_NODE:
-		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2;
-		t = fs->mount_ns;
+		t = ct = at = fs->mount_ns;
 		break;
 	case KN_FILE:
-		st->st_mode = S_IFREG | fmode;
-		st->st_nlink = 1;
 		st->st_size = (off_t)n->size;
 		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+		if (n->pending || n->queued || n->memdir) {
+			/* not stored yet, or empty: the times set by utimes */
+			if (n->set_mtime_ns)
+				t = n->set_mtime_ns;
+			if (n->set_atime_ns)
+				at = n->set_atime_ns;
+		} else {
+			/* ctime stays the put time: the value's own */
+			kvfs_times_get_locked(&fs->times, n->raw, n->rawlen, n->mtime_ns, &t, &at);
+		}
 		break;
 	default:		/* control files: generated at open, size unknown */
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		t = net_realtime_ns();
+		t = ct = at = net_realtime_ns();
 		break;
 	}
 	set_ts(&st->st_mtim, t);
-	set_ts(&st->st_ctim, t);
-	set_ts(&st->st_atim, n->kind == KN_FILE && n->atime_ns ? n->atime_ns : t);
+	set_ts(&st->st_ctim, ct);
+	set_ts(&st->st_atim, at);
 }
 
 void kvfs_fill_entry_locked(struct kvfs *fs, const struct kvfs_node *n,
@@ -350,6 +466,14 @@ void kvfs_fill_entry_locked(struct kvfs *fs, const struct kvfs_node *n,
 /* Stores what kvp_stat said about a file node. */
 void kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st)
 {
+	if (n->generation != st->generation) {
+		if (n->generation == 0 && n->commit_len == st->size && n->commit_sum == st->checksum)
+			n->generation = st->generation;	/* what this view committed */
+		else if (n->generation != 0 || n->commit_len != 0)
+			kvfs_node_changed_locked(fs, n);
+		n->generation = st->generation;
+		n->commit_len = 0;
+	}
 	n->size = st->size;
 	n->mtime_ns = st->put_time_ns;
 	n->atime_ns = st->access_time_ns;

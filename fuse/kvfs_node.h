@@ -52,15 +52,30 @@ struct kvfs_node {
 
 	uint64_t nlookup;		/* the kernel's references */
 	unsigned refs;			/* open handles */
-	bool memdir;			/* made by mkdir; lives until a key appears */
+	bool memdir;			/* DIR made by mkdir or emptied here, or an
+					 * empty FILE: lives until a key appears */
 	bool alias;			/* DIR shown as NAME%% (an object NAME exists) */
+	bool retired;			/* no longer its name's node (a rename
+					 * replaced it): only in the ino table */
+	bool inval_queued;		/* FILE: a page-cache invalidation is queued */
 	uint64_t fresh_until;		/* ms (monotonic): cached attributes valid */
 	uint64_t size;			/* FILE */
-	uint64_t mtime_ns;
+	uint64_t mtime_ns;		/* FILE: the put time; DIR: mkdir or utimes */
 	uint64_t atime_ns;
-	uint64_t generation;		/* FILE: of the last open (0 unknown) */
+	uint64_t generation;		/* FILE: the pool's, of what version holds (0 unknown) */
+	/* FILE: bumped whenever the bytes the kernel may cache for this inode
+	 * change; a read handle of an older version never fills the cache. */
+	uint64_t version;
+	uint64_t commit_sum, commit_len;	/* FILE: the last value committed here (xxh3) */
+	int commit_err;			/* FILE: errno of a failed commit, for fsync */
+	uint64_t set_mtime_ns, set_atime_ns;	/* FILE being written or empty: utimes */
 	struct kvfs_wbuf *pending;	/* FILE being written (kvfs_fh.h) */
+	struct kvfs_blob *queued;	/* FILE: closed, being committed (kvfs_commit.h) */
 	struct kvfs_blob *blob;		/* FILE: the latest value some handle holds */
+	struct kvfs_neg *neg;		/* DIR: a recent listing (kvfs_neg.h) */
+	char **old_raw;			/* names before renames: unlocked readers may
+					 * still hold them; freed with the node */
+	unsigned nold_raw;
 
 	struct kvfs_node *ino_next;
 	struct kvfs_node *name_next;
@@ -88,17 +103,38 @@ bool kvfs_node_busy_dir_locked(struct kvfs *fs, uint64_t ino);
 struct kvfs_node *kvfs_node_ref(struct kvfs *fs, fuse_ino_t ino);
 void kvfs_node_unref(struct kvfs *fs, struct kvfs_node *n);
 
-/* Directories made by mkdir, remembered until a key appears under them. */
+/* Directories made by mkdir or emptied by a removal, and empty files,
+ * remembered in this mount until a key appears under (or at) them. */
 void kvfs_memdir_set_locked(struct kvfs *fs, struct kvfs_node *n);
 void kvfs_memdir_clear_locked(struct kvfs *fs, struct kvfs_node *n);
-/* A key now exists: the mkdir'd directories above it are real ones. */
+/* A key now exists: the remembered directories above it are real ones,
+ * an empty file of that name is the object now. */
 void kvfs_memdirs_settle_locked(struct kvfs *fs, const char *key, size_t len);
+/* Whether a remembered directory or empty file, or a file being written
+ * or committed, has a raw name starting with prefix. */
+bool kvfs_mem_under_locked(struct kvfs *fs, const char *prefix, size_t len);
+
+/* Gives n the name (kind, raw) in directory parent, keeping its inode
+ * number (what a rename does to the kernel's inode); a node that had that
+ * name is retired first (*old, NULL if none). -ENOMEM. */
+int kvfs_node_rekey_locked(struct kvfs *fs, struct kvfs_node *n, const char *raw, size_t len,
+			   uint64_t parent, const char *name, struct kvfs_node **old);
+/* Takes n out of the name table: lookups no longer find it, the kernel's
+ * references and open handles keep it until they go. */
+void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n);
+/* The content of FILE n changed under the kernel's page cache: bump its
+ * version and queue an invalidation (done off the request path). */
+void kvfs_node_changed_locked(struct kvfs *fs, struct kvfs_node *n);
 
 bool kvfs_is_dir_kind(enum kvfs_kind k);
 void kvfs_fill_attr_locked(struct kvfs *fs, const struct kvfs_node *n, struct stat *st);
 void kvfs_fill_entry_locked(struct kvfs *fs, const struct kvfs_node *n,
 			    struct fuse_entry_param *e);
-/* Stores what kvp_stat said about a file node. */
+/* Stores what kvp_stat said about a file node; a generation other than
+ * the one its version holds is a changed content (kvfs_node_changed_locked),
+ * except the value this view committed last (same checksum and size). */
 void kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st);
+/* The mode bits stat shows for a node of kind k (type included). */
+mode_t kvfs_node_mode(const struct kvfs *fs, enum kvfs_kind k);
 
 #endif

@@ -5,12 +5,14 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "kvfs_attr.h"
 #include "kvfs_change.h"
 #include "kvfs_dir.h"
 #include "kvfs_lookup.h"
 #include "kvfs_name.h"
 #include "kvfs_ops.h"
 #include "kvfs_read.h"
+#include "kvfs_rename.h"
 #include "kvfs_write.h"
 #include "kvfs_xattr.h"
 #include "net.h"
@@ -80,6 +82,10 @@ static void kvfs_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* O_TRUNC comes with the open, not as a separate truncate first: the
+	 * old value stays readable until the close that replaces it */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* a new put changes mtime and size: the kernel drops cached pages
 	 * when it sees that, in addition to the generation check at open */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
@@ -106,6 +112,7 @@ const struct fuse_lowlevel_ops kvfs_ops = {
 	.create = kvfs_create,
 	.write = kvfs_write,
 	.flush = kvfs_flush,
+	.fsync = kvfs_fsync,
 	.release = kvfs_release,
 	.unlink = kvfs_unlink,
 	.mkdir = kvfs_mkdir,

@@ -1,7 +1,7 @@
 /* kvfs_ops: the table of FUSE low-level operations the view's session
  * runs (kvfs.c), with the connection setup (init) and statfs; the other
  * operations live in kvfs_lookup, kvfs_dir, kvfs_read, kvfs_write,
- * kvfs_change and kvfs_xattr. libfuse worker threads call them, any number
+ * kvfs_attr, kvfs_change, kvfs_rename and kvfs_xattr. libfuse worker threads call them, any number
  * at once.
  */
 #ifndef KVP_KVFS_OPS_H

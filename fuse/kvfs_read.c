@@ -1,16 +1,20 @@
 /* kvfs_read: open and read (kvfs_read.h). Open checks the value with
  * kvp_stat and looks for a replica on this host; reads copy ranges from
  * that mapping, else from the value fetched once for the generation open
- * saw, so a read never mixes two generations.
+ * saw, so a read never mixes two generations. Reads fill the kernel's
+ * page cache (shared mmap works); a node's version says which value the
+ * cached pages hold (kvfs_node.h).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvfs_ctl.h"
 #include "kvfs_fh.h"
 #include "kvfs_local.h"
 #include "kvfs_read.h"
+#include "kvfs_write.h"
 
 static int open_text(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh)
 {
@@ -23,15 +27,37 @@ static int open_text(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh)
 	}
 }
 
+/* A read handle of a file this view holds in memory: an empty file, or a
+ * closed one whose put is queued (fs->lock held). NULL: not such a file. */
+static struct kvfs_fh *open_mem_locked(struct kvfs_node *n, int *err)
+{
+	struct kvfs_fh *fh;
+
+	if (!n->memdir && !n->queued)
+		return NULL;
+	fh = kvfs_fh_new(FH_READ, n);
+	if (!fh) {
+		*err = ENOMEM;
+		return NULL;
+	}
+	fh->version = n->version;
+	if (n->queued) {
+		fh->blob = n->queued;
+		fh->blob->refs++;
+		fh->size = fh->blob->len;
+	}
+	return fh;
+}
+
 void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_node *n = kvfs_node_ref(fs, ino);
 	struct kvfs_fh *fh = NULL;
 	struct kvp_stat st;
-	bool changed = false;
+	uint64_t version;
 	struct kvp *k;
-	int rc, e = 0;
+	int rc = 0, e = 0;
 
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -62,64 +88,66 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_open(req, fi);
 		return;
 	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		kvfs_open_write(req, fs, n, fi);	/* takes the reference */
+		return;
+	}
 	pthread_mutex_lock(&fs->lock);
-	rc = n->pending ? EBUSY : 0;	/* being written by another handle */
+	/* being written: a new file is not there yet; a replaced one reads
+	 * its stored value until the writer's close replaces it */
+	if (n->pending && !n->pending->existed)
+		rc = EBUSY;
+	else if (!n->pending)
+		fh = open_mem_locked(n, &rc);
 	pthread_mutex_unlock(&fs->lock);
 	if (rc)
 		goto out_err;
-	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-		/* values are immutable: an existing key cannot be written */
-		rc = fs->ro ? EROFS : EEXIST;
-		goto out_err;
-	}
-	k = kvfs_kvp(fs, &e);
-	rc = k ? kvp_stat(k, n->raw, &st) : e;
-	if (rc < 0) {
-		rc = kvp_to_errno(rc);
-		goto out_err;
+	if (fh) {
+		fi->fh = (uintptr_t)fh;	/* no keep_cache: the value is new */
+		fuse_reply_open(req, fi);
+		return;
 	}
 	fh = kvfs_fh_new(FH_READ, n);
 	if (!fh) {
 		rc = ENOMEM;
 		goto out_err;
 	}
+	pthread_mutex_lock(&fs->lock);
+	fh->key = strdup(n->raw);
+	pthread_mutex_unlock(&fs->lock);
+	if (!fh->key) {
+		rc = ENOMEM;
+		goto out_err;
+	}
+	k = kvfs_kvp(fs, &e);
+	rc = k ? kvp_stat(k, fh->key, &st) : e;
+	if (rc < 0) {
+		rc = kvp_to_errno(rc);
+		goto out_err;
+	}
 	fh->size = st.size;
 	fh->generation = st.generation;
 	fh->checksum = st.checksum;
-	if (kvfs_local_find(fs, n->raw, n->rawlen, &st, &fh->lhdr) == 0)
+	if (kvfs_local_find(fs, fh->key, strlen(fh->key), &st, &fh->lhdr) == 0)
 		fh->lval = kvfs_local_value(fh->lhdr);
 	pthread_mutex_lock(&fs->lock);
+	version = n->version;
 	kvfs_node_from_stat_locked(fs, n, &st);
-	/* the same generation as the pages the kernel may hold: keep them */
-	if (n->generation == st.generation) {
+	fh->version = n->version;
+	/* the pages the kernel holds are of this value unless its version
+	 * changed: keep them (an invalidation still queued: let open drop them) */
+	if (version == n->version && !n->inval_queued)
 		fi->keep_cache = 1;
-	} else {
-		changed = n->generation != 0;
-		n->generation = st.generation;
-	}
 	pthread_mutex_unlock(&fs->lock);
-	if (changed) {
-		/* removed and put again under the same name: this open reads
-		 * past the kernel's stale size, and the stale attributes go */
-		fi->direct_io = 1;
-		fuse_lowlevel_notify_inval_inode(fs->se, n->ino, 0, 0);
-	}
-	if (fh->lhdr) {
-		/* The value is in memory on this host already: a page cache
-		 * copy would double its memory and add a copy to every cold
-		 * read. Direct I/O replies land in the reader's buffer. */
-		fi->direct_io = 1;
-		fi->keep_cache = 0;
-	}
+	/* No direct I/O: shared mappings (numpy.memmap, safetensors) need the
+	 * page cache, and warm reads are served by the kernel alone. Pages are
+	 * filled from the local segment when the value has a replica there. */
 	fi->fh = (uintptr_t)fh;
 	fuse_reply_open(req, fi);
 	return;
 out_err:
-	if (fh) {
-		free(fh->text);
-		pthread_mutex_destroy(&fh->lock);
-		free(fh);
-	}
+	if (fh)
+		kvfs_fh_discard(fh);
 	kvfs_node_unref(fs, n);
 	fuse_reply_err(req, rc);
 }
@@ -155,10 +183,10 @@ static int fh_blob(struct kvfs *fs, struct kvfs_fh *fh)
 	 * removed (and maybe put again) in between: never show a mix.
 	 * Generations only grow, so equal before and after means the get
 	 * read that generation. */
-	got = kvp_get_into(k, n->raw, b->data, fh->size);
+	got = kvp_get_into(k, fh->key, b->data, fh->size);
 	if (got >= 0) {
 		struct kvp_stat st;
-		int rc = kvp_stat(k, n->raw, &st);
+		int rc = kvp_stat(k, fh->key, &st);
 
 		if (rc < 0)
 			got = rc;
@@ -211,6 +239,19 @@ static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t 
 		pthread_mutex_unlock(&fh->lock);
 		return;
 	case FH_READ:
+		/* the kernel's page cache is the inode's: only the version it
+		 * holds may fill it, an older handle's bytes never mix in */
+		pthread_mutex_lock(&fs->lock);
+		rc = fh->version == fh->node->version ? 0 : EIO;
+		pthread_mutex_unlock(&fs->lock);
+		if (rc) {
+			fuse_reply_err(req, rc);
+			return;
+		}
+		if (fh->size == 0 && !fh->blob) {	/* an empty file */
+			fuse_reply_buf(req, NULL, 0);
+			return;
+		}
 		pthread_mutex_lock(&fh->lock);
 		lhdr = fh->lhdr;
 		pthread_mutex_unlock(&fh->lock);

@@ -1,12 +1,19 @@
-/* kvfs_write: create, write, setattr, flush and release (kvfs_write.h).
- * A created file is a buffer until a process that wrote it closes it;
- * then one kvp_put stores it, or nothing is stored if a write was refused.
+/* kvfs_write: create, open for writing, write, flush, fsync and release
+ * (kvfs_write.h). A file open for writing is a buffer holding the whole
+ * value — empty for a new file or O_TRUNC, the stored value otherwise —
+ * and when a process that wrote it closes it, the buffer becomes the
+ * key's value in one step: a put, or a replacement (upsert) that readers
+ * see whole or not at all. An empty result is no object (values hold at
+ * least one byte): the file stays as an empty file in this mount.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfs_commit.h"
 #include "kvfs_fh.h"
+#include "kvfs_neg.h"
 #include "kvfs_resolve.h"
 #include "kvfs_write.h"
 #include "log.h"
@@ -22,13 +29,146 @@ static bool wbuf_writer(const struct kvfs_wbuf *w, uint64_t owner)
 	return false;
 }
 
+/* Makes the buffer hold at least len bytes (zero-filled), within the
+ * largest object the pool stores. An errno or 0. */
+static int wbuf_reserve(struct kvfs *fs, struct kvfs_wbuf *w, uint64_t len)
+{
+	size_t cap;
+	char *p;
+
+	if (len > fs->max_object)
+		return EFBIG;
+	if (len <= w->cap)
+		return 0;
+	cap = w->cap ? w->cap : 4096;
+	while (cap < len)
+		cap *= 2;
+	if (cap > fs->max_object)
+		cap = (size_t)fs->max_object;
+	p = realloc(w->buf, cap);
+	if (!p)
+		return ENOMEM;
+	memset(p + w->cap, 0, cap - w->cap);
+	w->buf = p;
+	w->cap = cap;
+	return 0;
+}
+
+/* Fills a write buffer with the value n holds now (its queued value, or
+ * the pool's). An errno or 0. */
+static int wbuf_load(struct kvfs *fs, struct kvfs_node *n, const char *key, struct kvfs_wbuf *w)
+{
+	struct kvp_stat st;
+	struct kvp *k;
+	int64_t got;
+	int rc, e = 0;
+
+	kvfs_commit_wait(fs, n);	/* the value a close before this one stored */
+	k = kvfs_kvp(fs, &e);
+	if (!k)
+		return kvp_to_errno(e);
+	rc = kvp_stat(k, key, &st);
+	if (rc == KVP_ENOTFOUND)
+		return 0;		/* gone meanwhile: a new value */
+	if (rc < 0)
+		return kvp_to_errno(rc);
+	rc = wbuf_reserve(fs, w, st.size);
+	if (rc)
+		return rc;
+	got = kvp_get_into(k, key, w->buf, w->cap);
+	if (got == KVP_ENOTFOUND)
+		return 0;
+	if (got < 0)
+		return kvp_to_errno((int)got);
+	w->len = (size_t)got;
+	w->existed = true;
+	return 0;
+}
+
+/* A write handle for n (refs held by the caller, passed to the handle);
+ * the caller replies. Sets n->pending. An errno or 0. */
+static int open_wbuf(struct kvfs *fs, struct kvfs_node *n, int flags, bool created,
+		     struct kvfs_fh **out)
+{
+	struct kvfs_fh *fh = kvfs_fh_new(FH_WRITE, n);
+	char key[KVP_MAX_KEY + 1];
+	bool mem, queued;
+	int rc = 0;
+
+	if (!fh)
+		return ENOMEM;
+	pthread_mutex_lock(&fs->lock);
+	if (n->pending) {
+		pthread_mutex_unlock(&fs->lock);
+		kvfs_fh_discard(fh);
+		return created ? EEXIST : EBUSY;	/* another handle writes it */
+	}
+	n->pending = &fh->w;
+	mem = n->memdir;
+	queued = n->queued != NULL;
+	snprintf(key, sizeof(key), "%s", n->raw);
+	pthread_mutex_unlock(&fs->lock);
+	fh->w.excl = (flags & O_EXCL) != 0;
+	fh->w.append = (flags & O_APPEND) != 0;
+	if (created) {
+		fh->w.dirty = true;	/* the file exists now, empty or not */
+	} else if (flags & O_TRUNC) {
+		/* the old value goes at the close that stores the new one */
+		fh->w.dirty = !mem;
+		fh->w.existed = !mem || queued;
+	} else if (!mem) {
+		pthread_mutex_lock(&fh->lock);
+		rc = wbuf_load(fs, n, key, &fh->w);
+		pthread_mutex_unlock(&fh->lock);
+	}
+	pthread_mutex_lock(&fs->lock);
+	if (rc) {
+		n->pending = NULL;
+	} else {
+		n->size = fh->w.len;
+		if (fh->w.dirty || created)
+			n->mtime_ns = net_realtime_ns();
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (rc) {
+		kvfs_fh_discard(fh);
+		return rc;
+	}
+	*out = fh;
+	return 0;
+}
+
+void kvfs_open_write(fuse_req_t req, struct kvfs *fs, struct kvfs_node *n,
+		     struct fuse_file_info *fi)
+{
+	struct kvfs_fh *fh = NULL;
+	int rc;
+
+	if (fs->ro) {
+		kvfs_node_unref(fs, n);
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	rc = open_wbuf(fs, n, fi->flags, false, &fh);
+	if (rc) {
+		kvfs_node_unref(fs, n);
+		fuse_reply_err(req, rc);
+		return;
+	}
+	/* writes go straight to the buffer: one request per write(2) up to
+	 * max_write, and no pages cached for a value that is not stored yet */
+	fi->direct_io = 1;
+	fi->fh = (uintptr_t)fh;
+	fuse_reply_open(req, fi);
+}
+
 void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		 struct fuse_file_info *fi)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct fuse_entry_param e;
 	struct kvfs_node *d, *n;
-	struct kvfs_fh *fh;
+	struct kvfs_fh *fh = NULL;
 	struct kvfs_child c;
 	struct kvp *k;
 	int rc, err = 0;
@@ -47,40 +187,44 @@ void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		err = -rc;
 		goto out;
 	}
-	k = kvfs_kvp(fs, &err);
-	if (!k) {
-		err = kvp_to_errno(err);
-		goto out;
-	}
-	rc = kvp_exists(k, c.raw);
-	if (rc != 0) {
-		err = rc == 1 ? EEXIST : kvp_to_errno(rc);
-		goto out;
+	/* the kernel creates after a negative lookup: a name this view just
+	 * found absent needs no second question */
+	if (!kvfs_neg_absent(fs, d, c.raw, c.rawlen)) {
+		k = kvfs_kvp(fs, &err);
+		if (!k) {
+			err = kvp_to_errno(err);
+			goto out;
+		}
+		rc = kvp_exists(k, c.raw);
+		if (rc < 0) {
+			err = kvp_to_errno(rc);
+			goto out;
+		}
+		if (rc == 1 && (fi->flags & O_EXCL)) {
+			err = EEXIST;
+			goto out;
+		}
 	}
 	pthread_mutex_lock(&fs->lock);
 	n = kvfs_node_get_locked(fs, KN_FILE, c.raw, c.rawlen, d->ino, name);
-	if (!n || n->pending) {
-		pthread_mutex_unlock(&fs->lock);
-		err = n ? EEXIST : ENOMEM;
-		goto out;
-	}
-	fh = kvfs_fh_new(FH_WRITE, n);
-	if (!fh) {
-		kvfs_node_maybe_free_locked(fs, n);
-		pthread_mutex_unlock(&fs->lock);
+	if (n)
+		n->refs++;
+	pthread_mutex_unlock(&fs->lock);
+	if (!n) {
 		err = ENOMEM;
 		goto out;
 	}
-	n->pending = &fh->w;
-	n->refs++;
+	err = open_wbuf(fs, n, fi->flags, true, &fh);
+	if (err) {
+		kvfs_node_unref(fs, n);
+		goto out;
+	}
+	pthread_mutex_lock(&fs->lock);
 	n->nlookup++;
-	n->size = 0;
-	n->mtime_ns = n->atime_ns = net_realtime_ns();
 	n->generation = 0;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
-	/* writes go straight to the buffer: one request per write(2) up to
-	 * max_write, and no pages cached for a value that is not stored yet */
+	kvfs_neg_add(fs, d, c.raw, c.rawlen);
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)fh;
 	fuse_reply_create(req, &e, fi);
@@ -89,31 +233,6 @@ void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 out:
 	kvfs_node_unref(fs, d);
 	fuse_reply_err(req, err);
-}
-
-/* Makes the buffer hold at least len bytes (zero-filled), within the
- * largest object the pool stores. */
-static int wbuf_reserve(struct kvfs *fs, struct kvfs_wbuf *w, uint64_t len)
-{
-	size_t cap;
-	char *p;
-
-	if (len > fs->max_object)
-		return EFBIG;
-	if (len <= w->cap)
-		return 0;
-	cap = w->cap ? w->cap : 64 * 1024;
-	while (cap < len)
-		cap *= 2;
-	if (cap > fs->max_object)
-		cap = (size_t)fs->max_object;
-	p = realloc(w->buf, cap);
-	if (!p)
-		return ENOMEM;
-	memset(p + w->cap, 0, cap - w->cap);
-	w->buf = p;
-	w->cap = cap;
-	return 0;
 }
 
 void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -129,11 +248,13 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 		return;
 	}
 	pthread_mutex_lock(&fh->lock);
-	if (w->done || off < 0 || (uint64_t)off < w->len) {
-		/* stored already, or an overwrite: values are immutable once
-		 * written; a hole (off > len) is zeros, as in a sparse copy */
+	if (w->append)
+		off = (off_t)w->len;
+	if (w->done || off < 0) {
+		/* stored already by another writer's close: one writer per file */
 		rc = EPERM;
 	} else {
+		/* a hole (off > len) is zeros, as in a sparse copy */
 		rc = wbuf_reserve(fs, w, (uint64_t)off + size);
 	}
 	/* the value would not be what the writer meant: store nothing */
@@ -141,7 +262,9 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 		w->err = rc;
 	if (rc == 0) {
 		memcpy(w->buf + off, buf, size);
-		w->len = (size_t)off + size;
+		if ((size_t)off + size > w->len)
+			w->len = (size_t)off + size;
+		w->dirty = true;
 		if (!wbuf_writer(w, fi->lock_owner)) {
 			if (w->nwriters < KVFS_WRITERS_MAX)
 				w->writers[w->nwriters] = fi->lock_owner;
@@ -158,114 +281,134 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 		fuse_reply_write(req, size);
 }
 
-void kvfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		  struct fuse_file_info *fi)
+int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size)
 {
-	struct kvfs *fs = fuse_req_userdata(req);
-	struct kvfs_node *n = kvfs_node_ref(fs, ino);
-	struct kvfs_fh *fh = NULL;
-	struct stat st;
+	struct kvfs_wbuf *w = &fh->w;
 	int err = 0;
 
-	if (!n) {
-		fuse_reply_err(req, ENOENT);
-		return;
+	pthread_mutex_lock(&fh->lock);
+	if (w->done) {
+		err = EPERM;
+	} else if (size > w->len) {
+		err = wbuf_reserve(fs, w, size);
+		if (!err)
+			w->len = (size_t)size;
+	} else {
+		if (w->buf)
+			memset(w->buf + size, 0, w->len - (size_t)size);
+		w->len = (size_t)size;
 	}
-	if (fs->ro) {
-		err = EROFS;
-		goto out;
-	}
-	if (fi && fi->fh)
-		fh = (struct kvfs_fh *)(uintptr_t)fi->fh;
-	if (!fh || fh->kind != FH_WRITE) {
-		bool pending;
-
+	if (!err) {
+		w->dirty = true;
 		pthread_mutex_lock(&fs->lock);
-		pending = n->pending != NULL;
+		fh->node->size = w->len;
 		pthread_mutex_unlock(&fs->lock);
-		/* a stored value: its size and times are the pool's; a file
-		 * being written changes size only through its descriptor */
-		if (!pending)
-			err = EPERM;
-		else if (to_set & FUSE_SET_ATTR_SIZE)
-			err = EBUSY;
-		else if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
-			err = EPERM;
-		goto out;
 	}
-	/* a file being written: its size may change until it is stored;
-	 * mode and times belong to the mount (fuse.mode, put time), so
-	 * they are accepted for cp -p and tar and not kept */
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		pthread_mutex_lock(&fh->lock);
-		if (fh->w.done) {
-			err = EPERM;
-		} else if ((uint64_t)attr->st_size > fh->w.len) {
-			err = wbuf_reserve(fs, &fh->w, (uint64_t)attr->st_size);
-			if (!err)
-				fh->w.len = (size_t)attr->st_size;
-		} else {
-			fh->w.len = (size_t)attr->st_size;
-		}
-		if (!err) {
-			pthread_mutex_lock(&fs->lock);
-			n->size = fh->w.len;
-			pthread_mutex_unlock(&fs->lock);
-		}
-		pthread_mutex_unlock(&fh->lock);
-	}
-	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
-		err = err ? err : EPERM;
-out:
-	if (err) {
-		kvfs_node_unref(fs, n);
-		fuse_reply_err(req, err);
-		return;
-	}
-	pthread_mutex_lock(&fs->lock);
-	kvfs_fill_attr_locked(fs, n, &st);
-	pthread_mutex_unlock(&fs->lock);
-	kvfs_node_unref(fs, n);
-	fuse_reply_attr(req, &st, fs->attr_timeout);
+	pthread_mutex_unlock(&fh->lock);
+	return err;
 }
 
-/* Puts the buffered value (fh->lock held); errno or 0. */
-static int fh_put_locked(struct kvfs *fs, struct kvfs_fh *fh)
+int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed)
+{
+	struct kvp *k;
+	int rc = 0, e = 0;
+
+	kvfs_commit_wait(fs, n);	/* not under a put that is still queued */
+	if (existed) {
+		/* an empty value is no object: the old one goes, and the name
+		 * stays as an empty file of this mount */
+		k = kvfs_kvp(fs, &e);
+		rc = k ? kvp_remove(k, key, KVP_REMOVE_FORCE) : e;
+		if (rc == KVP_ENOTFOUND)
+			rc = 0;
+	}
+	pthread_mutex_lock(&fs->lock);
+	if (rc == 0) {
+		if (existed || n->generation || n->commit_len)
+			kvfs_node_changed_locked(fs, n);
+		kvfs_times_drop_locked(&fs->times, key, strlen(key));
+		n->size = 0;
+		if (!n->retired)
+			kvfs_memdir_set_locked(fs, n);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return rc ? kvp_to_errno(rc) : 0;
+}
+
+/* Stores the buffered value (fh->lock held); errno or 0. */
+static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 {
 	struct kvfs_node *n = fh->node;
 	struct kvfs_wbuf *w = &fh->w;
-	struct kvp *k;
-	int rc, e = 0;
+	char key[KVP_MAX_KEY + 1];
+	bool replace = !w->excl, changed;
+	int rc = 0;
 
 	if (w->done)
 		return 0;
 	w->done = true;
+	pthread_mutex_lock(&fs->lock);
+	snprintf(key, sizeof(key), "%s", n->raw);
+	changed = w->existed || n->generation || n->commit_len;
+	if (w->err || !w->dirty || w->len == 0) {
+		if (n->pending == w)
+			n->pending = NULL;
+		n->fresh_until = 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
 	if (w->err) {
 		rc = w->err;
+		log_info("kvfs: '%s' not stored: a write was refused (%s)", key, strerror(rc));
+	} else if (!w->dirty) {
+		rc = 0;			/* opened for writing, nothing changed */
 	} else if (w->len == 0) {
-		rc = EINVAL;	/* an object holds at least one byte */
-	} else if (!(k = kvfs_kvp(fs, &e))) {
-		rc = kvp_to_errno(e);
+		rc = kvfs_empty_value(fs, n, key, w->existed);
+	} else if (w->len <= fs->conf.fuse.write_behind && fs->commit) {
+		struct kvfs_blob *b = kvfs_blob_wrap(w->buf, w->len);
+
+		if (b && kvfs_commit_queue(fs, n, b, replace) == 0) {
+			w->buf = NULL;
+			w->cap = 0;
+			pthread_mutex_lock(&fs->lock);
+			if (n->pending == w)
+				n->pending = NULL;
+			if (changed)
+				kvfs_node_changed_locked(fs, n);
+			n->size = w->len;
+			n->mtime_ns = net_realtime_ns();
+			pthread_mutex_unlock(&fs->lock);
+			return 0;
+		}
+		if (b) {
+			b->data = NULL;
+			kvfs_blob_free(b);
+		}
+		goto put_now;
 	} else {
-		rc = kvp_to_errno(kvp_put(k, n->raw, w->buf, w->len));
+put_now:
+		/* after what an earlier close of this file queued */
+		kvfs_commit_wait(fs, n);
+		rc = kvfs_store(fs, key, w->buf, w->len, replace);
+		pthread_mutex_lock(&fs->lock);
+		if (n->pending == w)
+			n->pending = NULL;
+		n->fresh_until = 0;	/* the next getattr asks the pool */
+		if (rc == 0) {
+			if (changed)
+				kvfs_node_changed_locked(fs, n);
+			kvfs_memdirs_settle_locked(fs, key, strlen(key));
+		}
+		pthread_mutex_unlock(&fs->lock);
+		if (rc)
+			log_warn("kvfs: put of %zu bytes to '%s' failed: %s", w->len, key,
+				 kvp_strerror(rc));
+		else
+			kvfs_commit_times(fs, n, key);
+		rc = rc ? kvp_to_errno(rc) : 0;
 	}
 	free(w->buf);
 	w->buf = NULL;
 	w->cap = 0;
-	pthread_mutex_lock(&fs->lock);
-	if (n->pending == w)
-		n->pending = NULL;
-	n->fresh_until = 0;	/* the next getattr asks the pool */
-	if (rc == 0)
-		kvfs_memdirs_settle_locked(fs, n->raw, n->rawlen);
-	pthread_mutex_unlock(&fs->lock);
-	if (w->err)
-		log_info("kvfs: '%s' not stored: a write was refused (%s)", n->raw, strerror(w->err));
-	else if (rc == EINVAL && w->len == 0)
-		log_info("kvfs: '%s' closed empty: not stored (objects hold at least one byte)",
-			 n->raw);
-	else if (rc)
-		log_warn("kvfs: put of %zu bytes to '%s' failed: %s", w->len, n->raw, strerror(rc));
 	return rc;
 }
 
@@ -276,16 +419,29 @@ void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc = 0;
 
 	/* close(2) waits for flush, release comes later and asynchronously:
-	 * putting here makes `cp f mnt/k && cat mnt/k` see the object. Only
-	 * the close of a process that wrote stores it: the shell's `> FILE`
-	 * closes a dup'd descriptor before anything is written, and a child
-	 * that inherited the descriptor and exits has not written. */
+	 * committing here makes `cp f mnt/k && cat mnt/k` see the new value.
+	 * Only the close of a process that wrote stores it: the shell's
+	 * `> FILE` closes a dup'd descriptor before anything is written, and
+	 * a child that inherited the descriptor and exits has not written. */
 	if (fh->kind == FH_WRITE) {
 		pthread_mutex_lock(&fh->lock);
-		if (!fh->w.done && (fh->w.err || (fh->w.len > 0 && wbuf_writer(&fh->w, fi->lock_owner))))
-			rc = fh_put_locked(fs, fh);
+		if (!fh->w.done && (fh->w.err || (fh->w.dirty && wbuf_writer(&fh->w, fi->lock_owner))))
+			rc = fh_commit_locked(fs, fh);
 		pthread_mutex_unlock(&fh->lock);
 	}
+	fuse_reply_err(req, rc);
+}
+
+void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+	struct kvfs_fh *fh = (struct kvfs_fh *)(uintptr_t)fi->fh;
+	int rc = 0;
+
+	/* a file being written is stored by its close; what a close queued
+	 * is stored by now, or its error reported */
+	if (fh->kind != FH_TEXT)
+		rc = kvfs_commit_wait(fs, fh->node);
 	fuse_reply_err(req, rc);
 }
 
@@ -297,10 +453,10 @@ void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (fh->kind == FH_WRITE) {
 		pthread_mutex_lock(&fh->lock);
-		/* an empty file is not an object (values hold >= 1 byte):
-		 * it disappears here; fh_put_locked logs it */
+		/* the last close: nobody that wrote closed before (`: > f`,
+		 * touch, a truncation), or it was stored already */
 		if (!fh->w.done)
-			fh_put_locked(fs, fh);
+			fh_commit_locked(fs, fh);
 		pthread_mutex_unlock(&fh->lock);
 	}
 	pthread_mutex_lock(&fs->lock);

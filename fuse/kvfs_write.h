@@ -1,22 +1,37 @@
-/* kvfs_write: the write path of the view — create, write, setattr on a
- * file being written, flush and release, which put the buffered value
- * when a process that wrote closes it (values are immutable once put).
- * libfuse worker threads; a handle's lock guards its buffer (kvfs_fh.h).
+/* kvfs_write: the write path of the view — create, open for writing,
+ * write, flush, fsync and release: a file open for writing buffers the
+ * whole value, and the close of a process that wrote it stores it as the
+ * key's new value in one step (kvfs_commit.h). libfuse worker threads; a
+ * handle's lock guards its buffer (kvfs_fh.h).
  */
 #ifndef KVP_KVFS_WRITE_H
 #define KVP_KVFS_WRITE_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "kvfs_fs.h"
+
+struct kvfs_node;
+struct kvfs_fh;
 
 void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		 struct fuse_file_info *fi);
 void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi);
-void kvfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-		  struct fuse_file_info *fi);
+/* open(2) with write access of the file n (the caller's reference on n
+ * goes to the handle, or is dropped on error); replies. */
+void kvfs_open_write(fuse_req_t req, struct kvfs *fs, struct kvfs_node *n,
+		     struct fuse_file_info *fi);
 void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* ftruncate on a write handle: the buffer's new length. An errno or 0. */
+int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size);
+/* n (key) is empty now: the value goes from the pool (existed) and n
+ * stays as an empty file of this mount. An errno or 0. */
+int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed);
 
 #endif

@@ -74,25 +74,35 @@ static void reply_xattr(fuse_req_t req, const char *val, size_t len, size_t size
 void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
-	struct kvfs_node *n = kvfs_node_ref(fs, ino);
+	struct kvfs_node *n;
+	char val[KVP_MAX_REPLICAS * 80 + 64], key[KVP_MAX_KEY + 1];
 	struct kvp_stat st;
-	char val[KVP_MAX_REPLICAS * 80 + 64];
 	struct kvp *k;
 	int rc, e = 0;
 
+	/* Only user.* names exist here. ENOTSUP (not ENODATA) for the others
+	 * lets ls -l, cp -a and friends learn once per file system that there
+	 * are no security labels or ACLs, instead of asking for every file. */
+	if (strncmp(name, "user.", 5) != 0) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	n = kvfs_node_ref(fs, ino);
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	rc = n->kind != KN_FILE || n->pending || strncmp(name, "user.kvpool.", 12) != 0;
+	rc = n->kind != KN_FILE || n->pending || n->queued || n->memdir ||
+	     strncmp(name, "user.kvpool.", 12) != 0;
+	snprintf(key, sizeof(key), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);
 	if (rc) {
 		rc = ENODATA;
 		goto out_err;
 	}
 	k = kvfs_kvp(fs, &e);
-	rc = k ? kvp_stat(k, n->raw, &st) : e;
+	rc = k ? kvp_stat(k, key, &st) : e;
 	if (rc < 0) {
 		rc = kvp_to_errno(rc);
 		goto out_err;
@@ -122,7 +132,7 @@ void kvfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
-	listed = n->kind == KN_FILE && !n->pending;
+	listed = n->kind == KN_FILE && !n->pending && !n->queued && !n->memdir;
 	pthread_mutex_unlock(&fs->lock);
 	if (listed) {
 		for (size_t i = 0; i < NXATTRS; i++) {

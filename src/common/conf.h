@@ -91,6 +91,7 @@ struct kvp_conf {
 		uint64_t entry_timeout;		/* ms */
 		int64_t mode;			/* file mode bits, e.g. 0644 */
 		uint64_t max_read;
+		uint64_t write_behind;		/* closed files up to this size: put behind the close */
 	} fuse;
 	struct {
 		bool enabled;

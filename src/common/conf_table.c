@@ -197,6 +197,10 @@ const struct conf_key conf_table[] = {
 	    "Permission bits of the files (octal, as for chmod).", .flags = CONF_F_OCTAL),
 	NUM("fuse", "max_read", CONF_T_SIZE, fuse.max_read, 4 * KiB, 16 * MiB, "1M",
 	    "Largest read request negotiated with the kernel."),
+	NUM("fuse", "write_behind", CONF_T_SIZE, fuse.write_behind, 0, 16 * MiB, "256K",
+	    "A closed file up to this size is put by a background thread, many per master "
+	    "round trip: close returns at once, the view serves the value meanwhile, other "
+	    "clients see it a moment later; fsync waits for the put. 0: every close waits."),
 
 	/* [rdma] */
 	BOOL("rdma", "enabled", rdma.enabled, "false",
