@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "kvfs_attr.h"
 #include "kvfs_commit.h"
@@ -27,6 +28,7 @@ static int truncate_stored(struct kvfs *fs, struct kvfs_node *n, const char *key
 {
 	struct kvp_stat st;
 	struct kvp *k;
+	uint64_t sum;
 	int64_t got;
 	char *buf;
 	int rc, e = 0;
@@ -55,11 +57,12 @@ static int truncate_stored(struct kvfs *fs, struct kvfs_node *n, const char *key
 	if ((uint64_t)got < size)
 		memset(buf + got, 0, size - (uint64_t)got);
 	rc = kvfs_store(fs, key, buf, size, true);
+	sum = rc == 0 ? XXH3_64bits(buf, size) : 0;
 	free(buf);
 	if (rc < 0)
 		return kvp_to_errno(rc);
 	pthread_mutex_lock(&fs->lock);
-	kvfs_node_changed_locked(fs, n);
+	kvfs_node_committed_locked(fs, n, sum, size);
 	n->size = size;
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
@@ -159,7 +162,11 @@ static int set_times(struct kvfs *fs, struct kvfs_node *n, const struct stat *at
 	if (rc < 0)
 		return kvp_to_errno(rc);
 	pthread_mutex_lock(&fs->lock);
-	kvfs_node_from_stat_locked(fs, n, &st);
+	if (!kvfs_node_from_stat_locked(fs, n, &st)) {
+		kvfs_node_retire_locked(fs, n);
+		pthread_mutex_unlock(&fs->lock);
+		return ESTALE;	/* another value now: the kernel looks it up again */
+	}
 	cur_m = st.put_time_ns;
 	cur_a = st.access_time_ns ? st.access_time_ns : st.put_time_ns;
 	kvfs_times_get_locked(&fs->times, key, strlen(key), st.put_time_ns, &cur_m, &cur_a);

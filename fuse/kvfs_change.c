@@ -90,10 +90,8 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 out_node:
 	pthread_mutex_lock(&fs->lock);
 	if (n && !err) {
-		/* open handles keep reading what they read (or fail); a new file
-		 * of the same name is another inode */
-		if (n->generation || n->commit_len)
-			kvfs_node_changed_locked(fs, n);
+		/* open handles keep what they cached (other reads fail); a new
+		 * file of the same name is another inode */
 		kvfs_node_retire_locked(fs, n);
 	}
 	if (!err)
@@ -176,9 +174,7 @@ void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	n->nlookup++;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
-	/* nothing is under it: lookups in it need not ask the pool */
-	kvfs_neg_empty(fs, n);
-	kvfs_neg_add(fs, d, c.raw, c.rawlen);
+	kvfs_neg_forget(fs, d, c.raw, c.rawlen);
 	kvfs_node_unref(fs, d);
 	fuse_reply_entry(req, &e);
 	return;

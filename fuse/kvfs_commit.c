@@ -63,6 +63,7 @@ struct citem {
 	struct kvfs_blob *blob;		/* the value; holds a ref */
 	char *key;			/* the key it goes to (a rename may change it) */
 	bool replace;
+	uint64_t seq;			/* order of queueing */
 	uint64_t queued_ns;		/* CLOCK_MONOTONIC */
 	int rc;				/* KVP_E* after the put */
 };
@@ -78,6 +79,8 @@ struct kvfs_commit {
 	pthread_cond_t done;		/* waiters: a batch ended, or room */
 	struct citem *head, **tail;	/* not started */
 	struct citem *running;		/* the batch being put */
+	uint64_t running_min;		/* its first seq */
+	uint64_t next_seq;
 	size_t nitems, bytes;		/* queued and running */
 	bool stop;
 	pthread_t thread;
@@ -86,6 +89,7 @@ struct kvfs_commit {
 	struct inval *invals;
 
 	struct kvfs_commit_stats st;	/* under lock */
+	uint64_t failed_seen;		/* st.failed at the last kvfs_commit_wait_all */
 };
 
 int kvfs_store(struct kvfs *fs, const char *key, const void *buf, size_t len, bool replace)
@@ -272,6 +276,8 @@ static void *commit_thread(void *arg)
 			c->head = it->next;
 			if (!c->head)
 				c->tail = &c->head;
+			if (!c->running)
+				c->running_min = it->seq;
 			it->next = c->running;
 			c->running = it;
 			bytes += it->blob->len;
@@ -386,7 +392,10 @@ int kvfs_commit_queue(struct kvfs *fs, struct kvfs_node *n, struct kvfs_blob *b,
 	it->queued_ns = mono_ns();
 	n->refs++;
 	n->queued = b;
+	if (n->memdir)
+		kvfs_memdir_clear_locked(fs, n);	/* an empty file has a value now */
 	pthread_mutex_unlock(&fs->lock);
+	it->seq = ++c->next_seq;
 	*c->tail = it;
 	c->tail = &it->next;
 	c->nitems++;
@@ -422,6 +431,30 @@ int kvfs_commit_wait(struct kvfs *fs, struct kvfs_node *n)
 	n->commit_err = 0;
 	pthread_mutex_unlock(&fs->lock);
 	return err;
+}
+
+/* Whether every item queued up to seq is stored (or failed); c->lock held.
+ * The queue is in seq order, the batch running holds the oldest ones. */
+static bool done_upto(const struct kvfs_commit *c, uint64_t seq)
+{
+	return !(c->head && c->head->seq <= seq) && !(c->running && c->running_min <= seq);
+}
+
+int kvfs_commit_wait_all(struct kvfs *fs, bool report)
+{
+	struct kvfs_commit *c = fs->commit;
+	uint64_t failed, upto;
+
+	pthread_mutex_lock(&c->lock);
+	/* what was queued before the call: a busy writer cannot keep us */
+	upto = c->next_seq;
+	while (!done_upto(c, upto))
+		pthread_cond_wait(&c->done, &c->lock);
+	failed = c->st.failed - c->failed_seen;
+	if (report)
+		c->failed_seen = c->st.failed;
+	pthread_mutex_unlock(&c->lock);
+	return failed ? EIO : 0;
 }
 
 bool kvfs_commit_take(struct kvfs *fs, struct kvfs_node *n, struct kvfs_blob **b, bool *replace)
@@ -475,6 +508,17 @@ int kvfs_commit_inval(struct kvfs *fs, uint64_t ino)
 	/* may miss a thread about to sleep: it wakes within COMMIT_IDLE_MS */
 	pthread_cond_signal(&c->wake);
 	return 0;
+}
+
+bool kvfs_commit_idle(struct kvfs *fs)
+{
+	struct kvfs_commit *c = fs->commit;
+	bool idle;
+
+	pthread_mutex_lock(&c->lock);
+	idle = !c->head && !c->running;
+	pthread_mutex_unlock(&c->lock);
+	return idle;
 }
 
 void kvfs_commit_stats(struct kvfs *fs, struct kvfs_commit_stats *st)

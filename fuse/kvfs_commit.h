@@ -37,6 +37,12 @@ int kvfs_commit_queue(struct kvfs *fs, struct kvfs_node *n, struct kvfs_blob *b,
 /* Waits until n has nothing queued or being put; the errno of the commits
  * that failed since the last call (0 if none). */
 int kvfs_commit_wait(struct kvfs *fs, struct kvfs_node *n);
+/* Waits until what was queued before the call is stored (sync MNT, fsync
+ * of a directory, a listing): EIO if a put failed since the last call
+ * that reported (report: this one does). */
+int kvfs_commit_wait_all(struct kvfs *fs, bool report);
+/* Whether nothing is queued or being put. */
+bool kvfs_commit_idle(struct kvfs *fs);
 /* Takes n's queued value out of the queue if its put has not started
  * (*b gets the reference, *replace its mode; n->queued stays set for the
  * caller to clear or requeue); else waits for it and returns false. */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kvfs_commit.h"
 #include "kvfs_ctl.h"
 #include "kvfs_dir.h"
 #include "kvfs_node.h"
@@ -99,6 +100,10 @@ void kvfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* files closed before this listing are in the pool's list (their
+	 * puts may still be queued behind the close) */
+	if ((n->kind == KN_DIR || n->kind == KN_PIECE) && !kvfs_commit_idle(fs))
+		kvfs_commit_wait_all(fs, false);
 	pthread_mutex_init(&dh->lock, NULL);
 	dh->dir = n;
 	dh->dl = kvfs_dir_part(n->raw, n->rawlen);
@@ -259,13 +264,13 @@ static bool dh_emit(fuse_req_t req, struct kvfs *fs, struct dbuf *b, bool plus, 
 		pthread_mutex_unlock(&fs->lock);
 		return false;
 	}
-	if (le && kind == KN_FILE && !n->pending && !n->queued && !n->memdir) {
-		/* another put since the version the kernel may cache */
-		if (n->mtime_ns && n->mtime_ns != le->put_time_ns && n->generation)
-			kvfs_node_changed_locked(fs, n);
-		n->size = le->size;
-		n->mtime_ns = le->put_time_ns;
-		n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	if (le && kind == KN_FILE && !kvfs_node_from_list_locked(fs, n, le->size, le->put_time_ns)) {
+		/* put again by another client: a new inode for the name */
+		n = kvfs_node_fresh_locked(fs, n);
+		if (!n || !kvfs_node_from_list_locked(fs, n, le->size, le->put_time_ns)) {
+			pthread_mutex_unlock(&fs->lock);
+			return false;
+		}
 	} else if (kind == KN_DIR || kind == KN_PIECE) {
 		n->alias = kind == KN_DIR && kvfs_is_alias(name, strlen(name));
 		n->fresh_until = net_now_ms() + (uint64_t)(fs->entry_timeout * 1000);

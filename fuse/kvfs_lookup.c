@@ -12,10 +12,10 @@
 #include "kvfs_resolve.h"
 #include "net.h"
 
-/* Replies an entry for (kind, raw), creating the node; counts a lookup. */
+/* Replies an entry for (kind, raw), a directory or a control file,
+ * creating the node; counts a lookup. */
 static void reply_node(fuse_req_t req, struct kvfs *fs, enum kvfs_kind kind, const char *raw,
-		       size_t rawlen, uint64_t parent, const char *name,
-		       const struct kvp_stat *st)
+		       size_t rawlen, uint64_t parent, const char *name)
 {
 	struct fuse_entry_param e;
 	struct kvfs_node *n;
@@ -27,10 +27,35 @@ static void reply_node(fuse_req_t req, struct kvfs *fs, enum kvfs_kind kind, con
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (st)
-		kvfs_node_from_stat_locked(fs, n, st);
-	else if (kind == KN_DIR || kind == KN_PIECE)
+	if (kind == KN_DIR || kind == KN_PIECE)
 		n->fresh_until = net_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
+	n->nlookup++;
+	kvfs_fill_entry_locked(fs, n, &e);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_entry(req, &e);
+}
+
+/* Replies the file c->raw from what a list call said of it. */
+static void reply_listed(fuse_req_t req, struct kvfs *fs, const struct kvfs_child *c,
+			 uint64_t parent, const char *name, const struct kvfs_probe *p)
+{
+	struct fuse_entry_param e;
+	struct kvfs_node *n;
+
+	pthread_mutex_lock(&fs->lock);
+	n = kvfs_node_get_locked(fs, KN_FILE, c->raw, c->rawlen, parent, name);
+	if (n && !kvfs_node_from_list_locked(fs, n, p->size, p->put_ns)) {
+		/* replaced by another client since the kernel got this inode:
+		 * the name gets a new one, open handles keep the old */
+		n = kvfs_node_fresh_locked(fs, n);
+		if (n && !kvfs_node_from_list_locked(fs, n, p->size, p->put_ns))
+			n = NULL;
+	}
+	if (!n) {
+		pthread_mutex_unlock(&fs->lock);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	n->nlookup++;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
@@ -71,13 +96,13 @@ static void lookup_ctl(fuse_req_t req, struct kvfs *fs, struct kvfs_node *d, con
 	case KN_CTL_NODES:
 		if (kvfs_unescape(name, node, sizeof(node), &nl) != 0 || !kvfs_ctl_node_exists(fs, node))
 			break;
-		reply_node(req, fs, KN_CTL_NODE, node, nl, d->ino, name, NULL);
+		reply_node(req, fs, KN_CTL_NODE, node, nl, d->ino, name);
 		return;
 	case KN_CTL_NODE:
 		if (!strcmp(name, "info"))
-			reply_node(req, fs, KN_CTL_INFO, d->raw, d->rawlen, d->ino, name, NULL);
+			reply_node(req, fs, KN_CTL_INFO, d->raw, d->rawlen, d->ino, name);
 		else if (!strcmp(name, "extents"))
-			reply_node(req, fs, KN_CTL_EXTENTS, d->raw, d->rawlen, d->ino, name, NULL);
+			reply_node(req, fs, KN_CTL_EXTENTS, d->raw, d->rawlen, d->ino, name);
 		else
 			break;
 		return;
@@ -100,17 +125,16 @@ static void reply_dir_if_used(fuse_req_t req, struct kvfs *fs, const struct kvfs
 	else if (rc == 0)
 		fuse_reply_err(req, ENOENT);
 	else
-		reply_node(req, fs, KN_DIR, c->raw, c->rawlen, parent, name, NULL);
+		reply_node(req, fs, KN_DIR, c->raw, c->rawlen, parent, name);
 }
 
 void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_node *d, *n;
-	struct kvp_stat st;
+	struct kvfs_probe p;
 	struct kvfs_child c;
-	struct kvp *k;
-	int rc, e = 0;
+	int rc;
 
 	d = kvfs_node_ref(fs, parent);
 	if (!d) {
@@ -180,7 +204,7 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		} else if (rc == 0) {
 			fuse_reply_err(req, ENOENT);
 		} else {
-			reply_node(req, fs, KN_PIECE, c.raw, c.rawlen, d->ino, name, NULL);
+			reply_node(req, fs, KN_PIECE, c.raw, c.rawlen, d->ino, name);
 		}
 		goto out;
 	}
@@ -188,31 +212,21 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_dir_if_used(req, fs, &c, d->ino, name);
 		goto out;
 	}
-	/* a name absent from the directory's recent listing: no question */
-	rc = c.rawlen ? kvfs_neg_lookup(fs, d, c.raw, c.rawlen) : 0;
-	if (rc != 0) {
-		fuse_reply_err(req, rc > 0 ? ENOENT : kvp_to_errno(rc));
-		goto out;
-	}
-	k = kvfs_kvp(fs, &e);
-	if (!k) {
-		fuse_reply_err(req, kvp_to_errno(e));
-		goto out;
-	}
-	/* "" (the name %00 at the root) is no key, only a directory */
-	rc = c.rawlen ? kvp_stat(k, c.raw, &st) : KVP_ENOTFOUND;
-	if (rc == 0) {
-		reply_node(req, fs, KN_FILE, c.raw, c.rawlen, d->ino, name, &st);
-		goto out;
-	}
-	if (rc != KVP_ENOTFOUND) {
+	/* the object NAME, else a directory NAME/ if keys are under it: one
+	 * list call tells both */
+	rc = kvfs_probe(fs, c.raw, c.rawlen, &p);
+	if (rc < 0) {
 		fuse_reply_err(req, kvp_to_errno(rc));
-		goto out;
+	} else if (p.obj) {
+		reply_listed(req, fs, &c, d->ino, name, &p);
+	} else if (p.dir) {
+		c.raw[c.rawlen++] = '/';
+		c.raw[c.rawlen] = 0;
+		reply_node(req, fs, KN_DIR, c.raw, c.rawlen, d->ino, name);
+	} else {
+		kvfs_neg_note(fs, d, c.raw, c.rawlen);	/* for the create that follows */
+		fuse_reply_err(req, ENOENT);
 	}
-	/* no object NAME: a directory NAME/ if keys are under it */
-	c.raw[c.rawlen++] = '/';
-	c.raw[c.rawlen] = 0;
-	reply_dir_if_used(req, fs, &c, d->ino, name);
 out:
 	kvfs_node_unref(fs, d);
 }
@@ -264,20 +278,27 @@ void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
+	/* a retired node is an inode whose file was replaced or removed: it
+	 * keeps the attributes it had, like an unlinked file */
 	need_stat = n->kind == KN_FILE && !n->pending && !n->queued && !n->memdir &&
-		    n->fresh_until <= net_now_ms();
+		    !n->retired && n->fresh_until <= net_now_ms();
 	if (need_stat)
 		snprintf(key, sizeof(key), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);
 	if (need_stat) {
 		k = kvfs_kvp(fs, &e);
 		rc = k ? kvp_stat(k, key, &ks) : e;
-		if (rc < 0) {
+		if (rc < 0 && rc != KVP_ENOTFOUND) {
 			fuse_reply_err(req, kvp_to_errno(rc));
 			goto out;
 		}
+		/* Removed, or another value now: this inode is the file as it
+		 * was, like an unlinked or replaced file that is still open
+		 * (fstat of it must work: Python's mmap sizes its map so). The
+		 * name gets a new inode at its next lookup (entry_timeout). */
 		pthread_mutex_lock(&fs->lock);
-		kvfs_node_from_stat_locked(fs, n, &ks);
+		if (rc == KVP_ENOTFOUND || !kvfs_node_from_stat_locked(fs, n, &ks))
+			kvfs_node_retire_locked(fs, n);
 		pthread_mutex_unlock(&fs->lock);
 	}
 	pthread_mutex_lock(&fs->lock);

@@ -1,11 +1,9 @@
-/* kvfs_neg: negative lookups from a directory's recent listing. A lookup
- * of a name the pool does not hold costs two master round trips (the key,
- * then keys under it as a directory); creating a file starts with one.
- * A directory of up to KVFS_NEG_MAX entries keeps the names one listing
- * returned, for entry_timeout (the time the kernel caches a name anyway),
- * plus the names this view created since: a name not among them is
- * absent. Any libfuse worker thread; fs->lock guards the listings, the
- * pool is asked without it.
+/* kvfs_neg: a name the pool said it does not hold, a moment ago. The
+ * kernel creates a file right after a lookup that found its name absent;
+ * that lookup's answer serves the create too, instead of asking again.
+ * One slot per directory node (sequential creators: cp -r, tar, rsync,
+ * a loop of open(O_CREAT)), valid KVFS_NEG_MS. Any libfuse worker thread;
+ * fs->lock guards the slot.
  */
 #ifndef KVP_KVFS_NEG_H
 #define KVP_KVFS_NEG_H
@@ -15,22 +13,15 @@
 
 #include "kvfs_fs.h"
 
-#define KVFS_NEG_MAX 1024	/* entries a listing may have to be kept */
+#define KVFS_NEG_MS 100
 
 struct kvfs_node;
-struct kvfs_neg;
 
-/* 1 when the object raw and the directory raw + "/" are both absent from
- * directory d (listing it first if it has no fresh listing), 0 when the
- * pool must be asked, < 0 a KVP_E* code. */
-int kvfs_neg_lookup(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len);
-/* Like kvfs_neg_lookup, from a fresh listing only (never asks the pool). */
+/* The pool holds neither the object raw nor keys under raw + "/" (in d). */
+void kvfs_neg_note(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len);
+/* Whether that was said of raw within KVFS_NEG_MS. */
 bool kvfs_neg_absent(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len);
-/* A name (a key, or a prefix ending in '/') now exists in d. */
-void kvfs_neg_add(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len);
-/* d was found to hold nothing at all (mkdir): an empty listing. */
-void kvfs_neg_empty(struct kvfs *fs, struct kvfs_node *d);
-/* Frees a node's listing (node_free, fs->lock held or the node gone). */
-void kvfs_neg_free(struct kvfs_neg *l);
+/* raw exists now (created, renamed to): the note is void. */
+void kvfs_neg_forget(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len);
 
 #endif

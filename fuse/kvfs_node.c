@@ -10,7 +10,6 @@
 #include <xxhash.h>
 
 #include "kvfs_commit.h"
-#include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "net.h"
 
@@ -69,7 +68,6 @@ static void node_free(struct kvfs_node *n)
 	for (unsigned i = 0; i < n->nold_raw; i++)
 		free(n->old_raw[i]);
 	free(n->old_raw);
-	kvfs_neg_free(n->neg);
 	free(n->raw);
 	free(n);
 }
@@ -249,9 +247,8 @@ void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n)
 
 	if (n->retired || n->ino < KVFS_INO_MIN)
 		return;
-	kvfs_memdir_clear_locked(fs, n);	/* may free it: then it is gone already */
-	if (!kvfs_node_by_ino_locked(fs, n->ino))
-		return;
+	n->refs++;		/* not freed under our feet */
+	kvfs_memdir_clear_locked(fs, n);
 	pp = &fs->by_name[bucket(fs, hash_name(n->kind, n->raw, n->rawlen))];
 	while (*pp && *pp != n)
 		pp = &(*pp)->name_next;
@@ -259,6 +256,7 @@ void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n)
 		*pp = n->name_next;
 	n->name_next = NULL;
 	n->retired = true;
+	n->refs--;
 	kvfs_node_maybe_free_locked(fs, n);
 }
 
@@ -464,13 +462,15 @@ void kvfs_fill_entry_locked(struct kvfs *fs, const struct kvfs_node *n,
 }
 
 /* Stores what kvp_stat said about a file node. */
-void kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st)
+bool kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st)
 {
 	if (n->generation != st->generation) {
-		if (n->generation == 0 && n->commit_len == st->size && n->commit_sum == st->checksum)
-			n->generation = st->generation;	/* what this view committed */
-		else if (n->generation != 0 || n->commit_len != 0)
-			kvfs_node_changed_locked(fs, n);
+		/* unknown (0, nothing committed here), or what this view committed */
+		bool mine = n->generation == 0 && n->commit_len == st->size &&
+			    n->commit_sum == st->checksum;
+
+		if (!mine && (n->generation != 0 || n->commit_len != 0))
+			return false;
 		n->generation = st->generation;
 		n->commit_len = 0;
 	}
@@ -478,4 +478,40 @@ void kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const stru
 	n->mtime_ns = st->put_time_ns;
 	n->atime_ns = st->access_time_ns;
 	n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	return true;
+}
+
+bool kvfs_node_from_list_locked(struct kvfs *fs, struct kvfs_node *n, uint64_t size,
+				uint64_t put_ns)
+{
+	if (n->pending || n->queued || n->memdir)
+		return true;		/* this view's value: not the pool's yet */
+	if (n->generation && n->mtime_ns != put_ns)
+		return false;
+	n->size = size;
+	n->mtime_ns = put_ns;
+	n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	return true;
+}
+
+struct kvfs_node *kvfs_node_fresh_locked(struct kvfs *fs, struct kvfs_node *n)
+{
+	uint64_t parent = n->parent;
+	char name[KVFS_NAME_BUF];
+	struct kvfs_node *f;
+
+	snprintf(name, sizeof(name), "%s", n->name);
+	n->refs++;		/* n->raw stays valid while we copy from it */
+	kvfs_node_retire_locked(fs, n);
+	f = kvfs_node_get_locked(fs, n->kind, n->raw, n->rawlen, parent, name);
+	n->refs--;
+	kvfs_node_maybe_free_locked(fs, n);
+	return f;
+}
+
+void kvfs_node_committed_locked(struct kvfs *fs, struct kvfs_node *n, uint64_t sum, uint64_t len)
+{
+	kvfs_node_changed_locked(fs, n);
+	n->commit_sum = sum;
+	n->commit_len = len;
 }

@@ -72,7 +72,7 @@ struct kvfs_node {
 	struct kvfs_wbuf *pending;	/* FILE being written (kvfs_fh.h) */
 	struct kvfs_blob *queued;	/* FILE: closed, being committed (kvfs_commit.h) */
 	struct kvfs_blob *blob;		/* FILE: the latest value some handle holds */
-	struct kvfs_neg *neg;		/* DIR: a recent listing (kvfs_neg.h) */
+	uint64_t neg_hash, neg_until;	/* DIR: a name found absent (kvfs_neg.h) */
 	char **old_raw;			/* names before renames: unlocked readers may
 					 * still hold them; freed with the node */
 	unsigned nold_raw;
@@ -122,18 +122,32 @@ int kvfs_node_rekey_locked(struct kvfs *fs, struct kvfs_node *n, const char *raw
 /* Takes n out of the name table: lookups no longer find it, the kernel's
  * references and open handles keep it until they go. */
 void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n);
-/* The content of FILE n changed under the kernel's page cache: bump its
- * version and queue an invalidation (done off the request path). */
+/* This view changed the content of FILE n under the kernel's page cache
+ * (a write handle's commit, a truncation, a removal): bump its version and
+ * queue an invalidation (done off the request path). */
 void kvfs_node_changed_locked(struct kvfs *fs, struct kvfs_node *n);
 
 bool kvfs_is_dir_kind(enum kvfs_kind k);
 void kvfs_fill_attr_locked(struct kvfs *fs, const struct kvfs_node *n, struct stat *st);
 void kvfs_fill_entry_locked(struct kvfs *fs, const struct kvfs_node *n,
 			    struct fuse_entry_param *e);
-/* Stores what kvp_stat said about a file node; a generation other than
- * the one its version holds is a changed content (kvfs_node_changed_locked),
- * except the value this view committed last (same checksum and size). */
-void kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st);
+/* Stores what kvp_stat said about a file node. False (nothing stored)
+ * when st is another value than the one n stands for — another client
+ * replaced the key since — except the value this view committed last
+ * (same checksum and size): then the caller retires n, as for an inode
+ * whose file was replaced, and the key gets a new node (kvfs_node_fresh). */
+bool kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvp_stat *st);
+/* The same from a list entry (size and put time): false when the put
+ * time says another value than the one of a generation n knows. */
+bool kvfs_node_from_list_locked(struct kvfs *fs, struct kvfs_node *n, uint64_t size,
+				uint64_t put_ns);
+/* The node of key raw after its old node n was found stale: n retired,
+ * a new one (a new inode number) in its place. NULL when out of memory. */
+struct kvfs_node *kvfs_node_fresh_locked(struct kvfs *fs, struct kvfs_node *n);
+/* This view stored len bytes (checksum sum) as n's value: its pages are
+ * stale (changed_locked) and the pool's generation of it is adopted when
+ * a stat next shows it. */
+void kvfs_node_committed_locked(struct kvfs *fs, struct kvfs_node *n, uint64_t sum, uint64_t len);
 /* The mode bits stat shows for a node of kind k (type included). */
 mode_t kvfs_node_mode(const struct kvfs *fs, enum kvfs_kind k);
 

@@ -107,6 +107,7 @@ const struct fuse_lowlevel_ops kvfs_ops = {
 	.readdir = kvfs_readdir,
 	.readdirplus = kvfs_readdirplus,
 	.releasedir = kvfs_releasedir,
+	.fsyncdir = kvfs_fsyncdir,
 	.open = kvfs_open,
 	.read = kvfs_read,
 	.create = kvfs_create,

@@ -55,6 +55,7 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct kvfs_node *n = kvfs_node_ref(fs, ino);
 	struct kvfs_fh *fh = NULL;
 	struct kvp_stat st;
+	bool replacing = false;
 	uint64_t version;
 	struct kvp *k;
 	int rc = 0, e = 0;
@@ -99,6 +100,7 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = EBUSY;
 	else if (!n->pending)
 		fh = open_mem_locked(n, &rc);
+	replacing = n->pending != NULL;
 	pthread_mutex_unlock(&fs->lock);
 	if (rc)
 		goto out_err;
@@ -131,8 +133,16 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (kvfs_local_find(fs, fh->key, strlen(fh->key), &st, &fh->lhdr) == 0)
 		fh->lval = kvfs_local_value(fh->lhdr);
 	pthread_mutex_lock(&fs->lock);
+	if (!kvfs_node_from_stat_locked(fs, n, &st)) {
+		/* another client replaced the key since the kernel got this
+		 * inode: ESTALE makes the kernel look the name up again and
+		 * retry the open (once) on the new inode */
+		kvfs_node_retire_locked(fs, n);
+		pthread_mutex_unlock(&fs->lock);
+		rc = ESTALE;
+		goto out_err;
+	}
 	version = n->version;
-	kvfs_node_from_stat_locked(fs, n, &st);
 	fh->version = n->version;
 	/* the pages the kernel holds are of this value unless its version
 	 * changed: keep them (an invalidation still queued: let open drop them) */
@@ -141,7 +151,15 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_unlock(&fs->lock);
 	/* No direct I/O: shared mappings (numpy.memmap, safetensors) need the
 	 * page cache, and warm reads are served by the kernel alone. Pages are
-	 * filled from the local segment when the value has a replica there. */
+	 * filled from the local segment when the value has a replica there.
+	 * While a handle of this mount rewrites the file, the kernel's size of
+	 * the inode is the writer's: a new reader reads the stored value whole
+	 * by direct I/O, past that size, and caches nothing. */
+	if (replacing) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+		fh->direct = true;
+	}
 	fi->fh = (uintptr_t)fh;
 	fuse_reply_open(req, fi);
 	return;
@@ -242,7 +260,7 @@ static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t 
 		/* the kernel's page cache is the inode's: only the version it
 		 * holds may fill it, an older handle's bytes never mix in */
 		pthread_mutex_lock(&fs->lock);
-		rc = fh->version == fh->node->version ? 0 : EIO;
+		rc = fh->direct || fh->version == fh->node->version ? 0 : EIO;
 		pthread_mutex_unlock(&fs->lock);
 		if (rc) {
 			fuse_reply_err(req, rc);

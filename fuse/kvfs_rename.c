@@ -77,24 +77,14 @@ static int check_target(struct rn *r)
 	if (kvfs_neg_absent(fs, r->nd, r->nc.raw, r->nc.rawlen)) {
 		r->dst_exists = mem;
 	} else {
-		struct kvp *k = kvfs_kvp(fs, &rc);
+		struct kvfs_probe p;
 
-		if (!k)
-			return kvp_to_errno(rc);
-		rc = kvp_exists(k, r->nc.raw);
+		rc = kvfs_probe(fs, r->nc.raw, r->nc.rawlen, &p);
 		if (rc < 0)
 			return kvp_to_errno(rc);
-		r->dst_exists = rc == 1 || mem || queued;
-		if (!r->dst_exists) {
-			r->nc.raw[r->nc.rawlen] = '/';
-			r->nc.raw[r->nc.rawlen + 1] = 0;
-			rc = kvfs_prefix_used(fs, r->nc.raw);
-			r->nc.raw[r->nc.rawlen] = 0;
-			if (rc < 0)
-				return kvp_to_errno(rc);
-			if (rc > 0)
-				return EISDIR;	/* a directory of keys has that name */
-		}
+		r->dst_exists = p.obj || mem || queued;
+		if (!r->dst_exists && p.dir)
+			return EISDIR;	/* a directory of keys has that name */
 	}
 	if (r->dst_exists && (r->flags & RENAME_NOREPLACE))
 		return EEXIST;
@@ -109,8 +99,7 @@ static int rekey_locked(struct rn *r, struct kvfs_node *n)
 	int rc = kvfs_node_rekey_locked(r->fs, n, r->nc.raw, r->nc.rawlen, r->nd->ino,
 					r->newname, &old);
 
-	if (rc == 0 && old && (old->generation || old->commit_len))
-		kvfs_node_changed_locked(r->fs, old);
+	(void)old;	/* retired: its open handles keep what they cached */
 	kvfs_times_drop_locked(&r->fs->times, r->nc.raw, r->nc.rawlen);
 	return rc ? ENOMEM : 0;
 }
@@ -284,7 +273,7 @@ static int move_stored(struct rn *r, struct kvfs_node *n)
 							       r->nc.rawlen);
 
 		if (o)
-			kvfs_node_changed_locked(fs, o);
+			kvfs_node_retire_locked(fs, o);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -386,7 +375,7 @@ void kvfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
 		goto out;		/* the same name: nothing to do */
 	err = do_rename(r);
 	if (!err) {
-		kvfs_neg_add(fs, r->nd, r->nc.raw, r->nc.rawlen);
+		kvfs_neg_forget(fs, r->nd, r->nc.raw, r->nc.rawlen);
 		if (r->src_removed)
 			kvfs_keep_emptied_dirs(fs, r->d);
 	}

@@ -96,6 +96,60 @@ int kvfs_prefix_used(struct kvfs *fs, const char *prefix)
 	return rc;
 }
 
+#define PROBE_PAGE 16
+
+int kvfs_probe(struct kvfs *fs, const char *raw, size_t len, struct kvfs_probe *p)
+{
+	char dir[KVP_MAX_KEY + 2];
+	bool past = false;
+	struct kvp_list l;
+	struct kvp *k;
+	int rc, e = 0;
+
+	memset(p, 0, sizeof(*p));
+	if (len > KVP_MAX_KEY)
+		return KVP_EKEY;
+	memcpy(dir, raw, len);
+	dir[len] = '/';
+	dir[len + 1] = 0;
+	if (len == 0) {		/* "" is no key, only the directory "/" */
+		rc = kvfs_prefix_used(fs, dir);
+		p->dir = rc > 0;
+		return rc < 0 ? rc : 0;
+	}
+	k = kvfs_kvp(fs, &e);
+	if (!k)
+		return e;
+	/* entries come in byte order: raw, raw + bytes below '/', raw/ */
+	rc = kvp_list(k, raw, '/', NULL, PROBE_PAGE, &l);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < l.n; i++) {
+		const struct kvp_list_entry *en = &l.entries[i];
+		int c = strcmp(en->name, dir);
+
+		if (!en->is_prefix && strlen(en->name) == len && !memcmp(en->name, raw, len)) {
+			p->obj = true;
+			p->size = en->size;
+			p->put_ns = en->put_time_ns;
+		} else if (c == 0) {
+			p->dir = true;
+		}
+		if (c >= 0)
+			past = true;
+	}
+	if (!l.next || !l.next[0])
+		past = true;		/* the whole listing: nothing more */
+	kvp_list_free(&l);
+	if (!past) {
+		rc = kvfs_prefix_used(fs, dir);
+		if (rc < 0)
+			return rc;
+		p->dir = rc > 0;
+	}
+	return 0;
+}
+
 /* Whether a chain directory (raw ends inside a component, after dl) has an
  * entry whose chain really passes through it (cut exactly at rawlen). */
 int kvfs_piece_used(struct kvfs *fs, const char *raw, size_t rawlen, size_t dl, size_t off)

@@ -35,6 +35,15 @@ int kvfs_resolve(const struct kvfs_node *d, const char *name, struct kvfs_child 
 /* 1 when at least one complete key starts with prefix, 0 when none, < 0. */
 int kvfs_prefix_used(struct kvfs *fs, const char *prefix);
 
+/* What the pool holds at a name: the object raw and keys under raw + "/". */
+struct kvfs_probe {
+	bool obj, dir;
+	uint64_t size, put_ns;		/* of the object */
+};
+/* One list call answers both (two when many names between raw and raw/
+ * fill its page). 0 or a KVP_E* code. */
+int kvfs_probe(struct kvfs *fs, const char *raw, size_t len, struct kvfs_probe *p);
+
 /* Whether a chain directory (raw ends inside a component, after dl) has an
  * entry whose chain really passes through it (cut exactly at rawlen). */
 int kvfs_piece_used(struct kvfs *fs, const char *raw, size_t rawlen, size_t dl, size_t off);

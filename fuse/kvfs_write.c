@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
+#include "kvfs_change.h"
 #include "kvfs_commit.h"
 #include "kvfs_fh.h"
 #include "kvfs_neg.h"
@@ -124,10 +126,11 @@ static int open_wbuf(struct kvfs *fs, struct kvfs_node *n, int flags, bool creat
 	pthread_mutex_lock(&fs->lock);
 	if (rc) {
 		n->pending = NULL;
-	} else {
+	} else if (!fh->w.existed) {
+		/* a new file shows its growing size; a replaced one shows the
+		 * stored value until the close that replaces it */
 		n->size = fh->w.len;
-		if (fh->w.dirty || created)
-			n->mtime_ns = net_realtime_ns();
+		n->mtime_ns = net_realtime_ns();
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (rc) {
@@ -224,7 +227,7 @@ void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	n->generation = 0;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
-	kvfs_neg_add(fs, d, c.raw, c.rawlen);
+	kvfs_neg_forget(fs, d, c.raw, c.rawlen);
 	fi->direct_io = 1;
 	fi->fh = (uintptr_t)fh;
 	fuse_reply_create(req, &e, fi);
@@ -270,9 +273,11 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 				w->writers[w->nwriters] = fi->lock_owner;
 			w->nwriters++;
 		}
-		pthread_mutex_lock(&fs->lock);
-		fh->node->size = w->len;
-		pthread_mutex_unlock(&fs->lock);
+		if (!w->existed) {
+			pthread_mutex_lock(&fs->lock);
+			fh->node->size = w->len;
+			pthread_mutex_unlock(&fs->lock);
+		}
 	}
 	pthread_mutex_unlock(&fh->lock);
 	if (rc)
@@ -300,9 +305,11 @@ int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size)
 	}
 	if (!err) {
 		w->dirty = true;
-		pthread_mutex_lock(&fs->lock);
-		fh->node->size = w->len;
-		pthread_mutex_unlock(&fs->lock);
+		if (!w->existed) {
+			pthread_mutex_lock(&fs->lock);
+			fh->node->size = w->len;
+			pthread_mutex_unlock(&fs->lock);
+		}
 	}
 	pthread_mutex_unlock(&fh->lock);
 	return err;
@@ -310,6 +317,7 @@ int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size)
 
 int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed)
 {
+	struct kvfs_node *d = NULL;
 	struct kvp *k;
 	int rc = 0, e = 0;
 
@@ -328,10 +336,19 @@ int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool
 			kvfs_node_changed_locked(fs, n);
 		kvfs_times_drop_locked(&fs->times, key, strlen(key));
 		n->size = 0;
+		n->mtime_ns = net_realtime_ns();
 		if (!n->retired)
 			kvfs_memdir_set_locked(fs, n);
+		d = existed ? kvfs_node_by_ino_locked(fs, n->parent) : NULL;
+		if (d)
+			d->refs++;
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (d) {
+		/* its key is gone: the directories above may hold no key now */
+		kvfs_keep_emptied_dirs(fs, d);
+		kvfs_node_unref(fs, d);
+	}
 	return rc ? kvp_to_errno(rc) : 0;
 }
 
@@ -342,6 +359,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 	struct kvfs_wbuf *w = &fh->w;
 	char key[KVP_MAX_KEY + 1];
 	bool replace = !w->excl, changed;
+	uint64_t sum;
 	int rc = 0;
 
 	if (w->done)
@@ -389,6 +407,7 @@ put_now:
 		/* after what an earlier close of this file queued */
 		kvfs_commit_wait(fs, n);
 		rc = kvfs_store(fs, key, w->buf, w->len, replace);
+		sum = rc == 0 ? XXH3_64bits(w->buf, w->len) : 0;
 		pthread_mutex_lock(&fs->lock);
 		if (n->pending == w)
 			n->pending = NULL;
@@ -396,6 +415,8 @@ put_now:
 		if (rc == 0) {
 			if (changed)
 				kvfs_node_changed_locked(fs, n);
+			n->commit_sum = sum;
+			n->commit_len = w->len;
 			kvfs_memdirs_settle_locked(fs, key, strlen(key));
 		}
 		pthread_mutex_unlock(&fs->lock);
@@ -443,6 +464,14 @@ void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_i
 	if (fh->kind != FH_TEXT)
 		rc = kvfs_commit_wait(fs, fh->node);
 	fuse_reply_err(req, rc);
+}
+
+void kvfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct kvfs *fs = fuse_req_userdata(req);
+
+	/* `sync MNT`: every put queued behind a close is done */
+	fuse_reply_err(req, kvfs_commit_wait_all(fs, true));
 }
 
 void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -26,6 +26,7 @@ void kvfs_open_write(fuse_req_t req, struct kvfs *fs, struct kvfs_node *n,
 		     struct fuse_file_info *fi);
 void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void kvfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
 /* ftruncate on a write handle: the buffer's new length. An errno or 0. */

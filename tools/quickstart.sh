@@ -3,9 +3,11 @@
 # Debian packages (as root; otherwise prints the apt-get line), builds, starts
 # a master and a node on loopback with conf/kvpool.ini plus small-machine
 # overrides, mounts the FUSE view, prints what to type, and runs in the
-# foreground until Ctrl-C, then stops and unmounts everything it started.
+# foreground until Ctrl-C, then stops what it started in order (the mount,
+# the node, the master) and removes what it made in /tmp.
 #
 #   tools/quickstart.sh [-p PORT_BASE] [-s SEGMENT_SIZE] [-m DIR | --no-mount] [--keep]
+#                       [--logs DIR]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
@@ -16,6 +18,7 @@ segsize=256M
 mnt=/tmp/kvpool-mnt
 mount_view=1
 keep=0
+logdir=""
 usage() {
 	cat <<EOF
 Usage: tools/quickstart.sh [OPTIONS]
@@ -29,7 +32,9 @@ Builds kvpool if needed, starts kvpool-master and one kvpool-node on
   -m, --mount DIR       where to mount the FUSE view (default /tmp/kvpool-mnt)
       --no-mount        do not mount the FUSE view
       --keep            keep the node's /dev/shm segment (and its objects)
-                        after stopping; the next run finds them again
+                        after stopping; the next --keep run serves them again
+      --logs DIR        keep the daemons' logs in DIR (default: a temporary
+                        directory, removed at exit unless something failed)
   -h, --help            this text
 EOF
 }
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
 	-m | --mount) mnt=${2:?}; shift 2 ;;
 	--no-mount) mount_view=0; shift ;;
 	--keep) keep=1; shift ;;
+	--logs) logdir=${2:?}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "quickstart: unknown option '$1'" >&2; usage >&2; exit 2 ;;
 	esac
@@ -55,10 +61,21 @@ fi
 # ---- packages and build ---------------------------------------------------
 # deps.sh installs what is missing when root, else prints the apt-get line.
 tools/deps.sh build test || exit 1
+# Logs go to a private directory that goes at exit, unless --logs names one
+# or something failed (then it stays, and its path is printed).
+keep_logs=0
+if [ -n "$logdir" ]; then
+	mkdir -p "$logdir" || exit 1
+	keep_logs=1
+else
+	logdir=$(mktemp -d /tmp/kvpool-quickstart.XXXXXX) || exit 1
+fi
+state=$logdir
+drop_logs() { [ $keep_logs = 1 ] || rm -rf "$state"; }
 echo "quickstart: building (make progs)..."
-if ! make -j"$(nproc)" progs >/tmp/kvpool-quickstart-make.log 2>&1; then
-	tail -n 30 /tmp/kvpool-quickstart-make.log >&2
-	echo "quickstart: the build failed; full log: /tmp/kvpool-quickstart-make.log" >&2
+if ! make -j"$(nproc)" progs >"$state/make.log" 2>&1; then
+	tail -n 30 "$state/make.log" >&2
+	echo "quickstart: the build failed; full log: $state/make.log" >&2
 	exit 1
 fi
 KVP=$root/$BUILD/kvpool MASTER=$root/$BUILD/kvpool-master NODE=$root/$BUILD/kvpool-node
@@ -83,11 +100,10 @@ done
 if [ -n "$busy" ]; then
 	echo "quickstart: port(s)$busy already in use (another kvpool running?)." >&2
 	echo "  Stop it, or pick other ports: tools/quickstart.sh --port-base 25000" >&2
+	drop_logs
 	exit 1
 fi
 
-state=/tmp/kvpool-quickstart-$base
-mkdir -p "$state"
 conf=conf/kvpool.ini
 [ -f "$conf" ] || { echo "quickstart: $conf is missing" >&2; exit 1; }
 node=quickstart-$base
@@ -105,9 +121,18 @@ node_opts=(-o "node.name=$node"
 	-o "node.segment_size=$segsize")
 [ $keep = 1 ] || node_opts+=(-o "node.remove_segment_on_exit=true")
 
+kept_before=0
+[ $keep = 1 ] && [ -e "/dev/shm/$seg" ] && kept_before=1
+
 pids=()
+names=()
 mounted=0
+made_mnt=0
 stopping=0
+failed=0
+# The daemons run in sessions of their own (setsid), so the terminal's
+# Ctrl-C reaches this script alone and the stop goes in order: the mount,
+# then the node (drains and leaves the master), then the master.
 stop_all() {
 	[ $stopping = 1 ] && return
 	stopping=1
@@ -117,22 +142,33 @@ stop_all() {
 	if [ $mounted = 1 ] && mountpoint -q "$mnt" 2>/dev/null; then
 		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null
 	fi
-	# Reverse order: the mount, then the node (drains and unmounts at the
-	# master), then the master.
 	local i
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		local p=${pids[i]}
 		kill -TERM "$p" 2>/dev/null || continue
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		if kill -0 "$p" 2>/dev/null; then
+			echo "quickstart: ${names[i]} did not stop within 10 s; killing it" >&2
+			kill -KILL "$p" 2>/dev/null
+			failed=1
+		else
+			echo "quickstart: ${names[i]} stopped"
+		fi
 	done
 	wait 2>/dev/null
+	[ $made_mnt = 1 ] && rmdir "$mnt" 2>/dev/null
 	if [ $keep = 0 ]; then
 		rm -f "/dev/shm/$seg"
 	else
-		echo "quickstart: kept /dev/shm/$seg; the next --keep run serves its objects again"
+		echo "quickstart: kept /dev/shm/$seg: the next 'tools/quickstart.sh --keep' serves its"
+		echo "  objects again; to drop them: rm /dev/shm/$seg"
 	fi
-	echo "quickstart: stopped. Logs: $state/"
+	if [ $failed = 1 ] || [ $keep_logs = 1 ]; then
+		echo "quickstart: stopped. Logs: $state/"
+	else
+		drop_logs
+		echo "quickstart: stopped."
+	fi
 }
 trap 'stop_all; exit 0' INT TERM
 trap 'stop_all' EXIT
@@ -144,15 +180,22 @@ die() {
 		echo "--- $l" >&2
 		tail -n 10 "$l" >&2
 	done
+	failed=1
 	exit 1
 }
 
-: >"$state/master.log"
-: >"$state/node.log"
-"$MASTER" "${common[@]}" >>"$state/master.log" 2>&1 &
-pids+=($!)
-"$NODE" "${common[@]}" "${node_opts[@]}" >>"$state/node.log" 2>&1 &
-pids+=($!)
+# start NAME LOG CMD...: CMD in a session of its own, logging to LOG.
+start() {
+	local name=$1 log=$2
+	shift 2
+	: >"$log"
+	setsid "$@" >>"$log" 2>&1 </dev/null &
+	pids+=($!)
+	names+=("$name")
+}
+
+start master "$state/master.log" "$MASTER" "${common[@]}"
+start node "$state/node.log" "$NODE" "${common[@]}" "${node_opts[@]}"
 kv=("$KVP" -c "$root/$conf" -o "cluster.master=127.0.0.1:$mport")
 up=0
 for _ in $(seq 100); do
@@ -164,20 +207,29 @@ for _ in $(seq 100); do
 	sleep 0.2
 done
 [ $up = 1 ] || die "the node did not join the master within 20 s"
+if [ $keep = 1 ]; then
+	if [ $kept_before = 1 ]; then
+		# the node reported what its segment still holds as it joined
+		objs=$("${kv[@]}" info 2>/dev/null | sed -n 's/^keys: *//p')
+		echo "quickstart: /dev/shm/$seg was kept by an earlier run: ${objs:-0} objects came back"
+	else
+		echo "quickstart: --keep: /dev/shm/$seg stays after Ctrl-C"
+	fi
+fi
 
 if [ $mount_view = 1 ]; then
 	if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
 		echo "quickstart: no /dev/fuse or fusermount3: the FUSE view is not mounted"
 		mount_view=0
 	else
-		mkdir -p "$mnt"
+		if [ ! -e "$mnt" ]; then
+			mkdir -p "$mnt" && made_mnt=1
+		fi
 		if mountpoint -q "$mnt"; then
 			fusermount3 -u "$mnt" 2>/dev/null
 			mountpoint -q "$mnt" && die "$mnt is already a mount point; pick another with -m DIR"
 		fi
-		: >"$state/mount.log"
-		"${kv[@]}" mount -f "$mnt" >>"$state/mount.log" 2>&1 &
-		pids+=($!)
+		start mount "$state/mount.log" "${kv[@]}" mount -f "$mnt"
 		mounted=1
 		for _ in $(seq 50); do
 			mountpoint -q "$mnt" && break
@@ -187,7 +239,7 @@ if [ $mount_view = 1 ]; then
 		if ! mountpoint -q "$mnt"; then
 			echo "quickstart: the FUSE view did not mount (see $state/mount.log); going on without it"
 			kill -TERM "${pids[-1]}" 2>/dev/null
-			unset 'pids[-1]'
+			unset 'pids[-1]' 'names[-1]'
 			mounted=0
 			mount_view=0
 		fi
@@ -220,12 +272,13 @@ if [ $mount_view = 1 ]; then
 	cat <<EOF
   ls -l $mnt $mnt/blobs
   cat $mnt/greeting
-  cp /etc/hosts $mnt/hosts && $cli get hosts
+  cp /etc/hosts $mnt/hosts && sync $mnt/hosts && $cli get hosts
+  rsync -a $root/docs/ $mnt/docs/ && diff -r $root/docs $mnt/docs
 EOF
 fi
 cat <<EOF
 
-Logs: $state/. Press Ctrl-C to stop everything.
+Logs: $state/$([ $keep_logs = 1 ] || echo " (removed at exit)"). Press Ctrl-C to stop everything.
 EOF
 
 # Stay in the foreground; stop when Ctrl-C comes or a daemon dies.
@@ -234,6 +287,7 @@ while :; do
 		if ! kill -0 "$p" 2>/dev/null; then
 			echo "quickstart: a process exited unexpectedly; stopping" >&2
 			for l in "$state"/*.log; do echo "--- $l" >&2; tail -n 10 "$l" >&2; done
+			failed=1
 			stop_all
 			exit 1
 		fi
