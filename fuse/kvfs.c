@@ -20,6 +20,7 @@
 
 #include "kvfs_commit.h"
 #include "kvfs_fs.h"
+#include "kvfs_io.h"
 #include "kvfs_local.h"
 #include "kvfs_node.h"
 #include "kvfs_ops.h"
@@ -306,6 +307,9 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 			 "installed for non-root users?)", fs->mnt);
 		goto out_free;
 	}
+	rc = kvfs_io_attach(fs);
+	if (rc < 0)	/* then mmap of local values falls back to the page cache */
+		log_info("kvfs: custom FUSE I/O not available (%s)", strerror(-rc));
 	rc = mount_find(fs->mnt, fstype, sizeof(fstype), &fs->dev_major, &fs->dev_minor);
 	if (rc == 0)
 		tune_readahead(fs);

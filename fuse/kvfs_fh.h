@@ -60,7 +60,8 @@ struct kvfs_fh {
 	pthread_mutex_t lock;		/* blob fetch / write buffer */
 	char *key;			/* READ: the key open read (a rename may re-key the node) */
 	uint64_t version;		/* READ: the node's version at open */
-	bool direct;			/* READ: direct I/O (fills no page cache) */
+	bool direct;			/* READ: opened during a rewrite: direct I/O
+					 * of the stored value, any version */
 	uint64_t size, generation, checksum;	/* READ: what open saw */
 	const uint8_t *lhdr, *lval;	/* READ: replica in a local segment */
 	struct kvfs_blob *blob;		/* READ: filled by the first read */

@@ -34,6 +34,10 @@ struct kvfs {
 	bool thread_started;
 	bool foreground_loop;
 	unsigned dev_major, dev_minor;	/* of the mount, from mountinfo */
+	/* INIT (kvfs_io.c): written before any other request is read */
+	uint64_t init_unique;
+	bool init_offered;		/* the kernel offers DIRECT_IO_ALLOW_MMAP */
+	bool dio_mmap;			/* asked for: direct-I/O files can be mmap'd */
 
 	/* options, fixed at start */
 	bool ro;

@@ -149,12 +149,19 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (version == n->version && !n->inval_queued)
 		fi->keep_cache = 1;
 	pthread_mutex_unlock(&fs->lock);
-	/* No direct I/O: shared mappings (numpy.memmap, safetensors) need the
-	 * page cache, and warm reads are served by the kernel alone. Pages are
-	 * filled from the local segment when the value has a replica there.
+	/* A value in a segment on this host: reads go straight from it to
+	 * the reader (direct I/O), no page-cache copy of memory that is there
+	 * already — where the kernel lets such a file be mapped MAP_SHARED
+	 * (kvfs_io.h); its mapped pages are filled from the segment then.
+	 * Other values go through the page cache: warm reads and mappings are
+	 * the kernel's alone.
 	 * While a handle of this mount rewrites the file, the kernel's size of
 	 * the inode is the writer's: a new reader reads the stored value whole
 	 * by direct I/O, past that size, and caches nothing. */
+	if (fh->lhdr && fs->dio_mmap) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
 	if (replacing) {
 		fi->direct_io = 1;
 		fi->keep_cache = 0;

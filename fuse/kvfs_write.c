@@ -453,15 +453,52 @@ void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, rc);
 }
 
+/* fsync of a write handle: what was written so far becomes the key's
+ * value now (the handle stays open for more, stored again at its close). */
+static int fh_sync_locked(struct kvfs *fs, struct kvfs_fh *fh)
+{
+	struct kvfs_node *n = fh->node;
+	struct kvfs_wbuf *w = &fh->w;
+	char key[KVP_MAX_KEY + 1];
+	uint64_t sum;
+	int rc;
+
+	if (w->err)
+		return w->err;
+	if (w->done || !w->dirty || w->len == 0)
+		return 0;	/* stored already, unchanged, or no value yet */
+	pthread_mutex_lock(&fs->lock);
+	snprintf(key, sizeof(key), "%s", n->raw);
+	pthread_mutex_unlock(&fs->lock);
+	kvfs_commit_wait(fs, n);
+	rc = kvfs_store(fs, key, w->buf, w->len, !w->excl);
+	if (rc < 0)
+		return kvp_to_errno(rc);
+	sum = XXH3_64bits(w->buf, w->len);
+	pthread_mutex_lock(&fs->lock);
+	kvfs_node_committed_locked(fs, n, sum, w->len);
+	kvfs_memdirs_settle_locked(fs, key, strlen(key));
+	pthread_mutex_unlock(&fs->lock);
+	kvfs_commit_times(fs, n, key);
+	w->dirty = false;
+	w->existed = true;	/* a later close replaces it */
+	w->excl = false;
+	return 0;
+}
+
 void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_fh *fh = (struct kvfs_fh *)(uintptr_t)fi->fh;
 	int rc = 0;
 
-	/* a file being written is stored by its close; what a close queued
-	 * is stored by now, or its error reported */
-	if (fh->kind != FH_TEXT)
+	/* what a close queued is stored by now, or its error reported */
+	if (fh->kind == FH_WRITE) {
+		pthread_mutex_lock(&fh->lock);
+		rc = fh_sync_locked(fs, fh);
+		pthread_mutex_unlock(&fh->lock);
+	}
+	if (!rc && fh->kind != FH_TEXT)
 		rc = kvfs_commit_wait(fs, fh->node);
 	fuse_reply_err(req, rc);
 }
