@@ -30,33 +30,6 @@
  * all instead of each costing its own. */
 #define COMMIT_LINGER_NS 1000000ull
 
-#ifndef KVP_PUT_UPSERT
-/* TEMPORARY until the library's upsert lands on main (rebase removes it):
- * plain puts; a replacement is refused. */
-#define KVP_PUT_UPSERT 1u
-struct kvp_put_opts {
-	uint32_t flags;
-};
-static int kvp_put_opts(struct kvp *kvp, const char *key, const void *buf, size_t len,
-			const struct kvp_put_opts *o)
-{
-	int rc = kvp_put(kvp, key, buf, len);
-
-	return rc == KVP_EEXIST && (o->flags & KVP_PUT_UPSERT) ? KVP_ENOTSUP : rc;
-}
-static int kvp_batch_put_opts(struct kvp *kvp, size_t n, const char *const *keys,
-			      const void *const *bufs, const size_t *lens,
-			      const struct kvp_put_opts *o, int *results)
-{
-	int rc = kvp_batch_put_from(kvp, n, keys, bufs, lens, results);
-
-	for (size_t i = 0; rc == 0 && i < n; i++)
-		if (results[i] == KVP_EEXIST && (o->flags & KVP_PUT_UPSERT))
-			results[i] = KVP_ENOTSUP;
-	return rc;
-}
-#endif
-
 struct citem {
 	struct citem *next;
 	struct kvfs_node *node;		/* holds a ref */

@@ -145,7 +145,8 @@ stop_all() {
 	local i
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
 		local p=${pids[i]}
-		kill -TERM "$p" 2>/dev/null || continue
+		# (the mount process may have ended with its unmount already)
+		kill -TERM "$p" 2>/dev/null
 		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		if kill -0 "$p" 2>/dev/null; then
 			echo "quickstart: ${names[i]} did not stop within 10 s; killing it" >&2
