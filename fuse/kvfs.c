@@ -418,9 +418,10 @@ static void usage(FILE *out)
 		"  -f   stay in the foreground (otherwise detach once mounted)\n"
 		"  -d   debug: libfuse prints every request (implies -f)\n"
 		"  -o   ro, rw, allow_other, attr_timeout=T, entry_timeout=T, mode=0644,\n"
-		"       max_read=1M, master=HOST:PORT, config=FILE, and the generic mount\n"
-		"       options nosuid nodev noexec noatime ... (defaults, _netdev, auto,\n"
-		"       noauto, nofail, user, users, x-* are accepted and ignored)\n");
+		"       max_read=1M, write_behind=256K, master=HOST:PORT, config=FILE, and\n"
+		"       the generic mount options nosuid nodev noexec noatime ... (defaults,\n"
+		"       _netdev, auto, noauto, nofail, user, users, x-* are accepted and\n"
+		"       ignored)\n");
 }
 
 static bool opt_ignored(const char *o)
@@ -507,7 +508,8 @@ static int parse_opts(char *list, struct kvp_conf *c, struct kvfs_opts *o)
 		} else if (!strcmp(t, "allow_other") && !val) {
 			c->fuse.allow_other = true;
 		} else if (val && (!strcmp(t, "attr_timeout") || !strcmp(t, "entry_timeout") ||
-				   !strcmp(t, "mode") || !strcmp(t, "max_read"))) {
+				   !strcmp(t, "mode") || !strcmp(t, "max_read") ||
+				   !strcmp(t, "write_behind"))) {
 			if (set_key(c, "fuse", t, val) < 0)
 				return -1;
 		} else if (val && !strcmp(t, "master")) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvfs_commit.h"
 #include "kvfs_ctl.h"
 #include "scan.h"
 
@@ -65,6 +66,7 @@ static int text_done(FILE *f, char **out, size_t *len)
 
 int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len)
 {
+	struct kvfs_commit_stats cs;
 	struct kvp_info info;
 	char a[32], b[32];
 	FILE *f;
@@ -90,6 +92,11 @@ int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len)
 	fprintf(f, "demotions      %" PRIu64 "\n", info.demotions);
 	fprintf(f, "leases         %" PRIu64 "\n", info.leases);
 	fprintf(f, "nodes          %zu\n", info.nnodes);
+	/* this mount's puts behind closes (write-behind) */
+	kvfs_commit_stats(fs, &cs);
+	fprintf(f, "view_queued    %" PRIu64 "\n", cs.queued);
+	fprintf(f, "view_stored    %" PRIu64 " (in %" PRIu64 " batches)\n", cs.stored, cs.batches);
+	fprintf(f, "view_failed    %" PRIu64 "\n", cs.failed);
 	for (size_t i = 0; i < info.nnodes; i++) {
 		const struct kvp_node_info *n = &info.nodes[i];
 

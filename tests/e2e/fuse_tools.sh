@@ -221,7 +221,10 @@ EOF
 sync "$mnt" || fail "sync MNT"
 [ "$(kv ls wb/ | wc -l)" = 300 ] || fail "after sync MNT the pool has $(kv ls wb/ | wc -l) of 300 keys"
 [ "$(kv get wb/s299)" = 299 ] || fail "wb/s299 in the pool"
-ok "300 small files: read back at once through the view, all in the pool after sync MNT"
+read -r stored batches <<<"$(sed -n 's/^view_stored *\([0-9]*\) (in \([0-9]*\) batches)$/\1 \2/p' "$mnt/.kvpool/stats")"
+[ "${stored:-0}" -ge 300 ] && [ "${batches:-0}" -gt 0 ] && [ "$batches" -lt "$stored" ] ||
+	fail ".kvpool/stats: $stored values stored behind closes in $batches batches"
+ok "300 small files: read back at once through the view, all in the pool after sync MNT ($stored puts in $batches batches)"
 
 # ---- readers while a key is renamed over and rewritten ----------------------------------
 head -c 3145728 /dev/urandom >VA
