@@ -43,7 +43,7 @@ static int truncate_stored(struct kvfs *fs, struct kvfs_node *n, const char *key
 	if (size == st.size)
 		return 0;
 	if (size == 0)
-		return kvfs_empty_value(fs, n, key, true);
+		return kvfs_empty_value(fs, n, key, true, NULL);
 	if (size > fs->max_object)
 		return EFBIG;
 	buf = calloc(1, size > st.size ? size : st.size);

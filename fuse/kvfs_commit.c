@@ -131,6 +131,7 @@ static void finish_item(struct kvfs *fs, struct kvfs_commit *c, struct citem *it
 {
 	struct kvfs_node *n = it->node;
 	struct kvfs_blob *b = it->blob;
+	size_t len = b->len;		/* b may go with our reference */
 	bool mine;
 
 	if (it->rc < 0)
@@ -161,7 +162,7 @@ static void finish_item(struct kvfs *fs, struct kvfs_commit *c, struct citem *it
 	else
 		c->st.failed++;
 	c->nitems--;
-	c->bytes -= b->len;
+	c->bytes -= len;
 	pthread_mutex_unlock(&c->lock);
 	kvfs_node_unref(fs, n);
 	free(it->key);

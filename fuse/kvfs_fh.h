@@ -42,6 +42,7 @@ struct kvfs_wbuf {
 	bool existed;			/* the key had a value at open (replace it) */
 	bool excl;			/* O_EXCL create: never replace */
 	bool append;			/* O_APPEND: every write goes to the end */
+	bool any_close;			/* ftruncate'd: the next close stores it */
 	int err;			/* a refused write: nothing is stored */
 	uint64_t writers[KVFS_WRITERS_MAX];	/* lock owners (fd tables) that wrote */
 	unsigned nwriters;		/* may exceed KVFS_WRITERS_MAX */

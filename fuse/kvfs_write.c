@@ -126,11 +126,12 @@ static int open_wbuf(struct kvfs *fs, struct kvfs_node *n, int flags, bool creat
 	pthread_mutex_lock(&fs->lock);
 	if (rc) {
 		n->pending = NULL;
-	} else if (!fh->w.existed) {
-		/* a new file shows its growing size; a replaced one shows the
-		 * stored value until the close that replaces it */
+	} else {
+		/* the kernel's size of the inode follows the writer (it sets it
+		 * from O_TRUNC and the writes itself): stat shows the buffer */
 		n->size = fh->w.len;
-		n->mtime_ns = net_realtime_ns();
+		if (fh->w.dirty || created)
+			n->mtime_ns = net_realtime_ns();
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (rc) {
@@ -273,11 +274,9 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 				w->writers[w->nwriters] = fi->lock_owner;
 			w->nwriters++;
 		}
-		if (!w->existed) {
-			pthread_mutex_lock(&fs->lock);
-			fh->node->size = w->len;
-			pthread_mutex_unlock(&fs->lock);
-		}
+		pthread_mutex_lock(&fs->lock);
+		fh->node->size = w->len;
+		pthread_mutex_unlock(&fs->lock);
 	}
 	pthread_mutex_unlock(&fh->lock);
 	if (rc)
@@ -305,17 +304,18 @@ int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size)
 	}
 	if (!err) {
 		w->dirty = true;
-		if (!w->existed) {
-			pthread_mutex_lock(&fs->lock);
-			fh->node->size = w->len;
-			pthread_mutex_unlock(&fs->lock);
-		}
+		/* setattr carries no lock owner: the next close stores it */
+		w->any_close = true;
+		pthread_mutex_lock(&fs->lock);
+		fh->node->size = w->len;
+		pthread_mutex_unlock(&fs->lock);
 	}
 	pthread_mutex_unlock(&fh->lock);
 	return err;
 }
 
-int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed)
+int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed,
+		     const struct kvfs_wbuf *w)
 {
 	struct kvfs_node *d = NULL;
 	struct kvp *k;
@@ -331,6 +331,10 @@ int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool
 			rc = 0;
 	}
 	pthread_mutex_lock(&fs->lock);
+	/* the write handle's file becomes the empty file in one step: never
+	 * neither (a setattr in between would find no file) */
+	if (w && n->pending == w)
+		n->pending = NULL;
 	if (rc == 0) {
 		if (existed || n->generation || n->commit_len)
 			kvfs_node_changed_locked(fs, n);
@@ -368,7 +372,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 	pthread_mutex_lock(&fs->lock);
 	snprintf(key, sizeof(key), "%s", n->raw);
 	changed = w->existed || n->generation || n->commit_len;
-	if (w->err || !w->dirty || w->len == 0) {
+	if (w->err || !w->dirty) {
 		if (n->pending == w)
 			n->pending = NULL;
 		n->fresh_until = 0;
@@ -380,7 +384,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 	} else if (!w->dirty) {
 		rc = 0;			/* opened for writing, nothing changed */
 	} else if (w->len == 0) {
-		rc = kvfs_empty_value(fs, n, key, w->existed);
+		rc = kvfs_empty_value(fs, n, key, w->existed, w);
 	} else if (w->len <= fs->conf.fuse.write_behind && fs->commit) {
 		struct kvfs_blob *b = kvfs_blob_wrap(w->buf, w->len);
 
@@ -446,7 +450,8 @@ void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * a child that inherited the descriptor and exits has not written. */
 	if (fh->kind == FH_WRITE) {
 		pthread_mutex_lock(&fh->lock);
-		if (!fh->w.done && (fh->w.err || (fh->w.dirty && wbuf_writer(&fh->w, fi->lock_owner))))
+		if (!fh->w.done && (fh->w.err || (fh->w.dirty && (fh->w.any_close ||
+								   wbuf_writer(&fh->w, fi->lock_owner)))))
 			rc = fh_commit_locked(fs, fh);
 		pthread_mutex_unlock(&fh->lock);
 	}

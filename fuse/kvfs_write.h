@@ -15,6 +15,7 @@
 
 struct kvfs_node;
 struct kvfs_fh;
+struct kvfs_wbuf;
 
 void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		 struct fuse_file_info *fi);
@@ -32,7 +33,10 @@ void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* ftruncate on a write handle: the buffer's new length. An errno or 0. */
 int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size);
 /* n (key) is empty now: the value goes from the pool (existed) and n
- * stays as an empty file of this mount. An errno or 0. */
-int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed);
+ * stays as an empty file of this mount; w is the write handle's buffer
+ * whose close this is (it stops being n->pending in the same step), or
+ * NULL. An errno or 0. */
+int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool existed,
+		     const struct kvfs_wbuf *w);
 
 #endif
