@@ -201,6 +201,7 @@ static void fs_free(struct kvfs *fs)
 		kvp_close(fs->kvp);
 	kvfs_local_free(fs);
 	kvfs_tables_free(fs);
+	pthread_cond_destroy(&fs->pending_done);
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->kvp_lock);
 	pthread_mutex_destroy(&fs->lseg_lock);
@@ -220,6 +221,7 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 		return NULL;
 	}
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_cond_init(&fs->pending_done, NULL);
 	pthread_mutex_init(&fs->kvp_lock, NULL);
 	pthread_mutex_init(&fs->lseg_lock, NULL);
 	fs->conf = *conf;

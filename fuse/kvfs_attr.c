@@ -79,6 +79,7 @@ static int set_size(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh, ui
 		return EISDIR;
 	if (fh)
 		return kvfs_wbuf_resize(fs, fh, size);
+	kvfs_pending_settle(fs, n);
 	pthread_mutex_lock(&fs->lock);
 	pending = n->pending != NULL;
 	mem = n->memdir;

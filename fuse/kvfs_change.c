@@ -13,6 +13,7 @@
 #include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "kvfs_resolve.h"
+#include "kvfs_write.h"
 
 void kvfs_keep_emptied_dirs(struct kvfs *fs, struct kvfs_node *d)
 {
@@ -67,6 +68,13 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	pthread_mutex_lock(&fs->lock);
 	n = kvfs_node_by_name_locked(fs, KN_FILE, c.raw, c.rawlen);
+	if (n && n->pending) {
+		n->refs++;
+		pthread_mutex_unlock(&fs->lock);
+		kvfs_pending_settle(fs, n);	/* touch f; rm f */
+		pthread_mutex_lock(&fs->lock);
+		n->refs--;
+	}
 	if (n && n->pending)
 		err = EBUSY;
 	else if (n && n->memdir && !n->queued)

@@ -43,6 +43,8 @@ struct kvfs_wbuf {
 	bool excl;			/* O_EXCL create: never replace */
 	bool append;			/* O_APPEND: every write goes to the end */
 	bool any_close;			/* ftruncate'd: the next close stores it */
+	bool closed;			/* a close stored nothing, no write since
+					 * (under fs->lock) */
 	int err;			/* a refused write: nothing is stored */
 	uint64_t writers[KVFS_WRITERS_MAX];	/* lock owners (fd tables) that wrote */
 	unsigned nwriters;		/* may exceed KVFS_WRITERS_MAX */

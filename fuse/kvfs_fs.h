@@ -58,6 +58,7 @@ struct kvfs {
 
 	/* the inode table (kvfs_node.c) and the node fields marked so */
 	pthread_mutex_t lock;
+	pthread_cond_t pending_done;	/* with lock: a file stopped being written */
 	struct kvfs_node **by_ino;	/* chained hash tables, nbuckets each */
 	struct kvfs_node **by_name;
 	size_t nbuckets;

@@ -93,6 +93,7 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		kvfs_open_write(req, fs, n, fi);	/* takes the reference */
 		return;
 	}
+	kvfs_pending_settle(fs, n);
 	pthread_mutex_lock(&fs->lock);
 	/* being written: a new file is not there yet; a replaced one reads
 	 * its stored value until the writer's close replaces it */

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xxhash.h>
 
 #include "kvfs_change.h"
@@ -20,6 +21,44 @@
 #include "kvfs_write.h"
 #include "log.h"
 #include "net.h"
+
+void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvfs_wbuf *w)
+{
+	if (n->pending != w)
+		return;
+	n->pending = NULL;
+	pthread_cond_broadcast(&fs->pending_done);	/* readers in kvfs_pending_settle */
+}
+
+bool kvfs_pending_settle(struct kvfs *fs, struct kvfs_node *n)
+{
+	struct timespec ts;
+	bool settled;
+
+	/* a close happened and the release that stores the file is on its
+	 * way (the kernel sends it after close returns): wait for it, so that
+	 * `touch f; cat f` and `: > f; cat f` see the file as closed */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += KVFS_SETTLE_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fs->lock);
+	while (n->pending && n->pending->closed &&
+	       pthread_cond_timedwait(&fs->pending_done, &fs->lock, &ts) == 0)
+		;
+	settled = !n->pending;
+	pthread_mutex_unlock(&fs->lock);
+	return settled;
+}
+
+static void wbuf_closed(struct kvfs *fs, struct kvfs_wbuf *w, bool closed)
+{
+	pthread_mutex_lock(&fs->lock);
+	w->closed = closed;
+	pthread_mutex_unlock(&fs->lock);
+}
 
 static bool wbuf_writer(const struct kvfs_wbuf *w, uint64_t owner)
 {
@@ -125,7 +164,7 @@ static int open_wbuf(struct kvfs *fs, struct kvfs_node *n, int flags, bool creat
 	}
 	pthread_mutex_lock(&fs->lock);
 	if (rc) {
-		n->pending = NULL;
+		kvfs_pending_clear_locked(fs, n, &fh->w);
 	} else {
 		/* the kernel's size of the inode follows the writer (it sets it
 		 * from O_TRUNC and the writes itself): stat shows the buffer */
@@ -153,6 +192,7 @@ void kvfs_open_write(fuse_req_t req, struct kvfs *fs, struct kvfs_node *n,
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	kvfs_pending_settle(fs, n);	/* touch f; echo x >> f */
 	rc = open_wbuf(fs, n, fi->flags, false, &fh);
 	if (rc) {
 		kvfs_node_unref(fs, n);
@@ -276,6 +316,7 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 		}
 		pthread_mutex_lock(&fs->lock);
 		fh->node->size = w->len;
+		w->closed = false;
 		pthread_mutex_unlock(&fs->lock);
 	}
 	pthread_mutex_unlock(&fh->lock);
@@ -333,8 +374,8 @@ int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool
 	pthread_mutex_lock(&fs->lock);
 	/* the write handle's file becomes the empty file in one step: never
 	 * neither (a setattr in between would find no file) */
-	if (w && n->pending == w)
-		n->pending = NULL;
+	if (w)
+		kvfs_pending_clear_locked(fs, n, w);
 	if (rc == 0) {
 		if (existed || n->generation || n->commit_len)
 			kvfs_node_changed_locked(fs, n);
@@ -373,8 +414,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 	snprintf(key, sizeof(key), "%s", n->raw);
 	changed = w->existed || n->generation || n->commit_len;
 	if (w->err || !w->dirty) {
-		if (n->pending == w)
-			n->pending = NULL;
+		kvfs_pending_clear_locked(fs, n, w);
 		n->fresh_until = 0;
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -392,8 +432,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 			w->buf = NULL;
 			w->cap = 0;
 			pthread_mutex_lock(&fs->lock);
-			if (n->pending == w)
-				n->pending = NULL;
+			kvfs_pending_clear_locked(fs, n, w);
 			if (changed)
 				kvfs_node_changed_locked(fs, n);
 			n->size = w->len;
@@ -413,8 +452,7 @@ put_now:
 		rc = kvfs_store(fs, key, w->buf, w->len, replace);
 		sum = rc == 0 ? XXH3_64bits(w->buf, w->len) : 0;
 		pthread_mutex_lock(&fs->lock);
-		if (n->pending == w)
-			n->pending = NULL;
+		kvfs_pending_clear_locked(fs, n, w);
 		n->fresh_until = 0;	/* the next getattr asks the pool */
 		if (rc == 0) {
 			if (changed)
@@ -453,6 +491,8 @@ void kvfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (!fh->w.done && (fh->w.err || (fh->w.dirty && (fh->w.any_close ||
 								   wbuf_writer(&fh->w, fi->lock_owner)))))
 			rc = fh_commit_locked(fs, fh);
+		else
+			wbuf_closed(fs, &fh->w, true);	/* a close that stored nothing */
 		pthread_mutex_unlock(&fh->lock);
 	}
 	fuse_reply_err(req, rc);

@@ -30,6 +30,16 @@ void kvfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_i
 void kvfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void kvfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
+#define KVFS_SETTLE_MS 200
+
+/* n is no longer being written by w (fs->lock held); wakes readers that
+ * wait in kvfs_pending_settle. */
+void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvfs_wbuf *w);
+/* Whether n is no longer being written, after waiting (at most
+ * KVFS_SETTLE_MS) for the release that follows a close which stored
+ * nothing (touch, `: > f`). */
+bool kvfs_pending_settle(struct kvfs *fs, struct kvfs_node *n);
+
 /* ftruncate on a write handle: the buffer's new length. An errno or 0. */
 int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size);
 /* n (key) is empty now: the value goes from the pool (existed) and n

@@ -114,6 +114,10 @@ kv exists deep/er/ed -q && fail "an emptied file still has a value in the pool"
 echo again >>"$mnt/deep/er/ed" && [ "$(cat "$mnt/deep/er/ed")" = again ] || fail "append to an emptied file: $(od -c "$mnt/deep/er/ed" | head -3; stat "$mnt/deep/er/ed")"
 : >"$mnt/deep/er/ed" && [ "$(stat -c %s "$mnt/deep/er/ed")" = 0 ] || fail ": > FILE"
 touch "$mnt/new-empty" && [ -f "$mnt/new-empty" ] || fail "touch of a new file"
+for i in 1 2 3 4 5; do		# the release that stores a closed file comes after close
+	touch "$mnt/t$i" && cat "$mnt/t$i" && echo x >>"$mnt/t$i" && [ "$(cat "$mnt/t$i")" = x ] ||
+		fail "touch, then cat and >> at once"
+done
 python3 -c 'import os, sys; os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL)' "$mnt/deep/er/ed" \
 	2>"$E2E_TMP/err" && fail "O_EXCL create of an existing file succeeded"
 grep -q FileExistsError "$E2E_TMP/err" || fail "O_EXCL: $(tail -1 "$E2E_TMP/err")"
