@@ -151,6 +151,9 @@ cc -O2 -o mapread mapread.c || fail "cc mapread.c"
 head -c 9437185 /dev/urandom >blk	# 9 MiB + 1: not a multiple of pages
 kv put blocks/b0 blk || fail "put blocks/b0"
 ./mapread "$mnt/blocks/b0" got && cmp blk got || fail "C reader: MAP_SHARED read differs"
+head -c 1000003 blk >blk-small	# small local values are read through the page cache
+kv put blocks/small blk-small || fail "put blocks/small"
+./mapread "$mnt/blocks/small" got && cmp blk-small got || fail "C reader: MAP_SHARED of a small value differs"
 python3 - "$mnt/blocks/b0" blk <<'EOF' || fail "Python mmap(ACCESS_READ)"
 import mmap, sys
 with open(sys.argv[1], "rb") as f, open(sys.argv[2], "rb") as g:
