@@ -182,8 +182,10 @@ static void run_invals(struct kvfs *fs, struct kvfs_commit *c)
 
 		next = l->next;
 		/* the kernel drops the pages (unmapping them from shared
-		 * mappings) and the cached attributes; ENOENT: it had none */
-		fuse_lowlevel_notify_inval_inode(fs->se, l->ino, 0, 0);
+		 * mappings) and the cached attributes; ENOENT: it had none.
+		 * Not once the session ends: nothing is cached any more. */
+		if (!fuse_session_exited(fs->se))
+			fuse_lowlevel_notify_inval_inode(fs->se, l->ino, 0, 0);
 		pthread_mutex_lock(&fs->lock);
 		n = kvfs_node_by_ino_locked(fs, l->ino);
 		if (n && n->inval_queued) {
@@ -271,11 +273,15 @@ static void *commit_thread(void *arg)
 		put_batch(fs, repl, nr, true);
 		for (size_t i = 0; i < n; i++)
 			finish_item(fs, c, v[i]);
-		run_invals(fs, c);
-
 		pthread_mutex_lock(&c->lock);
 		c->running = NULL;
 		pthread_cond_broadcast(&c->done);
+		pthread_mutex_unlock(&c->lock);
+
+		/* after the waiters are free: the kernel may need a worker to
+		 * finish a read before it can drop a page */
+		run_invals(fs, c);
+		pthread_mutex_lock(&c->lock);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
