@@ -226,21 +226,6 @@ bool kvfs_node_busy_dir_locked(struct kvfs *fs, uint64_t ino)
 	return false;
 }
 
-bool kvfs_mem_under_locked(struct kvfs *fs, const char *prefix, size_t len)
-{
-	struct kvfs_node *m;
-
-	for (m = fs->memdirs; m; m = m->mem_next)
-		if (m->rawlen >= len && memcmp(m->raw, prefix, len) == 0)
-			return true;
-	for (size_t i = 0; i < fs->nbuckets; i++)
-		for (m = fs->by_ino[i]; m; m = m->ino_next)
-			if ((m->pending || m->queued) && !m->retired && m->rawlen >= len &&
-			    memcmp(m->raw, prefix, len) == 0)
-				return true;
-	return false;
-}
-
 void kvfs_node_retire_locked(struct kvfs *fs, struct kvfs_node *n)
 {
 	struct kvfs_node **pp;

@@ -110,9 +110,6 @@ void kvfs_memdir_clear_locked(struct kvfs *fs, struct kvfs_node *n);
 /* A key now exists: the remembered directories above it are real ones,
  * an empty file of that name is the object now. */
 void kvfs_memdirs_settle_locked(struct kvfs *fs, const char *key, size_t len);
-/* Whether a remembered directory or empty file, or a file being written
- * or committed, has a raw name starting with prefix. */
-bool kvfs_mem_under_locked(struct kvfs *fs, const char *prefix, size_t len);
 
 /* Gives n the name (kind, raw) in directory parent, keeping its inode
  * number (what a rename does to the kernel's inode); a node that had that
