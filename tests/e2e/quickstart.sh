@@ -13,11 +13,15 @@ need "$B/kvpool" "$B/kvpool-master" "$B/kvpool-node" setsid fusermount3 python3
 # the script builds with `make progs` into build/: only for that tree
 [ "$B" = "$E2E_ROOT/build" ] || skip "runs against build/ only (KVP_BUILD=$B)"
 
-# five ports BASE+1, +2, +3, +10, +11: retried until a base has them free
+# five ports BASE+1, +2, +3, +10, +11, below the kernel's ephemeral range
+# (where the other tests' kernel-picked ports are): retried until a base
+# has them free
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+[ "${lo:-0}" -gt 21100 ] 2>/dev/null || lo=32768
 base=""
 for _ in $(seq 20); do
-	b=$(( (RANDOM % 2000) * 16 + 30000 ))
+	b=$(( (RANDOM % ((lo - 20000 - 16) / 16)) * 16 + 20000 ))
 	ok_all=1
 	for o in 1 2 3 10 11; do port_free $((b + o)) || ok_all=0; done
 	[ $ok_all = 1 ] && { base=$b; break; }
