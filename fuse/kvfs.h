@@ -23,9 +23,9 @@ void kvfs_stop(struct kvfs *fs);
 /* `kvpool mount DIR [-f] [-o opts]`: argv[0] is "mount". Returns an exit code. */
 int kvfs_main(const struct kvp_conf *conf, int argc, char **argv);
 
-/* Key <-> file name component escaping (documented in README): bytes that
- * cannot appear in a name ('/', NUL, '%', and the names "." ".." ) are
- * written %XX. 0 or -ENAMETOOLONG / -EINVAL. */
+/* Key <-> file name component escaping (docs/fuse.md, "Names"): bytes
+ * that cannot appear in a name ('/', NUL, '%', and the names "." ".." )
+ * are written %XX. 0 or -ENAMETOOLONG / -EINVAL. */
 int kvfs_escape(const char *in, size_t n, char *out, size_t cap);
 int kvfs_unescape(const char *in, char *out, size_t cap, size_t *outlen);
 
