@@ -7,17 +7,7 @@
 #include <string.h>
 
 #include "kvfs_times.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		failures++;						\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-	}								\
-} while (0)
+#include "testlib.h"
 
 static bool get(struct kvfs_times *t, const char *k, uint64_t put, uint64_t *m, uint64_t *a)
 {
@@ -85,10 +75,5 @@ int main(void)
 {
 	test_one_value();
 	test_many();
-	if (failures) {
-		fprintf(stderr, "t_kvfs_times: %d checks failed\n", failures);
-		return 1;
-	}
-	printf("t_kvfs_times: ok\n");
-	return 0;
+	return tl_done();
 }
