@@ -279,6 +279,32 @@ out:
 	fuse_reply_err(req, err);
 }
 
+/* A page written back from a shared writable mapping after the close that
+ * stored the file (numpy.memmap(mode="w+") closes its descriptor right
+ * after mapping it): the handle takes the stored value again, and its
+ * release, which the kernel sends only after the mapping is gone and its
+ * pages are written, stores the result. Refusing the page would lose it
+ * silently (write-back errors reach only a later msync). An errno or 0. */
+static int wbuf_reopen(struct kvfs *fs, struct kvfs_fh *fh)
+{
+	struct kvfs_wbuf *w = &fh->w;
+	char key[KVP_MAX_KEY + 1];
+	int rc;
+
+	pthread_mutex_lock(&fs->lock);
+	snprintf(key, sizeof(key), "%s", fh->node->raw);
+	pthread_mutex_unlock(&fs->lock);
+	w->len = 0;
+	rc = wbuf_load(fs, fh->node, key, w);
+	if (rc)
+		return rc;
+	w->done = false;
+	w->dirty = false;
+	w->excl = false;
+	w->any_close = true;
+	return 0;
+}
+
 void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -292,9 +318,13 @@ void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, of
 		return;
 	}
 	pthread_mutex_lock(&fh->lock);
+	if (w->done && !w->err && fi->writepage)
+		rc = wbuf_reopen(fs, fh);
 	if (w->append)
 		off = (off_t)w->len;
-	if (w->done || off < 0) {
+	if (rc) {
+		/* the stored value could not be read back: the page is refused */
+	} else if (w->done || off < 0) {
 		/* stored already by another writer's close: one writer per file */
 		rc = EPERM;
 	} else {

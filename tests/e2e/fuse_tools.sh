@@ -4,7 +4,8 @@
 # the second a no-op), tar xf, cp -a, mv (also over a file, and of a
 # directory), sed -i, append, truncate, O_TRUNC rewrites, ln -s (refused),
 # shared mmap (Python and a C reader; local and remote values; a mapped
-# object removed and its space reused: its bytes or SIGBUS, never others),
+# object removed and its space reused: its bytes or SIGBUS, never others;
+# writable shared maps stored at the last close, or ENODEV on old kernels),
 # nested empty directories until rmdir, rm right after a get, write-behind
 # and `sync`, and readers of a key while it is renamed over or rewritten:
 # whole old or whole new bytes.
@@ -198,6 +199,47 @@ EOF
 rc=$?
 [ $rc = 0 ] || fail "a mapping of a removed object showed other bytes: $(cat "$E2E_TMP/mmap.out")"
 ok "a mapped object removed and reused: $(tail -1 "$E2E_TMP/mmap.out"), never other bytes"
+
+# Writable MAP_SHARED (numpy.memmap mode "w+" and "r+"): where the kernel
+# lets a direct-I/O file be mapped (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6+)
+# the dirty pages go into the write buffer and the last close stores
+# them; on older kernels the mmap is ENODEV. Never a silent loss.
+kmaj=$(uname -r | cut -d. -f1) kmin=$(uname -r | cut -d. -f2)
+wmap=works
+[ "$kmaj" -lt 6 ] || { [ "$kmaj" = 6 ] && [ "${kmin%%[!0-9]*}" -lt 6 ]; } && wmap=ENODEV
+python3 - "$mnt/wmap" "$wmap" <<'EOF' || fail "writable MAP_SHARED (expected: $wmap)"
+import errno, mmap, sys
+p, expect = sys.argv[1], sys.argv[2]
+N = 3000001
+want = bytes(range(251)) * (N // 251) + bytes(N % 251)
+f = open(p, "w+b")                  # numpy.memmap(mode="w+") does this
+f.seek(N - 1); f.write(b"\0"); f.flush()
+try:
+    m = mmap.mmap(f.fileno(), N, access=mmap.ACCESS_WRITE)
+except OSError as e:
+    f.close()
+    sys.exit(0 if expect == "ENODEV" and e.errno == errno.ENODEV else "mmap: %r" % e)
+assert expect == "works", "mmap worked where ENODEV was expected"
+m[:] = want
+f.close()                           # the mapping outlives the descriptor
+m[0:3] = b"XYZ"                     # written after the close, before munmap
+m.close()
+want = b"XYZ" + want[3:]
+assert open(p, "rb").read() == want, "w+: the view's bytes"
+f = open(p, "r+b")                  # mode "r+": edit in place
+m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_WRITE)
+assert m[:] == want
+m[N - 2:N] = b"!!"
+m.flush(); m.close(); f.close()
+want = want[:N - 2] + b"!!"
+assert open(p, "rb").read() == want, "r+: the view's bytes"
+open("wmap.want", "wb").write(want)          # in $E2E_TMP, for the pool check
+EOF
+if [ "$wmap" = works ]; then
+	sync "$mnt/wmap" && kv get wmap >got && cmp got wmap.want || fail "writable MAP_SHARED: the pool's value"
+	rm -f "$mnt/wmap"
+fi
+ok "writable MAP_SHARED (w+ and r+, written after the close too): $wmap"
 
 # ---- emptied directories stay at every level until rmdir ------------------------------
 mkdir -p "$mnt/n1/n2/n3" && cp blk "$mnt/n1/n2/n3/k" && rm "$mnt/n1/n2/n3/k" || fail "mkdir -p, cp, rm"
