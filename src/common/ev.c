@@ -36,8 +36,8 @@
 #include "log.h"
 
 #define EV_BATCH 64			/* epoll events per epoll_wait */
-#define EV_IOV 64			/* chunks per sendmsg */
-#define EV_RBUF_MIN (16u * 1024)	/* read buffer; also bounds payload bytes copied */
+#define EV_IOV 128			/* iovecs per sendmsg (a zero-copy reply takes 2) */
+#define EV_RBUF_MIN (16u * 1024)	/* read buffer at first; also bounds payload bytes copied */
 #define EV_RBUF_KEEP (256u * 1024)	/* shrink the read buffer back above this */
 #define EV_CHUNK_MIN (16u * 1024)	/* copied chunks coalesce small sends */
 #define EV_READ_BUDGET (4u << 20)	/* bytes read per readiness event (fairness) */
@@ -97,10 +97,14 @@ struct ev_loop {
 	uint64_t sweep_id, sweep_ms;
 };
 
+/* A copied chunk holds its bytes in buf (p == buf). A referenced one
+ * carries its frame header inline (hlen bytes in buf, sent first) and then
+ * points at the caller's payload: one allocation per zero-copy reply. */
 struct ev_chunk {
 	struct ev_chunk *next;
 	const uint8_t *p;		/* copied: buf; referenced: the caller's bytes */
-	size_t len, off, cap;		/* off = bytes already sent */
+	size_t len, off, cap;		/* len includes hlen; off = bytes already sent */
+	size_t hlen;			/* referenced: inline header bytes in buf */
 	void (*release)(void *);	/* referenced chunks only */
 	void *arg;
 	bool ref;
@@ -133,6 +137,7 @@ struct ev_conn {
 	/* input: unparsed bytes are rbuf[rpos, rlen) */
 	uint8_t *rbuf;
 	size_t rcap, rpos, rlen;
+	size_t rmin;			/* bytes a buffered recv asks for at least */
 	size_t need;			/* bytes from rpos needed for the next step */
 	enum rstate rstate;
 	struct wire_hdr hdr;		/* the frame being handled */
@@ -637,6 +642,7 @@ struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_con
 	if (!c->rbuf)
 		goto out_conn;
 	c->rcap = EV_RBUF_MIN;
+	c->rmin = EV_RBUF_MIN;
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		goto out_rbuf;
@@ -906,15 +912,17 @@ int ev_conn_send_ref(struct ev_conn *c, const void *frame, size_t n,
 {
 	if (c->closed || c->close_after_send)
 		return -EPIPE;
-	struct ev_chunk *k = calloc(1, sizeof(*k));
+	if (n > SIZE_MAX - sizeof(struct ev_chunk) || plen > SIZE_MAX - n)
+		return -ENOMEM;
+	struct ev_chunk *k = malloc(sizeof(*k) + n);
 	if (!k)
 		return -ENOMEM;
-	if (n && queue_copy(c, frame, n, NULL, 0) < 0) {
-		free(k);
-		return -ENOMEM;
-	}
+	memset(k, 0, sizeof(*k));
+	if (n)
+		memcpy(k->buf, frame, n);
+	k->hlen = n;
 	k->p = payload;
-	k->len = plen;
+	k->len = n + plen;
 	k->ref = true;
 	k->release = release;
 	k->arg = arg;
@@ -923,7 +931,7 @@ int ev_conn_send_ref(struct ev_conn *c, const void *frame, size_t n,
 	else
 		c->qhead = k;
 	c->qtail = k;
-	c->qbytes += plen;
+	c->qbytes += n + plen;
 	c->want_flush = true;
 	conn_schedule(c);
 	return 0;
@@ -1098,6 +1106,7 @@ static void conn_parse(struct ev_conn *c)
 			if (p) {
 				c->rbuf = p;
 				c->rcap = EV_RBUF_MIN;
+				c->rmin = EV_RBUF_MIN;
 			}
 		}
 	}
@@ -1137,6 +1146,25 @@ static int rbuf_room(struct ev_conn *c)
 	return 0;
 }
 
+/* A recv filled the buffer: a stream of small frames (a batch of 4 KiB
+ * WRITEs, 64 pipelined requests) is coming. Reads grow to take more frames
+ * per syscall (up to EV_RBUF_KEEP), unless what is left to parse is a large
+ * payload, which is better received straight into its destination. */
+static void rbuf_grow(struct ev_conn *c)
+{
+	if (c->rmin >= EV_RBUF_KEEP || (c->rstate == RS_PAYLOAD && c->premain >= c->rmin))
+		return;
+	size_t cap = 2 * c->rmin;
+	if (c->rcap < cap) {
+		uint8_t *p = realloc(c->rbuf, cap);
+		if (!p)
+			return;
+		c->rbuf = p;
+		c->rcap = cap;
+	}
+	c->rmin = cap;
+}
+
 static void conn_read(struct ev_conn *c)
 {
 	size_t budget = EV_READ_BUDGET;
@@ -1168,7 +1196,7 @@ static void conn_read(struct ev_conn *c)
 				conn_close(c);
 				return;
 			}
-			/* Read what the current frame needs (at least EV_RBUF_MIN): a
+			/* Read what the current frame needs (at least rmin): a
 			 * payload behind it is then mostly received in place. */
 			size_t room = c->rcap - c->rlen;
 			if (!room)
@@ -1176,8 +1204,8 @@ static void conn_read(struct ev_conn *c)
 			size_t want = c->need > c->rlen ? c->need - c->rlen : 0;
 			if (c->rstate == RS_PAYLOAD && !c->pdst)
 				want = c->premain < room ? (size_t)c->premain : room;
-			if (want < EV_RBUF_MIN)
-				want = EV_RBUF_MIN;
+			if (want < c->rmin)
+				want = c->rmin;
 			if (want > room)
 				want = room;
 			n = recv(c->io.fd, c->rbuf + c->rlen, want, MSG_DONTWAIT);
@@ -1187,6 +1215,8 @@ static void conn_read(struct ev_conn *c)
 				if (c->rstate == RS_PAYLOAD)
 					c->last_active = c->loop->now;
 				conn_parse(c);
+				if ((size_t)n == want && want == room)
+					rbuf_grow(c);
 				continue;
 			}
 		}
@@ -1203,6 +1233,25 @@ static void conn_read(struct ev_conn *c)
 		conn_close(c);
 		return;
 	}
+}
+
+/* The unsent bytes of k as at most two iovecs (a referenced chunk's
+ * inline header, then its payload). */
+static int chunk_iov(const struct ev_chunk *k, struct iovec *iov)
+{
+	int n = 0;
+
+	if (k->off < k->hlen) {
+		iov[n].iov_base = (void *)(k->buf + k->off);
+		iov[n++].iov_len = k->hlen - k->off;
+	}
+	if (k->len > k->hlen && k->off < k->len) {
+		size_t at = k->off > k->hlen ? k->off - k->hlen : 0;
+
+		iov[n].iov_base = (void *)(k->p + at);
+		iov[n++].iov_len = k->len - k->hlen - at;
+	}
+	return n;
 }
 
 /* Pops chunks that are completely sent, releasing referenced ones. Returns
@@ -1240,13 +1289,8 @@ static void conn_flush(struct ev_conn *c)
 			break;
 		}
 		int n_iov = 0;
-		for (struct ev_chunk *k = c->qhead; k && n_iov < EV_IOV; k = k->next) {
-			if (k->len == k->off)
-				continue;
-			iov[n_iov].iov_base = (void *)(k->p + k->off);
-			iov[n_iov].iov_len = k->len - k->off;
-			n_iov++;
-		}
+		for (struct ev_chunk *k = c->qhead; k && n_iov + 2 <= EV_IOV; k = k->next)
+			n_iov += chunk_iov(k, iov + n_iov);
 		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
 		ssize_t n = n_iov ? sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
 		if (n < 0) {
