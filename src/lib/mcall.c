@@ -1,8 +1,12 @@
 /* mcall: calls to kvpool-master over pooled, pipelined connections (see
  * mcall.h).
  */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,16 +18,106 @@
 #include "sock.h"
 
 #define MC_WINDOW 16			/* frames pipelined before reading replies */
+#define MC_RX (16u << 10)		/* reply buffer: larger bodies are read into place */
 
 /* A pooled master connection (after HELLO, blocking with poll deadlines).
  * owed: replies to frames posted without waiting (mc_post), read and
- * dropped before the connection's next exchange. */
+ * dropped before the connection's next exchange. Replies are read through
+ * rx: one recv takes a reply's header and body (and often the replies
+ * behind it), where reading header and body apart took three recv calls
+ * and a poll per reply. */
 struct mconn {
 	int fd;
 	uint64_t next_reqid;
 	uint32_t owed;
 	struct mconn *next;
+	uint8_t *rx;			/* MC_RX bytes; unparsed: [rlo, rhi) */
+	size_t rlo, rhi;
 };
+
+static void mconn_free(struct mconn *mc)
+{
+	close(mc->fd);
+	free(mc->rx);
+	free(mc);
+}
+
+/* Waits for the connection to become readable, then takes what the socket
+ * holds into rx. 0 or KVP_E*. */
+static int mc_fill(struct mconn *mc, uint64_t deadline)
+{
+	if (mc->rlo) {
+		memmove(mc->rx, mc->rx + mc->rlo, mc->rhi - mc->rlo);
+		mc->rhi -= mc->rlo;
+		mc->rlo = 0;
+	}
+	for (;;) {
+		uint64_t now = net_now_ms();
+		struct pollfd pfd = { .fd = mc->fd, .events = POLLIN };
+		ssize_t k;
+		int n;
+
+		if (now >= deadline)
+			return KVP_ETIMEDOUT;
+		n = poll(&pfd, 1, deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now));
+		if (n < 0 && errno != EINTR)
+			return KVP_ECONN;
+		if (n <= 0)
+			continue;
+		k = recv(mc->fd, mc->rx + mc->rhi, MC_RX - mc->rhi, MSG_DONTWAIT);
+		if (k > 0) {
+			mc->rhi += (size_t)k;
+			return 0;
+		}
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return KVP_ECONN;
+	}
+}
+
+/* One reply frame: 0 with *h and *body (malloc'd, body_len + 1 bytes, the
+ * caller frees it), or KVP_E*. */
+static int mc_recv_frame(struct kvp *kvp, struct mconn *mc, uint64_t deadline,
+			 struct wire_hdr *h, uint8_t **body)
+{
+	*body = NULL;
+	for (;;) {
+		size_t avail = mc->rhi - mc->rlo;
+		int rc;
+
+		if (avail >= WIRE_HDR_SIZE) {
+			rc = wire_hdr_decode(mc->rx + mc->rlo, h, kvp->max_frame, 0);
+			if (rc < 0)
+				return rc;
+			if (!(h->flags & WIRE_F_REPLY))
+				return KVP_EPROTO;
+			if (avail - WIRE_HDR_SIZE >= h->body_len ||
+			    WIRE_HDR_SIZE + (size_t)h->body_len > MC_RX) {
+				size_t have = avail - WIRE_HDR_SIZE;
+				uint8_t *b = malloc((size_t)h->body_len + 1);
+
+				if (!b)
+					return KVP_ENOMEM;
+				if (have > h->body_len)
+					have = h->body_len;
+				memcpy(b, mc->rx + mc->rlo + WIRE_HDR_SIZE, have);
+				mc->rlo += WIRE_HDR_SIZE + have;
+				if (mc->rlo == mc->rhi)
+					mc->rlo = mc->rhi = 0;
+				/* A body larger than rx: the rest straight into place. */
+				if (have < h->body_len &&
+				    (rc = sock_recv(mc->fd, b + have, h->body_len - have, deadline)) < 0) {
+					free(b);
+					return rc;
+				}
+				*body = b;
+				return 0;
+			}
+		}
+		rc = mc_fill(mc, deadline);
+		if (rc < 0)
+			return rc;
+	}
+}
 
 /* Reads and drops the replies mc is owed: true when they came in order
  * before the deadline (else the connection is out of step: close it). */
@@ -33,7 +127,7 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 		struct wire_hdr h;
 		uint8_t *body;
 
-		if (sock_recv_frame(mc->fd, kvp->max_frame, deadline, &h, &body) < 0)
+		if (mc_recv_frame(kvp, mc, deadline, &h, &body) < 0)
 			return false;
 		free(body);
 		if (h.opcode != WIRE_OP_LEASE_RELEASE || h.payload_len)
@@ -76,8 +170,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 				return 0;
 			}
 			/* Master restarted or dropped us while idle. */
-			close(mc->fd);
-			free(mc);
+			mconn_free(mc);
 			pthread_mutex_lock(&kvp->lock);
 			kvp->mconns--;
 			continue;
@@ -94,12 +187,18 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 	pthread_mutex_unlock(&kvp->lock);
 
 	mc = calloc(1, sizeof(*mc));
+	if (mc && !(mc->rx = malloc(MC_RX))) {
+		free(mc);
+		mc = NULL;
+	}
 	fd = mc ? sock_connect(kvp, kvp->conf.cluster.master, &epoch, deadline) : KVP_ENOMEM;
 	pthread_mutex_lock(&kvp->lock);
 	if (fd < 0) {
 		kvp->mconns--;
 		pthread_cond_broadcast(&kvp->cond);
 		pthread_mutex_unlock(&kvp->lock);
+		if (mc)
+			free(mc->rx);
 		free(mc);
 		return fd;
 	}
@@ -123,6 +222,9 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 
 static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 {
+	/* Bytes nobody asked for: the stream is out of step. */
+	if (mc->rlo != mc->rhi)
+		healthy = false;
 	pthread_mutex_lock(&kvp->lock);
 	if (healthy) {
 		mc->next = kvp->midle;
@@ -132,10 +234,8 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	}
 	pthread_cond_broadcast(&kvp->cond);
 	pthread_mutex_unlock(&kvp->lock);
-	if (!healthy) {
-		close(mc->fd);
-		free(mc);
-	}
+	if (!healthy)
+		mconn_free(mc);
 }
 
 void mc_free(struct mcall *c, size_t n)
@@ -194,7 +294,7 @@ static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_
 			uint8_t *body;
 			struct mcall *m = NULL;
 
-			rc = sock_recv_frame(mc->fd, kvp->max_frame, deadline, &h, &body);
+			rc = mc_recv_frame(kvp, mc, deadline, &h, &body);
 			if (rc < 0)
 				return rc;
 			*got_any = true;
@@ -352,7 +452,6 @@ void mc_pool_close(struct kvp *kvp)
 		if (mc->owed)
 			mc_settle(kvp, mc, deadline);
 		kvp->midle = mc->next;
-		close(mc->fd);
-		free(mc);
+		mconn_free(mc);
 	}
 }
