@@ -6,6 +6,8 @@
  *   b_client -c POOL.INI [-t SECONDS] [-n OBJECTS] [-o section.key=value]...
  *   b_client -c POOL.INI -w      waits (30 s at most) until a node is mounted
  *   -x WORD runs only the measurements whose name contains WORD.
+ *   -T: TCP only (a client on another host, or in another network
+ *   namespace: the local-path measurements are left out).
  *   -n OBJECTS: 1 MiB objects per footprint (default 256; the small-value
  *   runs use 4x as many, in whole batches of 64): fewer for a smoke run.
  *
@@ -423,9 +425,9 @@ int main(int argc, char **argv)
 	const char *loc[] = { "client.protocol=local", NULL };
 	struct kvp *kl, *kt;
 	char **big, **k64, **k4;
-	int opt, wait_ready = 0;
+	int opt, wait_ready = 0, tcp_only = 0;
 
-	while ((opt = getopt(argc, argv, "c:t:n:o:wx:")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:n:o:wx:T")) != -1) {
 		switch (opt) {
 		case 'n':
 			nget = nput = nref = atoi(optarg);
@@ -438,6 +440,7 @@ int main(int argc, char **argv)
 			nsmall = (4 * nget + BATCH_SMALL - 1) / BATCH_SMALL * BATCH_SMALL;
 			break;
 		case 'x': only = optarg; break;
+		case 'T': tcp_only = 1; break;
 		case 'w': wait_ready = 1; break;
 		case 'c': conf = optarg; break;
 		case 't': secs = atof(optarg); break;
@@ -471,18 +474,19 @@ int main(int argc, char **argv)
 		}
 		return 1;
 	}
-	kl = open_with(loc);
 	kt = open_with(tcp);
-
+	kl = tcp_only ? kt : open_with(loc);
 
 	/* 1 MiB, local path, each interleaved with its memcpy reference */
 	big = preload(kl, "bench/big", nget, MIB);
 	pk = kl;
 	pkeys = big;
-	paired("local_get_into_1m", m_get1, r_gather1);
-	paired("local_batch_get_1m_x16", m_get16, r_gather16);
-	paired("local_put_from_1m", m_put1, r_scatter1);
-	paired("local_batch_put_1m_x16", m_put16, r_scatter16);
+	if (!tcp_only) {
+		paired("local_get_into_1m", m_get1, r_gather1);
+		paired("local_batch_get_1m_x16", m_get16, r_gather16);
+		paired("local_put_from_1m", m_put1, r_scatter1);
+		paired("local_batch_put_1m_x16", m_put16, r_scatter16);
+	}
 
 	/* 1 MiB over TCP, 4 connections */
 	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, nget, MIB));
@@ -495,20 +499,26 @@ int main(int argc, char **argv)
 	/* small values, batches of 64: ops/s */
 	k64 = preload(kl, "bench/s64", nsmall, 64 << 10);
 	k4 = preload(kl, "bench/s4", nsmall, 4 << 10);
-	MEASURE("local_batch_get_64k_x64_ops", get_batch(kl, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
-	MEASURE("local_batch_get_4k_x64_ops", get_batch(kl, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	if (!tcp_only) {
+		MEASURE("local_batch_get_64k_x64_ops", get_batch(kl, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+		MEASURE("local_batch_get_4k_x64_ops", get_batch(kl, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	}
 	MEASURE("tcp_batch_get_64k_x64_ops", get_batch(kt, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
 	MEASURE("tcp_batch_get_4k_x64_ops", get_batch(kt, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
-	MEASURE("local_batch_put_64k_x64_ops", put_rounds(kl, "bench/p64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
-	MEASURE("local_batch_put_4k_x64_ops", put_rounds(kl, "bench/p4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	if (!tcp_only) {
+		MEASURE("local_batch_put_64k_x64_ops", put_rounds(kl, "bench/p64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
+		MEASURE("local_batch_put_4k_x64_ops", put_rounds(kl, "bench/p4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	}
 	MEASURE("tcp_batch_put_64k_x64_ops", put_rounds(kt, "bench/q64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
 	MEASURE("tcp_batch_put_4k_x64_ops", put_rounds(kt, "bench/q4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
 
 	{
 		struct kvp_stats s;
 
-		kvp_stats(kl, &s);
-		printf("local_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
+		if (!tcp_only) {
+			kvp_stats(kl, &s);
+			printf("local_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
+		}
 		kvp_stats(kt, &s);
 		printf("tcp_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
 	}
@@ -517,6 +527,7 @@ int main(int argc, char **argv)
 	free_keys(k64, nsmall);
 	free_keys(k4, nsmall);
 	kvp_close(kt);
-	kvp_close(kl);
+	if (kl != kt)
+		kvp_close(kl);
 	return failed;
 }

@@ -325,6 +325,46 @@ run_node() {
 	NODE_PID=$SPAWN_PID
 }
 
+# netns_veth: a network namespace joined to this one by a veth pair, both
+# removed at exit, with addresses picked here (10.x.y.1 this side, 10.x.y.2
+# inside). Sets NETNS (its name, for `ip netns exec`), NETNS_HOST and
+# NETNS_PEER (the two addresses) and NETNS_VETH (this side's interface).
+# Returns 1, saying why on stderr, where it cannot (not root, no `ip`, no
+# namespaces, the subnet taken): the caller decides whether that is a skip.
+netns_veth() {
+	local vb=kvb$$ sub i
+	[ "$(id -u)" = 0 ] || { echo "needs root for network namespaces" >&2; return 1; }
+	command -v ip >/dev/null || { echo "ip (iproute2) is not installed" >&2; return 1; }
+	NETNS=kvpns$$
+	NETNS_VETH=kva$$
+	ip netns add "$NETNS" 2>"$E2E_TMP/netns-add.err" ||
+		{ echo "cannot create a network namespace: $(cat "$E2E_TMP/netns-add.err")" >&2; return 1; }
+	on_cleanup "ip netns del $NETNS"
+	sub="10.$((200 + ($$ >> 8) % 50)).$(($$ % 256))"
+	if ip -4 addr show | grep -q " $sub\."; then
+		echo "subnet $sub.0/24 is already in use here" >&2
+		return 1
+	fi
+	ip link add "$NETNS_VETH" type veth peer name "$vb" || { echo "cannot create a veth pair" >&2; return 1; }
+	on_cleanup "ip link del $NETNS_VETH"
+	ip link set "$vb" netns "$NETNS" || { echo "cannot move $vb into $NETNS" >&2; return 1; }
+	NETNS_HOST=$sub.1
+	NETNS_PEER=$sub.2
+	ip addr add "$NETNS_HOST/24" dev "$NETNS_VETH"
+	ip link set "$NETNS_VETH" up
+	ip -n "$NETNS" addr add "$NETNS_PEER/24" dev "$vb"
+	ip -n "$NETNS" link set "$vb" up
+	ip -n "$NETNS" link set lo up
+	# Without ping the first connection across tells.
+	command -v ping >/dev/null || return 0
+	for i in $(seq 50); do
+		in_netns "$NETNS" ping -c 1 -W 1 "$NETNS_HOST" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "$NETNS_PEER cannot reach $NETNS_HOST over the veth pair" >&2
+	return 1
+}
+
 # kv ARG...: the kvpool CLI with the pool's configuration.
 kv() { "$B/kvpool" -c "$POOL_INI" "$@"; }
 

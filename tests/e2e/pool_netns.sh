@@ -18,28 +18,12 @@ need "$KVP" "$B/kvpool-master" "$B/kvpool-node" python3 ip
 [ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
 
 tag=kvpt-ns-$$
-ns=kvpns$$
-va=kva$$ vb=kvb$$
 on_cleanup "rm -f /dev/shm/$tag-*"
-on_cleanup "ip netns del $ns"
-on_cleanup "ip link del $va"
 
 # ---- the namespace and the veth pair (only these addresses are used) --------
-ip netns add "$ns" 2>"$E2E_TMP/err" || skip "cannot create a network namespace: $(cat "$E2E_TMP/err")"
-sub="10.$((200 + ($$ >> 8) % 50)).$(($$ % 256))"
-ip -4 addr show | grep -q " $sub\." && fail "subnet $sub.0/24 is already in use here"
-ip link add "$va" type veth peer name "$vb" || fail "cannot create a veth pair"
-ip link set "$vb" netns "$ns" || fail "cannot move $vb into $ns"
-ip addr add "$sub.1/24" dev "$va"
-ip link set "$va" up
-ip -n "$ns" addr add "$sub.2/24" dev "$vb"
-ip -n "$ns" link set "$vb" up
-ip -n "$ns" link set lo up
-for _ in $(seq 50); do
-	in_netns "$ns" ping -c 1 -W 1 "$sub.1" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-ok "namespace $ns, veth $va ($sub.1) <-> $vb ($sub.2)"
+netns_veth 2>"$E2E_TMP/netns.err" || skip "$(cat "$E2E_TMP/netns.err")"
+ns=$NETNS va=$NETNS_VETH sub=${NETNS_HOST%.1}
+ok "namespace $ns, veth $va ($sub.1) <-> ($sub.2)"
 
 read -r mport mhttp d1 h1 d2 h2 <<<"$(free_ports 6)"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$E2E_TMP/token"
