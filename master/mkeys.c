@@ -134,9 +134,12 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
-		if (o)
+		if (o) {
+			/* A read as far as eviction goes: clients that read
+			 * optimistically report their reads this way. */
+			o->atime = m_now32(m);
 			s = 1;
-		else if (s == KVP_ENOTFOUND)
+		} else if (s == KVP_ENOTFOUND)
 			s = 0;
 		wb_i32(b, s);
 		mbatch_item(st, s);

@@ -75,6 +75,9 @@ struct kvp_conf {
 		int64_t replicas;		/* default replica count of a put */
 		uint64_t local_buffer_size;	/* bounce/staging buffer */
 		char host_id[CONF_STR];		/* "" = boot id (tests override) */
+		bool optimistic_reads;		/* same-host gets without the master */
+		int64_t location_cache;		/* entries of the location cache */
+		uint64_t location_ttl;		/* ms an entry is tried */
 	} client;
 	struct {
 		char path[CONF_STR];		/* "" = no spill tier */

@@ -166,6 +166,19 @@ const struct conf_key conf_table[] = {
 	STR("client", "host_id", client.host_id, "",
 	    "Identity of this host, used to decide that a node is local (same /dev/shm). "
 	    "Empty: the kernel's boot id."),
+	BOOL("client", "optimistic_reads", client.optimistic_reads, "true",
+	     "Get and exists of a key this handle saw recently in a segment mapped on this host "
+	     "read the extent directly and validate it by its header (key, generation, "
+	     "checksum) instead of asking the master first; a freed or reused extent is "
+	     "detected and the call asks the master. Another handle's remove or replacement "
+	     "becomes visible once the node has dropped the old extent (docs/client.md)."),
+	NUM("client", "location_cache", CONF_T_INT, client.location_cache, 0, 1 << 26, "16384",
+	    "Keys whose last seen location a handle remembers for optimistic reads (about "
+	    "100 bytes plus the key each); 0 turns them off."),
+	NUM("client", "location_ttl", CONF_T_DURATION, client.location_ttl, 1, HOUR, "10s",
+	    "How long a remembered location is tried: also the longest a value removed or "
+	    "replaced by another handle can still be read here when its node cannot be "
+	    "reached to drop it."),
 
 	/* [spill] */
 	STR("spill", "path", spill.path, "",

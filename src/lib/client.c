@@ -15,6 +15,7 @@
 #include "get.h"
 #include "kvpool.h"
 #include "kvpool_i.h"
+#include "lcache.h"
 #include "log.h"
 #include "mcall.h"
 #include "net.h"
@@ -97,6 +98,8 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 	rc = segtab_refresh(kvp, 0, sock_deadline(kvp));
 	if (rc < 0)
 		goto out_close;
+	/* No cache (no memory, or turned off) only means no optimistic reads. */
+	kvp->lc = lc_create(kvp);
 	if (errp)
 		*errp = 0;
 	return kvp;
@@ -168,6 +171,7 @@ void kvp_close(struct kvp *kvp)
 {
 	if (!kvp)
 		return;
+	lc_destroy(kvp->lc);
 	mc_pool_close(kvp);
 	xp_tcp_close_pools(kvp);
 	xp_rdma_close(kvp);
@@ -303,18 +307,85 @@ static int batch_i32(struct kvp *kvp, uint16_t op, const void *prefix, size_t pl
 	return rc;
 }
 
+/* Keys with a remembered local location whose extent still holds them are
+ * answered 1 without the master (lcache.h); true then. */
+static bool exists_optimistic(struct kvp *kvp, const char *key)
+{
+	struct lc_loc l;
+	struct client_seg *seg;
+	uint32_t klen;
+	bool touch, ok;
+
+	if (!kvp->lc || mc_key_check(key, &klen) ||
+	    !lc_lookup(kvp->lc, key, klen, &l, &touch))
+		return false;
+	seg = segtab_peek(kvp, l.seg_id);
+	ok = seg && xp_path_choose(kvp->proto, seg->local, false, false, KVP_TIER_MEM) ==
+		    XP_LOCAL && xp_local_opt_check(seg, &l, key, klen) == 0;
+	segtab_put(kvp, seg);
+	lc_count(kvp->lc, ok);
+	if (!ok)
+		lc_drop(kvp->lc, key, klen, &l);
+	else if (touch)
+		lc_touch(kvp, key, klen);
+	return ok;
+}
+
 int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *results)
 {
-	return batch_i32(kvp, WIRE_OP_EXISTS, NULL, 0, n, keys, results);
+	const char **ask;
+	size_t *at, na = 0;
+	int *res, rc;
+
+	if (!kvp || (n && (!keys || !results)))
+		return KVP_EINVAL;
+	if (!kvp->lc)
+		return batch_i32(kvp, WIRE_OP_EXISTS, NULL, 0, n, keys, results);
+	ask = malloc(n * (sizeof(*ask) + sizeof(*at) + sizeof(*res)) + 1);
+	if (!ask)
+		return KVP_ENOMEM;
+	at = (size_t *)(ask + n);
+	res = (int *)(at + n);
+	for (size_t i = 0; i < n; i++) {
+		if (exists_optimistic(kvp, keys[i])) {
+			results[i] = 1;
+			continue;
+		}
+		at[na] = i;
+		ask[na++] = keys[i];
+	}
+	rc = batch_i32(kvp, WIRE_OP_EXISTS, NULL, 0, na, ask, res);
+	for (size_t k = 0; k < na; k++)
+		results[at[k]] = res[k];
+	free(ask);
+	return rc;
+}
+
+/* This handle's optimistic reads must not find a removed key: its entries
+ * go before the REMOVE is sent and again once it is answered (a get that
+ * raced with the remove cannot leave one behind). */
+static void lc_invalidate_keys(struct kvp *kvp, size_t n, const char *const *keys)
+{
+	uint32_t klen;
+
+	for (size_t i = 0; kvp->lc && i < n; i++)
+		if (mc_key_check(keys[i], &klen) == 0)
+			lc_invalidate(kvp->lc, keys[i], klen);
 }
 
 int kvp_batch_remove(struct kvp *kvp, size_t n, const char *const *keys, int flags, int *results)
 {
 	uint8_t force = (flags & KVP_REMOVE_FORCE) ? 1 : 0;
+	int rc;
 
 	if (flags & ~KVP_REMOVE_FORCE)
 		return KVP_EINVAL;
-	return batch_i32(kvp, WIRE_OP_REMOVE, &force, 1, n, keys, results);
+	if (!kvp || (n && (!keys || !results)))
+		return KVP_EINVAL;
+	lc_invalidate_keys(kvp, n, keys);
+	rc = batch_i32(kvp, WIRE_OP_REMOVE, &force, 1, n, keys, results);
+	lc_invalidate_keys(kvp, n, keys);
+	return rc;
 }
 
 static bool parse_size(struct rbuf *r, size_t i, void *arg)
@@ -597,7 +668,9 @@ int kvp_remove_prefix(struct kvp *kvp, const char *prefix, int flags, uint64_t *
 	wb_init(&m.body);
 	wb_cstr(&m.body, prefix);
 	wb_u8(&m.body, (flags & KVP_REMOVE_FORCE) ? 1 : 0);
+	lc_clear(kvp->lc);	/* before and after: see lc_invalidate_keys */
 	rc = mc_call1(kvp, &m, sock_deadline(kvp));
+	lc_clear(kvp->lc);
 	if (rc == 0) {
 		rb_init(&r, m.rep, m.rep_len);
 		uint64_t c = rb_u64(&r);
@@ -762,6 +835,12 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->rdma_bytes = LD(rdma_bytes);
 	out->lease_releases = LD(lease_releases);
 #undef LD
+	struct lc_stats ls;
+
+	lc_stats(kvp->lc, &ls);
+	out->optimistic_hits = ls.hits;
+	out->optimistic_fallbacks = ls.fallbacks;
+	out->read_touches = ls.touches;
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "segment.h"
 #include "wire.h"
 
+struct lcache;
 struct mconn;
 struct rdma_info;
 struct xp_rdma;
@@ -105,6 +106,7 @@ struct kvp {
 
 	struct regbuf *bufs;		/* protected by lock */
 	struct xp_rdma *rdma;		/* RDMA state (xp_rdma.c); NULL: RDMA off */
+	struct lcache *lc;		/* optimistic reads (lcache.c); NULL: off */
 
 	struct {
 		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes, rdma_bytes;

@@ -13,6 +13,7 @@
 #include "extent.h"
 #include "get.h"
 #include "kvpool.h"
+#include "lcache.h"
 #include "mcall.h"
 #include "net.h"
 #include "segtab.h"
@@ -53,6 +54,7 @@ struct get_item {
 	struct xp_run *run;
 	struct kvp *kvp;
 	uint8_t *hdr;			/* EXT_HDR_SIZE + klen */
+	uint64_t lc_token;		/* lcache state before the master was asked */
 	bool dev;			/* dst is CUDA device memory */
 	bool stage_pinned;
 	void *stage;			/* host landing place for remote reads of dev */
@@ -96,6 +98,24 @@ static bool get_verify(const struct get_item *it, const struct xp_op *op)
 
 static bool get_next(struct get_item *it);
 
+/* A value just read from a local extent: where the next get of the key can
+ * look first (unless this handle removed or replaced the key meanwhile). */
+static void get_remember(const struct get_item *it)
+{
+	const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
+	struct lc_loc l = {
+		.seg_id = rp->id,
+		.seg_uuid = rp->seg->seg_uuid,
+		.off = rp->off,
+		.alloc_len = rp->alloc_len,
+		.vlen = it->vlen,
+		.gen = it->gen,
+		.csum = it->csum,
+	};
+
+	lc_insert(it->kvp->lc, it->key, it->klen, it->lc_token, &l);
+}
+
 static void get_op_done(struct xp_op *op)
 {
 	struct get_item *it = op->arg;
@@ -111,6 +131,8 @@ static void get_op_done(struct xp_op *op)
 			}
 			it->result = (int64_t)it->vlen;
 			client_count(kvp, gets, 1);
+			if (op->kind == XP_LOCAL)
+				get_remember(it);
 			return;
 		}
 		client_count(kvp, checksum_mismatches, 1);
@@ -417,6 +439,66 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 	return 0;
 }
 
+/* The optimistic pass: items whose key has a remembered local location
+ * are read from there without the master (lcache.h, xp_local_opt_read);
+ * what validates is done, the rest stays in gc->todo for GET. Each item's
+ * lcache token is taken here, before the master hears of it. */
+static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
+{
+	struct lcache *lc = kvp->lc;
+	struct { struct lc_loc l; bool hit, touch; } *h;
+	uint64_t bytes = 0;
+	size_t keep = 0;
+	bool nt;
+
+	if (!lc || !gc->ntodo || !(h = malloc(gc->ntodo * sizeof(*h))))
+		return;
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+
+		it->lc_token = lc_token(lc, it->key, it->klen);
+		h[t].hit = !it->dev && lc_lookup(lc, it->key, it->klen, &h[t].l, &h[t].touch) &&
+			   (it->alloc || h[t].l.vlen <= it->cap);
+		if (h[t].hit)
+			bytes += h[t].l.vlen;
+	}
+	nt = xp_local_nt_read(bytes);
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+		struct client_seg *seg = h[t].hit ? segtab_peek(kvp, h[t].l.seg_id) : NULL;
+		int rc = KVP_ESTALE;
+
+		if (seg && xp_path_choose(kvp->proto, seg->local, false, false, KVP_TIER_MEM) ==
+			   XP_LOCAL) {
+			if (it->alloc) {
+				free(it->dst);
+				it->dst = malloc(h[t].l.vlen);
+			}
+			rc = !it->dst ? KVP_ENOMEM :
+			     xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt);
+		}
+		segtab_put(kvp, seg);
+		if (rc == 0) {
+			it->result = (int64_t)h[t].l.vlen;
+			client_count(kvp, gets, 1);
+			client_count(kvp, local_bytes, h[t].l.vlen);
+			lc_count(lc, true);
+			if (h[t].touch)
+				lc_touch(kvp, it->key, it->klen);
+			continue;
+		}
+		if (h[t].hit) {
+			lc_drop(lc, it->key, it->klen, &h[t].l);
+			lc_count(lc, false);
+			if (rc == KVP_ECHECKSUM)
+				client_count(kvp, checksum_mismatches, 1);
+		}
+		gc->todo[keep++] = gc->todo[t];
+	}
+	gc->ntodo = keep;
+	free(h);
+}
+
 static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *const *keys)
 {
 	gc->deadline = sock_deadline(kvp);
@@ -479,6 +561,7 @@ int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
 				gc.todo[keep++] = gc.todo[t];
 		}
 		gc.ntodo = keep;
+		get_optimistic(kvp, &gc);
 		rc = get_batch(kvp, &gc);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -514,6 +597,7 @@ int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len)
 	rc = get_setup(kvp, &gc, 1, &key);
 	if (rc == 0) {
 		gc.items[0].alloc = true;
+		get_optimistic(kvp, &gc);
 		rc = get_batch(kvp, &gc);
 	}
 	res = rc < 0 ? rc : gc.items[0].result;

@@ -272,6 +272,11 @@ struct kvp_stats {
 	uint64_t node_connects;		/* data connections opened */
 	uint64_t rdma_bytes;		/* value bytes moved by RDMA READ/WRITE */
 	uint64_t lease_releases;	/* LEASE_RELEASE frames sent after gets */
+	uint64_t optimistic_hits;	/* gets/exists answered from a local extent
+					 * without asking the master */
+	uint64_t optimistic_fallbacks;	/* remembered locations that no longer held
+					 * the value: the master was asked */
+	uint64_t read_touches;		/* those reads reported to the master (LRU) */
 };
 int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 

@@ -15,6 +15,7 @@
 #include "cuda.h"
 #include "extent.h"
 #include "kvpool.h"
+#include "lcache.h"
 #include "mcall.h"
 #include "net.h"
 #include "put.h"
@@ -323,6 +324,38 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 	return 0;
 }
 
+/* A put that completed: this handle's optimistic reads must not find what
+ * the key held before (a replaced value), and may find the new value's
+ * local replica. The invalidation also stales every lcache token taken
+ * before it, so a get that raced with this put cannot store the old
+ * location afterwards. */
+static void put_remember(struct kvp *kvp, const struct put_item *it)
+{
+	struct lcache *lc = kvp->lc;
+
+	if (!lc)
+		return;
+	lc_invalidate(lc, it->key, it->klen);
+	for (uint8_t i = 0; i < it->nrep; i++) {
+		const struct xp_op *o = &it->ops[i];
+
+		if (o->kind != XP_LOCAL || !o->seg)
+			continue;
+		struct lc_loc l = {
+			.seg_id = o->seg->id,
+			.seg_uuid = o->seg->seg_uuid,
+			.off = o->off,
+			.alloc_len = o->alloc_len,
+			.vlen = it->len,
+			.gen = it->gen,
+			.csum = it->csum,
+		};
+
+		lc_insert(lc, it->key, it->klen, lc_token(lc, it->key, it->klen), &l);
+		return;
+	}
+}
+
 /* PUT_END for the items whose replicas are all written, PUT_REVOKE for the
  * others that were granted: one round trip. */
 static int put_finish(struct kvp *kvp, struct put_ctx *pc)
@@ -383,8 +416,10 @@ static int put_finish(struct kvp *kvp, struct put_ctx *pc)
 			if (!frc && (!rb_ok(&r) || st > 0 || st < KVP_ERR_MIN))
 				st = frc = KVP_EPROTO;
 			it->status = st;
-			if (!st)
+			if (!st) {
 				client_count(kvp, puts, 1);
+				put_remember(kvp, it);
+			}
 		}
 	}
 	/* A lost PUT_REVOKE is harmless: put_timeout reclaims the extents. */
@@ -557,6 +592,9 @@ static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
 			pc.todo[pc.ntodo++] = i;
 		it->valid = !it->status;
 	}
+	/* Before the master hears of them: see put_remember. */
+	for (size_t t = 0; t < pc.ntodo; t++)
+		lc_invalidate(kvp->lc, pc.items[pc.todo[t]].key, pc.items[pc.todo[t]].klen);
 	for (int attempt = 0; attempt < 2 && pc.ntodo; attempt++) {
 		size_t keep = 0;
 

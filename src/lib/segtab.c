@@ -279,6 +279,17 @@ int segtab_by_name(struct kvp *kvp, const char *node, uint32_t *ids, size_t max,
 	return 0;
 }
 
+struct client_seg *segtab_peek(struct kvp *kvp, uint32_t id)
+{
+	struct client_seg *s = NULL;
+
+	pthread_mutex_lock(&kvp->lock);
+	if (kvp->segs_valid && (s = segtab_find_locked(kvp, id)))
+		s->refs++;
+	pthread_mutex_unlock(&kvp->lock);
+	return s;
+}
+
 void segtab_invalidate(struct kvp *kvp)
 {
 	pthread_mutex_lock(&kvp->lock);

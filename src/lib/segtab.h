@@ -22,6 +22,9 @@ int segtab_refresh(struct kvp *kvp, uint64_t seen_gen, uint64_t deadline);
 /* Looks a segment up, refreshing the table at most once per *refreshed. A
  * reference the caller drops with segtab_put; NULL when unknown. */
 struct client_seg *segtab_get(struct kvp *kvp, uint32_t id, bool *refreshed, uint64_t deadline);
+/* The same from the table as it is, never refreshing it (no master
+ * contact: optimistic reads); NULL when unknown or the table is stale. */
+struct client_seg *segtab_peek(struct kvp *kvp, uint32_t id);
 /* Drops a segment reference taken by a lookup (NULL: nothing). */
 void segtab_put(struct kvp *kvp, struct client_seg *seg);
 /* The entry for id, no reference taken; the caller holds kvp->lock. */

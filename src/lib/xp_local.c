@@ -16,6 +16,7 @@
 
 #include "client_i.h"
 #include "cuda.h"
+#include "lcache.h"
 #include "log.h"
 #include "segmap.h"
 #include "xport.h"
@@ -303,7 +304,7 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 		const uint8_t *src = ext + op->hdr_len + r->pos;
 		uint8_t *dst = (uint8_t *)op->dst + r->pos;
 
-		bool nt = r->read_bytes >= LOCAL_NT_READ_MIN;
+		bool nt = xp_local_nt_read(r->read_bytes);
 
 		if (op->flags & XP_F_DEVICE) {
 			if (!local_dev_step(r, op, dst, src, n, len, src, true))
@@ -423,6 +424,75 @@ static void local_end(void *st)
 		op->status = KVP_EINTERNAL;
 	}
 	free(r);
+}
+
+/* ---- optimistic reads ---- */
+
+bool xp_local_nt_read(uint64_t call_bytes)
+{
+	return call_bytes >= LOCAL_NT_READ_MIN;
+}
+
+/* The header of the extent at l, copied into hdr and checked against what
+ * the caller expects; ext points at the extent. 0 or KVP_ESTALE. */
+static int opt_header(const struct client_seg *seg, const struct lc_loc *l, const char *key,
+		      uint32_t klen, uint8_t *hdr, const uint8_t **ext)
+{
+	const struct segment *m = &seg->map;
+	uint32_t hlen = EXT_HDR_SIZE + klen;
+	struct ext_hdr h;
+	const uint8_t *k;
+
+	if (!seg->local || l->seg_uuid != seg->seg_uuid || l->off < SEG_DATA_OFF ||
+	    l->off >= m->size || hlen + l->vlen > l->alloc_len || l->alloc_len > m->size - l->off)
+		return KVP_ESTALE;
+	*ext = (const uint8_t *)m->base + l->off;
+	memcpy(hdr, *ext, hlen);
+	/* Header before value: pairs with the writers' release of the magic. */
+	atomic_thread_fence(memory_order_acquire);
+	int rc = ext_decode(hdr, l->alloc_len, 0, &h, &k);
+
+	if (rc != 0 && rc != -ENOENT && rc != -ERANGE)
+		return KVP_ECHECKSUM;	/* not a header: damaged (or torn by a writer) */
+	if (rc != 0 || h.key_len != klen ||
+	    memcmp(k, key, klen) != 0 || h.value_len != l->vlen || h.generation != l->gen ||
+	    h.value_checksum != l->csum || h.seg_uuid != seg->seg_uuid)
+		return KVP_ESTALE;
+	return 0;
+}
+
+int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,
+		       uint32_t klen)
+{
+	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
+	const uint8_t *ext;
+
+	return opt_header(seg, l, key, klen, hdr, &ext);
+}
+
+int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
+		      uint32_t klen, void *dst, bool nt)
+{
+	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
+	const uint8_t *ext;
+	uint32_t hlen = EXT_HDR_SIZE + klen;
+	uint64_t csum;
+	int rc = opt_header(seg, l, key, klen, hdr, &ext);
+
+	if (rc)
+		return rc;
+	csum = nt ? ext_copy_checksum_nt(dst, ext + hlen, l->vlen) :
+		    ext_copy_checksum(dst, ext + hlen, l->vlen);
+	/* The value before the second look at the header: a node that
+	 * tombstoned the extent, or a writer that reused it, changed the
+	 * header before it changed any value byte (a reused extent was
+	 * tombstoned first, and the master waits for that), so a header that
+	 * is still the same proves the copy was of this value. The hash is a
+	 * second, independent check of the same. */
+	atomic_thread_fence(memory_order_acquire);
+	if (memcmp(ext, hdr, hlen) != 0)
+		return KVP_ESTALE;
+	return csum == l->csum ? 0 : KVP_ECHECKSUM;
 }
 
 const struct xport_ops xp_local_ops = {

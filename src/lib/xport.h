@@ -22,6 +22,7 @@
 struct kvp;
 struct kvp_iov;
 struct client_seg;
+struct lc_loc;
 
 enum xp_dir { XP_READ, XP_WRITE };
 
@@ -112,6 +113,24 @@ extern const struct xport_ops xp_tcp_ops;
  * Called by the segment table with no lock held; fills seg->map. */
 void xp_local_attach(struct kvp *kvp, struct client_seg *seg);
 void xp_local_detach(struct client_seg *seg);
+
+/* Optimistic reads (xp_local.c): the extent at l in the local segment seg
+ * (l->seg_uuid is seg's) read with no lease and no master, validated like a
+ * seqlock: the header must decode live and name key with l's length,
+ * generation and checksum before the copy and be byte-identical after it,
+ * and the copy must hash to the checksum. Any free, tombstone or reuse
+ * meanwhile fails it. 0 (dst holds the value), KVP_ESTALE (the extent no
+ * longer holds it: tombstoned, another key or generation) or KVP_ECHECKSUM
+ * (a header that does not decode, or a value that does not hash to its
+ * checksum: damaged, or changed under the copy). check:
+ * the header part only (an exists). nt: streaming stores (see
+ * LOCAL_NT_READ_MIN). */
+int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,
+		       uint32_t klen);
+int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
+		      uint32_t klen, void *dst, bool nt);
+/* Reads of a call that together exceed this stream their stores. */
+bool xp_local_nt_read(uint64_t call_bytes);
 
 /* TCP helpers (xp_tcp.c): close every pooled connection of the handle. */
 void xp_tcp_close_pools(struct kvp *kvp);

@@ -131,7 +131,9 @@ static void metadata_calls(struct kvp *k)
 	CHECK_RC(kvp_exists(k, "meta/b"), 1);
 }
 
-static void bad_input(struct kvp *k)
+/* kplain: a handle of the same pool without optimistic reads, whose gets
+ * always ask the master (and take a lease). */
+static void bad_input(struct kvp *k, struct kvp *kplain)
 {
 	char big[KVP_MAX_KEY + 2], ok[KVP_MAX_KEY + 1], buf[8] = "x";
 	void *p = NULL;
@@ -165,8 +167,12 @@ static void bad_input(struct kvp *k)
 	/* the longest key works */
 	CHECK_RC(kvp_put(k, ok, buf, 1), 0);
 	CHECK_RC(kvp_get_into(k, ok, buf, sizeof(buf)), 1);
-	/* the read released its lease: a plain remove works at once */
+	/* the read released its lease (a read through the master) or took
+	 * none (an optimistic one): a plain remove works at once */
+	CHECK_RC(kvp_get_into(kplain, ok, buf, sizeof(buf)), 1);
 	CHECK_RC(kvp_remove(k, ok, 0), 0);
+	/* ... and this handle's next read of it does not find the old extent */
+	CHECK_RC(kvp_get_into(k, ok, buf, sizeof(buf)), KVP_ENOTFOUND);
 	/* a batch mixes valid and invalid keys: per-item results */
 	keys[0] = "";
 	keys[1] = "bad/missing";
@@ -198,7 +204,14 @@ int main(void)
 	CHECK(s1.gets - s0.gets == 3 * NSIZES);
 	CHECK(s1.checksum_mismatches == 0);
 	metadata_calls(k);
-	bad_input(k);
+	{
+		const char *plain[] = { "client.optimistic_reads=false", NULL };
+		struct kvp *kp = tc_open(p, plain, &err);
+
+		REQUIRE(kp);
+		bad_input(k, kp);
+		kvp_close(kp);
+	}
 	kvp_close(k);
 
 	/* TCP forced */

@@ -85,8 +85,10 @@ static void expect_get(struct kvp *k, const char *key, int want_ok)
 static void scenario(struct tc_pool *p, const char *proto, const char *pre)
 {
 	char po[64], key[5][64];
-	const char *r2[] = { "client.replicas=2", po, NULL };
-	const char *r1[] = { "client.replicas=1", po, NULL };
+	/* Every get asks the master: the counts below are of its replica
+	 * order (optimistic() covers reads from a remembered location). */
+	const char *r2[] = { "client.replicas=2", po, "client.optimistic_reads=false", NULL };
+	const char *r1[] = { "client.replicas=1", po, "client.optimistic_reads=false", NULL };
 	struct kvp *k2, *k1;
 	uint64_t m;
 	int err;
@@ -147,6 +149,40 @@ static void scenario(struct tc_pool *p, const char *proto, const char *pre)
 	kvp_close(k2);
 }
 
+/* Optimistic reads (the handle that put a key remembers where): a flipped
+ * value byte in the remembered replica is caught by the read from there,
+ * counted, and the call goes to the master, which offers the good replica
+ * (2 replicas) or none (1). */
+static void optimistic(struct tc_pool *p)
+{
+	const char *r2[] = { "client.replicas=2", NULL };
+	const char *r1[] = { "client.replicas=1", NULL };
+	struct kvp *k2 = tc_open(p, r2, NULL), *k1 = tc_open(p, r1, NULL);
+	struct kvp_stats s0, s1;
+
+	REQUIRE(k2 && k1);
+	put_one(k2, "opt/2");
+	put_one(k1, "opt/1");
+	kvp_stats(k2, &s0);
+	expect_get(k2, "opt/2", 1);	/* remembered, valid: no master */
+	kvp_stats(k2, &s1);
+	CHECK(s1.optimistic_hits - s0.optimistic_hits == 2);
+	flip(k2, "opt/2", 0, EXT_HDR_SIZE + strlen("opt/2") + 777);
+	flip(k1, "opt/1", 0, EXT_HDR_SIZE + strlen("opt/1") + 777);
+	s0 = s1;
+	expect_get(k2, "opt/2", 1);
+	kvp_stats(k2, &s1);
+	CHECK(s1.optimistic_fallbacks - s0.optimistic_fallbacks >= 1);
+	CHECK(s1.checksum_mismatches - s0.checksum_mismatches >= 1);
+	kvp_stats(k1, &s0);
+	expect_get(k1, "opt/1", 0);
+	kvp_stats(k1, &s1);
+	CHECK(s1.optimistic_fallbacks - s0.optimistic_fallbacks == 1);
+	CHECK(s1.checksum_mismatches - s0.checksum_mismatches >= 2);
+	kvp_close(k1);
+	kvp_close(k2);
+}
+
 int main(void)
 {
 	struct tc_pool *p;
@@ -154,5 +190,6 @@ int main(void)
 	p = tc_start(2, 64, NULL);
 	scenario(p, "auto", "loc");
 	scenario(p, "tcp", "tcp");
+	optimistic(p);
 	return tc_exit();
 }

@@ -1,0 +1,73 @@
+/* lcache: a handle's location cache for optimistic same-host reads. It
+ * remembers, per key, where the handle last saw the value in a segment
+ * mapped on this host (segment, offset, length, generation, checksum), so
+ * that a get or an exists of that key can read or check the extent straight
+ * away and validate it by its header instead of asking the master first
+ * (docs/client.md, "Optimistic reads", holds the protocol and its model).
+ * An entry is a hint, never trusted: the reader checks the extent itself.
+ * Any thread: the entries sit in sets guarded by striped mutexes, held only
+ * to look up or store; the touch buffer has its own mutex. No I/O under
+ * either lock.
+ */
+#ifndef KVP_LCACHE_H
+#define KVP_LCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvp;
+
+/* Where a value was seen: one memory replica in a local segment. */
+struct lc_loc {
+	uint32_t seg_id;
+	uint64_t seg_uuid;
+	uint64_t off, alloc_len;	/* extent offset and the space it holds */
+	uint64_t vlen, gen, csum;	/* value length, generation, xxh3 */
+};
+
+struct lcache;
+
+/* The cache of kvp->conf.client (location_cache entries; NULL when 0 or
+ * optimistic_reads is off, and every call below is then a no-op/miss). */
+struct lcache *lc_create(const struct kvp *kvp);
+void lc_destroy(struct lcache *c);
+
+/* A snapshot of the key's invalidation state, taken before asking the
+ * master about it: an lc_insert with it is refused if this handle removed
+ * or replaced the key (or cleared the cache) since, so an answer that was
+ * current before that can never become a hint after it. */
+uint64_t lc_token(struct lcache *c, const char *key, uint32_t klen);
+/* Remembers loc for key unless the token is stale. */
+void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
+	       const struct lc_loc *loc);
+/* True with *loc filled when key has a fresh entry (younger than
+ * location_ttl). *touch says the master has not heard of a read of the key
+ * for a while: the caller passes it to lc_touch after a verified read. */
+bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, struct lc_loc *loc,
+	       bool *touch);
+/* Forgets key and makes every older token for it stale (a remove or a put
+ * of it by this handle; called before the request and after its reply). */
+void lc_invalidate(struct lcache *c, const char *key, uint32_t klen);
+/* Forgets every entry and makes every older token stale (remove_prefix,
+ * a master restart). */
+void lc_clear(struct lcache *c);
+/* Forgets key if its entry still says loc (a read found it stale). */
+void lc_drop(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc);
+
+/* Reads the master did not see: queued, and sent as one EXISTS batch (which
+ * the master counts as a read for its LRU) once LC_TOUCH_BATCH keys are
+ * waiting or the oldest waited LC_TOUCH_MS; lc_touch_flush sends them now.
+ * Best effort: a failed batch only leaves the keys' LRU ages older. */
+void lc_touch(struct kvp *kvp, const char *key, uint32_t klen);
+void lc_touch_flush(struct kvp *kvp);
+
+struct lc_stats {
+	uint64_t hits;			/* reads and exists answered without the master */
+	uint64_t fallbacks;		/* a hint that did not validate: asked the master */
+	uint64_t touches;		/* keys sent to the master as read */
+};
+void lc_stats(struct lcache *c, struct lc_stats *out);
+void lc_count(struct lcache *c, bool hit);
+
+#endif
