@@ -358,6 +358,7 @@ int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *re
 	for (size_t k = 0; k < na; k++)
 		results[at[k]] = res[k];
 	free(ask);
+	lc_touch_poll(kvp);
 	return rc;
 }
 
@@ -840,6 +841,7 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	lc_stats(kvp->lc, &ls);
 	out->optimistic_hits = ls.hits;
 	out->optimistic_fallbacks = ls.fallbacks;
+	out->optimistic_raced = ls.raced;
 	out->read_touches = ls.touches;
 	return 0;
 }

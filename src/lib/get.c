@@ -467,6 +467,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		struct get_item *it = &gc->items[gc->todo[t]];
 		struct client_seg *seg = h[t].hit ? segtab_peek(kvp, h[t].l.seg_id) : NULL;
 		int rc = KVP_ESTALE;
+		bool raced = false;
 
 		if (seg && xp_path_choose(kvp->proto, seg->local, false, false, KVP_TIER_MEM) ==
 			   XP_LOCAL) {
@@ -475,7 +476,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 				it->dst = malloc(h[t].l.vlen);
 			}
 			rc = !it->dst ? KVP_ENOMEM :
-			     xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt);
+			     xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt, &raced);
 		}
 		segtab_put(kvp, seg);
 		if (rc == 0) {
@@ -490,6 +491,8 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		if (h[t].hit) {
 			lc_drop(lc, it->key, it->klen, &h[t].l);
 			lc_count(lc, false);
+			if (raced)
+				lc_count_raced(lc);
 			if (rc == KVP_ECHECKSUM)
 				client_count(kvp, checksum_mismatches, 1);
 		}
@@ -497,6 +500,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 	}
 	gc->ntodo = keep;
 	free(h);
+	lc_touch_poll(kvp);
 }
 
 static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *const *keys)

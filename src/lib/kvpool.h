@@ -276,7 +276,9 @@ struct kvp_stats {
 					 * without asking the master */
 	uint64_t optimistic_fallbacks;	/* remembered locations that no longer held
 					 * the value: the master was asked */
-	uint64_t read_touches;		/* those reads reported to the master (LRU) */
+	uint64_t optimistic_raced;	/* ... of which the extent changed during the copy
+					 * (freed or reused under the reader) */
+	uint64_t read_touches;		/* optimistic reads reported to the master (LRU) */
 };
 int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 

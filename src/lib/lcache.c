@@ -47,7 +47,8 @@ struct lcache {
 	uint32_t tlens[LC_TOUCH_BATCH];
 	size_t tn;
 	uint64_t tfirst_ms;
-	atomic_uint_fast64_t hits, fallbacks, touches;
+	atomic_uint_fast64_t tdue_ms;	/* when the queue is due; 0: empty */
+	atomic_uint_fast64_t hits, fallbacks, touches, raced;
 };
 
 struct lcache *lc_create(const struct kvp *kvp)
@@ -296,6 +297,7 @@ static size_t lc_touch_take(struct lcache *c, bool force, char **keys, uint32_t 
 		memcpy(keys, c->tkeys, n * sizeof(*keys));
 		memcpy(lens, c->tlens, n * sizeof(*lens));
 		c->tn = 0;
+		atomic_store(&c->tdue_ms, 0);
 	}
 	return n;
 }
@@ -314,8 +316,10 @@ void lc_touch(struct kvp *kvp, const char *key, uint32_t klen)
 	if (c->tn == LC_TOUCH_BATCH) {
 		free(k);	/* a sender is on its way with a full queue */
 	} else {
-		if (!c->tn)
+		if (!c->tn) {
 			c->tfirst_ms = net_now_ms();
+			atomic_store(&c->tdue_ms, c->tfirst_ms + LC_TOUCH_MS);
+		}
 		c->tkeys[c->tn] = k;
 		c->tlens[c->tn++] = klen;
 	}
@@ -323,6 +327,17 @@ void lc_touch(struct kvp *kvp, const char *key, uint32_t klen)
 	pthread_mutex_unlock(&c->tlock);
 	if (n)
 		lc_touch_send(kvp, keys, lens, n);
+}
+
+void lc_touch_poll(struct kvp *kvp)
+{
+	struct lcache *c = kvp->lc;
+	uint64_t due;
+
+	/* One atomic load on the fast path: nothing queued, or not yet due. */
+	if (c && (due = atomic_load_explicit(&c->tdue_ms, memory_order_relaxed)) &&
+	    net_now_ms() >= due)
+		lc_touch_flush(kvp);
 }
 
 void lc_touch_flush(struct kvp *kvp)
@@ -347,6 +362,12 @@ void lc_count(struct lcache *c, bool hit)
 		atomic_fetch_add_explicit(hit ? &c->hits : &c->fallbacks, 1, memory_order_relaxed);
 }
 
+void lc_count_raced(struct lcache *c)
+{
+	if (c)
+		atomic_fetch_add_explicit(&c->raced, 1, memory_order_relaxed);
+}
+
 void lc_stats(struct lcache *c, struct lc_stats *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -355,4 +376,5 @@ void lc_stats(struct lcache *c, struct lc_stats *out)
 	out->hits = atomic_load_explicit(&c->hits, memory_order_relaxed);
 	out->fallbacks = atomic_load_explicit(&c->fallbacks, memory_order_relaxed);
 	out->touches = atomic_load_explicit(&c->touches, memory_order_relaxed);
+	out->raced = atomic_load_explicit(&c->raced, memory_order_relaxed);
 }

@@ -61,13 +61,17 @@ void lc_drop(struct lcache *c, const char *key, uint32_t klen, const struct lc_l
  * Best effort: a failed batch only leaves the keys' LRU ages older. */
 void lc_touch(struct kvp *kvp, const char *key, uint32_t klen);
 void lc_touch_flush(struct kvp *kvp);
+/* Sends the queue if it is due (cheap when not): once per get / exists. */
+void lc_touch_poll(struct kvp *kvp);
 
 struct lc_stats {
 	uint64_t hits;			/* reads and exists answered without the master */
 	uint64_t fallbacks;		/* a hint that did not validate: asked the master */
 	uint64_t touches;		/* keys sent to the master as read */
+	uint64_t raced;			/* fallbacks whose extent changed under the copy */
 };
 void lc_stats(struct lcache *c, struct lc_stats *out);
 void lc_count(struct lcache *c, bool hit);
+void lc_count_raced(struct lcache *c);
 
 #endif

@@ -434,14 +434,16 @@ bool xp_local_nt_read(uint64_t call_bytes)
 }
 
 /* The header of the extent at l, copied into hdr and checked against what
- * the caller expects; ext points at the extent. 0 or KVP_ESTALE. */
+ * the caller expects; ext points at the extent. 0, KVP_ESTALE (not the
+ * value any more) or KVP_ECHECKSUM (a damaged header). */
 static int opt_header(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		      uint32_t klen, uint8_t *hdr, const uint8_t **ext)
 {
 	const struct segment *m = &seg->map;
-	uint32_t hlen = EXT_HDR_SIZE + klen;
+	uint32_t hlen = EXT_HDR_SIZE + klen, magic, key_len;
 	struct ext_hdr h;
 	const uint8_t *k;
+	int rc;
 
 	if (!seg->local || l->seg_uuid != seg->seg_uuid || l->off < SEG_DATA_OFF ||
 	    l->off >= m->size || hlen + l->vlen > l->alloc_len || l->alloc_len > m->size - l->off)
@@ -450,13 +452,23 @@ static int opt_header(const struct client_seg *seg, const struct lc_loc *l, cons
 	memcpy(hdr, *ext, hlen);
 	/* Header before value: pairs with the writers' release of the magic. */
 	atomic_thread_fence(memory_order_acquire);
-	int rc = ext_decode(hdr, l->alloc_len, 0, &h, &k);
-
-	if (rc != 0 && rc != -ENOENT && rc != -ERANGE)
-		return KVP_ECHECKSUM;	/* not a header: damaged (or torn by a writer) */
-	if (rc != 0 || h.key_len != klen ||
-	    memcmp(k, key, klen) != 0 || h.value_len != l->vlen || h.generation != l->gen ||
-	    h.value_checksum != l->csum || h.seg_uuid != seg->seg_uuid)
+	memcpy(&magic, hdr, sizeof(magic));
+	memcpy(&key_len, hdr + 8, sizeof(key_len));
+	/* Another key's header (space reused since): no decoding past what
+	 * was copied. */
+	if (key_len != klen)
+		return KVP_ESTALE;
+	rc = ext_decode(hdr, l->alloc_len, 0, &h, &k);
+	/* A live magic over a header that does not check is damage, unless a
+	 * writer is rewriting it right now (the bytes differ on a second
+	 * look: a torn read of reused space). Anything else there is space
+	 * that was reused since, or a tombstone: not a mismatch. */
+	if (rc == -EINVAL && magic == EXT_MAGIC) {
+		atomic_thread_fence(memory_order_acquire);
+		return memcmp(*ext, hdr, hlen) == 0 ? KVP_ECHECKSUM : KVP_ESTALE;
+	}
+	if (rc != 0 || memcmp(k, key, klen) != 0 || h.value_len != l->vlen ||
+	    h.generation != l->gen || h.value_checksum != l->csum || h.seg_uuid != seg->seg_uuid)
 		return KVP_ESTALE;
 	return 0;
 }
@@ -471,7 +483,7 @@ int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, con
 }
 
 int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
-		      uint32_t klen, void *dst, bool nt)
+		      uint32_t klen, void *dst, bool nt, bool *raced)
 {
 	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
 	const uint8_t *ext;
@@ -479,6 +491,7 @@ int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, cons
 	uint64_t csum;
 	int rc = opt_header(seg, l, key, klen, hdr, &ext);
 
+	*raced = false;
 	if (rc)
 		return rc;
 	csum = nt ? ext_copy_checksum_nt(dst, ext + hlen, l->vlen) :
@@ -490,8 +503,10 @@ int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, cons
 	 * is still the same proves the copy was of this value. The hash is a
 	 * second, independent check of the same. */
 	atomic_thread_fence(memory_order_acquire);
-	if (memcmp(ext, hdr, hlen) != 0)
+	if (memcmp(ext, hdr, hlen) != 0) {
+		*raced = true;
 		return KVP_ESTALE;
+	}
 	return csum == l->csum ? 0 : KVP_ECHECKSUM;
 }
 

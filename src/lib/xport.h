@@ -124,11 +124,12 @@ void xp_local_detach(struct client_seg *seg);
  * (a header that does not decode, or a value that does not hash to its
  * checksum: damaged, or changed under the copy). check:
  * the header part only (an exists). nt: streaming stores (see
- * LOCAL_NT_READ_MIN). */
+ * LOCAL_NT_READ_MIN). *raced: the extent was valid before the copy and
+ * not after it (a free or a reuse met the read). */
 int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		       uint32_t klen);
 int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
-		      uint32_t klen, void *dst, bool nt);
+		      uint32_t klen, void *dst, bool nt, bool *raced);
 /* Reads of a call that together exceed this stream their stores. */
 bool xp_local_nt_read(uint64_t call_bytes);
 
