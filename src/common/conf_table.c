@@ -172,7 +172,7 @@ const struct conf_key conf_table[] = {
 	     "checksum) instead of asking the master first; a freed or reused extent is "
 	     "detected and the call asks the master. Another handle's remove or replacement "
 	     "becomes visible once the node has dropped the old extent (docs/client.md)."),
-	NUM("client", "location_cache", CONF_T_INT, client.location_cache, 0, 1 << 26, "16384",
+	NUM("client", "location_cache", CONF_T_INT, client.location_cache, 0, 1 << 26, "65536",
 	    "Keys whose last seen location a handle remembers for optimistic reads (about "
 	    "100 bytes plus the key each); 0 turns them off."),
 	NUM("client", "location_ttl", CONF_T_DURATION, client.location_ttl, 1, HOUR, "10s",

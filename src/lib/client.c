@@ -308,27 +308,63 @@ static int batch_i32(struct kvp *kvp, uint16_t op, const void *prefix, size_t pl
 }
 
 /* Keys with a remembered local location whose extent still holds them are
- * answered 1 without the master (lcache.h); true then. */
-static bool exists_optimistic(struct kvp *kvp, const char *key)
-{
-	struct lc_loc l;
-	struct client_seg *seg;
+ * answered 1 without the master (lcache.h); the others are asked. In
+ * passes over the batch, so that the cache misses of its keys (their
+ * cache sets, then their extent headers, likely on as many pages) overlap
+ * instead of coming one after the other. */
+struct ex_item {
+	uint64_t h;
 	uint32_t klen;
-	bool touch, ok;
+	bool valid, hit, touch;
+	struct lc_loc l;
+};
 
-	if (!kvp->lc || mc_key_check(key, &klen) ||
-	    !lc_lookup(kvp->lc, key, klen, &l, &touch))
-		return false;
-	seg = segtab_peek(kvp, l.seg_id);
-	ok = seg && xp_path_choose(kvp->proto, seg->local, false, false, KVP_TIER_MEM) ==
-		    XP_LOCAL && xp_local_opt_check(seg, &l, key, klen) == 0;
-	segtab_put(kvp, seg);
-	lc_count(kvp->lc, ok);
-	if (!ok)
-		lc_drop(kvp->lc, key, klen, &l);
-	else if (touch)
-		lc_touch(kvp, key, klen);
-	return ok;
+static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys, int *results,
+			     const char **ask, size_t *at, size_t *na)
+{
+	struct ex_item *x = malloc((n ? n : 1) * sizeof(*x));
+	struct xp_opt o = { .kvp = kvp };
+	uint64_t now = net_now_ms();
+	struct client_seg *seg;
+
+	if (!x)
+		return KVP_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		x[i].valid = mc_key_check(keys[i], &x[i].klen) == 0;
+		if (x[i].valid) {
+			x[i].h = lc_key_hash(keys[i], x[i].klen);
+			lc_prefetch(kvp->lc, x[i].h);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		x[i].hit = x[i].valid && lc_lookup_h(kvp->lc, x[i].h, x[i].klen, now, &x[i].l,
+						     &x[i].touch);
+		if (x[i].hit && (seg = xp_opt_seg(&o, x[i].l.seg_id)))
+			xp_local_opt_prefetch(seg, &x[i].l, x[i].klen);
+	}
+	*na = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool ok = false;
+
+		if (x[i].hit) {
+			seg = xp_opt_seg(&o, x[i].l.seg_id);
+			ok = seg && xp_local_opt_check(seg, &x[i].l, keys[i], x[i].klen) == 0;
+			lc_count(kvp->lc, ok);
+			if (!ok)
+				lc_drop(kvp->lc, keys[i], x[i].klen, &x[i].l);
+			else if (x[i].touch)
+				lc_touch(kvp, keys[i], x[i].klen);
+		}
+		if (ok) {
+			results[i] = 1;
+			continue;
+		}
+		at[*na] = i;
+		ask[(*na)++] = keys[i];
+	}
+	xp_opt_end(&o);
+	free(x);
+	return 0;
 }
 
 int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *results)
@@ -346,17 +382,12 @@ int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *re
 		return KVP_ENOMEM;
 	at = (size_t *)(ask + n);
 	res = (int *)(at + n);
-	for (size_t i = 0; i < n; i++) {
-		if (exists_optimistic(kvp, keys[i])) {
-			results[i] = 1;
-			continue;
-		}
-		at[na] = i;
-		ask[na++] = keys[i];
+	rc = exists_optimistic(kvp, n, keys, results, ask, at, &na);
+	if (rc == 0) {
+		rc = batch_i32(kvp, WIRE_OP_EXISTS, NULL, 0, na, ask, res);
+		for (size_t k = 0; k < na; k++)
+			results[at[k]] = res[k];
 	}
-	rc = batch_i32(kvp, WIRE_OP_EXISTS, NULL, 0, na, ask, res);
-	for (size_t k = 0; k < na; k++)
-		results[at[k]] = res[k];
 	free(ask);
 	lc_touch_poll(kvp);
 	return rc;

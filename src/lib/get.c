@@ -446,31 +446,44 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 {
 	struct lcache *lc = kvp->lc;
-	struct { struct lc_loc l; bool hit, touch; } *h;
-	uint64_t bytes = 0;
+	struct { struct lc_loc l; uint64_t hash; bool hit, touch; } *h;
+	struct xp_opt o = { .kvp = kvp };
+	uint64_t bytes = 0, now = net_now_ms();
 	size_t keep = 0;
 	bool nt;
 
 	if (!lc || !gc->ntodo || !(h = malloc(gc->ntodo * sizeof(*h))))
 		return;
+	/* In passes, so that a batch's cache misses overlap (see
+	 * exists_optimistic in client.c). */
 	for (size_t t = 0; t < gc->ntodo; t++) {
 		struct get_item *it = &gc->items[gc->todo[t]];
 
-		it->lc_token = lc_token(lc, it->key, it->klen);
-		h[t].hit = !it->dev && lc_lookup(lc, it->key, it->klen, &h[t].l, &h[t].touch) &&
+		h[t].hash = lc_key_hash(it->key, it->klen);
+		it->lc_token = lc_token_h(lc, h[t].hash);
+		lc_prefetch(lc, h[t].hash);
+	}
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+		struct client_seg *seg;
+
+		h[t].hit = !it->dev &&
+			   lc_lookup_h(lc, h[t].hash, it->klen, now, &h[t].l, &h[t].touch) &&
 			   (it->alloc || h[t].l.vlen <= it->cap);
-		if (h[t].hit)
-			bytes += h[t].l.vlen;
+		if (!h[t].hit)
+			continue;
+		bytes += h[t].l.vlen;
+		if ((seg = xp_opt_seg(&o, h[t].l.seg_id)))
+			xp_local_opt_prefetch(seg, &h[t].l, it->klen);
 	}
 	nt = xp_local_nt_read(bytes);
 	for (size_t t = 0; t < gc->ntodo; t++) {
 		struct get_item *it = &gc->items[gc->todo[t]];
-		struct client_seg *seg = h[t].hit ? segtab_peek(kvp, h[t].l.seg_id) : NULL;
+		struct client_seg *seg = h[t].hit ? xp_opt_seg(&o, h[t].l.seg_id) : NULL;
 		int rc = KVP_ESTALE;
 		bool raced = false;
 
-		if (seg && xp_path_choose(kvp->proto, seg->local, false, false, KVP_TIER_MEM) ==
-			   XP_LOCAL) {
+		if (seg) {
 			if (it->alloc) {
 				free(it->dst);
 				it->dst = malloc(h[t].l.vlen);
@@ -478,7 +491,6 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			rc = !it->dst ? KVP_ENOMEM :
 			     xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt, &raced);
 		}
-		segtab_put(kvp, seg);
 		if (rc == 0) {
 			it->result = (int64_t)h[t].l.vlen;
 			client_count(kvp, gets, 1);
@@ -498,6 +510,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		}
 		gc->todo[keep++] = gc->todo[t];
 	}
+	xp_opt_end(&o);
 	gc->ntodo = keep;
 	free(h);
 	lc_touch_poll(kvp);

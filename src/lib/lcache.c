@@ -1,6 +1,7 @@
 /* lcache: the location cache of optimistic reads (see lcache.h). Entries
- * live in sets of LC_WAYS (the oldest goes when a set is full); a set's
- * mutex and invalidation count are those of its stripe (set % LC_STRIPES).
+ * live in sets of LC_WAYS (the oldest goes when a set is full), read
+ * without a lock; a set's writers take its stripe's mutex (set %
+ * LC_STRIPES), which also guards the stripe's invalidation count.
  */
 #include "lcache.h"
 
@@ -16,30 +17,42 @@
 #include "net.h"
 #include "sock.h"
 
-#define LC_WAYS 4
+#define LC_WAYS 8
 #define LC_STRIPES 64
 #define LC_TOUCH_BATCH 64		/* keys per touch frame */
 #define LC_TOUCH_MS 200			/* the oldest queued touch waits at most this */
 #define LC_TOUCH_EVERY_MS 1000		/* a key is reported read at most this often */
 
-struct lc_ent {
-	uint64_t hash;			/* 0: empty */
-	char *key;			/* klen bytes, malloc'd */
-	uint32_t klen;
-	struct lc_loc loc;
-	uint64_t born_ms;		/* stored (location_ttl counts from here) */
-	uint64_t touch_ms;		/* last reported to the master as read */
+/* A way holds no key: the key's 64-bit hash (its tag) and length pick it,
+ * and the extent header, which names the key, decides; a hash collision
+ * only costs a fallback to the master. So ways are fixed-size and lookups
+ * take no lock: a way is written under its stripe's lock as a seqlock (seq
+ * odd while it changes) and read by copying it between two loads of seq.
+ * Every field is accessed with relaxed atomics. */
+enum { W_SEG_KLEN, W_UUID, W_OFF, W_ALEN, W_VLEN, W_GEN, W_CSUM, W_BORN, W_N };
+
+struct lc_way {
+	atomic_uint seq;
+	atomic_uint_fast64_t w[W_N];	/* the location, its key length, when stored */
+	atomic_uint_fast64_t touch_ms;	/* last reported to the master as read */
+};
+
+/* The tags first, in one cache line: a lookup reads that line and then
+ * only the way that matches. */
+struct lc_set {
+	atomic_uint_fast64_t tag[LC_WAYS];	/* key hash | 1; 0: empty */
+	struct lc_way way[LC_WAYS];
 };
 
 struct lc_stripe {
-	pthread_mutex_t lock;
-	uint32_t inval;			/* bumped by each lc_invalidate of its keys */
+	pthread_mutex_t lock;		/* writers of the stripe's sets */
+	atomic_uint inval;		/* bumped by each lc_invalidate of its keys */
 } __attribute__((aligned(64)));
 
 struct lcache {
 	size_t nsets;			/* a power of two */
 	uint64_t ttl_ms;
-	struct lc_ent *ents;		/* nsets * LC_WAYS; a set under its stripe's lock */
+	struct lc_set *sets;		/* nsets */
 	atomic_uint epoch;		/* bumped by lc_clear */
 	struct lc_stripe stripe[LC_STRIPES];
 	pthread_mutex_t tlock;		/* guards the touch queue */
@@ -50,6 +63,9 @@ struct lcache {
 	atomic_uint_fast64_t tdue_ms;	/* when the queue is due; 0: empty */
 	atomic_uint_fast64_t hits, fallbacks, touches, raced;
 };
+
+#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define ST(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 
 struct lcache *lc_create(const struct kvp *kvp)
 {
@@ -67,8 +83,11 @@ struct lcache *lc_create(const struct kvp *kvp)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->ents = calloc(nsets * LC_WAYS, sizeof(*c->ents));
-	if (!c->ents) {
+	/* calloc: all-zero is every way empty, seq 0 */
+	c->sets = aligned_alloc(64, nsets * sizeof(*c->sets));
+	if (c->sets)
+		memset(c->sets, 0, nsets * sizeof(*c->sets));
+	if (!c->sets) {
 		free(c);
 		return NULL;
 	}
@@ -84,161 +103,205 @@ void lc_destroy(struct lcache *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nsets * LC_WAYS; i++)
-		free(c->ents[i].key);
 	for (size_t i = 0; i < c->tn; i++)
 		free(c->tkeys[i]);
 	for (int i = 0; i < LC_STRIPES; i++)
 		pthread_mutex_destroy(&c->stripe[i].lock);
 	pthread_mutex_destroy(&c->tlock);
-	free(c->ents);
+	free(c->sets);
 	free(c);
 }
 
-static uint64_t lc_hash(const char *key, uint32_t klen)
+uint64_t lc_key_hash(const char *key, uint32_t klen)
 {
-	return XXH3_64bits(key, klen) | 1;	/* 0 marks an empty way */
+	return XXH3_64bits(key, klen);
 }
 
-/* The set of hash h and its stripe, locked. */
-static struct lc_ent *lc_set_lock(struct lcache *c, uint64_t h, struct lc_stripe **st)
+/* The set of hash h (its upper bits: the tag's lowest bit is forced) and
+ * the set's stripe. */
+static struct lc_set *lc_set(struct lcache *c, uint64_t h, struct lc_stripe **st)
 {
-	size_t set = (size_t)h & (c->nsets - 1);
+	size_t set = (size_t)(h >> 20) & (c->nsets - 1);
 
 	*st = &c->stripe[set % LC_STRIPES];
-	pthread_mutex_lock(&(*st)->lock);
-	return &c->ents[set * LC_WAYS];
+	return &c->sets[set];
 }
 
-static struct lc_ent *lc_find(struct lc_ent *set, uint64_t h, const char *key, uint32_t klen)
+void lc_prefetch(struct lcache *c, uint64_t h)
 {
-	for (int w = 0; w < LC_WAYS; w++)
-		if (set[w].hash == h && set[w].klen == klen && memcmp(set[w].key, key, klen) == 0)
-			return &set[w];
-	return NULL;
+	struct lc_stripe *st;
+
+	if (c)
+		__builtin_prefetch(lc_set(c, h, &st));
 }
 
-static void lc_forget(struct lc_ent *e)
+/* Writers, under the stripe lock: way w of set (its words, or empty). */
+static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *words,
+		      uint64_t touch)
 {
-	free(e->key);
-	memset(e, 0, sizeof(*e));
+	struct lc_way *e = &set->way[w];
+	unsigned seq = LD(e->seq);
+
+	ST(e->seq, seq + 1);
+	atomic_thread_fence(memory_order_release);
+	ST(set->tag[w], tag);
+	for (int i = 0; i < W_N; i++)
+		ST(e->w[i], words ? words[i] : 0);
+	ST(e->touch_ms, touch);
+	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
+}
+
+/* Readers: a consistent copy of way w if it holds tag, else false. */
+static bool way_read(struct lc_set *set, int w, uint64_t tag, uint64_t *words)
+{
+	struct lc_way *e = &set->way[w];
+	unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+
+	if (s1 & 1)
+		return false;	/* being written: a miss, the master answers */
+	for (int i = 0; i < W_N; i++)
+		words[i] = LD(e->w[i]);
+	uint64_t t = LD(set->tag[w]);
+	atomic_thread_fence(memory_order_acquire);
+	return LD(e->seq) == s1 && t == tag;
+}
+
+static uint64_t seg_klen(uint32_t seg_id, uint32_t klen)
+{
+	return (uint64_t)seg_id << 32 | klen;
+}
+
+uint64_t lc_token_h(struct lcache *c, uint64_t h)
+{
+	struct lc_stripe *st;
+
+	if (!c)
+		return 0;
+	lc_set(c, h, &st);
+	return (uint64_t)atomic_load(&c->epoch) << 32 | atomic_load(&st->inval);
 }
 
 uint64_t lc_token(struct lcache *c, const char *key, uint32_t klen)
 {
-	struct lc_stripe *st;
-	uint64_t t;
-
-	if (!c)
-		return 0;
-	lc_set_lock(c, lc_hash(key, klen), &st);
-	t = (uint64_t)atomic_load(&c->epoch) << 32 | st->inval;
-	pthread_mutex_unlock(&st->lock);
-	return t;
+	return c ? lc_token_h(c, lc_key_hash(key, klen)) : 0;
 }
 
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc)
 {
-	uint64_t h, now = net_now_ms();
+	uint64_t h, tag, now = net_now_ms(), oldest = UINT64_MAX;
 	struct lc_stripe *st;
-	struct lc_ent *set, *e;
+	struct lc_set *set;
+	int e = 0;
 
 	if (!c)
 		return;
-	h = lc_hash(key, klen);
-	set = lc_set_lock(c, h, &st);
-	/* Under the stripe lock: an lc_clear that bumped the epoch after this
-	 * check reaches this set only after we let go of it. */
-	if (token != ((uint64_t)atomic_load(&c->epoch) << 32 | st->inval))
+	h = lc_key_hash(key, klen);
+	tag = h | 1;
+	set = lc_set(c, h, &st);
+	uint64_t words[W_N] = {
+		[W_SEG_KLEN] = seg_klen(loc->seg_id, klen), [W_UUID] = loc->seg_uuid,
+		[W_OFF] = loc->off, [W_ALEN] = loc->alloc_len, [W_VLEN] = loc->vlen,
+		[W_GEN] = loc->gen, [W_CSUM] = loc->csum, [W_BORN] = now,
+	};
+	pthread_mutex_lock(&st->lock);
+	/* Under the stripe lock: an lc_clear or lc_invalidate that bumps its
+	 * count after this check reaches this set only after we let go. */
+	if (token != ((uint64_t)atomic_load(&c->epoch) << 32 | atomic_load(&st->inval)))
 		goto out;
-	e = lc_find(set, h, key, klen);
-	if (!e) {
-		e = &set[0];
-		for (int w = 0; w < LC_WAYS; w++) {
-			if (!set[w].hash) {
-				e = &set[w];
-				break;
-			}
-			if (set[w].born_ms < e->born_ms)
-				e = &set[w];
+	for (int w = 0; w < LC_WAYS; w++) {
+		uint64_t t = LD(set->tag[w]), born = LD(set->way[w].w[W_BORN]);
+
+		if (t == tag && (uint32_t)LD(set->way[w].w[W_SEG_KLEN]) == klen) {
+			e = w;	/* the key's own way: replaced */
+			break;
 		}
-		char *k = malloc(klen ? klen : 1);
-		if (!k)
-			goto out;
-		lc_forget(e);
-		memcpy(k, key, klen);
-		e->key = k;
-		e->klen = klen;
-		e->hash = h;
-		e->touch_ms = now;	/* the master just answered for it */
+		if (!t)
+			born = 0;	/* an empty way before any used one */
+		if (born < oldest) {
+			oldest = born;
+			e = w;
+		}
 	}
-	e->loc = *loc;
-	e->born_ms = now;
+	/* The master just answered for the key (or it was just put). */
+	way_write(set, e, tag, words, now);
 out:
 	pthread_mutex_unlock(&st->lock);
 }
 
-bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, struct lc_loc *loc,
-	       bool *touch)
+bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
+		 struct lc_loc *loc, bool *touch)
 {
-	uint64_t h, now;
+	uint64_t tag = h | 1, words[W_N];
 	struct lc_stripe *st;
-	struct lc_ent *set, *e;
-	bool hit = false;
+	struct lc_set *set;
 
 	*touch = false;
 	if (!c)
 		return false;
-	h = lc_hash(key, klen);
-	now = net_now_ms();
-	set = lc_set_lock(c, h, &st);
-	e = lc_find(set, h, key, klen);
-	if (e && now - e->born_ms < c->ttl_ms) {
-		*loc = e->loc;
-		hit = true;
-		if (now - e->touch_ms >= LC_TOUCH_EVERY_MS) {
-			e->touch_ms = now;
-			*touch = true;
-		}
-	} else if (e) {
-		lc_forget(e);		/* too old to be worth a try */
+	set = lc_set(c, h, &st);
+	for (int w = 0; w < LC_WAYS; w++) {
+		if (LD(set->tag[w]) != tag || !way_read(set, w, tag, words) ||
+		    (uint32_t)words[W_SEG_KLEN] != klen || now - words[W_BORN] >= c->ttl_ms)
+			continue;
+		loc->seg_id = (uint32_t)(words[W_SEG_KLEN] >> 32);
+		loc->seg_uuid = words[W_UUID];
+		loc->off = words[W_OFF];
+		loc->alloc_len = words[W_ALEN];
+		loc->vlen = words[W_VLEN];
+		loc->gen = words[W_GEN];
+		loc->csum = words[W_CSUM];
+		/* One reader wins the right to report the read. */
+		uint64_t t = LD(set->way[w].touch_ms);
+		*touch = now - t >= LC_TOUCH_EVERY_MS &&
+			 atomic_compare_exchange_strong(&set->way[w].touch_ms, &t, now);
+		return true;
+	}
+	return false;
+}
+
+bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, uint64_t now,
+	       struct lc_loc *loc, bool *touch)
+{
+	*touch = false;
+	return c && lc_lookup_h(c, lc_key_hash(key, klen), klen, now, loc, touch);
+}
+
+/* Empties the ways of key (all of them, or only one that says loc). */
+static void lc_forget(struct lcache *c, const char *key, uint32_t klen, bool bump,
+		      const struct lc_loc *loc)
+{
+	uint64_t h = lc_key_hash(key, klen), tag = h | 1;
+	struct lc_stripe *st;
+	struct lc_set *set = lc_set(c, h, &st);
+
+	pthread_mutex_lock(&st->lock);
+	if (bump)
+		atomic_fetch_add(&st->inval, 1);
+	for (int w = 0; w < LC_WAYS; w++) {
+		const struct lc_way *e = &set->way[w];
+		uint64_t sk = LD(e->w[W_SEG_KLEN]);
+
+		if (LD(set->tag[w]) != tag || (uint32_t)sk != klen)
+			continue;
+		if (loc && ((uint32_t)(sk >> 32) != loc->seg_id || LD(e->w[W_OFF]) != loc->off ||
+			    LD(e->w[W_GEN]) != loc->gen))
+			continue;
+		way_write(set, w, 0, NULL, 0);
 	}
 	pthread_mutex_unlock(&st->lock);
-	return hit;
 }
 
 void lc_invalidate(struct lcache *c, const char *key, uint32_t klen)
 {
-	uint64_t h;
-	struct lc_stripe *st;
-	struct lc_ent *set, *e;
-
-	if (!c)
-		return;
-	h = lc_hash(key, klen);
-	set = lc_set_lock(c, h, &st);
-	st->inval++;
-	e = lc_find(set, h, key, klen);
-	if (e)
-		lc_forget(e);
-	pthread_mutex_unlock(&st->lock);
+	if (c)
+		lc_forget(c, key, klen, true, NULL);
 }
 
 void lc_drop(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc)
 {
-	uint64_t h;
-	struct lc_stripe *st;
-	struct lc_ent *set, *e;
-
-	if (!c)
-		return;
-	h = lc_hash(key, klen);
-	set = lc_set_lock(c, h, &st);
-	e = lc_find(set, h, key, klen);
-	if (e && e->loc.seg_id == loc->seg_id && e->loc.off == loc->off && e->loc.gen == loc->gen)
-		lc_forget(e);
-	pthread_mutex_unlock(&st->lock);
+	if (c)
+		lc_forget(c, key, klen, false, loc);
 }
 
 void lc_clear(struct lcache *c)
@@ -250,8 +313,8 @@ void lc_clear(struct lcache *c)
 		pthread_mutex_lock(&c->stripe[s].lock);
 		for (size_t set = s; set < c->nsets; set += LC_STRIPES)
 			for (int w = 0; w < LC_WAYS; w++)
-				if (c->ents[set * LC_WAYS + w].hash)
-					lc_forget(&c->ents[set * LC_WAYS + w]);
+				if (LD(c->sets[set].tag[w]))
+					way_write(&c->sets[set], w, 0, NULL, 0);
 		pthread_mutex_unlock(&c->stripe[s].lock);
 	}
 }

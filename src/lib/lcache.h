@@ -5,9 +5,9 @@
  * away and validate it by its header instead of asking the master first
  * (docs/client.md, "Optimistic reads", holds the protocol and its model).
  * An entry is a hint, never trusted: the reader checks the extent itself.
- * Any thread: the entries sit in sets guarded by striped mutexes, held only
- * to look up or store; the touch buffer has its own mutex. No I/O under
- * either lock.
+ * Any thread: lookups take no lock (seqlock reads); stores and removals
+ * take the striped mutex of the entry's set; the touch buffer has its own
+ * mutex. No I/O under either lock.
  */
 #ifndef KVP_LCACHE_H
 #define KVP_LCACHE_H
@@ -38,14 +38,23 @@ void lc_destroy(struct lcache *c);
  * or replaced the key (or cleared the cache) since, so an answer that was
  * current before that can never become a hint after it. */
 uint64_t lc_token(struct lcache *c, const char *key, uint32_t klen);
+uint64_t lc_token_h(struct lcache *c, uint64_t h);	/* h: lc_key_hash() */
 /* Remembers loc for key unless the token is stale. */
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc);
 /* True with *loc filled when key has a fresh entry (younger than
- * location_ttl). *touch says the master has not heard of a read of the key
- * for a while: the caller passes it to lc_touch after a verified read. */
-bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, struct lc_loc *loc,
-	       bool *touch);
+ * location_ttl at now, net_now_ms()): a hint; the extent header, not the
+ * cache, proves it is key's. *touch says the master has not heard of a read
+ * of the key for a while: the caller passes it to lc_touch after a
+ * verified read. Takes no lock. */
+bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, uint64_t now,
+	       struct lc_loc *loc, bool *touch);
+/* The same in two steps, for a batch: the key's hash, a prefetch of its
+ * set (so that the batch's cache misses overlap), the lookup by hash. */
+uint64_t lc_key_hash(const char *key, uint32_t klen);
+void lc_prefetch(struct lcache *c, uint64_t h);
+bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
+		 struct lc_loc *loc, bool *touch);
 /* Forgets key and makes every older token for it stale (a remove or a put
  * of it by this handle; called before the request and after its reply). */
 void lc_invalidate(struct lcache *c, const char *key, uint32_t klen);

@@ -19,6 +19,8 @@
 #include "lcache.h"
 #include "log.h"
 #include "segmap.h"
+#include "segtab.h"
+#include "xp_rdma.h"
 #include "xport.h"
 
 /* Bytes copied per progress() call, so that network transfers of the same
@@ -428,82 +430,126 @@ static void local_end(void *st)
 
 /* ---- optimistic reads ---- */
 
+struct client_seg *xp_opt_seg(struct xp_opt *o, uint32_t id)
+{
+	if (!o->seg || o->id != id) {
+		segtab_put(o->kvp, o->seg);
+		o->seg = segtab_peek(o->kvp, id);
+		o->id = id;
+	}
+	if (!o->seg || xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) !=
+		       XP_LOCAL)
+		return NULL;
+	return o->seg;
+}
+
+void xp_opt_end(struct xp_opt *o)
+{
+	segtab_put(o->kvp, o->seg);
+	o->seg = NULL;
+}
+
 bool xp_local_nt_read(uint64_t call_bytes)
 {
 	return call_bytes >= LOCAL_NT_READ_MIN;
 }
 
-/* The header of the extent at l, copied into hdr and checked against what
- * the caller expects; ext points at the extent. 0, KVP_ESTALE (not the
- * value any more) or KVP_ECHECKSUM (a damaged header). */
-static int opt_header(const struct client_seg *seg, const struct lc_loc *l, const char *key,
-		      uint32_t klen, uint8_t *hdr, const uint8_t **ext)
+static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* Why the header at ext is not the one the location names: KVP_ECHECKSUM
+ * when it is damaged (a live magic over a header that does not check, the
+ * same on a second look, so not a writer rewriting it), else KVP_ESTALE (a
+ * tombstone, another key or generation, or space reused for something
+ * else). The slow path of a failed optimistic read. */
+static int opt_why(const uint8_t *ext, uint32_t klen, uint64_t avail)
 {
-	const struct segment *m = &seg->map;
-	uint32_t hlen = EXT_HDR_SIZE + klen, magic, key_len;
+	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
+	uint32_t hlen = EXT_HDR_SIZE + klen;
 	struct ext_hdr h;
 	const uint8_t *k;
-	int rc;
 
-	if (!seg->local || l->seg_uuid != seg->seg_uuid || l->off < SEG_DATA_OFF ||
-	    l->off >= m->size || hlen + l->vlen > l->alloc_len || l->alloc_len > m->size - l->off)
-		return KVP_ESTALE;
-	*ext = (const uint8_t *)m->base + l->off;
-	memcpy(hdr, *ext, hlen);
-	/* Header before value: pairs with the writers' release of the magic. */
+	memcpy(hdr, ext, hlen);
 	atomic_thread_fence(memory_order_acquire);
-	memcpy(&magic, hdr, sizeof(magic));
-	memcpy(&key_len, hdr + 8, sizeof(key_len));
-	/* Another key's header (space reused since): no decoding past what
-	 * was copied. */
-	if (key_len != klen)
+	if (ld32(hdr) != EXT_MAGIC || ld32(hdr + 8) != klen ||
+	    ext_decode(hdr, avail, 0, &h, &k) != -EINVAL)
 		return KVP_ESTALE;
-	rc = ext_decode(hdr, l->alloc_len, 0, &h, &k);
-	/* A live magic over a header that does not check is damage, unless a
-	 * writer is rewriting it right now (the bytes differ on a second
-	 * look: a torn read of reused space). Anything else there is space
-	 * that was reused since, or a tombstone: not a mismatch. */
-	if (rc == -EINVAL && magic == EXT_MAGIC) {
-		atomic_thread_fence(memory_order_acquire);
-		return memcmp(*ext, hdr, hlen) == 0 ? KVP_ECHECKSUM : KVP_ESTALE;
-	}
-	if (rc != 0 || memcmp(k, key, klen) != 0 || h.value_len != l->vlen ||
-	    h.generation != l->gen || h.value_checksum != l->csum || h.seg_uuid != seg->seg_uuid)
-		return KVP_ESTALE;
-	return 0;
+	atomic_thread_fence(memory_order_acquire);
+	return memcmp(ext, hdr, hlen) == 0 ? KVP_ECHECKSUM : KVP_ESTALE;
+}
+
+/* The extent at l inside seg, or NULL when l cannot be (stale bounds). */
+static const uint8_t *opt_ext(const struct client_seg *seg, const struct lc_loc *l, uint32_t klen)
+{
+	const struct segment *m = &seg->map;
+
+	if (!seg->local || l->seg_uuid != seg->seg_uuid || l->off < m->data_off ||
+	    l->off >= m->size || EXT_HDR_SIZE + (uint64_t)klen + l->vlen > l->alloc_len ||
+	    l->alloc_len > m->size - l->off)
+		return NULL;
+	return (const uint8_t *)m->base + l->off;
+}
+
+/* The header at ext says, right now, exactly what l says: live, this key,
+ * length, checksum, generation, segment. No other header can look like that
+ * (a damaged or torn one would have to hit the 64-bit generation and
+ * checksum), so its own checksum need not be computed here. Read in place:
+ * the caller orders it against the value with fences. */
+static bool opt_match(const uint8_t *ext, const struct lc_loc *l, const char *key, uint32_t klen)
+{
+	return ld32(ext) == EXT_MAGIC && ld16(ext + 4) == EXT_VERSION && ld32(ext + 8) == klen &&
+	       ld64(ext + 16) == l->vlen && ld64(ext + 24) == l->csum &&
+	       ld64(ext + 32) == l->gen && ld64(ext + 40) == l->seg_uuid &&
+	       memcmp(ext + EXT_HDR_SIZE, key, klen) == 0;
+}
+
+void xp_local_opt_prefetch(const struct client_seg *seg, const struct lc_loc *l, uint32_t klen)
+{
+	const uint8_t *ext = opt_ext(seg, l, klen);
+
+	if (ext)
+		__builtin_prefetch(ext);
 }
 
 int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		       uint32_t klen)
 {
-	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
-	const uint8_t *ext;
+	const uint8_t *ext = opt_ext(seg, l, klen);
 
-	return opt_header(seg, l, key, klen, hdr, &ext);
+	if (!ext)
+		return KVP_ESTALE;
+	if (opt_match(ext, l, key, klen))
+		return 0;
+	return opt_why(ext, klen, l->alloc_len);
 }
 
 int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		      uint32_t klen, void *dst, bool nt, bool *raced)
 {
-	uint8_t hdr[EXT_HDR_SIZE + KVP_MAX_KEY];
-	const uint8_t *ext;
-	uint32_t hlen = EXT_HDR_SIZE + klen;
+	const uint8_t *ext = opt_ext(seg, l, klen);
 	uint64_t csum;
-	int rc = opt_header(seg, l, key, klen, hdr, &ext);
+	bool ok;
 
 	*raced = false;
-	if (rc)
-		return rc;
-	csum = nt ? ext_copy_checksum_nt(dst, ext + hlen, l->vlen) :
-		    ext_copy_checksum(dst, ext + hlen, l->vlen);
+	if (!ext)
+		return KVP_ESTALE;
+	ok = opt_match(ext, l, key, klen);
+	/* Header before value: pairs with the writers' release of the magic. */
+	atomic_thread_fence(memory_order_acquire);
+	if (!ok)
+		return opt_why(ext, klen, l->alloc_len);
+	csum = nt ? ext_copy_checksum_nt(dst, ext + EXT_HDR_SIZE + klen, l->vlen) :
+		    ext_copy_checksum(dst, ext + EXT_HDR_SIZE + klen, l->vlen);
 	/* The value before the second look at the header: a node that
 	 * tombstoned the extent, or a writer that reused it, changed the
-	 * header before it changed any value byte (a reused extent was
-	 * tombstoned first, and the master waits for that), so a header that
-	 * is still the same proves the copy was of this value. The hash is a
-	 * second, independent check of the same. */
+	 * header (its magic) before it changed any value byte (a reused extent
+	 * was tombstoned first, and the master waits for that), so a header
+	 * that still matches proves the copy was of this value. The hash is
+	 * the second, independent check, and the one that catches an extent a
+	 * node was still receiving header first. */
 	atomic_thread_fence(memory_order_acquire);
-	if (memcmp(ext, hdr, hlen) != 0) {
+	if (!opt_match(ext, l, key, klen)) {
 		*raced = true;
 		return KVP_ESTALE;
 	}

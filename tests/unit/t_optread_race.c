@@ -185,6 +185,7 @@ int main(void)
 	if (!seg.map.base)
 		return 1;
 	seg.map.size = SEG_SIZE;
+	seg.map.data_off = SEG_DATA_OFF;
 	seg.map.uuid = seg.seg_uuid = 0x1234abcdull;
 	seg.local = true;
 	seg.id = 1;
