@@ -342,7 +342,8 @@ static void lc_touch_send(struct kvp *kvp, char **keys, uint32_t *lens, size_t n
 
 	m = mc_batch(kvp, WIRE_OP_EXISTS, NULL, 0, n, lc_enc_key, &t, &nc);
 	if (m) {
-		if (mc_call(kvp, m, nc, sock_deadline(kvp)) == 0)
+		/* Posted: the reader that sends it does not wait a round trip. */
+		if (mc_post(kvp, m, nc, sock_deadline(kvp)) == 0)
 			atomic_fetch_add_explicit(&kvp->lc->touches, n, memory_order_relaxed);
 		mc_free(m, nc);
 	}

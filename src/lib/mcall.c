@@ -130,7 +130,7 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 		if (mc_recv_frame(kvp, mc, deadline, &h, &body) < 0)
 			return false;
 		free(body);
-		if (h.opcode != WIRE_OP_LEASE_RELEASE || h.payload_len)
+		if ((h.opcode != WIRE_OP_LEASE_RELEASE && h.opcode != WIRE_OP_EXISTS) || h.payload_len)
 			return false;
 		mc->owed--;
 	}

@@ -32,7 +32,8 @@ struct mcall {
  * and reply filled) or the KVP_E* that broke the exchange. */
 int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline);
 /* Sends n frames on one master connection without waiting for their
- * replies (only WIRE_OP_LEASE_RELEASE: the connection drops those replies
+ * replies (only WIRE_OP_LEASE_RELEASE, and WIRE_OP_EXISTS for the reads
+ * lcache reports: the connection drops those replies
  * before its next use, kvp_close waits for them): 0 or the KVP_E* that
  * stopped the sending. */
 int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline);

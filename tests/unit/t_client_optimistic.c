@@ -91,17 +91,23 @@ static bool is_val(const uint8_t *b, size_t len, const char *key)
 	return true;
 }
 
-static int put_ver(struct kvp *k, const char *key, uint32_t v)
+static int put_ver_opts(struct kvp *k, const char *key, uint32_t v, unsigned flags)
 {
+	struct kvp_put_opts o = { .flags = flags };
 	size_t len = vsize(v);
 	uint8_t *b = malloc(len);
 	int rc;
 
 	REQUIRE(b);
 	make_val(b, key, v, len);
-	rc = kvp_put_from(k, key, b, len);
+	rc = kvp_put_opts(k, key, b, len, &o);
 	free(b);
 	return rc;
+}
+
+static int put_ver(struct kvp *k, const char *key, uint32_t v)
+{
+	return put_ver_opts(k, key, v, 0);
 }
 
 /* get_into: the value's version, or the error. */
@@ -177,6 +183,25 @@ static void semantics(struct tc_pool *p)
 	CHECK_RC(got, KVP_ENOTFOUND);
 	/* b removed it itself: never version 2 after its remove returned */
 	CHECK_RC(get_ver(b, key, buf), KVP_ENOTFOUND);
+
+	/* upserts: this handle's own is never answered with the value it
+	 * replaced; another handle's becomes visible once the node has dropped
+	 * the old extent (the master frees it after the new one commits) */
+	CHECK_RC(put_ver(a, key, 4), 0);
+	CHECK_RC(get_ver(a, key, buf), 4);
+	CHECK_RC(put_ver_opts(a, key, 5, KVP_PUT_UPSERT), 0);
+	CHECK_RC(get_ver(a, key, buf), 5);
+	CHECK_RC(get_ver(b, key, buf), 5);
+	CHECK_RC(put_ver_opts(b, key, 6, KVP_PUT_UPSERT), 0);
+	CHECK_RC(get_ver(b, key, buf), 6);
+	got = 5;
+	for (int i = 0; i < 500 && got == 5; i++) {
+		got = get_ver(a, key, buf);
+		if (got == 5)
+			usleep(10000);
+	}
+	CHECK_RC(got, 6);
+	CHECK_RC(kvp_remove(a, key, KVP_REMOVE_FORCE), 0);
 
 	/* reads that bypass the master still reach its LRU (as EXISTS
 	 * batches, at most once a second per key) */
@@ -375,10 +400,10 @@ int main(void)
 {
 	const char *e = getenv("KVP_STRESS_SECS");
 	double secs = e ? atof(e) : 3.0;
-	/* Eviction from 80%: the segment churns. Short leases: a read through
-	 * the master holds one (it blocks a plain remove) only briefly. */
+	/* Eviction from 80%: the segment churns. A read through the master
+	 * holds a lease (it blocks a plain remove) until its LEASE_RELEASE. */
 	struct tc_pool *p = tc_start(1, SEG_MB, "[master]\neviction_high_watermark = 0.8\n"
-				     "eviction_ratio = 0.1\nlease_ttl = 100ms\n");
+				     "eviction_ratio = 0.1\nlease_ttl = 2s\n");
 
 	(void)tc_check_fill;	/* the values here carry their own version */
 	semantics(p);
