@@ -283,6 +283,11 @@ enum cuda_kind cuda_ptr_kind(const void *p, int *device)
 	return CUDA_HOST;
 }
 
+bool cuda_driver_loaded(void)
+{
+	return driver_in_process();
+}
+
 bool cuda_is_device(const void *p)
 {
 	return cuda_ptr_kind(p, NULL) == CUDA_DEVICE;

@@ -37,6 +37,10 @@ const char *cuda_kind_name(enum cuda_kind k);
 enum cuda_kind cuda_ptr_kind(const void *p, int *device);
 /* True when p needs cudaMemcpy (CUDA_DEVICE). */
 bool cuda_is_device(const void *p);
+/* False while the process has not loaded the CUDA driver: then no pointer
+ * is a device pointer. A batch asks once, then cuda_is_device per buffer
+ * only if true (each call looks at the loader's list). */
+bool cuda_driver_loaded(void);
 
 /* cudaMemcpy with cudaMemcpyDefault (unified addressing picks the
  * direction). 0, -ENOTSUP, -EINVAL or -EIO (logged with the CUDA message). */

@@ -98,8 +98,9 @@ static bool get_verify(const struct get_item *it, const struct xp_op *op)
 
 static bool get_next(struct get_item *it);
 
-/* A value just read from a local extent: where the next get of the key can
- * look first (unless this handle removed or replaced the key meanwhile). */
+/* A value just read from a memory extent (local, or over TCP): where the
+ * next get of the key can look first (unless this handle removed or
+ * replaced the key meanwhile). */
 static void get_remember(const struct get_item *it)
 {
 	const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
@@ -131,7 +132,8 @@ static void get_op_done(struct xp_op *op)
 			}
 			it->result = (int64_t)it->vlen;
 			client_count(kvp, gets, 1);
-			if (op->kind == XP_LOCAL)
+			if (op->kind == XP_LOCAL ||
+			    (op->kind == XP_TCP && op->tier == KVP_TIER_MEM))
 				get_remember(it);
 			return;
 		}
@@ -439,17 +441,71 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 	return 0;
 }
 
-/* The optimistic pass: items whose key has a remembered local location
- * are read from there without the master (lcache.h, xp_local_opt_read);
- * what validates is done, the rest stays in gc->todo for GET. Each item's
- * lcache token is taken here, before the master hears of it. */
+/* An optimistic TCP read is done: what the node sent must be the value
+ * the location names (get_verify against it, as for a replica the master
+ * named). The result says so; failures fall back to the master. */
+static void get_opt_done(struct xp_op *op)
+{
+	struct get_item *it = op->arg;
+
+	if (op->status == 0 && get_verify(it, op)) {
+		it->result = (int64_t)it->vlen;
+		client_count(it->kvp, gets, 1);
+		return;
+	}
+	if (op->status == 0 && op->csum != it->csum && ld32(op->hdr + 8) == it->klen)
+		client_count(it->kvp, checksum_mismatches, 1);
+	it->result = KVP_ESTALE;
+}
+
+/* An optimistic read of it over TCP from the remembered location l on
+ * seg (whose reference the item now holds in rep[0]). */
+static void get_opt_tcp(struct kvp *kvp, struct get_item *it, const struct lc_loc *l,
+			struct client_seg *seg, struct xp_run *run)
+{
+	struct xp_op *op = &it->op;
+
+	it->vlen = l->vlen;
+	it->gen = l->gen;
+	it->csum = l->csum;
+	it->kvp = kvp;
+	it->run = run;
+	it->rep[0] = (struct get_rep){ .id = l->seg_id, .tier = KVP_TIER_MEM, .off = l->off,
+				       .alloc_len = l->alloc_len, .seg = seg, .kind = XP_TCP };
+	it->nrep = it->norder = 1;
+	it->order[0] = 0;
+	it->next = 1;
+	memset(op, 0, sizeof(*op));
+	op->dir = XP_READ;
+	op->kind = XP_TCP;
+	op->seg = seg;
+	op->tier = KVP_TIER_MEM;
+	op->off = l->off;
+	op->alloc_len = l->alloc_len;
+	op->hdr = it->hdr;
+	op->hdr_len = EXT_HDR_SIZE + it->klen;
+	op->dst = it->dst;
+	op->len = l->vlen;
+	op->done = get_opt_done;
+	op->arg = it;
+	it->result = GET_INFLIGHT;
+	xp_run_add(run, op);
+}
+
+/* The optimistic pass: items whose key has a remembered location are read
+ * from there without asking the master first (lcache.h): from a local
+ * segment by memcpy (xp_local_opt_read), from another host's over TCP,
+ * straight from its node (one round trip instead of two). What validates
+ * is done; the rest stays in gc->todo for GET. Each item's lcache token is
+ * taken here, before the master hears of it. */
 static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 {
 	struct lcache *lc = kvp->lc;
-	struct { struct lc_loc l; uint64_t hash; bool hit, touch; } *h;
+	struct { struct lc_loc l; uint64_t hash; bool hit, touch, tcp; } *h;
 	struct xp_opt o = { .kvp = kvp };
+	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
 	uint64_t bytes = 0, now = net_now_ms();
-	size_t keep = 0;
+	size_t keep = 0, ntcp = 0;
 	bool nt;
 
 	if (!lc || !gc->ntodo || !(h = malloc(gc->ntodo * sizeof(*h))))
@@ -467,6 +523,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		struct get_item *it = &gc->items[gc->todo[t]];
 		struct client_seg *seg;
 
+		h[t].tcp = false;
 		h[t].hit = !it->dev &&
 			   lc_lookup_h(lc, h[t].hash, it->klen, now, &h[t].l, &h[t].touch) &&
 			   (it->alloc || h[t].l.vlen <= it->cap);
@@ -483,13 +540,23 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		int rc = KVP_ESTALE;
 		bool raced = false;
 
-		if (seg) {
-			if (it->alloc) {
-				free(it->dst);
-				it->dst = malloc(h[t].l.vlen);
+		if (h[t].hit && it->alloc) {
+			free(it->dst);
+			it->dst = malloc(h[t].l.vlen);
+		}
+		if (h[t].hit && !it->dst) {
+			rc = KVP_ENOMEM;
+		} else if (seg) {
+			rc = xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt, &raced);
+		} else if (h[t].hit && (seg = segtab_peek(kvp, h[t].l.seg_id))) {
+			if (seg->seg_uuid == h[t].l.seg_uuid &&
+			    xp_path_choose(kvp->proto, false, false, true, KVP_TIER_MEM) == XP_TCP) {
+				get_opt_tcp(kvp, it, &h[t].l, seg, &run);
+				h[t].tcp = true;
+				ntcp++;
+				continue;
 			}
-			rc = !it->dst ? KVP_ENOMEM :
-			     xp_local_opt_read(seg, &h[t].l, it->key, it->klen, it->dst, nt, &raced);
+			segtab_put(kvp, seg);
 		}
 		if (rc == 0) {
 			it->result = (int64_t)h[t].l.vlen;
@@ -508,9 +575,32 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			if (rc == KVP_ECHECKSUM)
 				client_count(kvp, checksum_mismatches, 1);
 		}
-		gc->todo[keep++] = gc->todo[t];
+		h[t].hit = false;
 	}
 	xp_opt_end(&o);
+	if (ntcp)
+		xp_run_wait(&run);
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+
+		if (h[t].tcp) {
+			segtab_put(kvp, it->rep[0].seg);
+			it->rep[0].seg = NULL;
+			it->nrep = 0;
+			if (it->result > 0) {
+				lc_count(lc, true);
+				if (h[t].touch)
+					lc_touch(kvp, it->key, it->klen);
+				continue;
+			}
+			it->result = 0;
+			lc_drop(lc, it->key, it->klen, &h[t].l);
+			lc_count(lc, false);
+		} else if (h[t].hit) {
+			continue;	/* read locally */
+		}
+		gc->todo[keep++] = gc->todo[t];
+	}
 	gc->ntodo = keep;
 	free(h);
 	lc_touch_poll(kvp);
@@ -568,10 +658,12 @@ int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
 			gc.items[i].dst = bufs[i];
 			gc.items[i].cap = bufs[i] ? caps[i] : 0;
 		}
+		bool cuda = cuda_driver_loaded();
+
 		for (size_t t = 0; t < gc.ntodo; t++) {
 			struct get_item *it = &gc.items[gc.todo[t]];
 
-			it->dev = it->dst && cuda_is_device(it->dst);
+			it->dev = cuda && it->dst && cuda_is_device(it->dst);
 			if (it->dev && !cuda_available())
 				it->result = xp_device_refused(it->dst);
 			else

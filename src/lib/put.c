@@ -336,24 +336,32 @@ static void put_remember(struct kvp *kvp, const struct put_item *it)
 	if (!lc)
 		return;
 	lc_invalidate(lc, it->key, it->klen);
+	/* A local replica if there is one (memcpy), else one reached over TCP. */
+	const struct xp_op *o = NULL;
+
 	for (uint8_t i = 0; i < it->nrep; i++) {
-		const struct xp_op *o = &it->ops[i];
+		const struct xp_op *c = &it->ops[i];
 
-		if (o->kind != XP_LOCAL || !o->seg)
-			continue;
-		struct lc_loc l = {
-			.seg_id = o->seg->id,
-			.seg_uuid = o->seg->seg_uuid,
-			.off = o->off,
-			.alloc_len = o->alloc_len,
-			.vlen = it->len,
-			.gen = it->gen,
-			.csum = it->csum,
-		};
-
-		lc_insert(lc, it->key, it->klen, lc_token(lc, it->key, it->klen), &l);
-		return;
+		if (c->seg && c->kind == XP_LOCAL) {
+			o = c;
+			break;
+		}
+		if (c->seg && c->kind == XP_TCP && !o)
+			o = c;
 	}
+	if (!o)
+		return;
+	struct lc_loc l = {
+		.seg_id = o->seg->id,
+		.seg_uuid = o->seg->seg_uuid,
+		.off = o->off,
+		.alloc_len = o->alloc_len,
+		.vlen = it->len,
+		.gen = it->gen,
+		.csum = it->csum,
+	};
+
+	lc_insert(lc, it->key, it->klen, lc_token(lc, it->key, it->klen), &l);
 }
 
 /* PUT_END for the items whose replicas are all written, PUT_REVOKE for the
@@ -533,8 +541,9 @@ static int put_item_iov(struct put_item *it, const struct kvp_iov *v, size_t nv)
 	return 0;
 }
 
-/* Checks one item: the key, the value's length and where it lives. */
-static int put_item_check(struct kvp *kvp, struct put_item *it, const char *key)
+/* Checks one item: the key, the value's length and where it lives (cuda: the
+ * driver is in the process, asked once per batch). */
+static int put_item_check(struct kvp *kvp, struct put_item *it, const char *key, bool cuda)
 {
 	int rc = mc_key_check(key, &it->klen);
 
@@ -545,7 +554,7 @@ static int put_item_check(struct kvp *kvp, struct put_item *it, const char *key)
 	if (it->len > kvp->conf.cluster.max_object_size)
 		return KVP_ETOOBIG;
 	if (!it->niov)
-		it->dev = cuda_is_device(it->buf);
+		it->dev = cuda && cuda_is_device(it->buf);
 	if (it->dev && !cuda_available())
 		return xp_device_refused(it->buf ? it->buf : it->iov[0].base);
 	return 0;
@@ -573,6 +582,8 @@ static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
 		rc = KVP_ENOMEM;
 		goto out;
 	}
+	bool cuda = cuda_driver_loaded();
+
 	for (size_t i = 0; i < n; i++) {
 		struct put_item *it = &pc.items[i];
 
@@ -587,7 +598,7 @@ static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
 			it->status = put_item_iov(it, iov + first[i], first[i + 1] - first[i]);
 		}
 		if (!it->status)
-			it->status = put_item_check(kvp, it, keys[i]);
+			it->status = put_item_check(kvp, it, keys[i], cuda);
 		if (!it->status)
 			pc.todo[pc.ntodo++] = i;
 		it->valid = !it->status;

@@ -30,13 +30,19 @@ static int64_t get_check(struct kvp *k, const char *key)
 	return rc;
 }
 
-/* Retries a read until it succeeds (the pool is coming back). */
+/* Retries a read until it succeeds (the pool is coming back). A read this
+ * handle can answer from a remembered location needs neither the master
+ * nor (locally) the node: the master's own record (kvp_stat) is waited
+ * for first. */
 static int eventually(struct kvp *k, const char *key, int seconds)
 {
+	struct kvp_stat st;
 	int64_t rc = 0;
 
 	for (int i = 0; i < seconds * 10; i++) {
-		rc = get_check(k, key);
+		rc = kvp_stat(k, key, &st);
+		if (rc == 0)
+			rc = get_check(k, key);
 		if (rc == LEN)
 			return 1;
 		if (rc == -1000)
