@@ -167,11 +167,12 @@ const struct conf_key conf_table[] = {
 	    "Identity of this host, used to decide that a node is local (same /dev/shm). "
 	    "Empty: the kernel's boot id."),
 	BOOL("client", "optimistic_reads", client.optimistic_reads, "true",
-	     "Get and exists of a key this handle saw recently in a segment mapped on this host "
-	     "read the extent directly and validate it by its header (key, generation, "
-	     "checksum) instead of asking the master first; a freed or reused extent is "
-	     "detected and the call asks the master. Another handle's remove or replacement "
-	     "becomes visible once the node has dropped the old extent (docs/client.md)."),
+	     "A get of a key this handle saw recently reads the extent where it was (by memcpy "
+	     "on this host, from its node over TCP) and validates it by its header (key, "
+	     "generation, checksum) instead of asking the master first; exists of such a key "
+	     "on this host checks the header. A freed or reused extent is detected and the "
+	     "call asks the master. Another handle's remove or replacement becomes visible once "
+	     "the node has dropped the old extent (docs/client.md)."),
 	NUM("client", "location_cache", CONF_T_INT, client.location_cache, 0, 1 << 26, "65536",
 	    "Keys whose last seen location a handle remembers for optimistic reads (about "
 	    "100 bytes plus the key each); 0 turns them off."),
