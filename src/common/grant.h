@@ -9,16 +9,18 @@
 
 #include "wire.h"
 
-/* A grant secret with its HMAC-SHA256 key schedule (RFC 2104: the two
- * padded-key blocks hashed once), so each grant costs two SHA-256 blocks.
- * The master keeps one per segment; grant_make() caches a few per thread. */
+/* A grant secret's SipHash key (derived once: SHA-256 of the secret). The
+ * master keeps one per segment; grant_make() caches a few per thread. */
 struct grant_key {
-	uint8_t ipad_state[112];	/* SHA256_CTX after hashing key ^ ipad */
-	uint8_t opad_state[112];	/* SHA256_CTX after hashing key ^ opad */
+	uint8_t key[16];
 };
 void grant_key_init(struct grant_key *k, const uint8_t secret[WIRE_SECRET_LEN]);
 void grant_make_k(const struct grant_key *k, uint32_t segment_id, uint64_t generation,
 		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN]);
+
+/* SipHash-2-4 with a 128-bit output of n bytes (the grant MAC; exposed for
+ * its test vectors). */
+void grant_siphash128(const uint8_t key[16], const void *msg, size_t n, uint8_t out[16]);
 
 /* Computes a write grant (see above) into out[WIRE_GRANT_LEN]. */
 void grant_make(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,

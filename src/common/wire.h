@@ -108,8 +108,8 @@
  *               u8 draining u64 used u64 objects u64 spill_capacity u64 spill_used
  *               i32 numa_node
  *
- * grant = first 16 bytes of HMAC-SHA256(grant_secret,
- *         u32 segment_id u64 generation u64 off u64 alloc_len)   (grant_make()).
+ * grant = SipHash-2-4, 128-bit output, keyed with SHA-256(grant_secret)[0..16],
+ *         of u32 segment_id u64 generation u64 off u64 alloc_len   (grant_make()).
  *
  * Master behaviour the layouts do not show (docs/master.md has the rest):
  * - MOUNT, REPORT, UNMOUNT, HEARTBEAT need HELLO role NODE (else EPROTO);

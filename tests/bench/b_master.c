@@ -9,7 +9,9 @@
  *     stays in cache and is no comparison for 200,000 random keys).
  *  2. master RSS per object at N objects with 64-byte keys, one replica.
  *  3. p99 GET latency (one request at a time) idle and while eviction runs.
- * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES]. Prints ratios; the
+ * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES] [-P]. -P: only the
+ * master's PUT_START+PUT_END throughput, put after put, for a profiler
+ * attached to the master (no reference, no ratio). Prints ratios; the
  * targets (>= 1.0x redis, <= 160 B + key, <= 2x) are reported, not enforced.
  * Exit 0 when it ran, 77 without redis-server/redis-benchmark (there is no
  * reference to print a ratio against), 1 when a measurement failed: a
@@ -502,10 +504,12 @@ int main(int argc, char **argv)
 {
 	uint64_t nops = 1000000, nobj = 1000000;
 	unsigned nlat = 20000;
-	int opt;
+	int opt, put_only = 0;
 
-	while ((opt = getopt(argc, argv, "n:m:l:")) != -1) {
-		if (opt == 'n')
+	while ((opt = getopt(argc, argv, "n:m:l:P")) != -1) {
+		if (opt == 'P')
+			put_only = 1;
+		else if (opt == 'n')
 			nops = strtoull(optarg, NULL, 0);
 		else if (opt == 'm')
 			nobj = strtoull(optarg, NULL, 0);
@@ -515,6 +519,25 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (put_only) {
+		struct tl_master pm;
+		struct pc pp;
+
+		tl_start_master(&pm, "[log]\nlevel = notice\n[master]\neviction_high_watermark = 1.0\n");
+		pc_open(&pp, pm.port);
+		hello(&pp, WIRE_ROLE_NODE);
+		mount_big(&pp, 1ull << 40, 64, 1);
+		for (uint64_t done = 0, r = 0; done < nops; done += 100000, r++) {
+			char pfx[16];
+
+			snprintf(pfx, sizeof(pfx), "pp%llu", (unsigned long long)r);
+			printf("PUT_START+PUT_END %.0f puts/s\n", bench_put(&pp, 100000, 16, pfx));
+		}
+		print_handler_costs(pm.http_port);
+		pc_close(&pp);
+		tl_stop_master(&pm);
+		return 0;
+	}
 	if (access(bin_srv, X_OK) || access(bin_b, X_OK)) {
 		printf("skip: %s or %s is not installed (tools/deps.sh bench): no reference\n",
 		       bin_srv, bin_b);
