@@ -133,6 +133,11 @@ void master_set_generation(struct master *m, uint64_t gen)
 	m->gen = gen;
 }
 
+bool master_tick_urgent(const struct master *m)
+{
+	return m->parked != NULL;
+}
+
 bool master_wants_tick(const struct master *m)
 {
 	return m->evict_active;

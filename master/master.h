@@ -50,6 +50,11 @@ void master_tick(struct master *m);
 bool master_step(struct master *m);
 /* True while eviction runs: the caller should master_step() soon. */
 bool master_wants_tick(const struct master *m);
+/* True while puts wait for the room eviction makes (parked PUT_STARTs):
+ * then master_step() should run on every loop pass, else every few ms is
+ * enough and the loop need not spin (a spinning master takes a CPU that
+ * co-located readers and writers need). */
+bool master_tick_urgent(const struct master *m);
 /* Sends queued FREEs to the nodes (also done at the end of master_handle). */
 void master_flush(struct master *m);
 

@@ -9,9 +9,10 @@
  *     stays in cache and is no comparison for 200,000 random keys).
  *  2. master RSS per object at N objects with 64-byte keys, one replica.
  *  3. p99 GET latency (one request at a time) idle and while eviction runs.
- * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES] [-P]. -P: only the
+ * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES] [-P] [-L]. -P: only the
  * master's PUT_START+PUT_END throughput, put after put, for a profiler
- * attached to the master (no reference, no ratio). Prints ratios; the
+ * attached to the master (no reference, no ratio); -L: only part 3 (it
+ * needs no redis). Prints ratios; the
  * targets (>= 1.0x redis, <= 160 B + key, <= 2x) are reported, not enforced.
  * Exit 0 when it ran, 77 without redis-server/redis-benchmark (there is no
  * reference to print a ratio against), 1 when a measurement failed: a
@@ -504,11 +505,13 @@ int main(int argc, char **argv)
 {
 	uint64_t nops = 1000000, nobj = 1000000;
 	unsigned nlat = 20000;
-	int opt, put_only = 0;
+	int opt, put_only = 0, lat_only = 0;
 
-	while ((opt = getopt(argc, argv, "n:m:l:P")) != -1) {
+	while ((opt = getopt(argc, argv, "n:m:l:PL")) != -1) {
 		if (opt == 'P')
 			put_only = 1;
+		else if (opt == 'L')
+			lat_only = 1;
 		else if (opt == 'n')
 			nops = strtoull(optarg, NULL, 0);
 		else if (opt == 'm')
@@ -538,6 +541,8 @@ int main(int argc, char **argv)
 		tl_stop_master(&pm);
 		return 0;
 	}
+	if (lat_only)
+		goto latency;
 	if (access(bin_srv, X_OK) || access(bin_b, X_OK)) {
 		printf("skip: %s or %s is not installed (tools/deps.sh bench): no reference\n",
 		       bin_srv, bin_b);
@@ -603,6 +608,7 @@ int main(int argc, char **argv)
 	pc_close(&p);
 	tl_stop_master(&m);
 
+latency:
 	/* 3. p99 GET latency: idle; with a put load that never evicts (a 1 TiB
 	 * segment); with the same load into a 64 MiB segment, eviction running
 	 * (above 90%, 20% per round) */
