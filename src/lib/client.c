@@ -501,6 +501,9 @@ int kvp_replica_clear(struct kvp *kvp, const char *key, const char *segment, int
 	if (n == 0)
 		return KVP_ENOSEG;
 	pre[4] = (flags & KVP_REMOVE_FORCE) ? 1 : 0;
+	/* Like a remove (of this replica, or of the object with its last
+	 * one): not found by this handle's optimistic reads afterwards. */
+	lc_invalidate_keys(kvp, 1, &key);
 	/* A node may have mounted several segments under its name. */
 	for (int i = 0; i < n; i++) {
 		int r, rc;
@@ -511,11 +514,14 @@ int kvp_replica_clear(struct kvp *kvp, const char *key, const char *segment, int
 			r = rc;
 		if (r == KVP_ENOSEG)
 			continue;	/* unmounted meanwhile: no replica there either */
-		if (r < 0 && r != KVP_ENOTFOUND)
-			return r;
+		if (r < 0 && r != KVP_ENOTFOUND) {
+			res = r;
+			break;
+		}
 		if (r == 0 || res == KVP_ENOSEG)
 			res = r;	/* gone after a first drop: still 0 */
 	}
+	lc_invalidate_keys(kvp, 1, &key);
 	return res;
 }
 
