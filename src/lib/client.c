@@ -323,7 +323,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 			     const char **ask, size_t *at, size_t *na)
 {
 	struct ex_item *x = malloc((n ? n : 1) * sizeof(*x));
-	struct xp_opt o = { .kvp = kvp };
+	struct lc_segs o = { .kvp = kvp };
 	uint64_t now = net_now_ms();
 	struct client_seg *seg;
 
@@ -339,7 +339,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 	for (size_t i = 0; i < n; i++) {
 		x[i].hit = x[i].valid && lc_lookup_h(kvp->lc, x[i].h, x[i].klen, now, &x[i].l,
 						     &x[i].touch);
-		if (x[i].hit && (seg = xp_opt_seg(&o, x[i].l.seg_id)))
+		if (x[i].hit && (seg = lc_seg(&o, x[i].l.seg_id)))
 			xp_local_opt_prefetch(seg, &x[i].l, x[i].klen);
 	}
 	*na = 0;
@@ -347,7 +347,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 		bool ok = false;
 
 		if (x[i].hit) {
-			seg = xp_opt_seg(&o, x[i].l.seg_id);
+			seg = lc_seg(&o, x[i].l.seg_id);
 			ok = seg && xp_local_opt_check(seg, &x[i].l, keys[i], x[i].klen) == 0;
 			lc_count(kvp->lc, ok);
 			if (!ok)
@@ -362,7 +362,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 		at[*na] = i;
 		ask[(*na)++] = keys[i];
 	}
-	xp_opt_end(&o);
+	lc_seg_end(&o);
 	free(x);
 	return 0;
 }

@@ -502,7 +502,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 {
 	struct lcache *lc = kvp->lc;
 	struct { struct lc_loc l; uint64_t hash; bool hit, touch, tcp; } *h;
-	struct xp_opt o = { .kvp = kvp };
+	struct lc_segs o = { .kvp = kvp };
 	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
 	uint64_t bytes = 0, now = net_now_ms();
 	size_t keep = 0, ntcp = 0;
@@ -530,13 +530,13 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		if (!h[t].hit)
 			continue;
 		bytes += h[t].l.vlen;
-		if ((seg = xp_opt_seg(&o, h[t].l.seg_id)))
+		if ((seg = lc_seg(&o, h[t].l.seg_id)))
 			xp_local_opt_prefetch(seg, &h[t].l, it->klen);
 	}
 	nt = xp_local_nt_read(bytes);
 	for (size_t t = 0; t < gc->ntodo; t++) {
 		struct get_item *it = &gc->items[gc->todo[t]];
-		struct client_seg *seg = h[t].hit ? xp_opt_seg(&o, h[t].l.seg_id) : NULL;
+		struct client_seg *seg = h[t].hit ? lc_seg(&o, h[t].l.seg_id) : NULL;
 		int rc = KVP_ESTALE;
 		bool raced = false;
 
@@ -577,7 +577,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		}
 		h[t].hit = false;
 	}
-	xp_opt_end(&o);
+	lc_seg_end(&o);
 	if (ntcp)
 		xp_run_wait(&run);
 	for (size_t t = 0; t < gc->ntodo; t++) {

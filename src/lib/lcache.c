@@ -15,7 +15,9 @@
 #include "client_i.h"
 #include "mcall.h"
 #include "net.h"
+#include "segtab.h"
 #include "sock.h"
+#include "xp_rdma.h"
 
 #define LC_WAYS 8
 #define LC_STRIPES 64
@@ -317,6 +319,27 @@ void lc_clear(struct lcache *c)
 					way_write(&c->sets[set], w, 0, NULL, 0);
 		pthread_mutex_unlock(&c->stripe[s].lock);
 	}
+}
+
+/* ---- segments ---- */
+
+struct client_seg *lc_seg(struct lc_segs *o, uint32_t id)
+{
+	if (!o->seg || o->id != id) {
+		segtab_put(o->kvp, o->seg);
+		o->seg = segtab_peek(o->kvp, id);
+		o->id = id;
+	}
+	if (!o->seg || xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) !=
+		       XP_LOCAL)
+		return NULL;
+	return o->seg;
+}
+
+void lc_seg_end(struct lc_segs *o)
+{
+	segtab_put(o->kvp, o->seg);
+	o->seg = NULL;
 }
 
 /* ---- touches ---- */

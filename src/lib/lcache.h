@@ -73,6 +73,19 @@ void lc_touch_flush(struct kvp *kvp);
 /* Sends the queue if it is due (cheap when not): once per get / exists. */
 void lc_touch_poll(struct kvp *kvp);
 
+/* The segments of one call's optimistic reads, looked up without a
+ * refresh (segtab_peek: no master contact), the last one kept referenced:
+ * lc_seg gives the segment if the location may be read by memcpy (mapped
+ * here, and the handle's protocol allows it), else NULL; lc_seg_end drops
+ * the reference. */
+struct lc_segs {
+	struct kvp *kvp;
+	struct client_seg *seg;
+	uint32_t id;
+};
+struct client_seg *lc_seg(struct lc_segs *o, uint32_t id);
+void lc_seg_end(struct lc_segs *o);
+
 struct lc_stats {
 	uint64_t hits;			/* reads and exists answered without the master */
 	uint64_t fallbacks;		/* a hint that did not validate: asked the master */

@@ -19,8 +19,6 @@
 #include "lcache.h"
 #include "log.h"
 #include "segmap.h"
-#include "segtab.h"
-#include "xp_rdma.h"
 #include "xport.h"
 
 /* Bytes copied per progress() call, so that network transfers of the same
@@ -429,25 +427,6 @@ static void local_end(void *st)
 }
 
 /* ---- optimistic reads ---- */
-
-struct client_seg *xp_opt_seg(struct xp_opt *o, uint32_t id)
-{
-	if (!o->seg || o->id != id) {
-		segtab_put(o->kvp, o->seg);
-		o->seg = segtab_peek(o->kvp, id);
-		o->id = id;
-	}
-	if (!o->seg || xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) !=
-		       XP_LOCAL)
-		return NULL;
-	return o->seg;
-}
-
-void xp_opt_end(struct xp_opt *o)
-{
-	segtab_put(o->kvp, o->seg);
-	o->seg = NULL;
-}
 
 bool xp_local_nt_read(uint64_t call_bytes)
 {

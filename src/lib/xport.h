@@ -132,16 +132,6 @@ int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, con
 void xp_local_opt_prefetch(const struct client_seg *seg, const struct lc_loc *l, uint32_t klen);
 int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		      uint32_t klen, void *dst, bool nt, bool *raced);
-/* The segments of one call's optimistic reads, looked up without a
- * refresh (segtab_peek), the last one kept referenced: a local segment
- * the location may be read from, or NULL. xp_opt_end drops it. */
-struct xp_opt {
-	struct kvp *kvp;
-	struct client_seg *seg;
-	uint32_t id;
-};
-struct client_seg *xp_opt_seg(struct xp_opt *o, uint32_t id);
-void xp_opt_end(struct xp_opt *o);
 /* Reads of a call that together exceed this stream their stores. */
 bool xp_local_nt_read(uint64_t call_bytes);
 
