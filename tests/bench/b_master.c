@@ -13,7 +13,8 @@
  * master's PUT_START+PUT_END throughput, put after put, for a profiler
  * attached to the master (no reference, no ratio); -L: only part 3 (it
  * needs no redis). Prints ratios; the
- * targets (>= 1.0x redis, <= 160 B + key, <= 2x) are reported, not enforced.
+ * targets (>= 1.0x redis, puts >= 1.5x, <= 160 B + key, eviction p99 <= 2x
+ * idle) are reported, not enforced.
  * Exit 0 when it ran, 77 without redis-server/redis-benchmark (there is no
  * reference to print a ratio against), 1 when a measurement failed: a
  * wrong reply, redis-benchmark printing no rate, eviction never starting.
@@ -588,7 +589,7 @@ int main(int argc, char **argv)
 		       median(rget, ROUNDS), median(rset, ROUNDS));
 	printf("  EXISTS (64 keys/frame)   %12.0f keys/s   %.2fx redis GET -r (target 1.0x)\n",
 	       median(ex, ROUNDS), median(rex, ROUNDS));
-	printf("  PUT_START+PUT_END        %12.0f puts/s   %.2fx redis SET -r (target 1.0x)\n",
+	printf("  PUT_START+PUT_END        %12.0f puts/s   %.2fx redis SET -r (target 1.5x)\n",
 	       median(put, ROUNDS), median(rput, ROUNDS));
 	printf("  GET (1 key/frame)        %12.0f keys/s   %.2fx redis GET -r (target 1.0x)\n",
 	       median(get, ROUNDS), median(rgt, ROUNDS));
@@ -621,7 +622,7 @@ latency:
 	       "%.1f us; same load while eviction runs %.1f us (%llu evictions during the "
 	       "measurement)\n", nlat, idle / 1e3, CHURN_RATE, load / 1e3, evict / 1e3,
 	       (unsigned long long)ev2);
-	printf("  eviction vs idle %.2fx, eviction vs the same load without eviction %.2fx "
-	       "(target <= 2x)\n", (double)evict / (double)idle, (double)evict / (double)load);
+	printf("  eviction vs idle %.2fx (target <= 2x), eviction vs the same load without "
+	       "eviction %.2fx\n", (double)evict / (double)idle, (double)evict / (double)load);
 	return 0;
 }
