@@ -1188,8 +1188,6 @@ static void conn_read(struct ev_conn *c)
 				budget -= (size_t)n;
 				c->last_active = c->loop->now;
 				conn_parse(c);	/* completes the payload when it is all here */
-				if ((size_t)n < want)
-					break;	/* drained: epoll says when more came */
 				continue;
 			}
 		} else {
@@ -1217,9 +1215,7 @@ static void conn_read(struct ev_conn *c)
 				if (c->rstate == RS_PAYLOAD)
 					c->last_active = c->loop->now;
 				conn_parse(c);
-				if ((size_t)n < want)
-					break;	/* drained: epoll says when more came */
-				if (want == room)
+				if ((size_t)n == want && want == room)
 					rbuf_grow(c);
 				continue;
 			}

@@ -817,8 +817,6 @@ static int conn_recv(struct tconn *c)
 				budget -= (size_t)k < budget ? (size_t)k : budget;
 				if (!c->rleft)
 					conn_reply_done(c);
-				if ((size_t)k < want)
-					return 0;	/* drained: poll says when more came */
 				continue;
 			}
 		} else {
@@ -837,8 +835,6 @@ static int conn_recv(struct tconn *c)
 				budget -= (size_t)k < budget ? (size_t)k : budget;
 				if (conn_parse(c) < 0)
 					return KVP_EPROTO;
-				if ((size_t)k < want)
-					return 0;	/* drained: poll says when more came */
 				continue;
 			}
 		}
