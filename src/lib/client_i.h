@@ -61,6 +61,7 @@ struct client_seg {
 	struct client_node *node;
 	bool local;			/* mapped: memcpy reads possible */
 	bool local_rw;			/* mapped writable: memcpy puts possible */
+	bool ephemeral;			/* its owner removes the file when it exits */
 	struct segment map;		/* valid when local */
 	/* cudaHostRegister of map (xp_local.c): 0 not tried, 1 in progress,
 	 * 2 registered, 3 failed */

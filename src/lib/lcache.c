@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <xxhash.h>
 
@@ -323,15 +324,27 @@ void lc_clear(struct lcache *c)
 
 /* ---- segments ---- */
 
+/* The file of an ephemeral segment (an embedded node's, a node's with
+ * remove_segment_on_exit) is removed when its owner exits: its objects are
+ * gone from the pool then, though this mapping still holds their bytes.
+ * One fstat per call that reads it says so. */
+static bool seg_gone(const struct client_seg *s)
+{
+	struct stat st;
+
+	return s->ephemeral && fstat(s->map.fd, &st) == 0 && st.st_nlink == 0;
+}
+
 struct client_seg *lc_seg(struct lc_segs *o, uint32_t id)
 {
 	if (!o->seg || o->id != id) {
 		segtab_put(o->kvp, o->seg);
 		o->seg = segtab_peek(o->kvp, id);
 		o->id = id;
+		o->gone = o->seg && o->seg->local && seg_gone(o->seg);
 	}
-	if (!o->seg || xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) !=
-		       XP_LOCAL)
+	if (!o->seg || o->gone ||
+	    xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) != XP_LOCAL)
 		return NULL;
 	return o->seg;
 }

@@ -76,12 +76,13 @@ void lc_touch_poll(struct kvp *kvp);
 /* The segments of one call's optimistic reads, looked up without a
  * refresh (segtab_peek: no master contact), the last one kept referenced:
  * lc_seg gives the segment if the location may be read by memcpy (mapped
- * here, and the handle's protocol allows it), else NULL; lc_seg_end drops
- * the reference. */
+ * here, its file not removed, and the handle's protocol allows it), else
+ * NULL; lc_seg_end drops the reference. */
 struct lc_segs {
 	struct kvp *kvp;
 	struct client_seg *seg;
 	uint32_t id;
+	bool gone;			/* seg's owner removed its file */
 };
 struct client_seg *lc_seg(struct lc_segs *o, uint32_t id);
 void lc_seg_end(struct lc_segs *o);

@@ -74,6 +74,13 @@ void xp_local_attach(struct kvp *kvp, struct client_seg *seg)
 		return;
 	}
 	seg->local = true;
+	{
+		struct segment_info si;
+
+		seg->ephemeral = segment_header_check(seg->map.base, SEG_HDR2_BYTES, &si, err,
+						      sizeof(err)) == 0 &&
+				 (si.flags & SEG_F_EPHEMERAL);
+	}
 	/* Fill this process's page tables now (a syscall per run of pages)
 	 * rather than take a fault per 4 KiB page on first touch inside a
 	 * transfer; bounded, as the tables cost 2 MiB per GiB mapped. Only
