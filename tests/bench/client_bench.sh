@@ -8,6 +8,8 @@
 #                                                                      one thread >= 0.9x, else 0.8x)
 #                                           vs redis-benchmark -d 1MiB -c 4 GET/SET (>= 1.0x)
 #   64 KiB and 4 KiB, batches of 64, ops/s  vs redis-benchmark -P 64 -c 4 (>= 1.5x)
+#   local 4 KiB get_into, batch_exists 64   vs the same calls without optimistic
+#                                           reads, i.e. via the master (>= 5x; p50 <= 5 us)
 # Two topologies, each with its own pool, iperf3 server and redis-server:
 #   loopback  everything on 127.0.0.1 (the local-path rows too);
 #   netns     the master, the node and the servers in this network namespace,
@@ -216,6 +218,22 @@ def report(topo):
                  lambda r: rd[r][size]["GET"], f"redis GET -P 64 -d {size}", target, "Mops/s", 1e6)
             line(f"{path} batch_put {size} x64", lambda r: kv(r, f"{path}_batch_put_{size}_x64_ops"),
                  lambda r: rd[r][size]["SET"], f"redis SET -P 64 -d {size}", target, "Mops/s", 1e6)
+    if topo == "loopback":
+        print("small local reads without the master (reference: the same calls on a handle with "
+              "optimistic_reads = false, interleaved slices)")
+        for n, w, u in (("local_get_4k_opt_ops", "get_into 4 KiB, 1 key per call", "Mops/s"),
+                        ("local_exists_x64_opt_keys", "batch_exists 64 keys (keys/s)", "Mkeys/s")):
+            for r in R:
+                need(w, kv(r, n)), need(w, kv(r, n + "_ref")), need(w, kv(r, n + "_ratio"))
+            show(w, med(k[r][n] for r in R), med(k[r][n + "_ref"] for r in R), "master path",
+                 med(k[r][n + "_ratio"] for r in R), 5.0, u, 1e6)
+        p50 = med(kv(r, "local_get_4k_opt_p50_us") for r in R)
+        p50m = med(kv(r, "local_get_4k_master_p50_us") for r in R)
+        ok = p50 <= 5.0
+        if not ok:
+            missed.append("get_into 4 KiB p50")
+        print(f"  {'get_into 4 KiB p50':40s} {p50:9.2f} us     vs {'master path':28s} {p50m:9.2f} us"
+              f"     (target <= 5 us){'' if ok else '  MISSED'}")
     print("checksum mismatches: " + ", ".join(
         f"{p} %d" % sum(kv(r, f"{p}_checksum_mismatches") for r in R) for p in paths))
 report("loopback")
