@@ -72,7 +72,8 @@ override LDFLAGS += -Wl,--as-needed
 #             allocator, scanner) that daemons and tools share.
 LIB_CLOSURE := src/common/conf.c src/common/conf_parse.c src/common/conf_table.c \
 	src/common/cuda.c src/common/log.c src/common/net.c src/common/rdma.c \
-	src/common/rdma_codec.c src/common/rdma_eng.c src/common/wire.c shm/extent.c shm/segment.c shm/segmap.c
+	src/common/rdma_codec.c src/common/rdma_eng.c src/common/wire.c shm/extent.c shm/segment.c shm/segmap.c \
+	src/common/etcd.c src/common/json.c src/common/leader.c
 LIB_SRCS := $(wildcard src/lib/*.c) $(LIB_CLOSURE)
 SUPPORT_SRCS := $(filter-out $(LIB_CLOSURE),$(wildcard src/common/*.c shm/*.c))
 NODE_SRCS := $(filter-out %_main.c,$(wildcard src/node/*.c))
@@ -96,7 +97,8 @@ LINK_ARCHIVES = -Wl,--start-group $(ARCHIVES) -Wl,--end-group
 LIBS = $(LIBS_FUSE) $(LIBS_URING) $(LIBS_HTTP) $(LIBS_SYSTEMD) $(LIBS_CRYPTO) $(LIBS_CURL) \
 	$(LIBS_LIB) -ldl -lpthread -lm
 # What libkvpool.so links (and kvpool.pc's Libs.private says): nothing else.
-LIB_LIBS = $(LIBS_LIB) -ldl -lpthread -lm
+# libcurl: etcd:// master addresses (the leader is looked up in etcd).
+LIB_LIBS = $(LIBS_LIB) $(LIBS_CURL) -ldl -lpthread -lm
 
 PROGS := $(BUILD)/kvpool-master $(BUILD)/kvpool-node $(BUILD)/kvpool
 

@@ -4,7 +4,7 @@
 # apt-get line is printed and the script fails.
 set -u
 build="gcc make pkg-config libfuse3-dev liburing-dev libibverbs-dev librdmacm-dev libnuma-dev libinih-dev libmicrohttpd-dev libsystemd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev"
-test="fuse3 attr rsync iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang"
+test="fuse3 attr rsync iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang etcd-server"
 bench="redis-server redis-tools iperf3 fio memcached"
 # tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu
 vm="debootstrap qemu-system-x86 e2fsprogs"
@@ -36,6 +36,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	for s in redis-server memcached; do
 		case "$missing" in *"$s"*) (systemctl stop "$s" || service "$s" stop || pkill -x "$s") >/dev/null 2>&1 ;; esac
 	done
+	# etcd: the tests start their own on private ports; the packaged
+	# service is stopped by name only (never pkill: tests may run etcds).
+	case "$missing" in *etcd-server*) (systemctl stop etcd || service etcd stop) >/dev/null 2>&1 ;; esac
 	exit 0
 fi
 echo "kvpool needs these Debian packages; run as root:" >&2

@@ -26,7 +26,7 @@ enum conf_src { CONF_SRC_DEFAULT, CONF_SRC_FILE, CONF_SRC_ENV, CONF_SRC_CMDLINE 
 /* Durations are stored in milliseconds, sizes in bytes, ratios as doubles. */
 struct kvp_conf {
 	struct {
-		char master[CONF_STR];		/* host:port of kvpool-master RPC */
+		char master[CONF_STR];		/* host:port, or etcd://h:p;h:p (HA) */
 		char token_file[CONF_STR];	/* "" = no token: loopback only */
 		char token[CONF_STR];		/* loaded from token_file (not a key) */
 		char metadata_server[CONF_STR];	/* MOONCAKE_METADATA_SERVER, recorded only */
@@ -50,6 +50,11 @@ struct kvp_conf {
 		double eviction_ratio;
 		char allocation_strategy[CONF_STR];	/* random | free_ratio */
 		int64_t max_connections;
+		char ha[CONF_STR];		/* none | etcd (docs/ha.md) */
+		char ha_endpoints[CONF_STR];	/* etcd h:p;h:p */
+		char cluster_id[CONF_STR];	/* names the etcd keys; clients read it too */
+		uint64_t ha_lease_ttl;		/* ms, whole seconds in etcd */
+		char advertise[CONF_STR];	/* RPC host:port published; "" = derived */
 	} master;
 	struct {
 		char name[CONF_STR];		/* "" = host name */
@@ -135,6 +140,7 @@ struct conf_key {
 #define CONF_F_POW2	0x2u	/* size must be a power of two */
 #define CONF_F_LOGLEVEL	0x4u	/* string checked by log_level_parse, stored canonical */
 #define CONF_F_FILENAME	0x8u	/* string is one path component: no '/', not . or .. */
+#define CONF_F_ETCD	0x10u	/* host:port key that also takes etcd://h:p;h:p */
 
 extern const struct conf_key conf_table[];
 extern const size_t conf_table_len;

@@ -544,6 +544,42 @@ static int set_ratio(struct kvp_conf *c, const struct conf_key *k, const char *v
 	return 0;
 }
 
+/* etcd://h:p;h:p (commas too): every entry a host:port with a port. */
+static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
+{
+	const char *p = v + 7;
+	int n = 0;
+
+	if (strlen(v) >= CONF_STR) {
+		conf_errf(err, errlen, "etcd endpoint list too long (%zu bytes, at most %d)",
+			  strlen(v), CONF_STR - 1);
+		return KVP_EINVAL;
+	}
+	while (*p) {
+		char one[CONF_STR];
+		size_t l = strcspn(p, ";,");
+		uint16_t port;
+
+		memcpy(one, p, l);
+		one[l] = '\0';
+		if (l && (conf_parse_hostport(one, NULL, 0, &port) || port == 0)) {
+			conf_errf(err, errlen, "bad etcd endpoint \"%s\" in \"%s\" (expected "
+				  "etcd://host:port;host:port)", one, v);
+			return KVP_EINVAL;
+		}
+		n += l != 0;
+		p += l;
+		if (*p)
+			p++;
+	}
+	if (!n) {
+		conf_errf(err, errlen, "\"%s\" names no etcd endpoint (expected etcd://host:port;...)", v);
+		return KVP_EINVAL;
+	}
+	memmove(dst, v, strlen(v) + 1);
+	return 0;
+}
+
 static int set_hostport(struct kvp_conf *c, const struct conf_key *k, const char *v,
 			char *err, size_t errlen)
 {
@@ -555,6 +591,8 @@ static int set_hostport(struct kvp_conf *c, const struct conf_key *k, const char
 		dst[0] = '\0';
 		return 0;
 	}
+	if ((k->flags & CONF_F_ETCD) && strncmp(v, "etcd://", 7) == 0)
+		return set_etcd_list(dst, v, err, errlen);
 	if (strlen(v) >= CONF_STR || conf_parse_hostport(v, NULL, 0, &port)) {
 		conf_errf(err, errlen, "bad host:port \"%s\" (expected host:port, [ipv6]:port or :port)", v);
 		return KVP_EINVAL;

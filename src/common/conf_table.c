@@ -40,7 +40,9 @@
 const struct conf_key conf_table[] = {
 	/* [cluster] */
 	HP("cluster", "master", cluster.master, 1, "127.0.0.1:15001",
-	   "Address of kvpool-master's RPC endpoint that nodes, clients and the CLI connect to."),
+	   "Address of kvpool-master's RPC endpoint that nodes, clients and the CLI connect to; "
+	   "etcd://h:p;h:p follows whichever master etcd names leader (master.cluster_id).",
+	   .flags = CONF_F_ETCD),
 	STR("cluster", "metadata_server", cluster.metadata_server, "",
 	    "Mooncake metadata server URL (e.g. http://host:15002/metadata), as set by "
 	    "MOONCAKE_METADATA_SERVER. Accepted and recorded for compatibility; kvpool keeps "
@@ -106,6 +108,23 @@ const struct conf_key conf_table[] = {
 	    .choices = "random|free_ratio", .live = true),
 	NUM("master", "max_connections", CONF_T_INT, master.max_connections, 1, 1048576, "4096",
 	    "Most simultaneous RPC connections the master accepts."),
+	STR("master", "ha", master.ha, "none",
+	    "High availability: etcd runs any number of masters, one leader elected through "
+	    "etcd (ha_endpoints) and the others standing by; none runs this master alone.",
+	    .choices = "none|etcd"),
+	STR("master", "ha_endpoints", master.ha_endpoints, "",
+	    "etcd client endpoints for ha = etcd, host:port;host:port (Mooncake's "
+	    "--ha_backend_connstring / --etcd_endpoints)."),
+	STR("master", "cluster_id", master.cluster_id, "kvpool",
+	    "Names this pool's keys in etcd (kvpool/<cluster_id>/leader); masters, nodes and "
+	    "clients of one pool must agree. 1..128 of A-Z a-z 0-9 _ . -"),
+	NUM("master", "ha_lease_ttl", CONF_T_DURATION, master.ha_lease_ttl, SEC, 60 * SEC, "2s",
+	    "Lease the leader renews in etcd (whole seconds; etcd grants at least 2s by "
+	    "default). A leader that cannot renew steps down before it lapses; a dead one is "
+	    "replaced after it lapses."),
+	HP("master", "advertise", master.advertise, 1, "",
+	   "host:port of this master's RPC that the leader publishes in etcd. Empty: listen, "
+	   "a wildcard host replaced by this host's address towards etcd."),
 
 	/* [node] */
 	STR("node", "name", node.name, "",
@@ -256,6 +275,7 @@ const struct conf_alias conf_aliases[] = {
 	{ "MOONCAKE_LOCAL_BUFFER_SIZE", "client", "local_buffer_size" },
 	{ "MOONCAKE_PROTOCOL", "client", "protocol" },
 	{ "MOONCAKE_RDMA_DEVICES", "rdma", "devices" },
+	{ "MC_STORE_CLUSTER_ID", "master", "cluster_id" },
 };
 const size_t conf_aliases_len = NELEM(conf_aliases);
 

@@ -147,7 +147,7 @@ static void test_table(void)
 	struct kvp_conf c;
 	char buf[CONF_STR + 8];
 
-	CHECK(conf_table_len == 62);
+	CHECK(conf_table_len == 67);
 	CHECK(conf_table_len <= sizeof(c.src));
 	for (size_t i = 0; i < conf_table_len; i++) {
 		const struct conf_key *k = &conf_table[i];
@@ -338,6 +338,15 @@ static void test_indent_is_not_continuation(void)
 	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == 0);
 	CHECK(strcmp(c.cluster.master, "10.0.0.1:15001") == 0);
 
+	/* HA: the master address names etcd endpoints (docs/ha.md) */
+	write_file(path, sizeof(path), "etcd.ini",
+		   "[cluster]\nmaster = etcd://10.0.0.1:2379;[::1]:2379,h3:2379\n"
+		   "[master]\nha = etcd\nha_endpoints = h1:2379;h2:2379\ncluster_id = pool-a\n");
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == 0);
+	CHECK(strcmp(c.cluster.master, "etcd://10.0.0.1:2379;[::1]:2379,h3:2379") == 0);
+	CHECK(strcmp(c.master.ha, "etcd") == 0 && c.master.ha_lease_ttl == 2000);
+	CHECK(strcmp(c.master.cluster_id, "pool-a") == 0);
+
 	/* CRLF line ends */
 	write_file(path, sizeof(path), "crlf.ini", "[client]\r\nreplicas = 3\r\n");
 	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == 0);
@@ -435,6 +444,12 @@ static void test_bad_files(void)
 	BAD_FILE("[cluster]\nmaster = host:65536\n", ":2: [cluster] master: bad host:port \"host:65536\"");
 	BAD_FILE("[cluster]\nmaster = ::1:80\n", ":2: [cluster] master: bad host:port \"::1:80\"");
 	BAD_FILE("[cluster]\nmaster = \n", ":2: [cluster] master: bad host:port \"\"");
+	BAD_FILE("[cluster]\nmaster = etcd://\n",
+		 ":2: [cluster] master: \"etcd://\" names no etcd endpoint");
+	BAD_FILE("[cluster]\nmaster = etcd://h1:2379;h2\n",
+		 ":2: [cluster] master: bad etcd endpoint \"h2\" in \"etcd://h1:2379;h2\"");
+	BAD_FILE("[master]\nha = zookeeper\n", ":2: [master] ha: ");
+	BAD_FILE("[master]\nha_lease_ttl = 500ms\n", ":2: [master] ha_lease_ttl: \"500ms\" is out of range");
 	BAD_FILE("[node]\nadvertise = :0\n", ":2: [node] advertise: port 0 is out of range (1..65535)");
 	/* the first error wins, and it is the one on its own line */
 	BAD_FILE("[client]\nreplicas = 2\ntimeout = 1s\nreplicas = 3\nprotocol = x\n",
