@@ -18,7 +18,7 @@
 #define RESP_MAX (1u << 20)	/* largest answer (or watch message) kept */
 #define REQ_MAX (ETCD_VALUE_MAX * 2 + 4 * ETCD_KEY_MAX + 1024)
 #define NTOKS 1024
-#define WATCH_EVENTS 8
+#define WATCH_EVENTS 4
 
 struct etcd {
 	CURLM *multi;
@@ -40,6 +40,7 @@ struct etcd {
 	bool wcreated;
 
 	char req[REQ_MAX];
+	char v64[ETCD_VALUE_MAX * 4 / 3 + 8];	/* a value in base64 */
 	char local_ip[64];
 	char errmsg[256];
 };
@@ -193,17 +194,22 @@ static int opt_i64(const struct json *j, int obj, const char *key, int64_t *out)
 
 static int parse_kv(const struct json *j, int t, struct etcd_kv *kv)
 {
-	char tmp[ETCD_VALUE_MAX * 4 / 3 + 8];
 	size_t n = 0;
 
-	memset(kv, 0, sizeof(*kv));
+	kv->value_len = 0;
+	kv->value[0] = '\0';
+	kv->create_rev = kv->mod_rev = kv->version = kv->lease = 0;
 	if (!json_is(j, t, JSON_OBJECT))
 		return -EPROTO;
 	int v = json_get(j, t, "value");
 	if (v >= 0) {
-		if (json_str(j, v, tmp, sizeof(tmp), &n) < 0)
-			return -EPROTO;
-		int k = etcd_b64_decode(tmp, n, kv->value, sizeof(kv->value) - 1);
+		size_t cap = ETCD_VALUE_MAX * 4 / 3 + 8;
+		char *tmp = malloc(cap);
+		if (!tmp)
+			return -ENOMEM;
+		int k = json_str(j, v, tmp, cap, &n) < 0 ? -1 :
+			etcd_b64_decode(tmp, n, kv->value, sizeof(kv->value) - 1);
+		free(tmp);
 		if (k < 0)
 			return -EPROTO;
 		kv->value_len = (size_t)k;
@@ -691,7 +697,6 @@ static int key64(char *dst, size_t cap, const char *key)
 }
 
 #define K64 (ETCD_KEY_MAX * 4 / 3 + 8)
-#define V64 (ETCD_VALUE_MAX * 4 / 3 + 8)
 
 int etcd_get(struct etcd *e, const char *key, struct etcd_kv *kv, int64_t *rev)
 {
@@ -707,10 +712,10 @@ int etcd_get(struct etcd *e, const char *key, struct etcd_kv *kv, int64_t *rev)
 
 int etcd_put(struct etcd *e, const char *key, const void *val, size_t n, int64_t lease)
 {
-	char k[K64], v[V64];
+	char k[K64], *v = e->v64;
 	int rc = key64(k, sizeof(k), key);
 
-	if (rc || (rc = b64_field(v, sizeof(v), val, n)))
+	if (rc || (rc = b64_field(v, sizeof(e->v64), val, n)))
 		return rc;
 	snprintf(e->req, sizeof(e->req), "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}",
 		 k, v, (long long)lease);
@@ -720,12 +725,12 @@ int etcd_put(struct etcd *e, const char *key, const void *val, size_t n, int64_t
 int etcd_create_key(struct etcd *e, const char *key, const void *val, size_t n, int64_t lease,
 		    int64_t *rev, struct etcd_kv *cur)
 {
-	char k[K64], v[V64];
+	char k[K64], *v = e->v64;
 	int rc = key64(k, sizeof(k), key);
 	bool ok;
 	int64_t r = 0;
 
-	if (rc || (rc = b64_field(v, sizeof(v), val, n)))
+	if (rc || (rc = b64_field(v, sizeof(e->v64), val, n)))
 		return rc;
 	snprintf(e->req, sizeof(e->req),
 		 "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"%s\",\"create_revision\":\"0\"}],"
@@ -749,11 +754,11 @@ int etcd_create_key(struct etcd *e, const char *key, const void *val, size_t n, 
 int etcd_put_guarded(struct etcd *e, const char *guard_key, int64_t guard_rev,
 		     const char *key, const void *val, size_t n, int64_t lease)
 {
-	char g[K64], k[K64], v[V64];
+	char g[K64], k[K64], *v = e->v64;
 	int rc = key64(g, sizeof(g), guard_key);
 	bool ok;
 
-	if (rc || (rc = key64(k, sizeof(k), key)) || (rc = b64_field(v, sizeof(v), val, n)))
+	if (rc || (rc = key64(k, sizeof(k), key)) || (rc = b64_field(v, sizeof(e->v64), val, n)))
 		return rc;
 	snprintf(e->req, sizeof(e->req),
 		 "{\"compare\":[{\"target\":\"CREATE\",\"key\":\"%s\",\"create_revision\":\"%lld\"}],"

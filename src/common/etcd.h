@@ -20,7 +20,7 @@
 
 #define ETCD_MAX_ENDPOINTS 8
 #define ETCD_EP_MAX 128		/* "http://host:port" */
-#define ETCD_VALUE_MAX 4096	/* largest value this client reads */
+#define ETCD_VALUE_MAX 65536	/* largest value this client reads */
 #define ETCD_KEY_MAX 512
 
 struct etcd;

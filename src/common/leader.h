@@ -24,13 +24,13 @@
 
 struct etcd;
 
-#define LEADER_REC_MAX 512
+#define LEADER_REC_MAX 1024
 #define LEADER_ID_MAX 128	/* cluster_id length (Mooncake's rule) */
 
 struct leader_rec {
-	char rpc[128];
-	char http[128];
-	char name[128];
+	char rpc[256];
+	char http[256];
+	char name[256];
 };
 
 /* Mooncake's cluster_id rule: 1..128 of [A-Za-z0-9_.-]. */
