@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "extent.h"
 #include "http.h"
@@ -63,6 +64,7 @@ void madmin_init(struct madmin *a)
 	snprintf(a->ha.role, sizeof(a->ha.role), "leader");
 	snprintf(a->ha.state, sizeof(a->ha.state), "serving");
 	a->ha.service_ready = true;
+	a->ha.etcd_up = -1;
 }
 
 /* ---- the runtime: /health /role /ha_status /leader ---- */
@@ -83,6 +85,16 @@ static void health(const struct madmin *a, struct http_resp *r)
 	sb_printf(&b, "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":\"%s\",\"service_ready\":%s",
 		  a->ha.role, a->ha.state, a->ha.service_ready ? "true" : "false");
 	leader_fields(&b, &a->ha);
+	if (a->ha.etcd_up >= 0) {
+		/* kvpool's: the epoch, the last election, etcd (docs/ha.md) */
+		char when[32] = "";
+		time_t t = (time_t)(a->ha.last_election_ns / 1000000000ull);
+		struct tm tm;
+		if (a->ha.last_election_ns && gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		sb_printf(&b, ",\"epoch\":%llu,\"last_election\":\"%s\",\"etcd\":\"%s\"",
+			  (unsigned long long)a->ha.view_version, when, a->ha.etcd_up ? "up" : "down");
+	}
 	sb_printf(&b, "}");
 	reply(r, 200, JSON, &b);
 }

@@ -26,6 +26,10 @@ struct madmin_ha {
 	bool service_ready;		/* false: the key endpoints answer 503 */
 	char leader[CONF_STR];		/* leader's address, "" none known */
 	uint64_t view_version;
+	/* with ha = etcd (docs/ha.md): when a leader was last elected, and
+	 * whether etcd answers; etcd_up -1 without HA (not shown) */
+	uint64_t last_election_ns;
+	int etcd_up;
 };
 
 /* /metrics/summary's rates are per second since the previous summary. */

@@ -19,6 +19,7 @@
 #include "mlease.h"
 #include "mnode.h"
 #include "mput.h"
+#include "mrecover.h"
 
 #define HELLO_TIMEOUT_MS 10000
 #define EVICT_STEP_US 20		/* eviction per tick: a request waits at most this */
@@ -109,6 +110,8 @@ void master_destroy(struct master *m)
 	free(m->pending.v);
 	free(m->cand);
 	free(m->kbuf);
+	free(m->expect);
+	free(m->expect_done);
 	wb_free(&m->scratch);
 	free(m);
 }
@@ -136,6 +139,37 @@ void master_set_generation(struct master *m, uint64_t gen)
 bool master_tick_urgent(const struct master *m)
 {
 	return m->parked != NULL;
+}
+
+void master_set_epoch(struct master *m, uint64_t epoch)
+{
+	m->epoch = epoch;
+}
+
+uint64_t master_epoch(const struct master *m)
+{
+	return m->epoch;
+}
+
+void master_recover(struct master *m, const char *expected, uint64_t window_ms)
+{
+	master_now(m);
+	mrecover_begin(m, expected, window_ms);
+}
+
+bool master_recovering(const struct master *m)
+{
+	return m->recovering;
+}
+
+uint64_t master_recover_ms(const struct master *m)
+{
+	return m->recover_ms;
+}
+
+size_t master_segments_text(const struct master *m, char *buf, size_t cap)
+{
+	return mrecover_segments(m, buf, cap);
 }
 
 bool master_wants_tick(const struct master *m)
@@ -279,6 +313,8 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 		status = KVP_EPROTO;
 		goto out_reply;
 	}
+	if (m->recovering && (status = mrecover_gate(m, h, body)) != 0)
+		goto out_reply;
 	switch (h->opcode) {
 	case WIRE_OP_HELLO:
 		status = op_hello(m, c, &r, reply);
@@ -371,6 +407,7 @@ void master_tick(struct master *m)
 	master_now(m);
 	mlease_sweep(m);
 	mnode_tick(m);
+	mrecover_tick(m);
 	check_hello(m);
 	master_step(m);
 }

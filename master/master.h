@@ -70,4 +70,15 @@ void master_set_generation(struct master *m, uint64_t gen);
 /* One line: keys, pending puts, segments, bytes used/capacity, clients. */
 void master_status(struct master *m, char *buf, size_t len);
 
+/* HA (docs/ha.md): the epoch HELLO replies carry (this leader's election
+ * revision in etcd), the recovery window of a new leader (mrecover.h:
+ * expected = the last leader's segment uuids, hex, one per line), and the
+ * uuids of the mounted segments in that format (length returned). */
+void master_set_epoch(struct master *m, uint64_t epoch);
+uint64_t master_epoch(const struct master *m);
+void master_recover(struct master *m, const char *expected, uint64_t window_ms);
+bool master_recovering(const struct master *m);
+uint64_t master_recover_ms(const struct master *m);
+size_t master_segments_text(const struct master *m, char *buf, size_t cap);
+
 #endif

@@ -88,6 +88,14 @@ struct master {
 	size_t cand_cap;
 	struct kref *kbuf;		/* the keys of the batch being handled */
 	size_t kbuf_cap;
+
+	/* HA: a new leader's recovery window (mrecover.c) */
+	bool recovering;
+	uint64_t recover_start_ms, recover_until_ms;
+	uint64_t recover_ms;		/* how long the last window lasted */
+	uint64_t *expect;		/* the segment uuids the last leader had */
+	bool *expect_done;
+	size_t nexpect, nexpect_done;
 };
 
 static inline uint64_t master_clock_ns(clockid_t clk)

@@ -27,6 +27,9 @@ enum mf_act {
 	A_LOGLEVEL,	/* glog's minloglevel 0..3 */
 	A_VERBOSE,	/* glog's --v: > 0 = debug */
 	A_PRELOAD,	/* into key before the files load (the token is read then) */
+	A_HA,		/* --enable_ha: master.ha = etcd or none */
+	A_HA_TYPE,	/* --ha_backend_type: etcd, the only backend */
+	A_HA_CONN,	/* into key, after the early ones (beats --etcd_endpoints) */
 	A_CONFIG,	/* --config_path: a file of more flags */
 };
 
@@ -47,7 +50,6 @@ static const char OFFLOAD[] = "offload is kvpool-node's spill tier: set [spill] 
 static const char TASKS[] = "kvpool has no task manager (copy/move/offload tasks)";
 static const char SNAP[] = "kvpool rebuilds its table from the nodes' segments at start";
 static const char EVENTS[] = "no KV event publisher in kvpool";
-static const char HA[] = "leader election is not in this build (see docs/master.md)";
 static const char TENANT[] = "kvpool has no tenants or quotas";
 static const char DYNREP[] = "kvpool places replicas at put time only";
 static const char CXL[] = "no CXL memory in kvpool";
@@ -76,7 +78,7 @@ static const struct mflag mflags[] = {
 	MAP("rpc_interface", T_STR, A_IFACE, "master.listen", "RPC address: this interface's IPv4"),
 	NONE("rpc_conn_timeout_seconds", T_INT, "idle connections stay open"),
 	NONE("rpc_enable_tcp_no_delay", T_BOOL, "TCP_NODELAY is always set"),
-	NONE("enable_ha", T_BOOL, HA),
+	MAP("enable_ha", T_BOOL, A_HA, "master.ha", "etcd: leader election (docs/ha.md)"),
 	NONE("enable_offload", T_BOOL, OFFLOAD),
 	NONE("offload_on_evict", T_BOOL, "a node with a spill tier always demotes at eviction"),
 	NONE("offload_force_evict", T_BOOL, OFFLOAD),
@@ -102,16 +104,17 @@ static const struct mflag mflags[] = {
 	NONE("kv_events_emit_legacy_compat", T_BOOL, EVENTS),
 	NONE("kv_events_emit_object_key", T_BOOL, EVENTS),
 	NONE("kv_events_queue_capacity", T_UINT, EVENTS),
-	NONE("ha_backend_type", T_STR, HA),
-	NONE("ha_backend_connstring", T_STR, HA),
-	NONE("etcd_endpoints", T_STR, HA),
+	MAP("ha_backend_type", T_STR, A_HA_TYPE, NULL, "etcd (the only backend kvpool has)"),
+	MAP("ha_backend_connstring", T_STR, A_HA_CONN, "master.ha_endpoints", "etcd h:p;h:p"),
+	MAP("etcd_endpoints", T_STR, A_KEY, "master.ha_endpoints",
+	    "unless --ha_backend_connstring is given"),
 	MAP("client_ttl", T_INT, A_SEC, "master.client_ttl", "node liveness in s (with node_ttl)"),
 	NONE("nof_heartbeat_interval_sec", T_INT, NOF),
 	NONE("nof_heartbeat_probe_timeout_ms", T_UINT, NOF),
 	NONE("nof_heartbeat_failures_threshold", T_UINT, NOF),
 	NONE("root_fs_dir", T_STR, "no shared file-system segment in kvpool"),
 	NONE("global_file_segment_size", T_INT, "no shared file-system segment in kvpool"),
-	NONE("cluster_id", T_STR, HA),
+	MAP("cluster_id", T_STR, A_KEY, "master.cluster_id", "names the pool's etcd keys"),
 	NONE("enable_oplog", T_BOOL, SNAP),
 	NONE("oplog_poll_interval_ms", T_INT, SNAP),
 	NONE("oplog_batch_max_entries", T_UINT, SNAP),
@@ -463,6 +466,16 @@ static int apply_one(struct kvp_conf *c, const struct mflag *f, const char *val,
 	case A_CONFIG:
 	case A_PRELOAD:
 		return 0;
+	case A_HA:
+		mf_bool(val, &b);
+		return set_key(c, f->key, b ? "etcd" : "none", err, errlen);
+	case A_HA_TYPE:
+		if (strcmp(val, "etcd") != 0) {
+			snprintf(err, errlen, "kvpool elects its leader through etcd only");
+			return KVP_EINVAL;
+		}
+		return 0;
+	case A_HA_CONN:
 	case A_KEY:
 		if (f->type == T_BOOL) {
 			mf_bool(val, &b);
@@ -510,7 +523,8 @@ static int apply_one(struct kvp_conf *c, const struct mflag *f, const char *val,
 
 /* Order: the file's settings, then the command line's (which win, as in
  * mooncake_master); rpc_port and rpc_interface after port and
- * rpc_address, which they override. */
+ * rpc_address, which they override, and ha_backend_connstring after the
+ * legacy etcd_endpoints. */
 int mflags_apply(struct kvp_conf *c, const struct mflags *fl, char *err, size_t errlen)
 {
 	char e[400];
@@ -518,7 +532,7 @@ int mflags_apply(struct kvp_conf *c, const struct mflags *fl, char *err, size_t 
 	for (int pass = 0; pass < 4; pass++)
 		for (size_t i = 0; i < fl->n; i++) {
 			const struct mflag *f = fl->v[i].f;
-			bool late = f->act == A_PORT_NZ || f->act == A_IFACE;
+			bool late = f->act == A_PORT_NZ || f->act == A_IFACE || f->act == A_HA_CONN;
 			if (late != (pass >= 2) || fl->v[i].file != !(pass & 1))
 				continue;
 			int rc = apply_one(c, f, fl->v[i].value, e, sizeof(e));

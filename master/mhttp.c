@@ -5,9 +5,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
+#include "ha.h"
 #include "http.h"
 #include "kvpool.h"
 #include "log.h"
@@ -27,6 +29,7 @@ struct md_ent {
 
 struct mhttp {
 	struct master *m;
+	struct ha *ha;			/* NULL: ha = none */
 	struct http_srv *http;
 	struct http_srv *md;		/* NULL: none, or served by http (same address) */
 	bool md_on;
@@ -185,6 +188,61 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	}
 }
 
+/* HA: role, epoch, elections, etcd (docs/ha.md). */
+static void ha_metrics(struct mhttp *h, struct sbuf *b)
+{
+	struct ha_status st;
+
+	ha_get_status(h->ha, &st);
+	gauge(b, "kvpool_master_ha_leader", "1 while this master leads, 0 standing by.", st.leader);
+	gauge(b, "kvpool_master_ha_epoch",
+	      "Epoch of the current leader as this master knows it (etcd revision).", st.epoch);
+	counter(b, "kvpool_master_ha_elections_total", "Elections this master won.", st.elections);
+	counter(b, "kvpool_master_ha_stepdowns_total", "Times this master stopped leading.",
+		st.stepdowns);
+	head(b, "kvpool_master_ha_last_election_timestamp_seconds", "gauge",
+	     "When this master last saw a new leader (its own election or another's).");
+	sb_printf(b, "kvpool_master_ha_last_election_timestamp_seconds %.3f\n",
+		  (double)st.last_change_ns / 1e9);
+	gauge(b, "kvpool_master_ha_etcd_up", "1 if the last etcd request was answered.", st.etcd_ok);
+	counter(b, "kvpool_master_ha_etcd_errors_total", "etcd requests that failed.",
+		st.etcd_errors);
+	gauge(b, "kvpool_master_ha_lease_ttl_ms", "The lease etcd granted at the last election.",
+	      st.lease_ttl_ms);
+	gauge(b, "kvpool_master_ha_recovering",
+	      "1 while a new leader waits for the last leader's segments.",
+	      st.leader && master_recovering(h->m));
+	gauge(b, "kvpool_master_ha_recovery_ms", "How long the last recovery window lasted.",
+	      master_recover_ms(h->m));
+}
+
+/* The election's state into the admin view (/health /role /ha_status
+ * /leader, madmin.c): a leader serves, or recovers (the key endpoints
+ * answer 503 until it has its segments back); the others stand by. */
+static void ha_view(struct mhttp *h)
+{
+	struct ha_status st;
+
+	ha_get_status(h->ha, &st);
+	bool rec = st.leader && master_recovering(h->m);
+	mhttp_set_ha(h, st.leader ? "leader" : "standby",
+		     st.leader ? (rec ? "recovering" : "serving") : "standby", st.leader && !rec,
+		     st.leader_known ? st.rec.rpc : "", st.epoch);
+	h->admin.ha.last_election_ns = st.last_change_ns;
+	h->admin.ha.etcd_up = st.etcd_ok;
+}
+
+/* /health/leader: 200 on the leader only, for load balancers. */
+static void ha_leader_only(struct mhttp *h, struct http_resp *resp)
+{
+	bool lead = strcmp(h->admin.ha.role, "leader") == 0;
+
+	resp->status = lead ? 200 : 503;
+	resp->content_type = "text/plain";
+	resp->body = strdup(lead ? "leader\n" : "standby\n");
+	resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
 /* ---- metadata store ---- */
 
 static struct md_ent **md_slot(struct mhttp *h, const char *key)
@@ -295,9 +353,16 @@ static void on_http(const struct http_req *req, struct http_resp *resp, void *ar
 			sb_printf(&b, "# HELP kvpool_master_metadata_keys Keys in the metadata store.\n"
 				  "# TYPE kvpool_master_metadata_keys gauge\n"
 				  "kvpool_master_metadata_keys %zu\n", h->md_keys);
+		if (h->ha)
+			ha_metrics(h, &b);
 		resp->body = b.p;
 		resp->body_len = b.len;
 		return;
+	}
+	if (h->ha) {
+		ha_view(h);
+		if (get && strcmp(req->path, "/health/leader") == 0)
+			return ha_leader_only(h, resp);
 	}
 	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0)	/* same address */
 		return md_handle(h, req, resp);
@@ -373,6 +438,16 @@ void mhttp_set_ha(struct mhttp *h, const char *role, const char *state, bool ser
 	ha->service_ready = service_ready;
 	snprintf(ha->leader, sizeof(ha->leader), "%s", leader ? leader : "");
 	ha->view_version = view_version;
+}
+
+void mhttp_set_master(struct mhttp *h, struct master *m)
+{
+	h->m = m;
+}
+
+void mhttp_set_election(struct mhttp *h, struct ha *ha)
+{
+	h->ha = ha;
 }
 
 int mhttp_port(const struct mhttp *h)

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct ev_loop;
+struct ha;
 struct master;
 struct mhttp;
 struct sbuf;
@@ -31,6 +32,12 @@ void mhttp_stop(struct mhttp *h);
  * !service_ready makes the key and segment endpoints answer 503. */
 void mhttp_set_ha(struct mhttp *h, const char *role, const char *state, bool service_ready,
 		  const char *leader, uint64_t view_version);
+/* The state the endpoints show (an HA role change replaces it). */
+void mhttp_set_master(struct mhttp *h, struct master *m);
+/* ha = etcd: the election behind the view above (refreshed at each
+ * request), /metrics's HA samples, and /health/leader (200 only on the
+ * leader, for load balancers). */
+void mhttp_set_election(struct mhttp *h, struct ha *ha);
 int mhttp_port(const struct mhttp *h);
 int mhttp_metadata_port(const struct mhttp *h);	/* -1 without the store */
 

@@ -15,6 +15,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mbatch.h"
+#include "mrecover.h"
 #include "mtier.h"
 
 #define RDMA_INFO_MAX 4096
@@ -363,6 +364,7 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 	s->spill_used = spill;
 	s->spill_added = s->spill_dropped = 0;
 	s->last_seen_ms = m->now_ms;
+	mrecover_reported(m, s);	/* its REPORTs came before, on this connection */
 	evict_check(m, s);		/* the spill tier may have filled */
 	return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "ev.h"
+#include "ha.h"
 #include "kvpool.h"
 #include "log.h"
 #include "master.h"
@@ -31,6 +33,8 @@
  * the master buffer cluster.max_frame bytes per connection. */
 #define PREAUTH_MAX_BODY (64u << 10)
 
+struct mconn;
+
 struct mserver {
 	struct kvp_conf conf;		/* with the effective listen addresses */
 	struct ev_loop *loop;
@@ -44,6 +48,15 @@ struct mserver {
 	atomic_bool reload_req;
 	mserver_reload_fn reload;
 	void *reload_arg;
+	struct mconn *conns;		/* every RPC connection (dropped at a role change) */
+
+	/* HA (ha = etcd): the master serves only while it leads (docs/ha.md) */
+	struct ha *ha;
+	bool leading;			/* this loop serves as the leader */
+	bool stale;			/* s->m is a lead's that ended: not ticked */
+	uint64_t drop_timer;		/* a role change to carry out outside callbacks */
+	size_t segs_len;		/* the segment set last handed to ha */
+	char *segs_text;
 };
 
 /* ---- connections ---- */
@@ -70,8 +83,65 @@ static void want_tick(struct mserver *s)
 struct mconn {
 	struct mserver *s;
 	struct master_client *mc;
+	struct ev_conn *c;
+	struct mconn *prev, *next;	/* s->conns */
 	bool authed;		/* HELLO accepted: the full body limit applies */
 };
+
+/* ---- HA: serving only while leading ---- */
+
+static void drop_state(struct mserver *s, bool lead);
+
+/* Leader, and its lease surely held (ha.h). Without HA: always. */
+static bool serving(struct mserver *s)
+{
+	return !s->ha || (s->leading && ha_serving(s->ha));
+}
+
+static void on_drop_timer(struct ev_loop *loop, void *arg)
+{
+	struct mserver *s = arg;
+
+	(void)loop;
+	s->drop_timer = 0;
+	drop_state(s, s->ha && ha_serving(s->ha));
+}
+
+/* The fence lapsed under our feet (paused, starved): stop now, tell the
+ * election thread, and drop the state outside the connection callback. */
+static void lapsed(struct mserver *s)
+{
+	if (!s->leading)
+		return;
+	s->leading = false;
+	s->stale = true;
+	log_warn("ha: lost the lead (the lease could not be renewed in time); standing by");
+	ha_lapsed(s->ha);
+	if (!s->drop_timer)
+		s->drop_timer = ev_timer_add(s->loop, 0, false, on_drop_timer, s);
+}
+
+/* Answers a frame this master must not serve: KVP_ENOTLEADER, with the
+ * leader as last seen (u64 epoch, str rpc; epoch 0 and "" when unknown) so
+ * that a client can go there at once; then closes the connection. */
+static void refuse_not_leader(struct mserver *s, struct ev_conn *c, const struct wire_hdr *h)
+{
+	struct ha_status st;
+
+	if (h->flags & WIRE_F_REPLY) {
+		ev_conn_close(c);
+		return;
+	}
+	ha_get_status(s->ha, &st);
+	wb_reset(&s->reply);
+	size_t start = wire_begin(&s->reply);
+	wb_u64(&s->reply, st.leader_known && !st.leader ? st.epoch : 0);
+	wb_cstr(&s->reply, st.leader_known && !st.leader ? st.rec.rpc : "");
+	wire_finish(&s->reply, start, h->opcode, WIRE_F_REPLY, KVP_ENOTLEADER, h->reqid, 0);
+	if (!s->reply.oom)
+		ev_conn_send(c, s->reply.p, s->reply.len);
+	ev_conn_close_after_send(c);
+}
 
 static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
 {
@@ -80,6 +150,11 @@ static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t
 
 	if (h->payload_len)
 		ev_conn_discard_payload(c);	/* the master takes no value bytes */
+	if (!serving(s)) {
+		lapsed(s);
+		refuse_not_leader(s, c, h);
+		return 0;
+	}
 	wb_reset(&s->reply);
 	int rc = master_handle(s->m, mc->mc, h, body, &s->reply);
 	if (h->opcode == WIRE_OP_HELLO && rc == 0 && !mc->authed && s->reply.len >= WIRE_HDR_SIZE) {
@@ -105,6 +180,12 @@ static void on_close_m(struct ev_conn *c)
 	if (!mc)
 		return;
 	master_client_free(mc->mc);
+	if (mc->prev)
+		mc->prev->next = mc->next;
+	else
+		mc->s->conns = mc->next;
+	if (mc->next)
+		mc->next->prev = mc->prev;
 	free(mc);
 }
 
@@ -168,8 +249,79 @@ static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
 			ev_conn_set_udata(c, NULL);
 			free(mc);
 			ev_conn_close(c);
+			continue;
 		}
+		mc->c = c;
+		mc->next = s->conns;
+		if (s->conns)
+			s->conns->prev = mc;
+		s->conns = mc;
 	}
+}
+
+/* A role change: every connection goes (their clients belong to the old
+ * state; nodes and clients reconnect to whoever leads), the master's state
+ * is replaced by a fresh one, and a new leader opens its recovery window.
+ * Never called from a connection callback. */
+static void drop_state(struct mserver *s, bool lead)
+{
+	char err[256];
+
+	while (s->conns)
+		ev_conn_close(s->conns->c);	/* on_close unlinks it */
+	struct master *m = master_create(&s->conf, err, sizeof(err));
+	if (!m) {
+		log_err("ha: cannot renew the master state: %s; standing by", err);
+		if (lead)
+			ha_resign(s->ha);
+		s->leading = false;
+		return;
+	}
+	master_destroy(s->m);
+	s->m = m;
+	mhttp_set_master(s->http, m);
+	s->segs_len = SIZE_MAX;		/* publish the (empty) set once */
+	s->stale = false;
+	s->leading = lead;
+	if (!lead)
+		return;
+	uint64_t epoch = ha_epoch(s->ha);
+	size_t cap = 1u << 16;
+	char *exp = malloc(cap);
+	master_set_epoch(m, epoch);
+	if (exp) {
+		ha_expected(s->ha, exp, cap);
+		/* nodes re-mount within a heartbeat or two of the election */
+		master_recover(m, exp, 2 * s->conf.node.heartbeat_interval + 2000);
+		free(exp);
+	}
+	log_notice("ha: serving as leader, epoch %llu", (unsigned long long)epoch);
+}
+
+/* The election thread changed our role (ha_fd readable). */
+static void on_ha(struct ev_loop *loop, int fd, uint32_t events, void *arg)
+{
+	struct mserver *s = arg;
+
+	(void)loop;
+	(void)fd;
+	(void)events;
+	ha_ack(s->ha);
+	bool lead = ha_serving(s->ha);
+	if (lead != s->leading || (lead && master_epoch(s->m) != ha_epoch(s->ha)))
+		drop_state(s, lead);
+}
+
+/* The leader keeps its segment set in etcd for the next one (mrecover.h). */
+static void publish_segments(struct mserver *s)
+{
+	if (!s->ha || !s->leading || !s->segs_text)
+		return;
+	size_t n = master_segments_text(s->m, s->segs_text, 1u << 16);
+	if (n == s->segs_len)
+		return;	/* (a length change is enough: the set changes by whole lines) */
+	s->segs_len = n;
+	ha_set_segments(s->ha, s->segs_text, n);
 }
 
 /* ---- timers and reload ---- */
@@ -180,6 +332,8 @@ static void fast_tick(struct ev_loop *loop, void *arg)
 
 	(void)loop;
 	s->fast_timer = 0;
+	if (!serving(s))
+		return;		/* the next tick notices */
 	master_step(s->m);
 	want_tick(s);
 }
@@ -189,7 +343,12 @@ static void tick(struct ev_loop *loop, void *arg)
 	struct mserver *s = arg;
 
 	(void)loop;
-	master_tick(s->m);
+	if (s->ha && s->leading && !ha_serving(s->ha))
+		lapsed(s);
+	if (s->stale)
+		return;		/* no FREE, DEMOTE or eviction from a lead that ended */
+	master_tick(s->m);	/* a standby's state is empty: HELLO timeouts only */
+	publish_segments(s);
 	want_tick(s);
 }
 
@@ -217,6 +376,51 @@ static void on_wake(struct ev_loop *loop, void *arg)
 }
 
 /* ---- setup ---- */
+
+/* "host:port" of a listener: its configured host, the port it got. */
+static void bound_addr(char *out, size_t cap, const char *listen, int port)
+{
+	char host[CONF_STR];
+	uint16_t p;
+
+	if (conf_parse_hostport(listen, host, sizeof(host), &p) < 0)
+		host[0] = '\0';
+	snprintf(out, cap, strchr(host, ':') ? "[%.200s]:%d" : "%.200s:%d", host, port);
+}
+
+/* ha = etcd: the election thread, its fd on the loop; standby until it wins. */
+static int ha_setup(struct mserver *s, char *err, size_t errlen)
+{
+	struct ha_conf hc;
+	char rpc[CONF_STR], http[CONF_STR];
+
+	bound_addr(rpc, sizeof(rpc), s->conf.master.listen, s->port);
+	bound_addr(http, sizeof(http), s->conf.master.http_listen, mhttp_port(s->http));
+	if (ha_conf_from(&hc, &s->conf, rpc, http, err, errlen) < 0)
+		return -1;
+	s->segs_text = malloc(1u << 16);
+	if (!s->segs_text) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	s->ha = ha_start(&hc, err, errlen);
+	if (!s->ha)
+		goto out_text;
+	if (ev_add_fd(s->loop, ha_fd(s->ha), EPOLLIN, on_ha, s) < 0) {
+		snprintf(err, errlen, "cannot watch the election thread");
+		goto out_ha;
+	}
+	mhttp_set_election(s->http, s->ha);
+	return 0;
+
+out_ha:
+	ha_stop(s->ha);
+	s->ha = NULL;
+out_text:
+	free(s->segs_text);
+	s->segs_text = NULL;
+	return -1;
+}
 
 /* Without a token nothing may listen beyond loopback (DESIGN: Safety).
  * Returns true if addr was narrowed. */
@@ -298,6 +502,8 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		   s->conf.master.metadata_server ? ", metadata store on" : "");
 	if (s->conf.master.metadata_server)
 		log_notice("metadata store on port %d", mhttp_metadata_port(s->http));
+	if (strcmp(s->conf.master.ha, "etcd") == 0 && ha_setup(s, err, errlen) < 0)
+		goto out_http;
 	return s;
 
 out_http:
@@ -334,6 +540,13 @@ void mserver_destroy(struct mserver *s)
 {
 	if (!s)
 		return;
+	if (s->ha) {
+		/* the key goes first, so a standby takes over while we close */
+		ev_del_fd(s->loop, ha_fd(s->ha));
+		ha_stop(s->ha);
+		s->ha = NULL;
+	}
+	free(s->segs_text);
 	mhttp_stop(s->http);
 	ev_del_fd(s->loop, s->lfd);
 	close(s->lfd);
@@ -365,5 +578,13 @@ int mserver_metadata_port(const struct mserver *s)
 
 void mserver_status(struct mserver *s, char *buf, size_t len)
 {
-	master_status(s->m, buf, len);
+	if (s->ha && !s->leading) {
+		struct ha_status st;
+		ha_get_status(s->ha, &st);
+		snprintf(buf, len, "standby; leader %s", st.leader_known ? st.rec.rpc : "none");
+		return;
+	}
+	int n = snprintf(buf, len, "%s", s->ha ? "leader; " : "");
+	if (n >= 0 && (size_t)n < len)
+		master_status(s->m, buf + n, len - (size_t)n);
 }

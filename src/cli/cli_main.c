@@ -780,9 +780,14 @@ static int cmd_stat(struct cli *c, int argc, char **argv)
 
 /* ---- info -------------------------------------------------------------- */
 
-static void info_print_json(const struct kvp_info *in)
+static void info_print_json(const struct kvp_info *in, const struct kvp_master *ms)
 {
-	printf("{\"keys\": %" PRIu64 ", \"bytes_used\": %" PRIu64 ", \"capacity\": %" PRIu64
+	printf("{\"master\": {\"addr\": ");
+	cli_json_str(stdout, ms->addr, strnlen(ms->addr, sizeof(ms->addr)));
+	fputs(", \"leader\": ", stdout);
+	cli_json_str(stdout, ms->name, strnlen(ms->name, sizeof(ms->name)));
+	printf(", \"epoch\": %" PRIu64 ", \"ha\": %s}, ", ms->epoch, ms->ha ? "true" : "false");
+	printf("\"keys\": %" PRIu64 ", \"bytes_used\": %" PRIu64 ", \"capacity\": %" PRIu64
 	       ", \"evictions\": %" PRIu64 ", \"demotions\": %" PRIu64 ", \"leases\": %" PRIu64
 	       ", \"nodes\": [", in->keys, in->bytes_used, in->capacity, in->evictions,
 	       in->demotions, in->leases);
@@ -811,10 +816,15 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void info_print(const struct kvp_info *in)
+static void info_print(const struct kvp_info *in, const struct kvp_master *ms)
 {
 	char b1[32], b2[32];
 
+	if (ms->ha)
+		printf("master:     %s (leader %s, epoch %" PRIu64 ", elected through etcd)\n",
+		       ms->addr[0] ? ms->addr : "-", ms->name[0] ? ms->name : "-", ms->epoch);
+	else
+		printf("master:     %s\n", ms->addr);
 	printf("nodes:      %zu\n", in->nnodes);
 	printf("capacity:   %s (%" PRIu64 " bytes)\n", cli_human_size(in->capacity, b1, sizeof(b1)),
 	       in->capacity);
@@ -857,6 +867,7 @@ static int cmd_info(struct cli *c, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kvp_info in;
+	struct kvp_master ms;
 	bool json = false;
 	struct kvp *kvp;
 	int ch, rc = 0, err;
@@ -875,15 +886,16 @@ static int cmd_info(struct cli *c, int argc, char **argv)
 		return CLI_EXIT_ERR;
 	memset(&in, 0, sizeof(in));
 	err = kvp_info(kvp, &in);
+	kvp_master(kvp, &ms);	/* after a call: the leader that answered it */
 	kvp_close(kvp);
 	if (err) {
 		cli_error("info", NULL, err, NULL);
 		return CLI_EXIT_ERR;
 	}
 	if (json)
-		info_print_json(&in);
+		info_print_json(&in, &ms);
 	else
-		info_print(&in);
+		info_print(&in, &ms);
 	kvp_info_free(&in);
 	return CLI_EXIT_OK;
 }

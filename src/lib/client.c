@@ -18,6 +18,7 @@
 #include "lcache.h"
 #include "log.h"
 #include "mcall.h"
+#include "mlocate.h"
 #include "net.h"
 #include "put.h"
 #include "segtab.h"
@@ -78,6 +79,9 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 	host[sizeof(host) - 1] = 0;
 	snprintf(kvp->name, sizeof(kvp->name), "%.40s:%d", host, (int)getpid());
 	kvp->mmax = MASTER_CONNS_MAX;
+	rc = mlocate_open(kvp);
+	if (rc < 0)
+		goto out_free;
 
 	pthread_mutex_init(&kvp->lock, NULL);
 	pthread_mutex_init(&kvp->refresh_lock, NULL);
@@ -173,6 +177,7 @@ void kvp_close(struct kvp *kvp)
 		return;
 	lc_destroy(kvp->lc);
 	mc_pool_close(kvp);
+	mlocate_close(kvp);
 	xp_tcp_close_pools(kvp);
 	xp_rdma_close(kvp);
 	segtab_close(kvp);
@@ -735,6 +740,14 @@ void kvp_info_free(struct kvp_info *info)
 	free(info->nodes);
 	info->nodes = NULL;
 	info->nnodes = 0;
+}
+
+int kvp_master(struct kvp *kvp, struct kvp_master *out)
+{
+	if (!kvp || !out)
+		return KVP_EINVAL;
+	mlocate_describe(kvp, out);
+	return 0;
 }
 
 int kvp_info(struct kvp *kvp, struct kvp_info *out)

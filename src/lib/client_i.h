@@ -21,6 +21,7 @@
 
 struct lcache;
 struct mconn;
+struct mlocate;
 struct rdma_info;
 struct xp_rdma;
 
@@ -95,6 +96,7 @@ struct kvp {
 	int mconns, mmax;
 	uint64_t epoch;			/* server_epoch of the last HELLO */
 	bool epoch_known;
+	struct mlocate *loc;		/* where the master is (mlocate.c); NULL: fixed */
 
 	/* segment table (segtab.c), protected by lock */
 	pthread_mutex_t refresh_lock;

@@ -44,6 +44,9 @@ static const struct err_row err_rows[] = {
 	[21] = { "KVP_ELIMIT", "resource limit reached", -1010, EAGAIN,		/* UNAVAILABLE_IN_CURRENT_STATUS */
 		 { EAGAIN, EMFILE, ENFILE, ENOBUFS } },
 	[22] = { "KVP_ESTALE", "extent was reused or the put revoked", -702, EIO, { ESTALE } }, /* INVALID_REPLICA */
+	/* HA: a standby answered, or the new leader is still rebuilding */
+	[23] = { "KVP_ENOTLEADER", "no leader master (failover in progress); retry", -1010, EAGAIN,
+		 { 0 } },	/* UNAVAILABLE_IN_CURRENT_STATUS */
 };
 
 _Static_assert(sizeof(err_rows) / sizeof(err_rows[0]) == 1 - KVP_ERR_MIN,

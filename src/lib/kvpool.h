@@ -71,7 +71,8 @@ enum kvp_err {
 	KVP_EGRANT = -20,	/* write without a valid grant from the master */
 	KVP_ELIMIT = -21,	/* resource limit (connections, batch size) */
 	KVP_ESTALE = -22,	/* extent was reused or put revoked */
-	KVP_ERR_MIN = -22,
+	KVP_ENOTLEADER = -23,	/* no leader master answers yet (HA failover): retry */
+	KVP_ERR_MIN = -23,
 };
 
 /* Name of a KVP_E* code ("not found"); never NULL. */
@@ -256,6 +257,17 @@ struct kvp_info {
 };
 int kvp_info(struct kvp *kvp, struct kvp_info *out);
 void kvp_info_free(struct kvp_info *info);
+
+/* The master a handle talks to. With cluster.master = etcd://h:p;... (high
+ * availability, docs/ha.md) it is the leader etcd names: addr is "" while
+ * none is known (an election runs). */
+struct kvp_master {
+	char addr[256];			/* host:port of its RPC */
+	char name[256];			/* the leader's name in etcd ("" without HA) */
+	uint64_t epoch;			/* its epoch (HELLO) */
+	int ha;				/* 1: found through etcd */
+};
+int kvp_master(struct kvp *kvp, struct kvp_master *out);
 
 /* Counters of one handle since kvp_open (monotonic; tests and tools read
  * them). */

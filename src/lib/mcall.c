@@ -14,11 +14,20 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mcall.h"
+#include "mlocate.h"
 #include "net.h"
 #include "sock.h"
 
 #define MC_WINDOW 16			/* frames pipelined before reading replies */
 #define MC_RX (16u << 10)		/* reply buffer: larger bodies are read into place */
+/* HA: a master that does not answer HELLO this fast is not taken to lead
+ * (it may be stopped); the call goes on with the leader etcd names next. */
+#define HA_HELLO_MS 1000
+/* HA: a reply this late makes the call look in etcd whether the leader
+ * moved meanwhile (a stopped master answers nothing, ever). */
+#define HA_REPLY_CHECK_MS 500
+#define HA_BACKOFF_MIN_MS 20		/* between attempts while no leader answers */
+#define HA_BACKOFF_MAX_MS 100
 
 /* A pooled master connection (after HELLO, blocking with poll deadlines).
  * owed: replies to frames posted without waiting (mc_post), read and
@@ -30,6 +39,8 @@ struct mconn {
 	int fd;
 	uint64_t next_reqid;
 	uint32_t owed;
+	uint64_t epoch;			/* of its HELLO: every reply on it is that master's */
+	char addr[CONF_STR];
 	struct mconn *next;
 	uint8_t *rx;			/* MC_RX bytes; unparsed: [rlo, rhi) */
 	size_t rlo, rhi;
@@ -191,7 +202,21 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		free(mc);
 		mc = NULL;
 	}
-	fd = mc ? sock_connect(kvp, kvp->conf.cluster.master, &epoch, deadline) : KVP_ENOMEM;
+	fd = mc ? mlocate_get(kvp, mc->addr, sizeof(mc->addr), deadline) : KVP_ENOMEM;
+	if (fd == 0) {
+		uint64_t hello_by = deadline;
+		if (mlocate_ha(kvp) && net_now_ms() + HA_HELLO_MS < deadline)
+			hello_by = net_now_ms() + HA_HELLO_MS;
+		fd = sock_connect(kvp, mc->addr, &epoch, hello_by);
+		if (fd == KVP_ETIMEDOUT && hello_by < deadline)
+			fd = KVP_ECONN;	/* that master, not the call, ran out of time */
+		if (fd < 0)
+			mlocate_bad(kvp, mc->addr);
+		else if (!mlocate_epoch_ok(kvp, mc->addr, epoch)) {
+			close(fd);
+			fd = KVP_ENOTLEADER;
+		}
+	}
 	pthread_mutex_lock(&kvp->lock);
 	if (fd < 0) {
 		kvp->mconns--;
@@ -206,13 +231,15 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		/* A restarted master numbers segments anew. The segment
 		 * table's flag is set here, under kvp->lock, rather than by a
 		 * segtab call: segtab calls the master through this module. */
-		log_info("master %s restarted: refreshing segments", kvp->conf.cluster.master);
+		log_info("master %s restarted or a new leader took over: refreshing segments",
+			 mc->addr);
 		kvp->segs_valid = false;
 	}
 	kvp->epoch = epoch;
 	kvp->epoch_known = true;
 	pthread_mutex_unlock(&kvp->lock);
 	client_count(kvp, master_connects, 1);
+	mc->epoch = epoch;
 	mc->fd = fd;
 	mc->next_reqid = 1;
 	*out = mc;
@@ -248,14 +275,14 @@ void mc_free(struct mcall *c, size_t n)
 }
 
 /* Sends w <= MC_WINDOW frames in one writev, numbering them. */
-static int mc_send(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t w,
+static int mc_send(struct kvp *kvp, struct mconn *mc, struct mcall **win, size_t w,
 		   uint64_t deadline)
 {
 	uint8_t hdrs[MC_WINDOW][WIRE_HDR_SIZE];
 	struct iovec iov[2 * MC_WINDOW];
 
 	for (size_t i = 0; i < w; i++) {
-		struct mcall *m = &c[i];
+		struct mcall *m = win[i];
 		struct wire_hdr h = {
 			.magic = WIRE_MAGIC,
 			.version = WIRE_VERSION,
@@ -279,14 +306,48 @@ static int mc_send(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t w,
 	return sock_sendv(mc->fd, iov, (int)(2 * w), deadline);
 }
 
-/* Sends the frames (MC_WINDOW at a time) and collects their replies. */
+/* HA: waits until the connection has a reply to read; every
+ * HA_REPLY_CHECK_MS without one, etcd is asked whether another master
+ * leads now (then KVP_ECONN: the frames go to that one). */
+static int wait_reply(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
+{
+	for (;;) {
+		uint64_t now = net_now_ms();
+		if (now >= deadline)
+			return KVP_ETIMEDOUT;
+		uint64_t wait = deadline - now < HA_REPLY_CHECK_MS ? deadline - now : HA_REPLY_CHECK_MS;
+		struct pollfd p = { .fd = mc->fd, .events = POLLIN };
+		int k = poll(&p, 1, (int)wait);
+		if (k > 0)
+			return 0;
+		if (k < 0 && errno != EINTR)
+			return KVP_ECONN;
+		if (k == 0 && mlocate_moved(kvp, mc->addr, mc->epoch, deadline))
+			return KVP_ECONN;
+	}
+}
+
+/* Sends the frames not answered yet (MC_WINDOW at a time) and collects
+ * their replies; a frame answered KVP_ENOTLEADER stays unanswered (sent
+ * again to the leader) and ends the exchange with that code once the
+ * window is read. */
 static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t n,
 		       uint64_t deadline, bool *got_any)
 {
-	for (size_t base = 0; base < n; base += MC_WINDOW) {
-		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
-		int rc = mc_send(kvp, mc, c + base, w, deadline);
+	struct mcall *win[MC_WINDOW];
+	size_t next = 0;
+	int leader_rc = 0;
 
+	while (!leader_rc) {
+		size_t w = 0;
+		int rc;
+
+		for (; next < n && w < MC_WINDOW; next++)
+			if (!c[next].got)
+				win[w++] = &c[next];
+		if (!w)
+			break;
+		rc = mc_send(kvp, mc, win, w, deadline);
 		if (rc < 0)
 			return rc;
 		for (size_t k = 0; k < w; k++) {
@@ -294,43 +355,81 @@ static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_
 			uint8_t *body;
 			struct mcall *m = NULL;
 
+			/* HA: nothing buffered yet: wait, asking etcd now and then */
+			if (mlocate_ha(kvp) && mc->rlo == mc->rhi &&
+			    (rc = wait_reply(kvp, mc, deadline)) < 0)
+				return rc;
 			rc = mc_recv_frame(kvp, mc, deadline, &h, &body);
 			if (rc < 0)
 				return rc;
 			*got_any = true;
 			for (size_t i = 0; i < w; i++)
-				if (c[base + i].reqid == h.reqid && !c[base + i].got)
-					m = &c[base + i];
+				if (win[i]->reqid == h.reqid && !win[i]->got)
+					m = win[i];
 			if (!m || h.payload_len || (h.opcode != m->op && h.status == 0)) {
 				free(body);
 				return KVP_EPROTO;
 			}
+			if (h.status == KVP_ENOTLEADER) {
+				/* a standby, or a new leader still rebuilding */
+				free(body);
+				m->reqid = 0;
+				leader_rc = KVP_ENOTLEADER;
+				continue;
+			}
 			m->got = true;
 			m->status = h.status;
+			m->epoch = mc->epoch;
 			free(m->rep);
 			m->rep = body;
 			m->rep_len = h.body_len;
 			m->rep[m->rep_len] = 0;
 		}
 	}
-	return 0;
+	return leader_rc;
+}
+
+static void backoff_sleep(uint64_t *ms)
+{
+	struct timespec ts = { 0, (long)*ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+	*ms = *ms * 2 > HA_BACKOFF_MAX_MS ? HA_BACKOFF_MAX_MS : *ms * 2;
 }
 
 /* A reused connection that breaks before any reply arrived is retried once
- * on a fresh one (the master restarted while it sat idle). */
+ * on a fresh one (the master restarted while it sat idle). With HA the call
+ * waits out a failover instead: while no master leads, or the one reached
+ * answers KVP_ENOTLEADER or breaks, the frames not answered yet are sent
+ * again (to the leader etcd names then) until the deadline. A frame whose
+ * answer was lost may so run twice; every opcode tolerates that (a repeated
+ * PUT_END of a complete object succeeds, docs/ha.md). */
 int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 {
+	uint64_t backoff = HA_BACKOFF_MIN_MS;
+	bool ha = mlocate_ha(kvp);
+
+	for (size_t i = 0; i < n; i++)
+		c[i].got = false;
 	for (int attempt = 0;; attempt++) {
 		struct mconn *mc;
 		bool reused = false, got_any = false;
 		int rc = mc_take(kvp, deadline, &mc, &reused);
 
-		if (rc < 0)
-			return rc;
-		rc = mc_exchange(kvp, mc, c, n, deadline, &got_any);
-		mc_give(kvp, mc, rc == 0);
+		if (rc == 0) {
+			rc = mc_exchange(kvp, mc, c, n, deadline, &got_any);
+			if (rc == KVP_ENOTLEADER || (rc == KVP_ECONN && ha))
+				mlocate_bad(kvp, mc->addr);
+			mc_give(kvp, mc, rc == 0);
+		}
 		if (rc == KVP_ECONN && reused && !got_any && attempt == 0) {
 			client_count(kvp, retries, 1);
+			continue;
+		}
+		if (ha && (rc == KVP_ECONN || rc == KVP_ENOTLEADER) &&
+		    net_now_ms() + backoff < deadline) {
+			client_count(kvp, retries, 1);
+			backoff_sleep(&backoff);
 			continue;
 		}
 		return rc;
@@ -339,6 +438,7 @@ int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 
 int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 {
+	struct mcall *win[MC_WINDOW];
 	struct mconn *mc;
 	bool reused;
 	int rc = mc_take(kvp, deadline, &mc, &reused);
@@ -348,7 +448,9 @@ int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 	for (size_t base = 0; base < n && rc == 0; base += MC_WINDOW) {
 		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
 
-		rc = mc_send(kvp, mc, c + base, w, deadline);
+		for (size_t i = 0; i < w; i++)
+			win[i] = &c[base + i];
+		rc = mc_send(kvp, mc, win, w, deadline);
 		if (rc == 0)
 			mc->owed += (uint32_t)w;
 	}

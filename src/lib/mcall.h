@@ -24,6 +24,7 @@ struct mcall {
 	uint64_t reqid;
 	bool got;
 	int status;			/* frame-level status of the reply */
+	uint64_t epoch;			/* of the master that answered (its HELLO) */
 	uint8_t *rep;			/* reply body (NUL-terminated), rep_len bytes */
 	uint32_t rep_len;
 };

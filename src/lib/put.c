@@ -17,6 +17,7 @@
 #include "kvpool.h"
 #include "lcache.h"
 #include "mcall.h"
+#include "mlocate.h"
 #include "net.h"
 #include "put.h"
 #include "segtab.h"
@@ -35,6 +36,7 @@ struct put_item {
 	bool started;			/* PUT_START granted: needs PUT_END or PUT_REVOKE */
 	bool retry;			/* failed on a transport error: try once more */
 	uint64_t gen, csum;
+	uint64_t epoch;			/* of the master that granted the space */
 	bool valid;			/* passed argument checks */
 	uint8_t nrep;
 	int left;			/* replica writes outstanding */
@@ -219,6 +221,11 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 {
 	uint64_t now_ns = net_realtime_ns();
 	bool refreshed = false;
+	uint64_t epoch_now;
+
+	pthread_mutex_lock(&kvp->lock);
+	epoch_now = kvp->epoch;
+	pthread_mutex_unlock(&kvp->lock);
 
 	for (size_t f = 0; f < nc; f++) {
 		struct rbuf r;
@@ -246,6 +253,14 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 				continue;
 			}
 			it->gen = pr.gen;
+			it->epoch = c[f].epoch;
+			/* HA: space granted by a master that has been succeeded is
+			 * the new leader's to give; write nothing there (the node
+			 * refuses such TCP writes, memcpy and RDMA it cannot). */
+			if (mlocate_ha(kvp) && it->epoch != epoch_now) {
+				it->status = KVP_ENOTLEADER;
+				continue;
+			}
 			it->ops = calloc(pr.nrep, sizeof(*it->ops));
 			if (!it->ops) {
 				it->status = KVP_ENOMEM;
@@ -423,6 +438,11 @@ static int put_finish(struct kvp *kvp, struct put_ctx *pc)
 
 			if (!frc && (!rb_ok(&r) || st > 0 || st < KVP_ERR_MIN))
 				st = frc = KVP_EPROTO;
+			/* The master no longer knows the put (put_timeout, or a new
+			 * leader that did not find it complete): it is to be done
+			 * again, like a revoked one. */
+			if (st == KVP_ENOTFOUND)
+				st = KVP_ESTALE;
 			it->status = st;
 			if (!st) {
 				client_count(kvp, puts, 1);
@@ -621,7 +641,10 @@ static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
 		for (size_t t = 0; t < pc.ntodo; t++) {
 			struct put_item *it = &pc.items[pc.todo[t]];
 
-			if (xp_retryable(it->status))
+			/* and after a failover: the new leader refused or did not
+			 * know the put, the node refused the old leader's grant */
+			if (xp_retryable(it->status) || it->status == KVP_ENOTLEADER ||
+			    (it->status == KVP_EGRANT && mlocate_ha(kvp)))
 				pc.todo[keep++] = pc.todo[t];
 		}
 		if (!keep || attempt)
