@@ -212,7 +212,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		o->rep[k] = reps[k];
 		seg_attach(s, o, k);	/* room made by seg_grow above */
 		o->nrep++;
-		seg_grant(s, o->generation, rep_off(&reps[k]), rep_len(&reps[k]), grant);
+		seg_grant(s, o->generation, rep_off(&reps[k]), rep_len(&reps[k]), m->epoch, grant);
 		wb_u32(b, s->id);
 		wb_u64(b, rep_off(&reps[k]));
 		wb_u64(b, rep_len(&reps[k]));

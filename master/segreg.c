@@ -216,9 +216,9 @@ int seg_new_secret(struct seg *s)
 }
 
 void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
-	       uint8_t out[WIRE_GRANT_LEN])
+	       uint64_t epoch, uint8_t out[WIRE_GRANT_LEN])
 {
-	grant_make_k(&s->grant_key, s->id, generation, off, alloc_len, out);
+	grant_make_k(&s->grant_key, s->id, generation, off, alloc_len, epoch, out);
 }
 
 uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len)

@@ -179,7 +179,7 @@ void segreg_offline(struct segreg *r, struct seg *s);
 int seg_new_secret(struct seg *s);
 /* grant_make() with the precomputed key schedule (a third of the cost). */
 void seg_grant(const struct seg *s, uint64_t generation, uint64_t off, uint64_t alloc_len,
-	       uint8_t out[WIRE_GRANT_LEN]);
+	       uint64_t epoch, uint8_t out[WIRE_GRANT_LEN]);
 
 /* Allocates len bytes (rounded to the alignment): offset or UINT64_MAX. */
 uint64_t seg_alloc(struct seg *s, uint64_t len, uint64_t *alloc_len);

@@ -86,21 +86,22 @@ void grant_key_init(struct grant_key *k, const uint8_t secret[WIRE_SECRET_LEN])
 }
 
 static void grant_mac(const struct grant_key *k, uint32_t segment_id, uint64_t generation,
-		      uint64_t off, uint64_t alloc_len, uint8_t mac[WIRE_GRANT_LEN])
+		      uint64_t off, uint64_t alloc_len, uint64_t epoch, uint8_t mac[WIRE_GRANT_LEN])
 {
-	uint8_t msg[28];
+	uint8_t msg[36];
 
 	put32(msg, segment_id);
 	put64(msg + 4, generation);
 	put64(msg + 12, off);
 	put64(msg + 20, alloc_len);
+	put64(msg + 28, epoch);
 	grant_siphash128(k->key, msg, sizeof(msg), mac);
 }
 
 void grant_make_k(const struct grant_key *k, uint32_t segment_id, uint64_t generation,
-		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN])
+		  uint64_t off, uint64_t alloc_len, uint64_t epoch, uint8_t out[WIRE_GRANT_LEN])
 {
-	grant_mac(k, segment_id, generation, off, alloc_len, out);
+	grant_mac(k, segment_id, generation, off, alloc_len, epoch, out);
 }
 
 /* A few key schedules per thread, for callers that hold only the secret. */
@@ -134,18 +135,18 @@ static const struct grant_key *grant_key(const uint8_t secret[WIRE_SECRET_LEN])
 }
 
 void grant_make(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		uint64_t generation, uint64_t off, uint64_t alloc_len,
+		uint64_t generation, uint64_t off, uint64_t alloc_len, uint64_t epoch,
 		uint8_t out[WIRE_GRANT_LEN])
 {
-	grant_make_k(grant_key(secret), segment_id, generation, off, alloc_len, out);
+	grant_make_k(grant_key(secret), segment_id, generation, off, alloc_len, epoch, out);
 }
 
 bool grant_ok(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		   uint64_t generation, uint64_t off, uint64_t alloc_len,
+		   uint64_t generation, uint64_t off, uint64_t alloc_len, uint64_t epoch,
 		   const uint8_t grant[WIRE_GRANT_LEN])
 {
 	uint8_t mac[WIRE_GRANT_LEN];
 
-	grant_mac(grant_key(secret), segment_id, generation, off, alloc_len, mac);
+	grant_mac(grant_key(secret), segment_id, generation, off, alloc_len, epoch, mac);
 	return CRYPTO_memcmp(mac, grant, WIRE_GRANT_LEN) == 0;
 }

@@ -15,8 +15,10 @@ struct grant_key {
 	uint8_t key[16];
 };
 void grant_key_init(struct grant_key *k, const uint8_t secret[WIRE_SECRET_LEN]);
+/* epoch: the granting master's (its HELLO server_epoch; with HA the etcd
+ * revision of its election), so a grant names the leader that gave it. */
 void grant_make_k(const struct grant_key *k, uint32_t segment_id, uint64_t generation,
-		  uint64_t off, uint64_t alloc_len, uint8_t out[WIRE_GRANT_LEN]);
+		  uint64_t off, uint64_t alloc_len, uint64_t epoch, uint8_t out[WIRE_GRANT_LEN]);
 
 /* SipHash-2-4 with a 128-bit output of n bytes (the grant MAC; exposed for
  * its test vectors). */
@@ -24,11 +26,11 @@ void grant_siphash128(const uint8_t key[16], const void *msg, size_t n, uint8_t 
 
 /* Computes a write grant (see above) into out[WIRE_GRANT_LEN]. */
 void grant_make(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		uint64_t generation, uint64_t off, uint64_t alloc_len,
+		uint64_t generation, uint64_t off, uint64_t alloc_len, uint64_t epoch,
 		uint8_t out[WIRE_GRANT_LEN]);
 /* Constant-time compare of a received grant with the expected one. */
 bool grant_ok(const uint8_t secret[WIRE_SECRET_LEN], uint32_t segment_id,
-		   uint64_t generation, uint64_t off, uint64_t alloc_len,
+		   uint64_t generation, uint64_t off, uint64_t alloc_len, uint64_t epoch,
 		   const uint8_t grant[WIRE_GRANT_LEN]);
 
 #endif

@@ -15,6 +15,14 @@
  *
  * HELLO      req: u16 role(WIRE_ROLE_*) str token str name str host_id
  *            rep: u64 server_epoch u16 proto_version
+ *            server_epoch names the master for the life of the connection:
+ *            every reply on it is that master's, every grant it gives
+ *            carries it. With HA (docs/ha.md) it is the etcd revision of
+ *            the leader's election, so it grows with every new leader; a
+ *            master that stops leading closes every connection. A standby
+ *            (or a leader that lost its lease) answers any frame with
+ *            header status KVP_ENOTLEADER, body u64 leader_epoch str
+ *            leader_rpc (0 and "" when it knows none), and closes.
  * MOUNT      req: str node_name str host_id str shm_path u64 shm_dev u64 shm_ino
  *                 u64 seg_size u64 seg_uuid u64 data_off u32 align str endpoint
  *                 blob rdma_info u64 spill_capacity i32 numa_node
@@ -86,8 +94,12 @@
  *            (tier 1: off is a spill file offset; the node reads the file
  *            with io_uring and streams it; a read error after the reply
  *            header went out closes the connection)
- * WRITE      req: u32 segment_id u64 generation u64 off u64 alloc_len u8 grant[16]
+ * WRITE      req: u32 segment_id u64 generation u64 off u64 alloc_len u64 epoch
+ *                 u8 grant[16]
  *            payload = extent image (header+key+value, <= alloc_len)   rep: -
+ *            epoch: the granting master's (the HELLO server_epoch of the
+ *            connection its PUT_START went on); the node accepts only the
+ *            epoch of the master it is mounted at now
  * RDMA_CONNECT req: the client's QP record   rep: the node's QP record
  *            (layout in src/common/rdma.h: device name, port, lid, gid, mtu,
  *            rd_atomic, nqp x {qpn psn}). The node creates nqp RC queue
@@ -109,7 +121,8 @@
  *               i32 numa_node
  *
  * grant = SipHash-2-4, 128-bit output, keyed with SHA-256(grant_secret)[0..16],
- *         of u32 segment_id u64 generation u64 off u64 alloc_len   (grant_make()).
+ *         of u32 segment_id u64 generation u64 off u64 alloc_len u64 epoch
+ *         (grant_make()).
  *
  * Master behaviour the layouts do not show (docs/master.md has the rest):
  * - MOUNT, REPORT, UNMOUNT, HEARTBEAT need HELLO role NODE (else EPROTO);
@@ -123,6 +136,10 @@
  *   makes the master evict and wait (<= 2 s) for the FREE acks before it
  *   answers, so that reply may come late and out of order.
  * - Incomplete objects are invisible to GET/EXISTS/SIZE/STAT/LIST/PIN/REMOVE.
+ * - HA: a new leader answers a frame naming a key it does not know yet, and
+ *   LIST and REMOVE_PREFIX, with header status KVP_ENOTLEADER until the
+ *   last leader's segments have re-mounted and reported (master/mrecover.h);
+ *   clients send such frames again.
  * - A connection over master.max_connections gets one HELLO reply frame
  *   (reqid 0, status KVP_ELIMIT) and is closed.
  */

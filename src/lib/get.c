@@ -14,6 +14,7 @@
 #include "get.h"
 #include "kvpool.h"
 #include "lcache.h"
+#include "loccache.h"
 #include "mcall.h"
 #include "net.h"
 #include "segtab.h"
@@ -24,6 +25,11 @@
 static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
 #define GET_INFLIGHT INT64_MIN	/* result while a read is outstanding */
+/* HA: how long a get of a key read before waits for a master before it
+ * reads where the key was, and how long after a master failed to answer
+ * such gets do not wait at all (docs/ha.md). */
+#define HA_READ_WAIT_MS 300
+#define HA_DOWN_MS 1000
 
 struct get_rep {
 	uint32_t id;
@@ -50,6 +56,7 @@ struct get_item {
 	uint8_t norder;
 	int xerr;			/* last transport error */
 	bool mismatch, lease_lost;
+	bool cached;			/* read from loccache, no master asked */
 	struct xp_op op;
 	struct xp_run *run;
 	struct kvp *kvp;
@@ -135,6 +142,15 @@ static void get_op_done(struct xp_op *op)
 			if (op->kind == XP_LOCAL ||
 			    (op->kind == XP_TCP && op->tier == KVP_TIER_MEM))
 				get_remember(it);
+			if (kvp->locs && !it->cached) {
+				const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
+				struct loc_ent e = {
+					.seg_uuid = rp->seg->seg_uuid, .tier = rp->tier,
+					.off = rp->off, .alloc_len = rp->alloc_len,
+					.vlen = it->vlen, .gen = it->gen, .csum = it->csum,
+				};
+				loccache_put(kvp, it->key, it->klen, &e);
+			}
 			return;
 		}
 		client_count(kvp, checksum_mismatches, 1);
@@ -397,19 +413,112 @@ static void get_release_leases(struct kvp *kvp, struct get_ctx *gc)
 	free(rel);
 }
 
+/* Reads the items of todo whose location loccache remembers from there,
+ * without a master; those read take leave of todo, the others stay (their
+ * result reset). Returns how many were tried. */
+static size_t get_cached(struct kvp *kvp, struct get_ctx *gc)
+{
+	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
+	size_t tried = 0, keep = 0;
+
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+		struct loc_ent e;
+
+		it->cached = false;
+		if (!loccache_get(kvp, it->key, it->klen, &e))
+			continue;
+		struct client_seg *s = segtab_get_uuid(kvp, e.seg_uuid);
+		if (!s)
+			continue;
+		if (it->alloc) {
+			free(it->dst);
+			it->dst = malloc(e.vlen);
+			if (!it->dst) {
+				segtab_put(kvp, s);
+				continue;
+			}
+		} else if (e.vlen > it->cap) {
+			segtab_put(kvp, s);
+			continue;	/* the master's answer will say ETOOBIG */
+		}
+		it->cached = true;
+		it->leased = false;		/* no master was asked: no lease to release */
+		it->vlen = e.vlen;
+		it->gen = e.gen;
+		it->csum = e.csum;
+		it->lease_end = UINT64_MAX;	/* no lease: a mismatch is only a miss */
+		it->nrep = 1;
+		it->rep[0] = (struct get_rep){ .id = s->id, .tier = e.tier, .off = e.off,
+					       .alloc_len = e.alloc_len, .seg = s };
+		it->run = &run;
+		it->kvp = kvp;
+		it->next = it->norder = 0;
+		it->xerr = 0;
+		it->mismatch = it->lease_lost = false;
+		get_order(kvp, it);
+		it->result = GET_INFLIGHT;
+		tried++;
+		if (!get_next(it))
+			it->result = KVP_ENOSEG;
+	}
+	if (!tried)
+		return 0;
+	xp_run_wait(&run);
+	for (size_t t = 0; t < gc->ntodo; t++) {
+		struct get_item *it = &gc->items[gc->todo[t]];
+
+		if (it->cached) {
+			segtab_put(kvp, it->rep[0].seg);
+			it->rep[0].seg = NULL;
+			it->nrep = 0;
+			it->cached = false;
+			if (it->result >= 0)
+				continue;	/* read and verified */
+			it->result = 0;
+		}
+		gc->todo[keep++] = gc->todo[t];
+	}
+	gc->ntodo = keep;
+	return tried;
+}
+
+static bool master_failed(int rc)
+{
+	return rc == KVP_ENOTLEADER || rc == KVP_ECONN || rc == KVP_ETIMEDOUT;
+}
+
 static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 {
 	int rc = 0;
+	bool waited = false;
 
+	/* HA: no master answered a moment ago: what loccache knows is read
+	 * from where it was, the rest still asks. */
+	if (kvp->locs && net_now_ms() < atomic_load(&kvp->master_down_until))
+		get_cached(kvp, gc);
 	for (int attempt = 0; attempt < 2 && gc->ntodo; attempt++) {
 		struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
 		struct mcall *c;
 		size_t nc = 0, keep = 0;
+		uint64_t dl = gc->deadline;
 
+		/* a master that does not answer soon is in an election: keys
+		 * read before are not kept waiting for it (see get_cached) */
+		if (kvp->locs && !waited && net_now_ms() + HA_READ_WAIT_MS < dl)
+			dl = net_now_ms() + HA_READ_WAIT_MS;
 		c = mc_batch(kvp, WIRE_OP_GET, NULL, 0, gc->ntodo, get_enc, gc, &nc);
 		if (!c)
 			return KVP_ENOMEM;
-		rc = mc_call(kvp, c, nc, gc->deadline);
+		rc = mc_call(kvp, c, nc, dl);
+		if (rc < 0 && kvp->locs && master_failed(rc) && !waited) {
+			mc_free(c, nc);
+			waited = true;
+			atomic_store(&kvp->master_down_until, net_now_ms() + HA_DOWN_MS);
+			get_cached(kvp, gc);
+			attempt--;	/* the rest waits the whole deadline */
+			continue;
+		}
 		if (rc < 0) {
 			mc_free(c, nc);
 			if (!attempt)

@@ -132,6 +132,36 @@ int mlocate_get(struct kvp *kvp, char *addr, size_t cap, uint64_t deadline)
 	return rc == -ETIMEDOUT ? KVP_ETIMEDOUT : KVP_ECONN;
 }
 
+bool mlocate_moved(struct kvp *kvp, const char *addr, uint64_t epoch, uint64_t deadline)
+{
+	struct mlocate *l = kvp->loc;
+	struct leader_rec r;
+	uint64_t e = 0, now = net_now_ms();
+	int rc;
+
+	if (!l || now >= deadline)
+		return false;
+	pthread_mutex_lock(&l->lookup);
+	uint64_t left = deadline - now;
+	etcd_set_timeout(l->etcd, left < LOOKUP_TMO_MS ? left : LOOKUP_TMO_MS);
+	rc = leader_lookup(l->etcd, kvp->conf.master.cluster_id, &r, &e);
+	pthread_mutex_unlock(&l->lookup);
+	if (rc < 0 || (e <= epoch && strcmp(r.rpc, addr) == 0))
+		return false;	/* none (yet), or still this one */
+	if (e < epoch)
+		return false;	/* an older record: not a move */
+	pthread_mutex_lock(&l->lock);
+	l->known = true;
+	snprintf(l->addr, sizeof(l->addr), "%s", r.rpc);
+	snprintf(l->name, sizeof(l->name), "%s", r.name);
+	l->epoch = e;
+	l->gen++;
+	pthread_mutex_unlock(&l->lock);
+	log_info("kvpool: the leader moved to %s (epoch %llu) during a call to %s", r.rpc,
+		 (unsigned long long)e, addr);
+	return true;
+}
+
 void mlocate_bad(struct kvp *kvp, const char *addr)
 {
 	struct mlocate *l = kvp->loc;

@@ -31,6 +31,10 @@ void mlocate_bad(struct kvp *kvp, const char *addr);
 /* A HELLO from addr said epoch: false if a newer leader has been seen (a
  * deposed master answered); else records it. */
 bool mlocate_epoch_ok(struct kvp *kvp, const char *addr, uint64_t epoch);
+/* While a reply is awaited from addr (HELLO epoch): true if etcd names
+ * another leader now (a failover happened under the call, e.g. the master
+ * was stopped); the caller gives that connection up and goes there. */
+bool mlocate_moved(struct kvp *kvp, const char *addr, uint64_t epoch, uint64_t deadline);
 /* For kvp_master(): the address, the leader's name and epoch as known. */
 void mlocate_describe(struct kvp *kvp, struct kvp_master *out);
 

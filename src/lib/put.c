@@ -272,6 +272,7 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 				o->dir = XP_WRITE;
 				o->off = pr.rep[i].off;
 				o->alloc_len = pr.rep[i].alloc_len;
+				o->epoch = it->epoch;
 				memcpy(o->grant, pr.rep[i].grant, WIRE_GRANT_LEN);
 				it->seg_id[i] = pr.rep[i].id;
 				it->nrep++;

@@ -290,6 +290,21 @@ struct client_seg *segtab_peek(struct kvp *kvp, uint32_t id)
 	return s;
 }
 
+struct client_seg *segtab_get_uuid(struct kvp *kvp, uint64_t uuid)
+{
+	struct client_seg *s = NULL;
+
+	pthread_mutex_lock(&kvp->lock);
+	for (size_t i = 0; i < kvp->nsegs; i++)
+		if (kvp->segs[i]->seg_uuid == uuid) {
+			s = kvp->segs[i];
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&kvp->lock);
+	return s;
+}
+
 void segtab_invalidate(struct kvp *kvp)
 {
 	pthread_mutex_lock(&kvp->lock);

@@ -27,6 +27,10 @@ struct client_seg *segtab_get(struct kvp *kvp, uint32_t id, bool *refreshed, uin
 struct client_seg *segtab_peek(struct kvp *kvp, uint32_t id);
 /* Drops a segment reference taken by a lookup (NULL: nothing). */
 void segtab_put(struct kvp *kvp, struct client_seg *seg);
+/* The entry of the segment with that uuid in the table as it is (also an
+ * invalidated one: no master is asked), with a reference; NULL if none.
+ * For reads while no master answers (loccache.h). */
+struct client_seg *segtab_get_uuid(struct kvp *kvp, uint64_t uuid);
 /* The entry for id, no reference taken; the caller holds kvp->lock. */
 struct client_seg *segtab_find_locked(struct kvp *kvp, uint32_t id);
 /* The ids of the mounted segments of the node named node (at most max of

@@ -403,18 +403,19 @@ static void op_encode(struct tconn *c, struct xp_op *op)
 		uint8_t img[EXT_HDR_SIZE + KVP_MAX_KEY];
 
 		h.opcode = WIRE_OP_WRITE;
-		h.body_len = 44;
+		h.body_len = 52;
 		h.payload_len = ext_size(op->h.key_len, op->h.value_len);
 		put32(b, op->seg->id);
 		put64(b + 4, op->h.generation);
 		put64(b + 12, op->off);
 		put64(b + 20, op->alloc_len);
-		memcpy(b + 28, op->grant, WIRE_GRANT_LEN);
+		put64(b + 28, op->epoch);
+		memcpy(b + 36, op->grant, WIRE_GRANT_LEN);
 		/* The extent header goes with the frame; key and value are
 		 * sent from where they are. */
 		ext_encode(img, &op->h, op->key);
-		memcpy(b + 44, img, EXT_HDR_SIZE);
-		op->tx_len = WIRE_HDR_SIZE + 44 + EXT_HDR_SIZE;
+		memcpy(b + 52, img, EXT_HDR_SIZE);
+		op->tx_len = WIRE_HDR_SIZE + 52 + EXT_HDR_SIZE;
 	}
 	wire_hdr_encode(&h, op->tx);
 }

@@ -40,7 +40,7 @@ enum xp_flag {
 };
 
 /* Frame header + largest request body (WRITE: 45 bytes) + extent header. */
-#define XP_TX_MAX (WIRE_HDR_SIZE + 48 + EXT_HDR_SIZE)
+#define XP_TX_MAX (WIRE_HDR_SIZE + 56 + EXT_HDR_SIZE)
 
 struct xp_op {
 	/* in: where */
@@ -56,6 +56,7 @@ struct xp_op {
 	struct ext_hdr h;
 	const uint8_t *key;
 	uint8_t grant[WIRE_GRANT_LEN];
+	uint64_t epoch;			/* of the master that granted it (TCP WRITE) */
 	const void *src;		/* value, h.value_len bytes */
 	/* write, niov > 0 instead of src: the value is the concatenation of
 	 * these pieces (zero-length ones allowed), host memory only (no

@@ -106,6 +106,7 @@ struct node_data {
 	/* the master's grants (node_data_set_grant) */
 	uint32_t segment_id;
 	uint8_t secret[WIRE_SECRET_LEN];
+	uint64_t grant_epoch;		/* of the master that mounted the segment */
 	bool have_secret;
 	struct node_data_stats st;
 };
@@ -323,15 +324,18 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	uint64_t generation = rb_u64(&r);
 	uint64_t off = rb_u64(&r);
 	uint64_t alloc_len = rb_u64(&r);
+	uint64_t epoch = rb_u64(&r);
 	const uint8_t *grant = rb_take(&r, WIRE_GRANT_LEN);
 	if (!rb_ok(&r)) {
 		ev_conn_discard_payload(d->c);
 		data_reply(d, h, KVP_EPROTO);
 		return;
 	}
-	/* Every refusal looks the same to the client: no valid grant for it. */
-	bool ok = sv->have_secret && segment_id == sv->segment_id &&
-		  grant_ok(sv->secret, segment_id, generation, off, alloc_len, grant) &&
+	/* Every refusal looks the same to the client: no valid grant for it.
+	 * Only the master the segment is mounted at grants: a grant of an
+	 * older leader (another epoch) is refused, whatever its MAC. */
+	bool ok = sv->have_secret && segment_id == sv->segment_id && epoch == sv->grant_epoch &&
+		  grant_ok(sv->secret, segment_id, generation, off, alloc_len, epoch, grant) &&
 		  node_ctx_range_ok(sv->x, off, alloc_len) &&
 		  (off & (sv->x->seg.align - 1)) == 0 &&
 		  h->payload_len >= EXT_HDR_SIZE && h->payload_len <= alloc_len;
@@ -344,9 +348,11 @@ static void data_write(struct node_dconn *d, const struct wire_hdr *h, const uin
 	if (ok && data_extent_taken(sv, off, alloc_len, generation))
 		ok = false;
 	if (!ok) {
-		log_info("WRITE from %s refused: segment %u off %llu alloc_len %llu payload %llu",
-			 ev_conn_peer(d->c), segment_id, (unsigned long long)off,
-			 (unsigned long long)alloc_len, (unsigned long long)h->payload_len);
+		log_info("WRITE from %s refused: segment %u off %llu alloc_len %llu payload %llu "
+			 "epoch %llu (mounted at %llu)", ev_conn_peer(d->c), segment_id,
+			 (unsigned long long)off, (unsigned long long)alloc_len,
+			 (unsigned long long)h->payload_len, (unsigned long long)epoch,
+			 (unsigned long long)sv->grant_epoch);
 		ev_conn_discard_payload(d->c);
 		data_reply(d, h, KVP_EGRANT);
 		return;
@@ -966,9 +972,10 @@ void node_data_set_spill(struct node_data *sv, struct spill *sp)
 }
 
 void node_data_set_grant(struct node_data *sv, uint32_t segment_id,
-			 const uint8_t secret[WIRE_SECRET_LEN])
+			 const uint8_t secret[WIRE_SECRET_LEN], uint64_t epoch)
 {
 	sv->segment_id = segment_id;
+	sv->grant_epoch = epoch;
 	memcpy(sv->secret, secret, WIRE_SECRET_LEN);
 	sv->have_secret = true;
 }

@@ -38,10 +38,11 @@ void node_data_destroy(struct node_data *d);
 int node_data_bound_port(const struct node_data *d);
 /* READ tier 1 comes from sp (NULL: answered KVP_ENOTSUP). */
 void node_data_set_spill(struct node_data *d, struct spill *sp);
-/* Grants of the master that mounted the segment: WRITEs are checked against
- * them from now on (kept across master outages). The master link's. */
+/* Grants of the master that mounted the segment, whose HELLO said epoch:
+ * WRITEs are checked against them from now on (kept across master outages;
+ * a new mount replaces them). The master link's. */
 void node_data_set_grant(struct node_data *d, uint32_t segment_id,
-			 const uint8_t secret[WIRE_SECRET_LEN]);
+			 const uint8_t secret[WIRE_SECRET_LEN], uint64_t epoch);
 
 /* A connected client (takes fd); also used by tests and fuzzing. */
 int node_data_adopt(struct node_data *d, int fd);

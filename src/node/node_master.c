@@ -2,7 +2,11 @@
  * non-blocking connect with backoff, HELLO, MOUNT, REPORT of the scanned
  * extents, HEARTBEAT, the master's FREE, DEMOTE and PROMOTE, and UNMOUNT on
  * shutdown. After any break the segment is scanned again (the scan is the
- * truth) and mounted again. Runs on the node's loop thread.
+ * truth) and mounted again. With cluster.master = etcd://h:p;... (HA,
+ * docs/ha.md) the master is whichever leader etcd names: a leader_watch
+ * thread follows the key and wakes the loop, which moves the link to the
+ * new leader (and never to one older than the newest epoch it has seen).
+ * Runs on the node's loop thread.
  *
  * Reading order: the state (struct node_mlink), sending, the replies to
  * what we sent (HELLO -> scan -> MOUNT -> REPORTs), the master's requests,
@@ -22,7 +26,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "etcd.h"
 #include "kvpool.h"
+#include "leader.h"
 #include "log.h"
 #include "net.h"
 #include "node_data.h"
@@ -56,6 +62,13 @@ struct node_mlink {
 	char advertise[CONF_STR + 16];
 	char master_addr[CONF_STR];	/* "ip:port" we last connected to */
 	struct node_mlink_stats st;
+
+	/* HA: the leader etcd names (NULL: cluster.master is the address) */
+	struct leader_watch *lw;
+	char target[CONF_STR];		/* the address this connection went to */
+	uint64_t target_epoch;		/* the leader record's epoch for it */
+	uint64_t hello_epoch;		/* the connected master's HELLO epoch */
+	uint64_t max_epoch;		/* the newest epoch seen: no older leader */
 };
 
 /* A FREE whose reply waits for WRITEs still streaming into the freed
@@ -321,11 +334,38 @@ static void master_on_hello(struct node_mlink *ml, const struct wire_hdr *h, con
 	if (h->reqid != ml->hello_req || ml->mstate != NODE_M_HELLO)
 		return;
 	if (h->status) {
-		log_err("master %s refused HELLO: %s", ml->master_addr, kvp_strerror(h->status));
+		/* a standby (a failover is running): the watch names the leader */
+		if (h->status == KVP_ENOTLEADER && ml->lw)
+			log_info("master %s does not lead; following etcd", ml->master_addr);
+		else
+			log_err("master %s refused HELLO: %s", ml->master_addr,
+				kvp_strerror(h->status));
 		ml->x->err[WIRE_OP_HELLO]++;
+		if (ml->lw)
+			leader_watch_refresh(ml->lw);
 		ev_conn_close(ml->mconn);
 		return;
 	}
+	struct rbuf r;
+	rb_init(&r, body, h->body_len);
+	uint64_t epoch = rb_u64(&r);
+	if (!rb_ok(&r)) {
+		log_err("master %s: malformed HELLO reply", ml->master_addr);
+		ev_conn_close(ml->mconn);
+		return;
+	}
+	/* Fencing: a master older than one this node has mounted at lost its
+	 * lead (it just does not know yet); its grants would be refused anyway. */
+	if (ml->lw && epoch < ml->max_epoch) {
+		log_warn("master %s has epoch %llu, older than %llu: not the leader", ml->master_addr,
+			 (unsigned long long)epoch, (unsigned long long)ml->max_epoch);
+		leader_watch_refresh(ml->lw);
+		ev_conn_close(ml->mconn);
+		return;
+	}
+	ml->hello_epoch = epoch;
+	if (epoch > ml->max_epoch)
+		ml->max_epoch = epoch;
 	/* Scan before MOUNT: the master knows nothing of this segment yet, so
 	 * nothing the scan finds can be an extent it allocated since. A scan
 	 * still running for an earlier connection qualifies as well. */
@@ -386,7 +426,7 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 		return;
 	}
 	ml->segment_id = segment_id;
-	node_data_set_grant(ml->o.data, segment_id, secret);
+	node_data_set_grant(ml->o.data, segment_id, secret, ml->hello_epoch);
 	ml->mstate = NODE_M_UP;
 	ml->backoff_ms = MLINK_BACKOFF_MIN_MS;
 	x->used = ml->scan.used;
@@ -406,6 +446,9 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 		ev_conn_close(ml->mconn);
 		return;
 	}
+	/* A heartbeat right behind the REPORTs tells a new leader that this
+	 * segment has said all it holds (its recovery waits for that). */
+	node_master_heartbeat(ml);
 	if (!ml->reports_pending && ml->o.mounted)
 		ml->o.mounted(ml->o.cb_arg);
 }
@@ -650,6 +693,11 @@ static void master_on_close(struct ev_conn *c)
 	if (was == NODE_M_DONE)
 		return;
 	ml->st.master_failures++;
+	if (ml->lw) {
+		/* the leader is gone or changed: ask etcd, try again soon */
+		leader_watch_refresh(ml->lw);
+		ml->backoff_ms = MLINK_BACKOFF_MIN_MS;
+	}
 	master_schedule_retry(ml);
 }
 
@@ -693,8 +741,11 @@ static void master_connect_fail(struct node_mlink *ml, const char *what, int err
 	/* The first failure is worth a notice; the retries every 2 s are not. */
 	if (ml->backoff_ms <= MLINK_BACKOFF_MIN_MS || log_enabled(LOG_INFO))
 		log_msg(ml->backoff_ms <= MLINK_BACKOFF_MIN_MS ? LOG_NOTICE : LOG_INFO,
-			"master %s: %s: %s", ml->x->conf->cluster.master, what, strerror(err));
+			"master %s: %s: %s", ml->lw ? ml->target : ml->x->conf->cluster.master, what,
+			strerror(err));
 	ml->st.master_failures++;
+	if (ml->lw)
+		leader_watch_refresh(ml->lw);
 	master_schedule_retry(ml);
 }
 
@@ -752,6 +803,19 @@ void node_master_start(struct node_mlink *ml)
 
 	if (ml->x->stopping || ml->mconn || ml->mfd >= 0)
 		return;
+	if (ml->lw) {
+		struct leader_rec r;
+		uint64_t epoch;
+		if (leader_watch_get(ml->lw, &r, &epoch) < 0 || epoch < ml->max_epoch) {
+			/* no leader yet: the watch wakes us when there is one */
+			mlink_status(ml, "waiting for a master leader in etcd");
+			ml->mstate = NODE_M_IDLE;
+			return;
+		}
+		snprintf(ml->target, sizeof(ml->target), "%s", r.rpc);
+		ml->target_epoch = epoch;
+		master = ml->target;
+	}
 	ml->mstate = NODE_M_CONNECTING;
 	if (conf_parse_hostport(master, host, sizeof(host), &port) < 0) {
 		master_connect_fail(ml, "bad address", EINVAL);
@@ -812,10 +876,45 @@ int node_master_adopt(struct node_mlink *ml, int fd, uint32_t segment_id,
 		return -ENOMEM;
 	ml->mconn_gen++;
 	ml->segment_id = segment_id;
-	node_data_set_grant(ml->o.data, segment_id, secret);
+	node_data_set_grant(ml->o.data, segment_id, secret, 0);
 	ml->mstate = NODE_M_UP;
 	snprintf(ml->master_addr, sizeof(ml->master_addr), "adopted");
 	return 0;
+}
+
+/* The leader etcd names changed (or etcd was asked again): a link to
+ * another master (or an older epoch) is closed and opened to the leader. */
+static void mlink_on_leader(struct ev_loop *loop, int fd, uint32_t events, void *arg)
+{
+	struct node_mlink *ml = arg;
+	struct leader_rec r;
+	uint64_t epoch;
+
+	(void)loop;
+	(void)fd;
+	(void)events;
+	leader_watch_ack(ml->lw);
+	if (ml->x->stopping || ml->mstate == NODE_M_DONE || ml->mstate == NODE_M_UNMOUNT)
+		return;
+	if (leader_watch_get(ml->lw, &r, &epoch) < 0)
+		return;		/* none now: stay with the one we have until it goes */
+	bool linked = ml->mconn || ml->mfd >= 0;
+	if (linked && strcmp(r.rpc, ml->target) == 0 && epoch == ml->target_epoch)
+		return;
+	if (linked) {
+		log_notice("master leader is now %s (%s, epoch %llu); moving there", r.rpc, r.name,
+			   (unsigned long long)epoch);
+		master_connect_abort(ml);
+		if (ml->mconn)
+			ev_conn_close(ml->mconn);	/* on_close schedules the retry */
+	}
+	ml->backoff_ms = MLINK_BACKOFF_MIN_MS;
+	if (ml->retry_timer) {
+		ev_timer_del(ml->x->loop, ml->retry_timer);
+		ml->retry_timer = 0;
+	}
+	if (!ml->mconn && ml->mfd < 0)
+		node_master_start(ml);
 }
 
 void node_master_close(struct node_mlink *ml)
@@ -829,6 +928,8 @@ void node_master_close(struct node_mlink *ml)
 	if (ml->mconn)
 		ev_conn_close(ml->mconn);
 	node_scan_free(&ml->scan);
+	if (ml->lw)
+		ev_del_fd(ml->x->loop, leader_watch_fd(ml->lw));
 }
 
 /* ---- lifecycle, accessors ---- */
@@ -853,6 +954,23 @@ struct node_mlink *node_master_create(struct node_ctx *x, const struct node_mlin
 	ml->scanner.seg = &x->seg;
 	ml->scanner.loop = x->loop;
 	atomic_init(&ml->scanner.done, false);
+	if (etcd_is_url(x->conf->cluster.master)) {
+		char err[256];
+		ml->lw = leader_watch_start(x->conf->cluster.master, x->conf->master.cluster_id,
+					    err, sizeof(err));
+		if (!ml->lw) {
+			log_err("cluster.master %s: %s", x->conf->cluster.master, err);
+			free(ml);
+			return NULL;
+		}
+		if (ev_add_fd(x->loop, leader_watch_fd(ml->lw), EPOLLIN, mlink_on_leader, ml) < 0) {
+			leader_watch_stop(ml->lw);
+			free(ml);
+			return NULL;
+		}
+		log_notice("following the master leader of cluster %s in etcd %s",
+			   x->conf->master.cluster_id, x->conf->cluster.master);
+	}
 	return ml;
 }
 
@@ -860,6 +978,7 @@ void node_master_destroy(struct node_mlink *ml)
 {
 	if (!ml)
 		return;
+	leader_watch_stop(ml->lw);
 	node_scan_join(&ml->scanner);
 	node_scan_free(&ml->scan);
 	free(ml);

@@ -451,6 +451,110 @@ wait_nodes() {
 	return 1
 }
 
+# ---- network namespaces ----
+
+# netns_add NAME: a network namespace NAME joined to this one by a veth
+# pair on a /30 of its own (10.X.Y.1 here, 10.X.Y.2 inside, the default
+# route), removed at exit. Sets NETNS_IP (inside) and NETNS_GW (here).
+# Skips (77) without root or `ip netns`.
+NETNS_SEQ=0
+netns_add() {
+	local ns=$1 a="kvh$$n$NETNS_SEQ" b="kvi$$n$NETNS_SEQ" i
+	need ip
+	[ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
+	# 10.(100..199).(0..249).(4k..4k+3): from the pid, one /30 per call
+	local base="10.$((100 + $$ % 100)).$((($$ >> 7) % 250))" last=$((NETNS_SEQ * 4))
+	[ "$NETNS_SEQ" -lt 63 ] || fail "netns_add: too many namespaces"
+	ip -4 addr show | grep -q " $base\.$((last + 1))/" && fail "$base.$((last + 1)) is in use here"
+	NETNS_GW=$base.$((last + 1))
+	NETNS_IP=$base.$((last + 2))
+	NETNS_SEQ=$((NETNS_SEQ + 1))
+	ip netns add "$ns" 2>"$E2E_TMP/netns.err" ||
+		skip "cannot create a network namespace: $(cat "$E2E_TMP/netns.err")"
+	on_cleanup "ip netns del '$ns'"
+	ip link add "$a" type veth peer name "$b" || fail "cannot create a veth pair"
+	on_cleanup "ip link del '$a'"
+	ip link set "$b" netns "$ns" || fail "cannot move $b into $ns"
+	ip addr add "$NETNS_GW/30" dev "$a"
+	ip link set "$a" up
+	ip -n "$ns" addr add "$NETNS_IP/30" dev "$b"
+	ip -n "$ns" link set "$b" up
+	ip -n "$ns" link set lo up
+	ip -n "$ns" route add default via "$NETNS_GW"
+	sysctl -qw net.ipv4.ip_forward=1
+	for i in $(seq 50); do
+		ip netns exec "$ns" ping -c 1 -W 1 "$NETNS_GW" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	fail "namespace $ns: $NETNS_GW does not answer"
+}
+
+# ---- etcd (high availability, docs/ha.md) ----
+
+# start_etcd [MEMBERS] [netns]: a private etcd (Debian's etcd-server) of
+# MEMBERS members (default 1), its data and logs on /dev/shm (tmpfs: no
+# fsync stalls on a busy disk), everything stopped and removed at exit.
+# Members listen on fresh loopback ports, or with "netns" (root only) each
+# in a network namespace of its own (netns_add), so that one can be cut off
+# with nftables. Sets ETCD_EPS ("h:p;h:p"), ETCD_URL ("etcd://h:p;h:p"),
+# ETCD_EP[i] ("h:p"), ETCD_NS[i] ("" or the namespace). Skips (77) without
+# etcd.
+start_etcd() {
+	local n=${1:-1} mode=${2:-} i cluster="" ports
+	need etcd curl
+	ETCD_DIR=$(mktemp -d "/dev/shm/kvpt-etcd-$E2E_NAME-$$.XXXXXX") || fail "mktemp /dev/shm"
+	on_cleanup "rm -rf '$ETCD_DIR'"
+	ports=($(free_ports $((2 * n)))) || fail "free_ports"
+	ETCD_N=$n
+	ETCD_EPS=""
+	for ((i = 0; i < n; i++)); do
+		ETCD_NS[i]=""
+		ETCD_HOST[i]=127.0.0.1
+		if [ "$mode" = netns ]; then
+			ETCD_NS[i]=kvpe$$m$i
+			netns_add "${ETCD_NS[i]}"
+			ETCD_HOST[i]=$NETNS_IP
+		fi
+		ETCD_CPORT[i]=${ports[2 * i]}
+		ETCD_PPORT[i]=${ports[2 * i + 1]}
+		ETCD_EP[i]=${ETCD_HOST[i]}:${ETCD_CPORT[i]}
+		cluster="$cluster${cluster:+,}m$i=http://${ETCD_HOST[i]}:${ETCD_PPORT[i]}"
+		ETCD_EPS="$ETCD_EPS${ETCD_EPS:+;}${ETCD_EP[i]}"
+	done
+	ETCD_CLUSTER=$cluster
+	ETCD_URL="etcd://$ETCD_EPS"
+	for ((i = 0; i < n; i++)); do etcd_run "$i"; done
+	for ((i = 0; i < n; i++)); do
+		waitfor 30 etcd_ok "$i" || fail "etcd member $i did not become healthy"
+	done
+}
+
+# etcd_run I: starts member I (again, on its ports and data).
+etcd_run() {
+	local i=$1 url=http://${ETCD_HOST[$1]}
+	local cmd=(etcd --name "m$i" --data-dir "$ETCD_DIR/m$i.data"
+		--listen-client-urls "$url:${ETCD_CPORT[i]}" --advertise-client-urls "$url:${ETCD_CPORT[i]}"
+		--listen-peer-urls "$url:${ETCD_PPORT[i]}" --initial-advertise-peer-urls "$url:${ETCD_PPORT[i]}"
+		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new
+		--initial-cluster-token "kvpt-$$" --heartbeat-interval 100 --election-timeout 1000
+		--logger zap)
+	if [ -n "${ETCD_NS[i]}" ]; then
+		spawn "etcd-m$i" ip netns exec "${ETCD_NS[i]}" "${cmd[@]}"
+	else
+		spawn "etcd-m$i" "${cmd[@]}"
+	fi
+	ETCD_PID[i]=$SPAWN_PID
+}
+
+# etcd_ok I: member I answers /health as part of a cluster with a leader.
+etcd_ok() { curl -sf -m 2 "http://${ETCD_EP[$1]}/health" 2>/dev/null | grep -q '"health":"true"'; }
+
+# etcd_kill I [SIGNAL]: signals member I (default KILL; then it is reaped).
+etcd_kill() {
+	local sig=${2:-KILL}
+	if [ "$sig" = KILL ]; then stop_pid "${ETCD_PID[$1]}" KILL; else kill -"$sig" "${ETCD_PID[$1]}"; fi
+}
+
 # ---- self-test ----
 
 # Run directly (tests/run.sh runs every tests/e2e/*.sh), this file tests

@@ -58,9 +58,10 @@ class Conn:
         h, p = hp.rsplit(':', 1)
         s.sk = socket.create_connection((h, int(p)), timeout=10)
         s.reqid = 0
-        st, _, _ = s.call(OP['HELLO'], struct.pack('<H', ROLE_CLIENT) + pstr(token) +
+        st, b, _ = s.call(OP['HELLO'], struct.pack('<H', ROLE_CLIENT) + pstr(token) +
                           pstr(b'wire.py') + pstr(b'host-wire'))
         if st: raise SystemExit('HELLO to %s: status %d' % (hp, st))
+        s.epoch = struct.unpack('<Q', b[:8])[0]  # a master's: its grants carry it
     def recvn(s, n):
         out = bytearray()
         while len(out) < n:
@@ -111,8 +112,8 @@ def put_start(mc, key, size):
     r = R(b)
     assert r.u('I') == 1
     ist, gen, nrep = r.u('i'), r.u('Q'), r.u('B')
-    reps = [dict(seg=r.u('I'), off=r.u('Q'), alloc_len=r.u('Q'), grant=r.take(16))
-            for _ in range(nrep)]
+    reps = [dict(seg=r.u('I'), off=r.u('Q'), alloc_len=r.u('Q'), grant=r.take(16),
+                 epoch=mc.epoch) for _ in range(nrep)]
     return ist, gen, reps
 
 def put_end(mc, key, gen, csum):
@@ -122,9 +123,9 @@ def put_end(mc, key, gen, csum):
     return r.u('i')
 
 def write(nc, rep, gen, img, off=None, alloc_len=None, grant=None, seg=None):
-    body = struct.pack('<IQQQ', rep['seg'] if seg is None else seg, gen,
+    body = struct.pack('<IQQQQ', rep['seg'] if seg is None else seg, gen,
                        rep['off'] if off is None else off,
-                       rep['alloc_len'] if alloc_len is None else alloc_len) + \
+                       rep['alloc_len'] if alloc_len is None else alloc_len, rep['epoch']) + \
         (rep['grant'] if grant is None else grant)
     st, _, _ = nc.call(OP['WRITE'], body, img)
     return st

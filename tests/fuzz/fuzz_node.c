@@ -90,7 +90,7 @@ static void patch(uint8_t *p, size_t len)
 			return;
 		uint8_t *body = p + off + WIRE_HDR_SIZE;
 		size_t avail = len - off - WIRE_HDR_SIZE;
-		if (h.opcode == WIRE_OP_WRITE && h.body_len == 4 + 3 * 8 + WIRE_GRANT_LEN &&
+		if (h.opcode == WIRE_OP_WRITE && h.body_len == 4 + 4 * 8 + WIRE_GRANT_LEN &&
 		    avail >= h.body_len) {
 			uint32_t sid;
 			uint64_t gen, eoff, alen;
@@ -98,8 +98,11 @@ static void patch(uint8_t *p, size_t len)
 			memcpy(&gen, body + 4, 8);
 			memcpy(&eoff, body + 12, 8);
 			memcpy(&alen, body + 20, 8);
-			if (h.reqid & 1)
-				grant_make(secret, sid, gen, eoff, alen, body + 28);
+			if (h.reqid & 1) {
+				/* the adopted link's epoch is 0 (node_master_adopt) */
+				memset(body + 28, 0, 8);
+				grant_make(secret, sid, gen, eoff, alen, 0, body + 36);
+			}
 			uint8_t *pay = body + h.body_len;
 			size_t pavail = avail - h.body_len;
 			if ((h.reqid & 2) && pavail >= EXT_HDR_SIZE && h.payload_len >= EXT_HDR_SIZE) {

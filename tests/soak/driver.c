@@ -38,7 +38,7 @@
 #define MAX_CLIENTS 64
 #define MAX_OVERRIDES 32
 #define MAX_BATCH 32
-#define NERR 24			/* index -rc for KVP_E*, NERR-1: anything else */
+#define NERR (2 - KVP_ERR_MIN)	/* index -rc for KVP_E*, NERR-1: anything else */
 #define MAX_DAEMONS 16
 #define MAX_REPORTED 10		/* mismatch lines printed, then only counted */
 

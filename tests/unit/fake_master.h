@@ -35,6 +35,7 @@
 #define FM_TOKEN "t0ken-for-t_node"
 #define FM_NAME "tnode"
 #define FM_HOST "host-t"
+#define FM_EPOCH 77		/* the fake master's HELLO epoch: its grants carry it */
 #define FM_SEG_SIZE (16u << 20)
 #define FM_ALIGN 4096
 
@@ -229,7 +230,7 @@ static inline void fm_handshake(struct fmaster *m, uint32_t segment_id)
 	CHECK(strcmp(m->name, FM_NAME) == 0);
 	CHECK(strcmp(host, FM_HOST) == 0);
 	uint8_t rep[10];
-	uint64_t epoch = 77;
+	uint64_t epoch = FM_EPOCH;
 	uint16_t ver = WIRE_VERSION;
 	memcpy(rep, &epoch, 8);
 	memcpy(rep + 8, &ver, 2);

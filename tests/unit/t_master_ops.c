@@ -65,7 +65,9 @@ static void test_put_get(struct tl_conn *c, const uint8_t *secret, uint32_t seg1
 	CHECK(o.rep[0].off >= ALIGN && o.rep[0].off % ALIGN == 0, "offset %llu",
 	      (unsigned long long)o.rep[0].off);
 	CHECK(grant_ok(secret, o.rep[0].seg, o.generation, o.rep[0].off, o.rep[0].len,
-			    o.rep[0].grant), "grant verifies with the segment secret");
+		       c->epoch, o.rep[0].grant), "grant verifies with the segment secret");
+	CHECK(!grant_ok(secret, o.rep[0].seg, o.generation, o.rep[0].off, o.rep[0].len,
+			c->epoch + 1, o.rep[0].grant), "a grant names its master's epoch");
 	/* invisible until PUT_END */
 	CHECK_EQ(tl_exists(c, "alpha"), 0);
 	CHECK_EQ(tl_get1(c, "alpha", &g), KVP_ENOTFOUND);

@@ -47,16 +47,21 @@ static int dread(int fd, uint8_t tier, uint64_t off, uint64_t len, uint8_t *out,
 	return st;
 }
 
+/* The epoch WRITEs say they were granted under (the fake master's). */
+static uint64_t write_epoch = FM_EPOCH;
+
 static void write_hdr(int fd, uint32_t seg, uint64_t gen, uint64_t off, uint64_t alloc_len,
 		      const uint8_t grant[WIRE_GRANT_LEN], uint64_t plen)
 {
-	uint8_t b[4 + 8 * 3 + WIRE_GRANT_LEN];
+	uint8_t b[4 + 8 * 4 + WIRE_GRANT_LEN];
+	uint64_t epoch = write_epoch;
 
 	memcpy(b, &seg, 4);
 	memcpy(b + 4, &gen, 8);
 	memcpy(b + 12, &off, 8);
 	memcpy(b + 20, &alloc_len, 8);
-	memcpy(b + 28, grant, WIRE_GRANT_LEN);
+	memcpy(b + 28, &epoch, 8);
+	memcpy(b + 36, grant, WIRE_GRANT_LEN);
 	REQUIRE(fm_send_frame(fd, WIRE_OP_WRITE, 0, 0, 9, b, sizeof(b), plen) == 0);
 }
 
@@ -206,7 +211,7 @@ int main(void)
 	uint64_t len1, al1, off1 = m->data_off;
 	uint8_t *img1 = make_image("key-one", 20000, 42, m->seg_uuid, &len1, &al1, 1);
 	uint8_t grant[WIRE_GRANT_LEN];
-	grant_make(m->secret, 7, 42, off1, al1, grant);
+	grant_make(m->secret, 7, 42, off1, al1, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 42, off1, al1, grant, img1, len1) == 0);
 	memset(buf, 0, sizeof(buf));
 	CHECK(dread(fd, 0, off1, len1, buf, sizeof(buf)) == 0);
@@ -218,16 +223,26 @@ int main(void)
 	memcpy(forged, grant, sizeof(forged));
 	forged[3] ^= 1;
 	CHECK(dwrite(fd, 7, 42, off2, al1, forged, img1, len1) == KVP_EGRANT);
-	grant_make(m->secret, 7, 42, off2, al1, grant);	/* grant for another offset */
+	grant_make(m->secret, 7, 42, off2, al1, FM_EPOCH, grant);	/* grant for another offset */
 	CHECK(dwrite(fd, 7, 42, off2 + ALIGN, al1, grant, img1, len1) == KVP_EGRANT);
 	CHECK(dwrite(fd, 8, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
 	uint64_t far = FM_SEG_SIZE - ALIGN;	/* a "granted" range past the end */
-	grant_make(m->secret, 7, 42, far, al1, grant);
+	grant_make(m->secret, 7, 42, far, al1, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 42, far, al1, grant, img1, len1) == KVP_EGRANT);
-	grant_make(m->secret, 7, 42, off2, ALIGN, grant);	/* payload > alloc_len */
+	grant_make(m->secret, 7, 42, off2, ALIGN, FM_EPOCH, grant);	/* payload > alloc_len */
 	CHECK(dwrite(fd, 7, 42, off2, ALIGN, grant, img1, len1) == KVP_EGRANT);
-	grant_make(m->secret, 7, 42, 0, al1, grant);		/* the segment header */
+	grant_make(m->secret, 7, 42, 0, al1, FM_EPOCH, grant);		/* the segment header */
 	CHECK(dwrite(fd, 7, 42, 0, al1, grant, img1, len1) == KVP_EGRANT);
+	/* fencing (docs/ha.md): a grant of another master's epoch is refused,
+	 * whether the MAC covers that epoch or the mounted one */
+	grant_make(m->secret, 7, 42, off2, al1, FM_EPOCH - 1, grant);
+	write_epoch = FM_EPOCH - 1;
+	CHECK(dwrite(fd, 7, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
+	grant_make(m->secret, 7, 42, off2, al1, FM_EPOCH, grant);
+	CHECK(dwrite(fd, 7, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
+	write_epoch = FM_EPOCH + 1;
+	CHECK(dwrite(fd, 7, 42, off2, al1, grant, img1, len1) == KVP_EGRANT);
+	write_epoch = FM_EPOCH;
 	CHECK(dread(fd, 0, FM_SEG_SIZE - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
 	CHECK(dread(fd, 0, UINT64_MAX - 10, 64, buf, sizeof(buf)) == KVP_EINVAL);
 	CHECK(dread(fd, 0, 0, 64, buf, sizeof(buf)) == KVP_EINVAL);
@@ -239,23 +254,23 @@ int main(void)
 	/* --- a granted WRITE whose image is wrong is tombstoned --- */
 	uint64_t lenb, alb;
 	uint8_t *bad = make_image("key-bad", 3000, 41, m->seg_uuid, &lenb, &alb, 2);
-	grant_make(m->secret, 7, 43, off2, alb, grant);
+	grant_make(m->secret, 7, 43, off2, alb, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 43, off2, alb, grant, bad, lenb) == KVP_ESTALE);
 	struct ext_hdr eh;
 	CHECK(peek(path, off2, &eh) == -ENOENT);
 	memset(bad + 70, 0xff, 8);	/* garbage header: a covering tombstone */
-	grant_make(m->secret, 7, 41, off2, alb, grant);
+	grant_make(m->secret, 7, 41, off2, alb, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 41, off2, alb, grant, bad, lenb) == KVP_EINVAL);
 	CHECK(peek(path, off2, &eh) == -ENOENT);
 
 	/* --- second and third extents --- */
 	uint64_t len2, al2;
 	uint8_t *img2 = make_image("key-two", 5000, 50, m->seg_uuid, &len2, &al2, 3);
-	grant_make(m->secret, 7, 50, off2, al2, grant);
+	grant_make(m->secret, 7, 50, off2, al2, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 50, off2, al2, grant, img2, len2) == 0);
 	uint64_t off3 = off2 + al2, len3, al3;
 	uint8_t *img3 = make_image("key-three", 1000, 60, m->seg_uuid, &len3, &al3, 4);
-	grant_make(m->secret, 7, 60, off3, al3, grant);
+	grant_make(m->secret, 7, 60, off3, al3, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 60, off3, al3, grant, img3, len3) == 0);
 
 	/* --- FREE: wrong generation leaves it, right one tombstones --- */
@@ -284,7 +299,7 @@ int main(void)
 	/* --- FREE of an extent whose WRITE is still streaming waits for it --- */
 	uint64_t off4 = off3 + al3, len4, al4;
 	uint8_t *img4 = make_image("key-four", 60000, 70, m->seg_uuid, &len4, &al4, 5);
-	grant_make(m->secret, 7, 70, off4, al4, grant);
+	grant_make(m->secret, 7, 70, off4, al4, FM_EPOCH, grant);
 	write_hdr(fd, 7, 70, off4, al4, grant, len4);
 	REQUIRE(net_send_all(fd, img4, len4 / 2, fm_deadline()) == 0);
 	usleep(50000);
@@ -339,7 +354,7 @@ int main(void)
 	CHECK(metric(text, "kvpool_node_mounts_total") == 1);
 	CHECK(metric(text, "kvpool_node_connections_rejected_total") == 1);
 	CHECK(metric(text, "kvpool_node_written_bytes_total") == len1 + len2 + len3);
-	CHECK(strstr(text, "kvpool_node_errors_total{op=\"write\"} 9\n") != NULL);
+	CHECK(strstr(text, "kvpool_node_errors_total{op=\"write\"} 12\n") != NULL);
 	http_get(hport, "/health", text, 1 << 16);
 	CHECK(strstr(text, "\"master\":\"up\"") != NULL);
 	http_get(hport, "/nope", text, 1 << 16);
@@ -380,9 +395,9 @@ int main(void)
 	}
 	CHECK(seen2 && seen3);
 	/* grants of the old mount (segment 7, old secret) no longer work */
-	grant_make(old_secret, 7, 50, off2, al2, grant);
+	grant_make(old_secret, 7, 50, off2, al2, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 7, 50, off2, al2, grant, img2, len2) == KVP_EGRANT);
-	grant_make(old_secret, 8, 50, off2, al2, grant);
+	grant_make(old_secret, 8, 50, off2, al2, FM_EPOCH, grant);
 	CHECK(dwrite(fd, 8, 50, off2, al2, grant, img2, len2) == KVP_EGRANT);
 
 	/* --- master connection breaks: reconnect with backoff, mount again --- */
@@ -399,7 +414,7 @@ int main(void)
 	/* --- stop while a WRITE is in flight: it completes, then UNMOUNT --- */
 	uint64_t off5 = off4, len5, al5;
 	uint8_t *img5 = make_image("key-five", 30000, 80, m->seg_uuid, &len5, &al5, 6);
-	grant_make(m->secret, 9, 80, off5, al5, grant);
+	grant_make(m->secret, 9, 80, off5, al5, FM_EPOCH, grant);
 	write_hdr(fd, 9, 80, off5, al5, grant, len5);
 	REQUIRE(net_send_all(fd, img5, 1000, fm_deadline()) == 0);
 	usleep(50000);
@@ -447,10 +462,10 @@ int main(void)
 	CHECK(fm_dhello(st1, FM_TOKEN) == 0);
 	CHECK(fm_dhello(st2, FM_TOKEN) == 0);
 	uint64_t off6 = off5 + al5, off7 = off6 + al5;
-	grant_make(m->secret, 11, 90, off6, al5, grant);
+	grant_make(m->secret, 11, 90, off6, al5, FM_EPOCH, grant);
 	write_hdr(st1, 11, 90, off6, al5, grant, len5);
 	REQUIRE(net_send_all(st1, img5, 1000, fm_deadline()) == 0);
-	grant_make(m->secret, 11, 91, off7, al5, grant);
+	grant_make(m->secret, 11, 91, off7, al5, FM_EPOCH, grant);
 	write_hdr(st2, 11, 91, off7, al5, grant, len5);
 	REQUIRE(net_send_all(st2, img5, 1000, fm_deadline()) == 0);
 	usleep(50000);

@@ -281,28 +281,30 @@ static void test_grant(void)
 		other[i] = (uint8_t)i;
 	}
 	other[31] ^= 0x80;
-	grant_make(secret, 7, 100, 4096, 65536, g1);
-	grant_make(secret, 7, 100, 4096, 65536, g2);
+	grant_make(secret, 7, 100, 4096, 65536, 9, g1);
+	grant_make(secret, 7, 100, 4096, 65536, 9, g2);
 	CHECK(memcmp(g1, g2, sizeof(g1)) == 0);
-	CHECK(grant_ok(secret, 7, 100, 4096, 65536, g1));
-	CHECK(!grant_ok(secret, 8, 100, 4096, 65536, g1));
-	CHECK(!grant_ok(secret, 7, 101, 4096, 65536, g1));
-	CHECK(!grant_ok(secret, 7, 100, 4097, 65536, g1));
-	CHECK(!grant_ok(secret, 7, 100, 4096, 65537, g1));
-	CHECK(!grant_ok(other, 7, 100, 4096, 65536, g1));
+	CHECK(grant_ok(secret, 7, 100, 4096, 65536, 9, g1));
+	CHECK(!grant_ok(secret, 8, 100, 4096, 65536, 9, g1));
+	CHECK(!grant_ok(secret, 7, 101, 4096, 65536, 9, g1));
+	CHECK(!grant_ok(secret, 7, 100, 4097, 65536, 9, g1));
+	CHECK(!grant_ok(secret, 7, 100, 4096, 65537, 9, g1));
+	CHECK(!grant_ok(other, 7, 100, 4096, 65536, 9, g1));
+	CHECK(!grant_ok(secret, 7, 100, 4096, 65536, 8, g1));	/* another master's epoch */
+	CHECK(!grant_ok(secret, 7, 100, 4096, 65536, 10, g1));
 	/* fields are not interchangeable (off/len swapped) */
-	CHECK(!grant_ok(secret, 7, 100, 65536, 4096, g1));
+	CHECK(!grant_ok(secret, 7, 100, 65536, 4096, 9, g1));
 	/* every single-bit flip of the grant is refused */
 	for (int i = 0; i < WIRE_GRANT_LEN * 8; i++) {
 		memcpy(g2, g1, sizeof(g2));
 		g2[i / 8] ^= (uint8_t)(1u << (i % 8));
-		CHECK(!grant_ok(secret, 7, 100, 4096, 65536, g2));
+		CHECK(!grant_ok(secret, 7, 100, 4096, 65536, 9, g2));
 	}
 	/* a different input gives a different grant */
-	grant_make(secret, 7, 100, 4096, 65537, g2);
+	grant_make(secret, 7, 100, 4096, 65537, 9, g2);
 	CHECK(memcmp(g1, g2, sizeof(g1)) != 0);
 	memset(g2, 0, sizeof(g2));
-	CHECK(!grant_ok(secret, 7, 100, 4096, 65536, g2));
+	CHECK(!grant_ok(secret, 7, 100, 4096, 65536, 9, g2));
 }
 
 /* grant_siphash128 against OpenSSL's SipHash-2-4 (EVP_MAC "SIPHASH",

@@ -495,6 +495,7 @@ struct tl_conn {
 	bool auto_free;
 	uint64_t frees_answered;
 	uint64_t timeout_ms;		/* per call; default 5000 */
+	uint64_t epoch;			/* server_epoch of the HELLO reply (grants carry it) */
 };
 
 static inline void tl_frame_free(struct tl_frame *f)
@@ -728,6 +729,8 @@ static inline int tl_hello(struct tl_conn *c, uint16_t role, const char *token,
 	if (!f)
 		return KVP_ECONN;
 	int st = f->h.status;
+	if (st == 0 && f->h.body_len >= 8)
+		memcpy(&c->epoch, f->body, 8);
 	tl_frame_free(f);
 	return st;
 }
