@@ -161,7 +161,7 @@ pyjson "$E2E_TMP/probe.json" 'len(r["faults"]) == 3 and all(f["first_put_ms"] >=
 	fail "a fault without a successful put after it"
 pyjson "$E2E_TMP/driver.json" 'r["wrong_bytes"] == 0 and r["wrong_meta"] == 0' ||
 	fail "the soak driver saw wrong bytes (exit $drc)"
-echo "first successful put after each fault (ms): $(jval "$E2E_TMP/probe.json" '" ".join(str(f["first_put_ms"]) for f in r["faults"])')"
+echo "kill -9, SIGSTOP, SIGTERM: first put after (ms): $(jval "$E2E_TMP/probe.json" '" ".join(str(f["first_put_ms"]) for f in r["faults"])'), longest gap (ms): $(jval "$E2E_TMP/probe.json" '" ".join(str(f["gap_ms"]) for f in r["faults"])')"
 ok "no completed put lost, no wrong byte"
 for m in A B; do stop_pid "${M_PID[$m]}" TERM || fail "master $m exited $?"; done
 ok "masters exit 0"

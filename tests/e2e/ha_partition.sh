@@ -1,0 +1,156 @@
+#!/bin/bash
+# ha_partition.sh — master high availability against network faults
+# (docs/ha.md): a three-member etcd, each member in a network namespace of
+# its own, two masters each in one too (nodes and clients stay here and
+# reach them through veth pairs), a cluster token (the masters listen off
+# loopback), and kvp-ha-probe putting fresh keys and reading old ones all
+# along while a sampler asks both masters every 50 ms whether they lead:
+#  1. nftables cuts the leader off from etcd (it still reaches its nodes and
+#     clients): it stops leading before the standby takes over — never two
+#     leaders at one sample — and after the heal it stands by;
+#  2. one etcd member killed: the pool goes on;
+#  3. the etcd majority killed: nobody leads, puts fail with a retryable
+#     error, gets of keys read before go on from their last location;
+#     with the majority back, a leader again and puts go on;
+#  4. no completed put lost, no wrong byte.
+# Needs root, `ip netns`, nft and etcd; exit 77 otherwise. Exit 0 pass, 1 fail.
+. "$(dirname "$0")/lib.sh"
+e2e_init hapart
+need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" "$B/soak/kvp-ha-probe" curl python3 nft
+[ "$(id -u)" = 0 ] || skip "needs root for network namespaces and nftables"
+start_etcd 3 netns
+ok "etcd of three members in namespaces: $ETCD_EPS"
+
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$E2E_TMP/token"
+echo >>"$E2E_TMP/token"
+chmod 600 "$E2E_TMP/token"
+POOL_INI=$E2E_TMP/pool.ini
+cat >"$POOL_INI" <<EOF
+[cluster]
+master = $ETCD_URL
+token_file = $E2E_TMP/token
+[master]
+ha = etcd
+ha_endpoints = $ETCD_EPS
+cluster_id = e2e-part-$$
+ha_lease_ttl = 2s
+[node]
+heartbeat_interval = 500ms
+segment_size = 128M
+[client]
+timeout = 5s
+[log]
+level = info
+EOF
+
+declare -A M_NS M_IP M_PID M_HTTP
+for m in A B; do
+	M_NS[$m]=kvpm$$$m
+	netns_add "${M_NS[$m]}"
+	M_IP[$m]=$NETNS_IP
+	read -r p h <<<"$(free_ports 2)"
+	M_HTTP[$m]=$h
+	printf '[master]\nlisten = %s:%s\nhttp_listen = %s:%s\n' "$NETNS_IP" "$p" "$NETNS_IP" "$h" \
+		>"$E2E_TMP/$m.ini"
+	spawn "$m" ip netns exec "${M_NS[$m]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$m.ini"
+	M_PID[$m]=$SPAWN_PID
+done
+is_leader() { curl -sf -m 1 -o /dev/null "http://${M_IP[$1]}:${M_HTTP[$1]}/health/leader"; }
+health() { curl -sf -m 1 "http://${M_IP[$1]}:${M_HTTP[$1]}/health"; }
+leader() { local m; for m in A B; do is_leader "$m" && { echo "$m"; return 0; }; done; return 1; }
+other() { [ "$1" = A ] && echo B || echo A; }
+waitfor 15 leader >/dev/null || fail "no leader elected"
+pool_node n1
+pool_node n2
+run_node n1
+run_node n2
+wait_nodes "n1 n2" 30 || fail "the nodes did not mount"
+ok "master $(leader) leads; nodes mounted across the namespaces"
+
+# both masters' view every 50 ms: a line "A B" of 1/0 per sample
+(
+	while :; do
+		a=0 b=0
+		is_leader A && a=1
+		is_leader B && b=1
+		echo "$a $b"
+		sleep 0.05
+	done
+) >"$E2E_TMP/samples" 2>/dev/null &
+SAMPLER=$!
+E2E_PIDS+=("$SAMPLER")
+spawn probe "$B/soak/kvp-ha-probe" -c "$POOL_INI" --prefix ha/part --interval-ms 20 \
+	--size 4096 --read-ms 20 --json "$E2E_TMP/probe.json"
+PROBE=$SPAWN_PID
+sleep 2
+
+# ---- 1. the leader cut off from etcd ----
+L=$(leader)
+S=$(other "$L")
+ip netns exec "${M_NS[$L]}" nft -f - <<EOF || fail "nft"
+table inet kvpcut {
+	chain out {
+		type filter hook output priority 0; policy accept;
+		ip daddr { ${ETCD_HOST[0]}, ${ETCD_HOST[1]}, ${ETCD_HOST[2]} } drop
+	}
+}
+EOF
+kill -USR1 "$PROBE"
+t0=$(date +%s%N)
+waitfor 15 is_leader "$S" || fail "$S did not take over from $L cut off from etcd"
+ms=$((($(date +%s%N) - t0) / 1000000))
+health "$L" | grep -qx "role standby" || fail "the cut-off $L still says: $(health "$L")"
+ip netns exec "${M_NS[$L]}" nft delete table inet kvpcut
+waitfor 10 sh -c "curl -sf -m 1 'http://${M_IP[$L]}:${M_HTTP[$L]}/health' | grep -qx 'etcd up'" ||
+	fail "$L does not reach etcd again"
+is_leader "$L" && fail "$L leads again next to $S"
+ok "nftables cut $L off etcd: it stood down, $S leads after ${ms} ms; healed, $L stands by"
+wait_nodes "n1 n2" 30 || fail "the nodes did not follow"
+sleep 1
+
+# ---- 2. one etcd member gone: nothing to see ----
+etcd_kill 0
+sleep 3
+leader >/dev/null || waitfor 10 leader >/dev/null || fail "no leader with two of three etcd members"
+expect 0 kv put ha/one-member-down "$POOL_INI"
+ok "one etcd member down: $(leader) leads, puts work"
+etcd_run 0
+waitfor 30 etcd_ok 0 || fail "etcd member 0 did not come back"
+sleep 1
+
+# ---- 3. the etcd majority gone ----
+etcd_kill 1
+etcd_kill 2
+kill -USR1 "$PROBE"
+t0=$(date +%s%N)
+waitfor 10 sh -c "! curl -sf -m 1 -o /dev/null 'http://${M_IP[A]}:${M_HTTP[A]}/health/leader' &&
+	! curl -sf -m 1 -o /dev/null 'http://${M_IP[B]}:${M_HTTP[B]}/health/leader'" ||
+	fail "a master still leads without an etcd majority"
+ms=$((($(date +%s%N) - t0) / 1000000))
+sleep 3
+leader >/dev/null && fail "a leader without an etcd majority"
+expect 1 kv -o client.timeout=1s put ha/no-majority "$POOL_INI"
+ok "etcd majority gone: no leader after ${ms} ms, puts refused"
+etcd_run 1
+etcd_run 2
+waitfor 30 leader >/dev/null || fail "no leader with the majority back"
+wait_nodes "n1 n2" 30 || fail "the nodes did not follow"
+expect 0 kv put ha/majority-back "$POOL_INI"
+ok "the majority back: $(leader) leads, puts work"
+sleep 1
+
+# ---- verdict ----
+kill "$SAMPLER" 2>/dev/null
+stop_pid "$PROBE" TERM
+cat "$E2E_TMP/probe.json"
+both=$(grep -c '^1 1$' "$E2E_TMP/samples")
+[ "$both" = 0 ] || fail "$both samples saw two leaders"
+pyjson "$E2E_TMP/probe.json" 'r["completed"] > 50 and r["lost"] == 0 and r["wrong"] == 0' ||
+	fail "the probe lost or got wrong puts"
+pyjson "$E2E_TMP/probe.json" 'len(r["faults"]) == 2 and r["faults"][1]["reads_ok"] > 0' ||
+	fail "no read of a known key worked while etcd had no majority"
+echo "longest time without a put: cut $(jval "$E2E_TMP/probe.json" 'r["faults"][0]["gap_ms"]') ms;" \
+	"gets served while puts were down without an etcd majority: $(jval "$E2E_TMP/probe.json" 'r["faults"][1]["reads_ok"]')"
+ok "never two leaders ($(wc -l <"$E2E_TMP/samples") samples), no completed put lost, no wrong byte"
+for m in A B; do stop_pid "${M_PID[$m]}" TERM || fail "master $m exited $?"; done
+ok "masters exit 0"
