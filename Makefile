@@ -121,7 +121,7 @@ QAR =
 endif
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak run test-vm
+	install uninstall clean soak ha-figures run test-vm
 
 all: progs libs tests benches
 
@@ -213,6 +213,10 @@ run:
 
 soak: all
 	tests/soak.sh $(BUILD)
+
+# The failover figures of docs/ha.md (a few minutes; root adds the nft cut).
+ha-figures: all
+	tests/soak/ha_figures.sh $(BUILD)
 
 install: all
 	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)"

@@ -191,6 +191,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		return rc == -EINVAL ? KVP_EINVAL : KVP_ENOMEM;
 	s->client = c;
 	s->last_seen_ms = m->now_ms;
+	s->reported = false;		/* until its first HEARTBEAT */
 	log_notice("segment %u mounted: node %s host %s %s, %llu bytes, align %u, endpoint %s%s",
 		   s->id, s->name, s->host_id, s->shm_path, (unsigned long long)s->capacity,
 		   s->align, s->endpoint, s->reject.n ? " (re-mount)" : "");
@@ -364,7 +365,8 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 	s->spill_used = spill;
 	s->spill_added = s->spill_dropped = 0;
 	s->last_seen_ms = m->now_ms;
-	mrecover_reported(m, s);	/* its REPORTs came before, on this connection */
+	s->reported = true;		/* its REPORTs came before, on this connection */
+	mrecover_reported(m, s);
 	evict_check(m, s);		/* the spill tier may have filled */
 	return 0;
 }

@@ -88,6 +88,9 @@ struct seg {
 	uint32_t id;
 	bool online;			/* mounted; false: remembered for its uuid only */
 	bool draining;			/* no new allocations */
+	/* the node's REPORTs are in (its first HEARTBEAT after MOUNT follows
+	 * them): until then a new extent could land on one not reported yet */
+	bool reported;
 	char name[64];
 	char host_id[64];
 	char shm_path[256];
@@ -192,10 +195,11 @@ static inline uint64_t seg_free_bytes(const struct seg *s)
 	return s->capacity - s->used;
 }
 
-/* New extents may go into s: online, not draining, its node connected. */
+/* New extents may go into s: online, reported, not draining, its node
+ * connected. */
 static inline bool seg_allocatable(const struct seg *s)
 {
-	return s && s->online && !s->draining && s->client;
+	return s && s->online && s->reported && !s->draining && s->client;
 }
 
 /* The node's spill usage as the master sees it: the last HEARTBEAT's

@@ -244,9 +244,20 @@ static int64_t mount_big(struct pc *p, uint64_t size, uint32_t align, uint64_t u
 	const uint8_t *body = pc_next(p, &h);
 	REQUIRE(h.status == 0, "MOUNT %d", h.status);
 	rb_init(&r, body, h.body_len);
+	uint32_t sid = rb_u32(&r);
+	/* a HEARTBEAT says the REPORTs are in: the segment takes new extents */
+	wb_reset(&w);
+	wb_reset(&b);
+	wb_u32(&b, sid);
+	wb_u64(&b, 0);
+	wb_u64(&b, 0);
+	frame(&w, WIRE_OP_HEARTBEAT, 3, &b);
+	REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
+	pc_next(p, &h);
+	REQUIRE(h.status == 0, "HEARTBEAT %d", h.status);
 	wb_free(&w);
 	wb_free(&b);
-	return rb_u32(&r);
+	return sid;
 }
 
 static long rss_kb(pid_t pid)
