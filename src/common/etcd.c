@@ -317,6 +317,21 @@ int etcd_parse_grant(const char *p, size_t n, int64_t *id, int64_t *ttl)
 	return 0;
 }
 
+/* A message of a streamed answer (keepalive, watch): its "result" object,
+ * or the error object the stream ends with: -ENOENT (NOT_FOUND), -EIO, or
+ * -EPROTO when it is neither. */
+static int stream_result(const struct json *j, const char *p, size_t n)
+{
+	int r = json_get(j, 0, "result"), code;
+	char msg[8];
+
+	if (r >= 0)
+		return json_is(j, r, JSON_OBJECT) ? r : -EPROTO;
+	if (etcd_parse_error(p, n, &code, msg, sizeof(msg)) < 0)
+		return -EPROTO;
+	return code == 5 ? -ENOENT : -EIO;
+}
+
 int etcd_parse_keepalive(const char *p, size_t n, int64_t *ttl)
 {
 	struct json_tok t[NTOKS];
@@ -324,16 +339,10 @@ int etcd_parse_keepalive(const char *p, size_t n, int64_t *ttl)
 
 	if (parse_doc(&j, t, p, n))
 		return -EPROTO;
-	int r = json_get(&j, 0, "result");
-	if (r < 0) {
-		int code;
-		char msg[8];
-		/* an error object in the stream */
-		if (etcd_parse_error(p, n, &code, msg, sizeof(msg)) == 0)
-			return code == 5 ? -ENOENT : -EIO;
-		return -EPROTO;
-	}
-	if (!json_is(&j, r, JSON_OBJECT) || opt_i64(&j, r, "TTL", ttl))
+	int r = stream_result(&j, p, n);
+	if (r < 0)
+		return r;
+	if (opt_i64(&j, r, "TTL", ttl))
 		return -EPROTO;
 	/* an expired or unknown lease comes back with TTL 0 (omitted) */
 	return *ttl > 0 ? 0 : -ENOENT;
@@ -347,14 +356,9 @@ int etcd_parse_watch(const char *p, size_t n, bool *created, struct etcd_event *
 	*created = false;
 	if (parse_doc(&j, t, p, n))
 		return -EPROTO;
-	int r = json_get(&j, 0, "result");
-	if (r < 0) {
-		int code;
-		char msg[8];
-		return etcd_parse_error(p, n, &code, msg, sizeof(msg)) == 0 ? -EIO : -EPROTO;
-	}
-	if (!json_is(&j, r, JSON_OBJECT))
-		return -EPROTO;
+	int r = stream_result(&j, p, n);
+	if (r < 0)
+		return r == -ENOENT ? -EIO : r;
 	*created = json_bool(&j, json_get(&j, r, "created"), false);
 	if (json_bool(&j, json_get(&j, r, "canceled"), false))
 		return -ESTALE;

@@ -22,11 +22,13 @@ struct loccache {
 	struct loc_slot slot[LOC_SLOTS];	/* protected by lock */
 };
 
-static uint64_t key_hash(const char *key, uint32_t klen)
+/* The key's slot and its tag (never 0: an empty slot). */
+static struct loc_slot *slot_of(struct loccache *c, const char *key, uint32_t klen, uint64_t *h)
 {
-	uint64_t h = XXH3_64bits(key, klen);
-
-	return h ? h : 1;
+	*h = XXH3_64bits(key, klen);
+	if (!*h)
+		*h = 1;
+	return &c->slot[*h % LOC_SLOTS];
 }
 
 int loccache_open(struct kvp *kvp)
@@ -56,14 +58,15 @@ void loccache_put(struct kvp *kvp, const char *key, uint32_t klen, const struct 
 
 	if (!c)
 		return;
-	h = key_hash(key, klen);
+	struct loc_slot *s = slot_of(c, key, klen, &h);
 	pthread_mutex_lock(&c->lock);
-	c->slot[h % LOC_SLOTS].hash = h;
-	c->slot[h % LOC_SLOTS].e = *e;
+	s->hash = h;
+	s->e = *e;
 	pthread_mutex_unlock(&c->lock);
 }
 
-bool loccache_get(struct kvp *kvp, const char *key, uint32_t klen, struct loc_ent *e)
+/* Reads (e set) or forgets (e NULL) the key's entry; true if it had one. */
+static bool lookup(struct kvp *kvp, const char *key, uint32_t klen, struct loc_ent *e)
 {
 	struct loccache *c = kvp->locs;
 	bool hit;
@@ -71,25 +74,23 @@ bool loccache_get(struct kvp *kvp, const char *key, uint32_t klen, struct loc_en
 
 	if (!c)
 		return false;
-	h = key_hash(key, klen);
+	struct loc_slot *s = slot_of(c, key, klen, &h);
 	pthread_mutex_lock(&c->lock);
-	hit = c->slot[h % LOC_SLOTS].hash == h;
-	if (hit)
-		*e = c->slot[h % LOC_SLOTS].e;
+	hit = s->hash == h;
+	if (hit && e)
+		*e = s->e;
+	else if (hit)
+		s->hash = 0;
 	pthread_mutex_unlock(&c->lock);
 	return hit;
 }
 
+bool loccache_get(struct kvp *kvp, const char *key, uint32_t klen, struct loc_ent *e)
+{
+	return lookup(kvp, key, klen, e);
+}
+
 void loccache_drop(struct kvp *kvp, const char *key, uint32_t klen)
 {
-	struct loccache *c = kvp->locs;
-	uint64_t h;
-
-	if (!c)
-		return;
-	h = key_hash(key, klen);
-	pthread_mutex_lock(&c->lock);
-	if (c->slot[h % LOC_SLOTS].hash == h)
-		c->slot[h % LOC_SLOTS].hash = 0;
-	pthread_mutex_unlock(&c->lock);
+	lookup(kvp, key, klen, NULL);
 }

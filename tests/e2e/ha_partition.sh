@@ -21,58 +21,23 @@ need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" "$B/soak/kvp-ha-probe" curl
 start_etcd 3 netns
 ok "etcd of three members in namespaces: $ETCD_EPS"
 
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$E2E_TMP/token"
-echo >>"$E2E_TMP/token"
-chmod 600 "$E2E_TMP/token"
-POOL_INI=$E2E_TMP/pool.ini
-cat >"$POOL_INI" <<EOF
-[cluster]
-master = $ETCD_URL
-token_file = $E2E_TMP/token
-[master]
-ha = etcd
-ha_endpoints = $ETCD_EPS
-cluster_id = e2e-part-$$
-ha_lease_ttl = 2s
-[node]
-heartbeat_interval = 500ms
-segment_size = 128M
-[client]
-timeout = 5s
-[log]
-level = info
-EOF
-
-declare -A M_NS M_IP M_PID M_HTTP
-for m in A B; do
-	M_NS[$m]=kvpm$$$m
-	netns_add "${M_NS[$m]}"
-	M_IP[$m]=$NETNS_IP
-	read -r p h <<<"$(free_ports 2)"
-	M_HTTP[$m]=$h
-	printf '[master]\nlisten = %s:%s\nhttp_listen = %s:%s\n' "$NETNS_IP" "$p" "$NETNS_IP" "$h" \
-		>"$E2E_TMP/$m.ini"
-	spawn "$m" ip netns exec "${M_NS[$m]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$m.ini"
-	M_PID[$m]=$SPAWN_PID
-done
-is_leader() { curl -sf -m 1 -o /dev/null "http://${M_IP[$1]}:${M_HTTP[$1]}/health/leader"; }
-health() { curl -sf -m 1 "http://${M_IP[$1]}:${M_HTTP[$1]}/health"; }
-leader() { local m; for m in A B; do is_leader "$m" && { echo "$m"; return 0; }; done; return 1; }
-other() { [ "$1" = A ] && echo B || echo A; }
-waitfor 15 leader >/dev/null || fail "no leader elected"
+HA_TOKEN=1 ha_pool_ini
+ha_master A netns
+ha_master B netns
+waitfor 15 ha_leader >/dev/null || fail "no leader elected"
 pool_node n1
 pool_node n2
 run_node n1
 run_node n2
 wait_nodes "n1 n2" 30 || fail "the nodes did not mount"
-ok "master $(leader) leads; nodes mounted across the namespaces"
+ok "master $(ha_leader) leads; nodes mounted across the namespaces"
 
 # both masters' view every 50 ms: a line "A B" of 1/0 per sample
 (
 	while :; do
 		a=0 b=0
-		is_leader A && a=1
-		is_leader B && b=1
+		ha_is_leader A && a=1
+		ha_is_leader B && b=1
 		echo "$a $b"
 		sleep 0.05
 	done
@@ -85,9 +50,9 @@ PROBE=$SPAWN_PID
 sleep 2
 
 # ---- 1. the leader cut off from etcd ----
-L=$(leader)
-S=$(other "$L")
-ip netns exec "${M_NS[$L]}" nft -f - <<EOF || fail "nft"
+L=$(ha_leader)
+S=$(ha_other "$L")
+ip netns exec "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
 table inet kvpcut {
 	chain out {
 		type filter hook output priority 0; policy accept;
@@ -97,13 +62,13 @@ table inet kvpcut {
 EOF
 kill -USR1 "$PROBE"
 t0=$(date +%s%N)
-waitfor 15 is_leader "$S" || fail "$S did not take over from $L cut off from etcd"
+waitfor 15 ha_is_leader "$S" || fail "$S did not take over from $L cut off from etcd"
 ms=$((($(date +%s%N) - t0) / 1000000))
-health "$L" | grep -qx "role standby" || fail "the cut-off $L still says: $(health "$L")"
-ip netns exec "${M_NS[$L]}" nft delete table inet kvpcut
-waitfor 10 sh -c "curl -sf -m 1 'http://${M_IP[$L]}:${M_HTTP[$L]}/health' | grep -qx 'etcd up'" ||
-	fail "$L does not reach etcd again"
-is_leader "$L" && fail "$L leads again next to $S"
+ha_standby "$L" || fail "the cut-off $L still says: $(ha_health "$L")"
+ip netns exec "${HA_NS[$L]}" nft delete table inet kvpcut
+etcd_up() { ha_health "$1" | grep -qx 'etcd up'; }
+waitfor 10 etcd_up "$L" || fail "$L does not reach etcd again"
+ha_is_leader "$L" && fail "$L leads again next to $S"
 ok "nftables cut $L off etcd: it stood down, $S leads after ${ms} ms; healed, $L stands by"
 wait_nodes "n1 n2" 30 || fail "the nodes did not follow"
 sleep 1
@@ -111,9 +76,9 @@ sleep 1
 # ---- 2. one etcd member gone: nothing to see ----
 etcd_kill 0
 sleep 3
-leader >/dev/null || waitfor 10 leader >/dev/null || fail "no leader with two of three etcd members"
+ha_leader >/dev/null || waitfor 10 ha_leader >/dev/null || fail "no leader with two of three etcd members"
 expect 0 kv put ha/one-member-down "$POOL_INI"
-ok "one etcd member down: $(leader) leads, puts work"
+ok "one etcd member down: $(ha_leader) leads, puts work"
 etcd_run 0
 waitfor 30 etcd_ok 0 || fail "etcd member 0 did not come back"
 sleep 1
@@ -123,20 +88,19 @@ etcd_kill 1
 etcd_kill 2
 kill -USR1 "$PROBE"
 t0=$(date +%s%N)
-waitfor 10 sh -c "! curl -sf -m 1 -o /dev/null 'http://${M_IP[A]}:${M_HTTP[A]}/health/leader' &&
-	! curl -sf -m 1 -o /dev/null 'http://${M_IP[B]}:${M_HTTP[B]}/health/leader'" ||
-	fail "a master still leads without an etcd majority"
+no_leader() { ! ha_leader >/dev/null; }
+waitfor 10 no_leader || fail "a master still leads without an etcd majority"
 ms=$((($(date +%s%N) - t0) / 1000000))
 sleep 3
-leader >/dev/null && fail "a leader without an etcd majority"
+ha_leader >/dev/null && fail "a leader without an etcd majority"
 expect 1 kv -o client.timeout=1s put ha/no-majority "$POOL_INI"
 ok "etcd majority gone: no leader after ${ms} ms, puts refused"
 etcd_run 1
 etcd_run 2
-waitfor 30 leader >/dev/null || fail "no leader with the majority back"
+waitfor 30 ha_leader >/dev/null || fail "no leader with the majority back"
 wait_nodes "n1 n2" 30 || fail "the nodes did not follow"
 expect 0 kv put ha/majority-back "$POOL_INI"
-ok "the majority back: $(leader) leads, puts work"
+ok "the majority back: $(ha_leader) leads, puts work"
 sleep 1
 
 # ---- verdict ----
@@ -152,5 +116,5 @@ pyjson "$E2E_TMP/probe.json" 'len(r["faults"]) == 2 and r["faults"][1]["reads_ok
 echo "longest time without a put: cut $(jval "$E2E_TMP/probe.json" 'r["faults"][0]["gap_ms"]') ms;" \
 	"gets served while puts were down without an etcd majority: $(jval "$E2E_TMP/probe.json" 'r["faults"][1]["reads_ok"]')"
 ok "never two leaders ($(wc -l <"$E2E_TMP/samples") samples), no completed put lost, no wrong byte"
-for m in A B; do stop_pid "${M_PID[$m]}" TERM || fail "master $m exited $?"; done
+for m in A B; do stop_pid "${HA_PID[$m]}" TERM || fail "master $m exited $?"; done
 ok "masters exit 0"

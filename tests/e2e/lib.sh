@@ -561,6 +561,74 @@ etcd_kill() {
 	if [ "$sig" = KILL ]; then stop_pid "${ETCD_PID[$1]}" KILL; else kill -"$sig" "${ETCD_PID[$1]}"; fi
 }
 
+# ---- masters with high availability (docs/ha.md) ----
+
+# ha_pool_ini: POOL_INI for a pool whose masters elect a leader through the
+# etcd of start_etcd and whose nodes and clients follow it: [cluster]
+# master = ETCD_URL (and a fresh token_file when HA_TOKEN=1: masters in
+# namespaces listen off loopback), [master] ha = etcd on ETCD_EPS with a
+# cluster_id of this test, lease 2s, [node] heartbeat_interval =
+# HA_HEARTBEAT (500ms) and segment_size = HA_SEGMENT (128M), client
+# timeout 5s, log level info.
+ha_pool_ini() {
+	POOL_INI=$E2E_TMP/pool.ini
+	if [ "${HA_TOKEN:-0}" = 1 ]; then
+		head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$E2E_TMP/token"
+		echo >>"$E2E_TMP/token"
+		chmod 600 "$E2E_TMP/token"
+	fi
+	{
+		printf '[cluster]\nmaster = %s\n' "$ETCD_URL"
+		[ "${HA_TOKEN:-0}" = 1 ] && printf 'token_file = %s\n' "$E2E_TMP/token"
+		printf '[master]\nha = etcd\nha_endpoints = %s\ncluster_id = %s-%s\nha_lease_ttl = 2s\n' \
+			"$ETCD_EPS" "$E2E_NAME" "$$"
+		printf '[node]\nheartbeat_interval = %s\nsegment_size = %s\n' "${HA_HEARTBEAT:-500ms}" \
+			"${HA_SEGMENT:-128M}"
+		printf '[client]\ntimeout = 5s\n[log]\nlevel = info\n'
+	} >"$POOL_INI"
+}
+
+# ha_master NAME [netns]: master NAME's layer on POOL_INI (listen and
+# http_listen on fresh ports; with "netns", root only, in a network
+# namespace of its own, reached through its veth) and a start. Sets
+# HA_PID[NAME], HA_RPC[NAME] (host:port), HA_HTTP[NAME] (host:port),
+# HA_NS[NAME] ("" or the namespace). ha_run NAME starts it again.
+declare -A HA_PID HA_RPC HA_HTTP HA_NS
+ha_master() {
+	local ip=127.0.0.1 p h
+	HA_NS[$1]=""
+	if [ "${2:-}" = netns ]; then
+		HA_NS[$1]=kvpm$$$1
+		netns_add "${HA_NS[$1]}"
+		ip=$NETNS_IP
+	fi
+	read -r p h <<<"$(free_ports 2)"
+	HA_RPC[$1]=$ip:$p
+	HA_HTTP[$1]=$ip:$h
+	printf '[master]\nlisten = %s\nhttp_listen = %s\n' "${HA_RPC[$1]}" "${HA_HTTP[$1]}" \
+		>"$E2E_TMP/$1.ini"
+	ha_run "$1"
+}
+ha_run() {
+	if [ -n "${HA_NS[$1]}" ]; then
+		spawn "$1" ip netns exec "${HA_NS[$1]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
+	else
+		spawn "$1" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
+	fi
+	HA_PID[$1]=$SPAWN_PID
+}
+
+# ha_health NAME: master NAME's /health text. ha_is_leader NAME: it leads
+# (/health/leader is 200). ha_standby NAME: it says it stands by.
+# ha_leader: the name (of A and B) of the one leading, else 1. ha_other
+# NAME: the other of A and B. ha_metric NAME SAMPLE: a /metrics value.
+ha_health() { curl -sf -m 1 "http://${HA_HTTP[$1]}/health" 2>/dev/null; }
+ha_is_leader() { curl -sf -m 1 -o /dev/null "http://${HA_HTTP[$1]}/health/leader"; }
+ha_standby() { ha_health "$1" | grep -qx "role standby"; }
+ha_leader() { local m; for m in A B; do ha_is_leader "$m" && { echo "$m"; return 0; }; done; return 1; }
+ha_other() { [ "$1" = A ] && echo B || echo A; }
+ha_metric() { curl -sf -m 1 "http://${HA_HTTP[$1]}/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+
 # ---- self-test ----
 
 # Run directly (tests/run.sh runs every tests/e2e/*.sh), this file tests

@@ -38,59 +38,13 @@ ROOT=0
 
 # ---- the HA pool ----
 if [ $ROOT = 1 ]; then start_etcd 1 netns; else start_etcd 1; fi
-write_pool() {	# write_pool HA(etcd|none) MASTER
-	cat >"$POOL_INI" <<EOF
-[cluster]
-master = $2
-token_file = $E2E_TMP/token
-[master]
-ha = $1
-ha_endpoints = $ETCD_EPS
-cluster_id = figures-$$
-[node]
-heartbeat_interval = 1s
-segment_size = 256M
-[client]
-timeout = 5s
-[log]
-level = info
-EOF
-}
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$E2E_TMP/token"
-echo >>"$E2E_TMP/token"
-chmod 600 "$E2E_TMP/token"
-POOL_INI=$E2E_TMP/pool.ini
-write_pool etcd "$ETCD_URL"
-
-declare -A M_NS M_IP M_PID M_HTTP
-for m in A B; do
-	M_NS[$m]=""
-	M_IP[$m]=127.0.0.1
-	if [ $ROOT = 1 ]; then
-		M_NS[$m]=kvpf$$$m
-		netns_add "${M_NS[$m]}"
-		M_IP[$m]=$NETNS_IP
-	fi
-	read -r p h <<<"$(free_ports 2)"
-	M_HTTP[$m]=$h
-	printf '[master]\nlisten = %s:%s\nhttp_listen = %s:%s\n' "${M_IP[$m]}" "$p" "${M_IP[$m]}" "$h" \
-		>"$E2E_TMP/$m.ini"
-done
-run_m() {
-	if [ -n "${M_NS[$1]}" ]; then
-		spawn "$1" ip netns exec "${M_NS[$1]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
-	else
-		spawn "$1" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
-	fi
-	M_PID[$1]=$SPAWN_PID
-}
-is_leader() { curl -sf -m 1 -o /dev/null "http://${M_IP[$1]}:${M_HTTP[$1]}/health/leader"; }
-standby() { curl -sf -m 1 "http://${M_IP[$1]}:${M_HTTP[$1]}/health" | grep -qx "role standby"; }
-leader() { local m; for m in A B; do is_leader "$m" && { echo "$m"; return 0; }; done; return 1; }
-other() { [ "$1" = A ] && echo B || echo A; }
-run_m A
-run_m B
-waitfor 20 leader >/dev/null || fail "no leader elected"
+# default timings: node heartbeat 1 s, lease 2 s
+HA_TOKEN=1 HA_HEARTBEAT=1s HA_SEGMENT=256M ha_pool_ini
+NS=""
+[ $ROOT = 1 ] && NS=netns
+ha_master A $NS
+ha_master B $NS
+waitfor 20 ha_leader >/dev/null || fail "no leader elected"
 pool_node n1
 pool_node n2
 run_node n1
@@ -117,8 +71,8 @@ stop_load() {	# stop_load TAG: both stopped, their verdict checked
 }
 heal() {	# after a fault: both masters up, one leading, nodes back
 	local m
-	for m in A B; do alive "${M_PID[$m]}" || run_m "$m"; done
-	waitfor 20 leader >/dev/null || fail "no leader after healing"
+	for m in A B; do alive "${HA_PID[$m]}" || ha_run "$m"; done
+	waitfor 20 ha_leader >/dev/null || fail "no leader after healing"
 	wait_nodes "n1 n2" 30 || fail "the nodes did not come back"
 	sleep "$GAP"
 }
@@ -127,25 +81,25 @@ declare -A KIND
 for f in $FAULTS; do
 	start_load "$f"
 	for r in $(seq "$ROUNDS"); do
-		L=$(leader) || fail "no leader before round $r of $f"
+		L=$(ha_leader) || fail "no leader before round $r of $f"
 		case $f in
-		kill9) stop_pid "${M_PID[$L]}" KILL; kill -USR1 "$PROBE" ;;
+		kill9) stop_pid "${HA_PID[$L]}" KILL; kill -USR1 "$PROBE" ;;
 		stop)
-			kill -STOP "${M_PID[$L]}"
+			kill -STOP "${HA_PID[$L]}"
 			kill -USR1 "$PROBE"
-			waitfor 20 is_leader "$(other "$L")" || { kill -CONT "${M_PID[$L]}"; fail "stop: no takeover"; }
+			waitfor 20 ha_is_leader "$(ha_other "$L")" || { kill -CONT "${HA_PID[$L]}"; fail "stop: no takeover"; }
 			sleep 1
-			kill -CONT "${M_PID[$L]}"
-			waitfor 10 standby "$L" || fail "stop: $L did not step down after SIGCONT"
+			kill -CONT "${HA_PID[$L]}"
+			waitfor 10 ha_standby "$L" || fail "stop: $L did not step down after SIGCONT"
 			;;
 		term)
-			kill -TERM "${M_PID[$L]}"
+			kill -TERM "${HA_PID[$L]}"
 			kill -USR1 "$PROBE"
-			wait "${M_PID[$L]}" || fail "term: master $L exited $?"
-			forget "${M_PID[$L]}"
+			wait "${HA_PID[$L]}" || fail "term: master $L exited $?"
+			forget "${HA_PID[$L]}"
 			;;
 		cut)
-			ip netns exec "${M_NS[$L]}" nft -f - <<EOF || fail "nft"
+			ip netns exec "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
 table inet kvpcut {
 	chain out {
 		type filter hook output priority 0; policy accept;
@@ -154,12 +108,12 @@ table inet kvpcut {
 }
 EOF
 			kill -USR1 "$PROBE"
-			waitfor 20 is_leader "$(other "$L")" || fail "cut: no takeover"
-			waitfor 10 standby "$L" || fail "cut: $L did not step down"
-			ip netns exec "${M_NS[$L]}" nft delete table inet kvpcut
+			waitfor 20 ha_is_leader "$(ha_other "$L")" || fail "cut: no takeover"
+			waitfor 10 ha_standby "$L" || fail "cut: $L did not step down"
+			ip netns exec "${HA_NS[$L]}" nft delete table inet kvpcut
 			;;
 		esac
-		waitfor 20 is_leader "$(other "$L")" || fail "$f: $(other "$L") did not take over"
+		waitfor 20 ha_is_leader "$(ha_other "$L")" || fail "$f: $(ha_other "$L") did not take over"
 		heal
 	done
 	stop_load "$f"
@@ -167,20 +121,18 @@ EOF
 done
 
 # ---- the baseline: one master, restarted like systemd would ----
-for m in A B; do stop_pid "${M_PID[$m]}" TERM; done
+for m in A B; do stop_pid "${HA_PID[$m]}" TERM; done
 stop_pid "$N1" TERM
 stop_pid "$N2" TERM
-read -r sp sh <<<"$(free_ports 2)"
-write_pool none "${M_IP[A]}:$sp"
-printf '[master]\nlisten = %s:%s\nhttp_listen = %s:%s\n' "${M_IP[A]}" "$sp" "${M_IP[A]}" "$sh" \
-	>"$E2E_TMP/single.ini"
-M_NS[S]=${M_NS[A]}
+# the same pool, its master the address of A's RPC, without HA
+sed -i -e "s|^master = etcd://.*|master = ${HA_RPC[A]}|" -e 's|^ha = etcd|ha = none|' "$POOL_INI"
+cp "$E2E_TMP/A.ini" "$E2E_TMP/single.ini"
 # the supervisor: Restart=on-failure, RestartSec=$RESTART_SEC
 cat >"$E2E_TMP/supervise.sh" <<EOF
 #!/bin/bash
 trap 'kill -TERM \$child 2>/dev/null; wait \$child; exit 0' TERM
 while :; do
-	${M_NS[A]:+ip netns exec ${M_NS[A]}} "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/single.ini" &
+	${HA_NS[A]:+ip netns exec ${HA_NS[A]}} "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/single.ini" &
 	child=\$!
 	echo \$child >"$E2E_TMP/single.pid"
 	wait \$child
@@ -192,7 +144,8 @@ EOF
 chmod +x "$E2E_TMP/supervise.sh"
 spawn single "$E2E_TMP/supervise.sh"
 SUPERVISOR=$SPAWN_PID
-waitfor 10 sh -c "curl -sf -m 1 -o /dev/null http://${M_IP[A]}:$sh/health" || fail "single master"
+single_up() { curl -sf -m 1 -o /dev/null "http://${HA_HTTP[A]}/health"; }
+waitfor 10 single_up || fail "single master"
 run_node n1
 run_node n2
 wait_nodes "n1 n2" 40 || fail "the nodes did not mount at the single master"
@@ -201,7 +154,7 @@ for r in $(seq "$ROUNDS"); do
 	kill -KILL "$(cat "$E2E_TMP/single.pid")"
 	kill -USR1 "$PROBE"
 	sleep 1
-	waitfor 30 sh -c "curl -sf -m 1 -o /dev/null http://${M_IP[A]}:$sh/health" || fail "no restart"
+	waitfor 30 single_up || fail "no restart"
 	wait_nodes "n1 n2" 40 || fail "the nodes did not come back to the single master"
 	sleep "$GAP"
 done
