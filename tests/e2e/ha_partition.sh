@@ -52,7 +52,7 @@ sleep 2
 # ---- 1. the leader cut off from etcd ----
 L=$(ha_leader)
 S=$(ha_other "$L")
-ip netns exec "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
+in_netns "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
 table inet kvpcut {
 	chain out {
 		type filter hook output priority 0; policy accept;
@@ -65,7 +65,7 @@ t0=$(date +%s%N)
 waitfor 15 ha_is_leader "$S" || fail "$S did not take over from $L cut off from etcd"
 ms=$((($(date +%s%N) - t0) / 1000000))
 ha_standby "$L" || fail "the cut-off $L still says: $(ha_health "$L")"
-ip netns exec "${HA_NS[$L]}" nft delete table inet kvpcut
+in_netns "${HA_NS[$L]}" nft delete table inet kvpcut
 etcd_up() { ha_health "$1" | grep -qx 'etcd up'; }
 waitfor 10 etcd_up "$L" || fail "$L does not reach etcd again"
 ha_is_leader "$L" && fail "$L leads again next to $S"

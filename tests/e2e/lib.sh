@@ -489,7 +489,7 @@ netns_add() {
 	fi
 	command -v ping >/dev/null || return 0	# (iputils-ping is not a dependency)
 	for i in $(seq 50); do
-		ip netns exec "$ns" ping -c 1 -W 1 "$NETNS_GW" >/dev/null 2>&1 && return 0
+		in_netns "$ns" ping -c 1 -W 1 "$NETNS_GW" >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
 	fail "namespace $ns: $NETNS_GW does not answer"
@@ -545,7 +545,7 @@ etcd_run() {
 		--initial-cluster-token "kvpt-$$" --heartbeat-interval 100 --election-timeout 1000
 		--logger zap)
 	if [ -n "${ETCD_NS[i]}" ]; then
-		spawn "etcd-m$i" ip netns exec "${ETCD_NS[i]}" "${cmd[@]}"
+		spawn "etcd-m$i" in_netns "${ETCD_NS[i]}" "${cmd[@]}"
 	else
 		spawn "etcd-m$i" "${cmd[@]}"
 	fi
@@ -611,7 +611,7 @@ ha_master() {
 }
 ha_run() {
 	if [ -n "${HA_NS[$1]}" ]; then
-		spawn "$1" ip netns exec "${HA_NS[$1]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
+		spawn "$1" in_netns "${HA_NS[$1]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
 	else
 		spawn "$1" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
 	fi

@@ -99,7 +99,7 @@ for f in $FAULTS; do
 			forget "${HA_PID[$L]}"
 			;;
 		cut)
-			ip netns exec "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
+			in_netns "${HA_NS[$L]}" nft -f - <<EOF || fail "nft"
 table inet kvpcut {
 	chain out {
 		type filter hook output priority 0; policy accept;
@@ -110,7 +110,7 @@ EOF
 			kill -USR1 "$PROBE"
 			waitfor 20 ha_is_leader "$(ha_other "$L")" || fail "cut: no takeover"
 			waitfor 10 ha_standby "$L" || fail "cut: $L did not step down"
-			ip netns exec "${HA_NS[$L]}" nft delete table inet kvpcut
+			in_netns "${HA_NS[$L]}" nft delete table inet kvpcut
 			;;
 		esac
 		waitfor 20 ha_is_leader "$(ha_other "$L")" || fail "$f: $(ha_other "$L") did not take over"
@@ -132,7 +132,7 @@ cat >"$E2E_TMP/supervise.sh" <<EOF
 #!/bin/bash
 trap 'kill -TERM \$child 2>/dev/null; wait \$child; exit 0' TERM
 while :; do
-	${HA_NS[A]:+ip netns exec ${HA_NS[A]}} "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/single.ini" &
+	${HA_NS[A]:+nsenter --net=/run/netns/${HA_NS[A]} --} "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/single.ini" &
 	child=\$!
 	echo \$child >"$E2E_TMP/single.pid"
 	wait \$child
