@@ -544,8 +544,9 @@ etcd_run() {
 		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new
 		--initial-cluster-token "kvpt-$$" --heartbeat-interval 100 --election-timeout 1000
 		--logger zap)
+	# nsenter itself, not in_netns: spawn's pid must be the daemon's
 	if [ -n "${ETCD_NS[i]}" ]; then
-		spawn "etcd-m$i" in_netns "${ETCD_NS[i]}" "${cmd[@]}"
+		spawn "etcd-m$i" nsenter --net="/run/netns/${ETCD_NS[i]}" -- "${cmd[@]}"
 	else
 		spawn "etcd-m$i" "${cmd[@]}"
 	fi
@@ -610,8 +611,8 @@ ha_master() {
 	ha_run "$1"
 }
 ha_run() {
-	if [ -n "${HA_NS[$1]}" ]; then
-		spawn "$1" in_netns "${HA_NS[$1]}" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
+	if [ -n "${HA_NS[$1]}" ]; then	# (nsenter: see etcd_run)
+		spawn "$1" nsenter --net="/run/netns/${HA_NS[$1]}" -- "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
 	else
 		spawn "$1" "$B/kvpool-master" -c "$POOL_INI" -c "$E2E_TMP/$1.ini"
 	fi
