@@ -75,7 +75,7 @@ static void init(void)
 	if (!node)
 		FAIL(err);
 	/* As if mounted as segment 7 (node_master_adopt sets the same). */
-	node_data_set_grant(node->data, 7, secret);
+	node_data_set_grant(node->data, 7, secret, 0);	/* epoch 0, as adopted */
 	atexit(cleanup);
 }
 
