@@ -129,8 +129,9 @@ static void put_args_read(struct master *m, struct rbuf *r, struct put_args *a)
  * read any more. */
 static bool put_ghost(const struct master *m, const struct obj *o)
 {
+	/* (seg_alive: a segment still sending its REPORTs is no ghost) */
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (seg_allocatable(segreg_get(&m->segs, (uint32_t)o->rep[k].seg)))
+		if (seg_alive(segreg_get(&m->segs, (uint32_t)o->rep[k].seg)))
 			return false;
 	return o->nrep > 0;
 }

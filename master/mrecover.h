@@ -4,7 +4,8 @@
  * (its first HEARTBEAT follows its REPORTs on the same connection), or the
  * window ends, this master cannot tell a missing key from one it has not
  * heard of yet, so a request that names an unknown key (GET, EXISTS, SIZE,
- * STAT, PIN, REMOVE, PUT_START, PUT_END), and LIST and REMOVE_PREFIX, are
+ * STAT, PIN, REMOVE, REPLICA_CLEAR, PUT_START, PUT_END), and LIST and
+ * REMOVE_PREFIX, are
  * answered KVP_ENOTLEADER for the whole frame, which clients retry. Loop
  * thread only; no locks.
  */

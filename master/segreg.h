@@ -195,11 +195,16 @@ static inline uint64_t seg_free_bytes(const struct seg *s)
 	return s->capacity - s->used;
 }
 
-/* New extents may go into s: online, reported, not draining, its node
- * connected. */
+/* s lives: online, not draining, its node connected. */
+static inline bool seg_alive(const struct seg *s)
+{
+	return s && s->online && !s->draining && s->client;
+}
+
+/* New extents may go into s: alive and its REPORTs in. */
 static inline bool seg_allocatable(const struct seg *s)
 {
-	return s && s->online && s->reported && !s->draining && s->client;
+	return seg_alive(s) && s->reported;
 }
 
 /* The node's spill usage as the master sees it: the last HEARTBEAT's
