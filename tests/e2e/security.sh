@@ -186,7 +186,10 @@ class Conn:
             return False
     def hello(self, token, role=1):
         self.send(frame(1, struct.pack("<H", role) + s16(token) + s16(b"sec") + s16(b"sec-host")))
-        return self.reply()[0]
+        st, body, _ = self.reply()
+        # a master's epoch: its grants carry it, and so must a WRITE
+        self.epoch = struct.unpack_from("<Q", body)[0] if not st and len(body) >= 8 else 0
+        return st
     def close(self): self.s.close()
 
 def cmd_auth(port, token):
@@ -265,7 +268,8 @@ def write(ep, token, sid, gen, off, alloc, grant, payload):
     host, port = ep.rsplit(":", 1)
     d = Conn(int(port), host)
     assert d.hello(token) == 0
-    d.send(frame(49, struct.pack("<IQQQ", sid, gen, off, alloc) + grant, 5, len(payload)) + payload)
+    d.send(frame(49, struct.pack("<IQQQQ", sid, gen, off, alloc, EPOCH) + grant, 5, len(payload)) +
+           payload)
     try:
         st = d.reply()[0]
     except (EOFError, OSError):
@@ -281,10 +285,14 @@ def cli_stat(kvp, ini, key):
     r = subprocess.run([kvp, "-c", ini, "stat", "--json", key], capture_output=True, text=True)
     return json.loads(r.stdout) if r.returncode == 0 else None
 
+EPOCH = 0  # the master's (cmd_grants)
+
 def cmd_grants(mport, token, kvp, ini, victim_file):
+    global EPOCH
     t = token.encode()
     m = Conn(mport)
     assert m.hello(t) == 0
+    EPOCH = m.epoch
     segs = segments(m)
     victim = open(victim_file, "rb").read()
     st = cli_stat(kvp, ini, "sec/victim")
@@ -292,7 +300,8 @@ def cmd_grants(mport, token, kvp, ini, victim_file):
     sid, off, alloc, gen = rep["segment_id"], rep["offset"], rep["alloc_len"], st["generation"]
     uuid, ep = segs[sid]
     evil = image(b"sec/victim", os.urandom(len(victim)), gen, uuid)
-    guess = hmac.new(os.urandom(32), struct.pack("<IQQQ", sid, gen, off, alloc), hashlib.sha256).digest()[:16]
+    guess = hmac.new(os.urandom(32), struct.pack("<IQQQQ", sid, gen, off, alloc, EPOCH),
+                     hashlib.sha256).digest()[:16]
     for name, grant in [("random grant", os.urandom(16)), ("grant from a guessed secret", guess),
                         ("all-zero grant", bytes(16))]:
         r = write(ep, t, sid, gen, off, alloc, grant, evil)
