@@ -326,7 +326,11 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_MOUNT: status = mnode_mount(m, c, &r, reply); break;
 	case WIRE_OP_REPORT: status = mnode_report(m, c, &r, reply, st); break;
 	case WIRE_OP_UNMOUNT: status = mnode_unmount(m, c, &r); break;
-	case WIRE_OP_HEARTBEAT: status = mnode_heartbeat(m, c, &r); break;
+	case WIRE_OP_HEARTBEAT:
+		status = mnode_heartbeat(m, c, &r);
+		if (m->parked)
+			mput_retry(m);	/* its segment may take extents now */
+		break;
 	case WIRE_OP_SEGMENTS: status = mnode_segments(m, reply); break;
 	case WIRE_OP_PUT_START:
 		status = mput_start(m, c, h, body, reply, &parked);

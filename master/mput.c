@@ -223,6 +223,18 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	return 0;
 }
 
+/* True if a segment has mounted and not yet said all it holds: it takes
+ * new extents after its node's next HEARTBEAT (a moment away). */
+static bool reports_in_flight(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (seg_alive(s) && !s->reported)
+			return true;
+	}
+	return false;
+}
+
 /* True if an allocatable segment waits for FREE acks (room coming back). */
 static bool frees_in_flight(const struct master *m)
 {
@@ -277,9 +289,13 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 		bool need_evict;
 		size_t mark = out->len;
 		int rc = put_one(m, c, &a, key, klen, vlen, out, &need_evict);
-		if (rc == KVP_ENOSPC && need_evict && !final &&
-		    (evict_force(m, ext_size((uint32_t)klen, vlen)) || frees_in_flight(m) ||
-		     demotes_in_flight(m))) {
+		/* no room now, but room coming: park and try again (a segment
+		 * still reporting counts, so a put right after a node's mount
+		 * waits for it instead of failing) */
+		if (rc == KVP_ENOSPC && !final &&
+		    ((need_evict && (evict_force(m, ext_size((uint32_t)klen, vlen)) ||
+				     frees_in_flight(m) || demotes_in_flight(m))) ||
+		     reports_in_flight(m))) {
 			out->len = mark;
 			return i;
 		}
@@ -340,10 +356,12 @@ out_finish:
 	return 0;
 }
 
-/* True while an eviction a parked PUT_START waits for is still freeing. */
+/* True while an eviction a parked PUT_START waits for is still freeing, or
+ * a segment is still reporting. */
 static bool eviction_pending(const struct master *m)
 {
-	return m->evict_active || frees_in_flight(m) || demotes_in_flight(m);
+	return m->evict_active || frees_in_flight(m) || demotes_in_flight(m) ||
+	       reports_in_flight(m);
 }
 
 /* Finishes the parked PUT_STARTs whose eviction is done or whose wait

@@ -88,7 +88,7 @@ int mrecover_gate(struct master *m, const struct wire_hdr *h, const uint8_t *bod
 		break;
 	case WIRE_OP_PIN: skip = 8; break;
 	case WIRE_OP_REMOVE: skip = 1; break;
-	case WIRE_OP_PUT_START: skip = 17; after = 8; readers = false; break;
+	case WIRE_OP_PUT_START: skip = WIRE_PUT_PREFIX; after = 8; readers = false; break;
 	case WIRE_OP_REPLICA_CLEAR: skip = 5; break;
 	case WIRE_OP_PUT_END: after = 16; readers = false; break;
 	case WIRE_OP_LIST: case WIRE_OP_REMOVE_PREFIX: return KVP_ENOTLEADER;

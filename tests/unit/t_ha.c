@@ -211,6 +211,7 @@ static void test_single_etcd(void)
 	n = wait_leader(10000, -1);
 	REQUIRE(n >= 0, "no leader after etcd came back");
 	CHECK(ha_epoch(cand[n]) > e0);
+	tl_sleep_ms(100);	/* the sampler catches up */
 	CHECK(atomic_load(&on_since[n]) > atomic_load(&off_at[l]) || n == l);
 
 	for (int i = 0; i < NC; i++)

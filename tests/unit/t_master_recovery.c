@@ -2,7 +2,9 @@
  * merged across segments, conflicting reports resolved by generation,
  * re-mount of a known segment (extents freed but not acknowledged are
  * rejected), and FREE: sent to the node for removed objects, the space
- * reused only after the node's reply. */
+ * reused only after the node's reply; nothing is allocated in a segment
+ * before the HEARTBEAT that follows its REPORTs, and a put that comes
+ * first waits for it rather than failing. */
 #include "testlib.h"
 
 #include "extent.h"
@@ -250,9 +252,58 @@ static void test_free_and_remount(void)
 		tl_dump_log(m.log);
 }
 
+/* A segment takes new extents only once its node has said all it holds
+ * (the HEARTBEAT right behind its REPORTs): a PUT_START before that waits. */
+static void test_alloc_after_reports(void)
+{
+	struct tl_master m;
+	struct wbuf b;
+
+	tl_start_master(&m, NULL);
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	tl_mount_quiet = true;
+	int64_t sid = tl_mount(node, "quiet", "h", SEG_SIZE, 77, ALIGN, NULL);
+	tl_mount_quiet = false;
+	REQUIRE(sid > 0, "mount");
+	/* a REPORT of an object at the first free offset */
+	struct tl_extent e = ext("rep/k", ALIGN, 1000, 5, 9);
+	uint32_t adopted = 0;
+	CHECK_EQ(tl_report(node, (uint32_t)sid, 1, &e, &adopted, NULL), 0);
+	CHECK_EQ(adopted, 1);
+	wb_init(&b);
+	tl_wb_put_prefix(&b, 1, 0, 0, 0);
+	wb_u32(&b, 1);
+	wb_cstr(&b, "rep/new");
+	wb_u64(&b, 1000);
+	REQUIRE(tl_send_frame(c, WIRE_OP_PUT_START, 0, 0, 4242, b.p, b.len) == 0);
+	wb_free(&b);
+	tl_sleep_ms(200);	/* parked: no reply while the segment reports */
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) == 0, "PUT_START answered before the segment's HEARTBEAT");
+	CHECK_EQ(tl_heartbeat(node, (uint32_t)sid), 0);
+	struct tl_frame *f = tl_wait_reply(c, 4242);
+	REQUIRE(f, "no PUT_START reply after the HEARTBEAT");
+	struct rbuf r;
+	rb_init(&r, f->body, f->h.body_len);
+	CHECK(f->h.status == 0 && rb_u32(&r) == 1 && rb_i32(&r) == 0, "PUT_START after the HEARTBEAT");
+	rb_u64(&r);
+	CHECK_EQ(rb_u8(&r), 1);
+	uint32_t seg = rb_u32(&r);
+	uint64_t off = rb_u64(&r);
+	CHECK_EQ(seg, (uint32_t)sid);
+	CHECK(off != ALIGN, "the new extent sits on the reported one (offset %llu)",
+	      (unsigned long long)off);
+	tl_frame_free(f);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+}
+
 int main(void)
 {
 	test_adopt_after_restart();
 	test_free_and_remount();
+	test_alloc_after_reports();
 	return tl_done();
 }

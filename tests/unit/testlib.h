@@ -1041,7 +1041,9 @@ static inline int tl_info(struct tl_conn *c, struct tl_info *i)
 /* MOUNT a fake segment with a spill tier of spill bytes: its id (> 0) or a
  * negative status. secret may be NULL. Like kvpool-node, it then sends a
  * HEARTBEAT, which tells the master its REPORTs are in (none here; REPORTs
- * sent later still count): only then does it allocate in the segment. */
+ * sent later still count): only then does it allocate in the segment.
+ * tl_mount_quiet set: no HEARTBEAT (the caller sends one with tl_heartbeat). */
+static bool tl_mount_quiet;
 static inline int64_t tl_mount_spill(struct tl_conn *c, const char *name, const char *host_id,
 				     uint64_t size, uint64_t uuid, uint32_t align, uint64_t spill,
 				     uint8_t secret[WIRE_SECRET_LEN])
@@ -1081,7 +1083,7 @@ static inline int64_t tl_mount_spill(struct tl_conn *c, const char *name, const 
 			memcpy(secret, sec, WIRE_SECRET_LEN);
 	}
 	tl_frame_free(f);
-	if (ret > 0) {
+	if (ret > 0 && !tl_mount_quiet) {
 		wb_init(&b);
 		wb_u32(&b, (uint32_t)ret);
 		wb_u64(&b, 0);
