@@ -68,6 +68,8 @@ struct node_mlink {
 	char target[CONF_STR];		/* the address this connection went to */
 	uint64_t target_epoch;		/* the leader record's epoch for it */
 	uint64_t hello_epoch;		/* the connected master's HELLO epoch */
+	uint64_t ready_req;		/* the HEARTBEAT behind the REPORTs: its answer
+					 * means the master allocates here */
 	uint64_t max_epoch;		/* the newest epoch seen: no older leader */
 };
 
@@ -446,11 +448,12 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 		ev_conn_close(ml->mconn);
 		return;
 	}
-	/* A heartbeat right behind the REPORTs tells a new leader that this
-	 * segment has said all it holds (its recovery waits for that). */
+	/* A heartbeat right behind the REPORTs tells the master that this
+	 * segment has said all it holds: only then does it allocate here (and
+	 * a new leader's recovery waits for it). Its answer makes us ready, so
+	 * a put right after (an embedded store's) finds the segment open. */
 	node_master_heartbeat(ml);
-	if (!ml->reports_pending && ml->o.mounted)
-		ml->o.mounted(ml->o.cb_arg);
+	ml->ready_req = ml->mreqid;
 }
 
 static void master_on_report(struct node_mlink *ml, const struct wire_hdr *h, const uint8_t *body)
@@ -474,12 +477,17 @@ static void master_on_report(struct node_mlink *ml, const struct wire_hdr *h, co
 			ml->st.report_rejected += rejected;
 		}
 	}
-	if (!ml->reports_pending && ml->mstate == NODE_M_UP && ml->o.mounted)
-		ml->o.mounted(ml->o.cb_arg);
 }
 
 static void master_on_heartbeat(struct node_mlink *ml, const struct wire_hdr *h)
 {
+	if (!h->status && h->reqid == ml->ready_req && ml->ready_req) {
+		/* behind every REPORT answer: mounted, and allocated in */
+		ml->ready_req = 0;
+		if (ml->mstate == NODE_M_UP && ml->o.mounted)
+			ml->o.mounted(ml->o.cb_arg);
+		return;
+	}
 	if (!h->status || (ml->keepalive_req && h->reqid <= ml->keepalive_req &&
 			   h->reqid > ml->hello_req))
 		return;	/* a keepalive of the scan: refused, as meant */
@@ -682,6 +690,7 @@ static void master_on_close(struct ev_conn *c)
 
 	ml->mconn = NULL;
 	ml->reports_pending = 0;
+	ml->ready_req = 0;
 	node_scan_free(&ml->scan);
 	if (was == NODE_M_UP) {
 		log_warn("lost the master connection to %s; mounting again when it is back",

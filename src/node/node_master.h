@@ -51,7 +51,9 @@ struct node_mlink_opts {
 	struct node_spillside *spill;	/* DEMOTE, PROMOTE, FREE tier 1, spill REPORTs */
 	/* node.c's: systemd STATUS= text (msg valid during the call) */
 	void (*status)(void *arg, const char *msg);
-	/* MOUNT answered and every REPORT too (each mount, not only the first) */
+	/* MOUNT answered, every REPORT too, and the HEARTBEAT sent behind them:
+	 * the master allocates in the segment now (each mount, not only the
+	 * first) */
 	void (*mounted)(void *arg);
 	void *cb_arg;
 };
