@@ -107,7 +107,7 @@ static const struct mflag mflags[] = {
 	MAP("ha_backend_type", T_STR, A_HA_TYPE, NULL, "etcd (the only backend kvpool has)"),
 	MAP("ha_backend_connstring", T_STR, A_HA_CONN, "master.ha_endpoints", "etcd h:p;h:p"),
 	MAP("etcd_endpoints", T_STR, A_KEY, "master.ha_endpoints",
-	    "unless --ha_backend_connstring is given"),
+	    "the legacy spelling (ha_backend_connstring wins)"),
 	MAP("client_ttl", T_INT, A_SEC, "master.client_ttl", "node liveness in s (with node_ttl)"),
 	NONE("nof_heartbeat_interval_sec", T_INT, NOF),
 	NONE("nof_heartbeat_probe_timeout_ms", T_UINT, NOF),
@@ -476,6 +476,9 @@ static int apply_one(struct kvp_conf *c, const struct mflag *f, const char *val,
 		}
 		return 0;
 	case A_HA_CONN:
+		if (!*val)	/* Mooncake: empty falls back to etcd_endpoints */
+			return 0;
+		/* fall through */
 	case A_KEY:
 		if (f->type == T_BOOL) {
 			mf_bool(val, &b);

@@ -24,7 +24,8 @@ ha_master B
 waitfor 10 ha_leader >/dev/null || fail "no leader elected"
 L=$(ha_leader)
 S=$(ha_other "$L")
-ha_health "$L" | grep -qx "role leader" || fail "/health of the leader: $(ha_health "$L")"
+ha_health "$L" | grep -q '"role":"leader","ha_state":"serving"' || fail "/health of the leader: $(ha_health "$L")"
+ha_health "$L" | grep -q '"epoch":[1-9].*"etcd":"up"' || fail "/health's epoch and etcd: $(ha_health "$L")"
 ha_standby "$S" || fail "/health of the standby: $(ha_health "$S")"
 e1=$(ha_metric "$L" kvpool_master_ha_epoch)
 [ "$e1" -gt 0 ] && [ "$(ha_metric "$S" kvpool_master_ha_epoch)" = "$e1" ] || fail "epochs differ"

@@ -66,7 +66,7 @@ waitfor 15 ha_is_leader "$S" || fail "$S did not take over from $L cut off from 
 ms=$((($(date +%s%N) - t0) / 1000000))
 ha_standby "$L" || fail "the cut-off $L still says: $(ha_health "$L")"
 in_netns "${HA_NS[$L]}" nft delete table inet kvpcut
-etcd_up() { ha_health "$1" | grep -qx 'etcd up'; }
+etcd_up() { ha_health "$1" | grep -q '"etcd":"up"'; }
 waitfor 10 etcd_up "$L" || fail "$L does not reach etcd again"
 ha_is_leader "$L" && fail "$L leads again next to $S"
 ok "nftables cut $L off etcd: it stood down, $S leads after ${ms} ms; healed, $L stands by"

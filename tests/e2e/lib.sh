@@ -625,7 +625,7 @@ ha_run() {
 # NAME: the other of A and B. ha_metric NAME SAMPLE: a /metrics value.
 ha_health() { curl -sf -m 1 "http://${HA_HTTP[$1]}/health" 2>/dev/null; }
 ha_is_leader() { curl -sf -m 1 -o /dev/null "http://${HA_HTTP[$1]}/health/leader"; }
-ha_standby() { ha_health "$1" | grep -qx "role standby"; }
+ha_standby() { ha_health "$1" | grep -q '"role":"standby"'; }
 ha_leader() { local m; for m in A B; do ha_is_leader "$m" && { echo "$m"; return 0; }; done; return 1; }
 ha_other() { [ "$1" = A ] && echo B || echo A; }
 ha_metric() { curl -sf -m 1 "http://${HA_HTTP[$1]}/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }

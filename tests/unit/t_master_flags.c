@@ -164,6 +164,10 @@ static void test_all_at_once(const char *tok)
 	CHECK(has_line(out, "master.metadata_listen = 127.0.0.1:16003"), "metadata host:port");
 	CHECK(has_line(out, "master.put_timeout = 40s"), "put_start_discard_timeout_sec");
 	CHECK(has_line(out, "log.level = warning"), "minloglevel");
+	CHECK(has_line(out, "master.ha = none"), "enable_ha (false here)");
+	CHECK(has_line(out, "master.cluster_id = c1"), "cluster_id");
+	CHECK(has_line(out, "master.ha_endpoints = 127.0.0.1:2379"),
+	      "an empty ha_backend_connstring falls back to etcd_endpoints");
 	CHECK(out && strstr(out, "cluster.token_file = /"), "cluster_token_file");
 	/* each flag without effect said so, once */
 	for (size_t i = 0; i < NMC; i++) {
@@ -222,6 +226,48 @@ static void test_config_path(void)
 	char *missing[] = { bin, "--config_path=/nonexistent/x.json", "--print-config", NULL };
 	st = run(missing, &out);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "missing file: exit 2");
+	free(out);
+}
+
+/* Mooncake's HA flags configure the election (docs/ha.md): enable_ha,
+ * ha_backend_connstring over the legacy etcd_endpoints whatever their
+ * order, cluster_id; a backend other than etcd is refused. */
+static void test_ha(void)
+{
+	char *out = NULL;
+	char *both[] = { bin, "--ha_backend_connstring=10.0.0.1:2379;10.0.0.2:2379",
+			 "--enable_ha=true", "--ha_backend_type", "etcd",
+			 "--etcd_endpoints=10.9.9.9:2379", "-cluster_id=pool-a", "--print-config",
+			 NULL };
+	int st = run(both, &out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "HA flags: exit %#x\n%s", st, out ? out : "");
+	CHECK(has_line(out, "master.ha = etcd"), "--enable_ha=true");
+	CHECK(has_line(out, "master.ha_endpoints = 10.0.0.1:2379;10.0.0.2:2379"),
+	      "ha_backend_connstring wins over etcd_endpoints given after it");
+	CHECK(has_line(out, "master.cluster_id = pool-a"), "cluster_id");
+	static const char *const quiet[] = { "enable_ha", "ha_backend_type",
+					     "ha_backend_connstring", "etcd_endpoints",
+					     "cluster_id" };
+	for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+		char what[96];
+		tl_fmt(what, sizeof(what), "--%s has no effect", quiet[i]);
+		CHECK(out && !strstr(out, what), "--%s takes effect", quiet[i]);
+	}
+	free(out);
+
+	char *legacy[] = { bin, "--enable_ha", "--etcd_endpoints", "127.0.0.1:2379",
+			   "--print-config", NULL };
+	st = run(legacy, &out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "legacy HA flags: exit %#x", st);
+	CHECK(has_line(out, "master.ha = etcd"), "bare --enable_ha");
+	CHECK(has_line(out, "master.ha_endpoints = 127.0.0.1:2379"), "legacy etcd_endpoints");
+	free(out);
+
+	char *redis[] = { bin, "--enable_ha", "--ha_backend_type=redis",
+			  "--ha_backend_connstring=127.0.0.1:6379", "--print-config", NULL };
+	st = run(redis, &out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "--ha_backend_type=redis: exit %#x", st);
+	CHECK(out && strstr(out, "etcd only"), "says why:\n%s", out ? out : "");
 	free(out);
 }
 
@@ -301,6 +347,7 @@ int main(void)
 	REQUIRE(chmod(tok, 0600) == 0, "chmod");
 	test_all_at_once(tok);
 	test_config_path();
+	test_ha();
 	test_errors();
 	test_help_lists_them();
 	return tl_done();
