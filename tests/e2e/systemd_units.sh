@@ -12,7 +12,8 @@
 #     exists and that each Documentation=man: page is installed. (A broken
 #     copy is verified first, to show that a warning is noticed.)
 #     `systemd-analyze security --offline` must rate master and node at
-#     exposure 3.0 or better;
+#     exposure 3.0 or better; the master unit with the HA drop-in
+#     (systemd/kvpool-master-ha.conf.example) verifies clean too;
 #  4. pkg-config with PKG_CONFIG_SYSROOT_DIR finds the DESTDIR kvpool.pc; a
 #     small program compiles against the installed kvpool.h and links and
 #     runs against the installed libkvpool.so (and statically against
@@ -117,6 +118,24 @@ if [ $vrc != 0 ] || [ -s "$E2E_TMP/verify.log" ]; then
 	fail "systemd-analyze verify: exit $vrc, $(wc -l <"$E2E_TMP/verify.log") lines of complaints"
 fi
 ok "systemd-analyze verify: $vunits clean"
+
+# The HA drop-in (docs/ha.md) on the master unit: a broken copy is noticed,
+# the shipped one is clean.
+dd="$V/etc/systemd/system/kvpool-master.service.d"
+mkdir -p "$dd"
+sed 's|^RestartSec=1s|RestartSec=1s\nNoSuchHAKey=1|' "$E2E_ROOT/systemd/kvpool-master-ha.conf.example" >"$dd/ha.conf"
+verify kvpool-master.service
+grep -q "NoSuchHAKey" "$E2E_TMP/verify.log" ||
+	{ cat "$E2E_TMP/verify.log"; fail "verify did not read the drop-in: the check below would be void"; }
+cp "$E2E_ROOT/systemd/kvpool-master-ha.conf.example" "$dd/ha.conf"
+verify kvpool-master.service
+vrc=$?
+if [ $vrc != 0 ] || [ -s "$E2E_TMP/verify.log" ]; then
+	cat "$E2E_TMP/verify.log"
+	fail "systemd-analyze verify with the HA drop-in: exit $vrc"
+fi
+rm -r "$dd"
+ok "systemd-analyze verify: kvpool-master.service with kvpool-master-ha.conf.example clean"
 
 for u in kvpool-master.service kvpool-node.service kvpool-fuse@mnt-kvpool.service; do
 	thr=30
