@@ -25,7 +25,8 @@ waitfor 10 ha_leader >/dev/null || fail "no leader elected"
 L=$(ha_leader)
 S=$(ha_other "$L")
 ha_health "$L" | grep -q '"role":"leader","ha_state":"serving"' || fail "/health of the leader: $(ha_health "$L")"
-ha_health "$L" | grep -q '"epoch":[1-9].*"etcd":"up"' || fail "/health's epoch and etcd: $(ha_health "$L")"
+ha_health "$L" | grep -Eq '"epoch":[1-9][0-9]*,"last_election":"20[0-9-]{8}T[0-9:]{8}Z","etcd":"up"' ||
+	fail "/health's epoch, last election and etcd: $(ha_health "$L")"
 ha_standby "$S" || fail "/health of the standby: $(ha_health "$S")"
 e1=$(ha_metric "$L" kvpool_master_ha_epoch)
 [ "$e1" -gt 0 ] && [ "$(ha_metric "$S" kvpool_master_ha_epoch)" = "$e1" ] || fail "epochs differ"
