@@ -1,7 +1,8 @@
 #!/bin/bash
 # ha_failover.sh — master high availability on a one-member etcd (docs/ha.md):
 #  1. two masters elect one leader and publish it; nodes and clients follow
-#     etcd://; kvpool info names the leader; /health and /metrics say leader
+#     etcd:// (the CLI, the Python module's master_server_addr); kvpool
+#     info names the leader; /health and /metrics say leader
 #     or standby and the epoch; the standby refuses clients (KVP_ENOTLEADER);
 #  2. kill -9 of the leader under load (kvp-ha-probe putting, the soak
 #     driver racing): the standby leads with a higher epoch, puts succeed
@@ -50,6 +51,29 @@ grep -q "^master: .*${HA_RPC[$L]} (leader .*epoch $e1, elected through etcd)" "$
 expect 1 "$B/kvpool" -c "$POOL_INI" -o "cluster.master=${HA_RPC[$S]}" -o client.timeout=1s get ha/first "$E2E_TMP/x"
 grep -qi "leader" "$E2E_TMP/err" || fail "the standby's refusal: $(cat "$E2E_TMP/err")"
 ok "nodes and clients follow etcd://; kvpool info names the leader; the standby refuses"
+
+# The Python module with Mooncake's master_server_addr = etcd://... (in a
+# subshell: without Python headers only this step skips).
+(
+	py_build
+	PYTHONPATH="$B/python" "${PY_RUN[@]}" python3 - "$ETCD_URL" "$POOL_INI" <<'PY'
+import sys
+import kvpool
+s = kvpool.DistributedStore()
+rc = s.setup({"master_server_addr": sys.argv[1], "protocol": "tcp", "config_file": sys.argv[2],
+              "local_hostname": "localhost", "log.level": "warning"})
+assert rc == 0, (rc, s.last_error())
+v = bytes(range(256)) * 257
+assert s.put("ha/py", v) == 0, "put"
+assert s.get("ha/py") == v, "get differs"
+s.close()
+PY
+) >"$E2E_TMP/py.out" 2>&1
+case $? in
+0) ok "Python: master_server_addr=etcd://... puts and gets" ;;
+77) echo "# Python step skipped: $(tail -n 1 "$E2E_TMP/py.out")" ;;
+*) fail "Python with master_server_addr=etcd://: $(tail -n 20 "$E2E_TMP/py.out")" ;;
+esac
 
 # ---- load for the rest: the probe puts fresh keys, the driver races ----
 spawn probe "$B/soak/kvp-ha-probe" -c "$POOL_INI" --prefix "ha/probe" --interval-ms 10 \
