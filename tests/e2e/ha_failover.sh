@@ -1,7 +1,8 @@
 #!/bin/bash
 # ha_failover.sh — master high availability on a one-member etcd (docs/ha.md):
 #  1. two masters elect one leader and publish it; nodes and clients follow
-#     etcd:// (the CLI, the Python module's master_server_addr); kvpool
+#     etcd:// (the CLI, the Python module's master_server_addr, the FUSE
+#     view); kvpool
 #     info names the leader; /health and /metrics say leader
 #     or standby and the epoch; the standby refuses clients (KVP_ENOTLEADER);
 #  2. kill -9 of the leader under load (kvp-ha-probe putting, the soak
@@ -75,6 +76,21 @@ case $? in
 *) fail "Python with master_server_addr=etcd://: $(tail -n 20 "$E2E_TMP/py.out")" ;;
 esac
 
+# The FUSE view (`kvpool mount`, cluster.master = etcd://) where /dev/fuse
+# is: it reads a value now and, after the failover below, one put then.
+MNT=
+if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
+	MNT=$E2E_TMP/view
+	mkdir -p "$MNT"
+	on_cleanup "fuse_unmount '$MNT'"
+	spawn view "$B/kvpool" -c "$POOL_INI" mount -f "$MNT"
+	waitfor 10 grep -q " $MNT fuse.kvpool " /proc/mounts || fail "the FUSE view did not mount"
+	cmp -s "$E2E_TMP/v1" "$MNT/ha/first" || fail "ha/first through the FUSE view differs"
+	ok "the FUSE view reads through etcd://"
+else
+	echo "# FUSE step skipped: no /dev/fuse or fusermount3"
+fi
+
 # ---- load for the rest: the probe puts fresh keys, the driver races ----
 spawn probe "$B/soak/kvp-ha-probe" -c "$POOL_INI" --prefix "ha/probe" --interval-ms 10 \
 	--size 4096 --read-ms 50 --json "$E2E_TMP/probe.json"
@@ -95,7 +111,12 @@ e2=$(ha_metric "$S" kvpool_master_ha_epoch)
 wait_nodes "n1 n2" 30 || fail "the nodes did not re-mount at the new leader"
 expect 0 kv get ha/first "$E2E_TMP/v1.back"
 cmp -s "$E2E_TMP/v1" "$E2E_TMP/v1.back" || fail "ha/first differs after the failover"
-ok "kill -9 $L: $S leads after ${ms} ms (epoch $e2), nodes re-mounted, data still there"
+if [ -n "$MNT" ]; then
+	head -c 70000 /dev/urandom >"$E2E_TMP/v2"
+	expect 0 kv put ha/after "$E2E_TMP/v2"
+	cmp -s "$E2E_TMP/v2" "$MNT/ha/after" || fail "the FUSE view does not follow the new leader"
+fi
+ok "kill -9 $L: $S leads after ${ms} ms (epoch $e2), nodes re-mounted, data still there${MNT:+, the FUSE view follows}"
 ha_run "$L"
 waitfor 10 ha_standby "$L" || fail "restarted $L is not standing by"
 L=$S
