@@ -10,6 +10,10 @@
  *   namespace: the local-path measurements are left out).
  *   -n OBJECTS: 1 MiB objects per footprint (default 256; the small-value
  *   runs use 4x as many, in whole batches of 64): fewer for a smoke run.
+ *   -p PID: the node's process id; the one-thread TCP batch get then also
+ *   prints the CPU seconds it cost this process and the node (NAME_cpu_client,
+ *   NAME_cpu_node) and the bytes it moved (NAME_bytes): CPU per byte on both
+ *   ends, against iperf3's, does not move with the load as throughput does.
  *
  * Every value is derived from its key and verified once after each timed
  * phase, so a fast wrong answer cannot pass for a fast right one.
@@ -20,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +48,8 @@ static const char *ovs[16];
 static int novs;
 static int failed;
 static const char *only;
+static int node_pid;		/* -p */
+static double last_bytes;	/* moved by the last get_batch() */
 
 /* Runs and prints one measurement unless -x filters it out. */
 #define MEASURE(name, expr) do { \
@@ -57,6 +64,51 @@ static double now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+/* CPU seconds (user + system) of this process so far. */
+static double cpu_self(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* CPU seconds of process pid so far (fields 14 and 15 of /proc/PID/stat),
+ * -1 when it cannot be read. */
+static double cpu_of(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* the command name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* MEASURE, and with -p the CPU it cost both ends (expr: a get_batch()). */
+#define MEASURE_CPU(name, expr) do { \
+	if (!only || strstr(name, only)) { \
+		double c0 = cpu_self(), n0 = node_pid ? cpu_of(node_pid) : -1, v = (expr); \
+		double c1 = cpu_self(), n1 = node_pid ? cpu_of(node_pid) : -1; \
+		printf("%s %.0f\n", name, v); \
+		if (n0 >= 0 && n1 >= 0) \
+			printf("%s_cpu_client %.3f\n%s_cpu_node %.3f\n%s_bytes %.0f\n", name, \
+			       c1 - c0, name, n1 - n0, name, last_bytes); \
+	} \
+} while (0)
 
 static void fill(void *buf, size_t len, const char *key)
 {
@@ -330,6 +382,7 @@ static double get_batch(struct kvp *k, char **keys, int n, size_t len, int b)
 	free(caps);
 	free(res);
 	free(bk);
+	last_bytes = (double)bytes;
 	return (double)bytes / (t - t0);
 }
 
@@ -499,7 +552,7 @@ int main(int argc, char **argv)
 	char **big, **k64, **k4;
 	int opt, wait_ready = 0, tcp_only = 0;
 
-	while ((opt = getopt(argc, argv, "c:t:n:o:wx:T")) != -1) {
+	while ((opt = getopt(argc, argv, "c:t:n:o:p:wx:T")) != -1) {
 		switch (opt) {
 		case 'n':
 			nget = nput = nref = atoi(optarg);
@@ -512,6 +565,7 @@ int main(int argc, char **argv)
 			nsmall = (4 * nget + BATCH_SMALL - 1) / BATCH_SMALL * BATCH_SMALL;
 			break;
 		case 'x': only = optarg; break;
+		case 'p': node_pid = atoi(optarg); break;
 		case 'T': tcp_only = 1; break;
 		case 'w': wait_ready = 1; break;
 		case 'c': conf = optarg; break;
@@ -562,7 +616,7 @@ int main(int argc, char **argv)
 
 	/* 1 MiB over TCP, 4 connections */
 	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, nget, MIB));
-	MEASURE("tcp_batch_get_1m_x16", get_batch(kt, big, nget, MIB, 16));
+	MEASURE_CPU("tcp_batch_get_1m_x16", get_batch(kt, big, nget, MIB, 16));
 	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, nget, MIB, 4, 0, "bench/tg"));
 	MEASURE("tcp_put_from_1m_1thr", put_rounds(kt, "bench/tp", nput, MIB, 1));
 	MEASURE("tcp_batch_put_1m_x16", put_rounds(kt, "bench/tbp", nput, MIB, 16));

@@ -18,6 +18,10 @@
 #             rows over a real interface, not loopback-only. Needs root and
 #             `ip netns`; BENCH_NETNS=0 leaves it out, =1 makes its absence
 #             a failure (default: run it where possible, say so where not).
+# The one-thread 16 x 1 MiB batch get also prints the CPU seconds per GB it
+# cost the client and the node together against iperf3's two ends (its JSON
+# cpu_utilization_percent): CPU per byte moves far less with the load of a
+# shared machine than throughput does (informational, no target).
 # redis-benchmark runs with -r over as many keys as libkvpool's runs use
 # (without -r it hits one key, which stays in cache). In each topology the
 # whole sequence (iperf3, libkvpool, iperf3, redis) runs BENCH_ROUNDS times
@@ -101,7 +105,7 @@ topology() {
 	for r in $(seq "$rounds"); do
 		echo "== $topo, round $r of $rounds: iperf3 -P 4, libkvpool (${secs}s per measurement), iperf3, redis"
 		run_iperf "$r-1"
-		"${run[@]}" "$B/bench/b_client" -c "$d/pool.ini" -t "$secs" -n "$nbig" "${bopt[@]}" \
+		"${run[@]}" "$B/bench/b_client" -c "$d/pool.ini" -t "$secs" -n "$nbig" -p "$npid" "${bopt[@]}" \
 			>"$d/kvp$r.txt" 2>"$d/b_client.log" ||
 			fail "$topo: b_client failed: $(tail -n 5 "$d/b_client.log")"
 		run_iperf "$r-2"
@@ -164,6 +168,12 @@ def report(topo):
         j = json.load(open(os.path.join(d, f"iperf{r}-{i}.json")))
         return need(f"iperf3 (round {r}, {topo})", j["end"]["sum_received"]["bits_per_second"] / 8)
     ip = {r: (iperf(r, 1) + iperf(r, 2)) / 2 for r in R}
+    def iperf_cpu(r, i):
+        # CPU seconds of both iperf3 ends per GB moved
+        j = json.load(open(os.path.join(d, f"iperf{r}-{i}.json")))["end"]
+        c, secs = j["cpu_utilization_percent"], j["sum_received"]["seconds"]
+        return need(f"iperf3 CPU (round {r}, {topo})",
+                    (c["host_total"] + c["remote_total"]) / 100 * secs / (j["sum_received"]["bytes"] / 1e9))
     def redis(f):
         out = {}
         for row in csv.reader(open(os.path.join(d, f))):
@@ -205,6 +215,14 @@ def report(topo):
                     ("tcp_batch_put_1m_x16", "batch_put_from 16, 1 thread", 0.8),
                     ("tcp_put_from_1m_4thr", "put_from, 4 threads", 0.8)):
         line(w, lambda r, n=n: kv(r, n), lambda r: ip[r], "iperf3 -P 4", t)
+    # CPU per byte on both ends: what the load moves less than throughput
+    n = "tcp_batch_get_1m_x16"
+    kc = [(kv(r, n + "_cpu_client") + kv(r, n + "_cpu_node")) / (need(n, kv(r, n + "_bytes")) / 1e9) for r in R]
+    ic = [(iperf_cpu(r, 1) + iperf_cpu(r, 2)) / 2 for r in R]
+    print(f"  {'batch_get_into 16, CPU s per GB':40s} {med(kc):9.3f} s/GB  vs {'iperf3 -P 4, both ends':28s} "
+          f"{med(ic):9.3f} s/GB  = {med(k / i for i, k in zip(ic, kc)):5.2f}x its CPU per byte "
+          f"(client {med(kv(r, n + '_cpu_client') / kv(r, n + '_bytes') * 1e9 for r in R):.3f}, "
+          f"node {med(kv(r, n + '_cpu_node') / kv(r, n + '_bytes') * 1e9 for r in R):.3f})")
     print(f"TCP {where}, 1 MiB (reference: redis-benchmark -d 1MiB -c 4 -r objects)")
     line("get, best of 1/4 threads, batch", lambda r: max(kv(r, "tcp_get_into_1m_4thr"), kv(r, "tcp_batch_get_1m_x16")),
          lambda r: rd[r]["1m"]["GET"] * MiB, "redis GET", 1.0)
