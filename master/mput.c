@@ -147,6 +147,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 {
 	int status = 0;
 	struct obj *old = NULL;
+	uint32_t h = objtab_hash(key, klen);	/* once: lookup, tag and bucket */
 
 	*need_evict = false;
 	if (a->want > KVP_MAX_REPLICAS || !vlen)
@@ -155,7 +156,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EKEY;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;
-	else if ((old = objtab_find(&m->objs, key, klen)) && !(a->flags & WIRE_PUT_UPSERT) &&
+	else if ((old = objtab_find_hash(&m->objs, key, klen, h)) && !(a->flags & WIRE_PUT_UPSERT) &&
 		 !put_ghost(m, old))
 		status = KVP_EEXIST;
 	if (status) {
@@ -181,8 +182,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		put_fail(b, KVP_ENOSPC);
 		return KVP_ENOSPC;
 	}
-	struct obj *o = old ? objtab_new(&m->objs, key, klen, got)
-			    : objtab_insert(&m->objs, key, klen, got);
+	struct obj *o = old ? objtab_new_hash(&m->objs, key, klen, h, got)
+			    : objtab_insert_hash(&m->objs, key, klen, h, got);
 	if (!o || mobj_arr_push(&m->pending, o)) {
 		if (o && old)
 			free(o);

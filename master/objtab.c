@@ -7,6 +7,8 @@
 #include <xxhash.h>
 
 #define OBJTAB_MIN_BUCKETS 1024
+#define GROW_AHEAD 8		/* buckets prefetched ahead while rehashing */
+#define TAG_SPLIT_MIN (1u << 16)	/* from here the tag holds the split bit */
 
 int objtab_init(struct objtab *t)
 {
@@ -72,9 +74,19 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 	return NULL;
 }
 
-/* Doubles the bucket array at load factor 1, hashing every key again (the
- * objects keep only 16 bits of it). A failed resize is harmless: chains
- * just get longer. */
+/* Which of the two new buckets o moves to when the table doubles from
+ * nb buckets: bit log2(nb) of its hash. From 2^16 buckets on that bit is
+ * in the tag (bits 16-31), so large tables split without reading keys or
+ * hashing them again; below, the key is hashed again (a small table). */
+static size_t grow_slot(const struct obj *o, size_t i, size_t nb)
+{
+	if (nb >= TAG_SPLIT_MIN && nb < (1ull << 32))
+		return (o->tag & (nb >> 16)) ? i + nb : i;
+	return objtab_hash(obj_key(o), o->key_len) & (2 * nb - 1);
+}
+
+/* Doubles the bucket array at load factor 1. A failed resize is harmless:
+ * chains just get longer. */
 static void objtab_grow(struct objtab *t)
 {
 	size_t nb = t->nbuckets * 2;
@@ -84,9 +96,13 @@ static void objtab_grow(struct objtab *t)
 		return;
 	for (size_t i = 0; i < t->nbuckets; i++) {
 		struct obj *o = t->buckets[i];
+		/* Every object is read (its link and tag): prefetch the chains
+		 * a few buckets ahead, or the pass waits on one miss per object. */
+		if (i + GROW_AHEAD < t->nbuckets && t->buckets[i + GROW_AHEAD])
+			__builtin_prefetch(t->buckets[i + GROW_AHEAD]);
 		while (o) {
 			struct obj *next = o->hnext;
-			size_t j = objtab_hash(obj_key(o), o->key_len) & (nb - 1);
+			size_t j = grow_slot(o, i, t->nbuckets);
 			o->hnext = b[j];
 			b[j] = o;
 			o = next;
@@ -96,6 +112,8 @@ static void objtab_grow(struct objtab *t)
 	t->buckets = b;
 	t->nbuckets = nb;
 }
+
+static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
 
 /* Level with P(level >= k) = 4^-(k-1): 1.33 links per object on average. */
 static int random_level(struct objtab *t)
@@ -120,10 +138,14 @@ static void find_links(struct objtab *t, const uint8_t *key, size_t n,
 		       struct obj ***update)
 {
 	struct obj **links = t->head;
+	const struct obj *stop = NULL;	/* compared >= key one level up */
 
 	for (int i = t->level - 1; i >= 0; i--) {
-		while (links[i] && obj_cmp(links[i], key, n) < 0)
+		/* the object that ended the walk a level up often ends this
+		 * one too: it is known to be >= key, no need to compare again */
+		while (links[i] && links[i] != stop && obj_cmp(links[i], key, n) < 0)
 			links = obj_fwd(links[i]);
+		stop = links[i];
 		update[i] = &links[i];
 	}
 }
@@ -136,13 +158,19 @@ static size_t obj_alloc_size(size_t key_len, unsigned cap_rep, int level)
 
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
 {
+	return objtab_new_hash(t, key, n, objtab_hash(key, n), cap_rep);
+}
+
+struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
+			    unsigned cap_rep)
+{
 	int lvl = random_level(t);
 	struct obj *o = malloc(obj_alloc_size(n, cap_rep, lvl));
 
 	if (!o)
 		return NULL;
 	memset(o, 0, sizeof(*o));
-	o->tag = hash_tag(objtab_hash(key, n));
+	o->tag = hash_tag(h);
 	o->slot = OBJ_NOSLOT;
 	o->key_len = (uint16_t)n;
 	o->cap_rep = (uint8_t)cap_rep;
@@ -153,9 +181,14 @@ struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned 
 
 void objtab_link(struct objtab *t, struct obj *o)
 {
+	link_hash(t, o, objtab_hash(obj_key(o), o->key_len));
+}
+
+/* objtab_link with the key's hash already computed. */
+static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
+{
 	struct obj **update[OBJTAB_MAX_LEVEL];
 	int lvl = o->level;
-	uint32_t h = objtab_hash(obj_key(o), o->key_len);
 
 	if (lvl > t->level) {
 		for (int i = t->level; i < lvl; i++)
@@ -178,10 +211,16 @@ void objtab_link(struct objtab *t, struct obj *o)
 
 struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
 {
-	struct obj *o = objtab_new(t, key, n, cap_rep);
+	return objtab_insert_hash(t, key, n, objtab_hash(key, n), cap_rep);
+}
+
+struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
+			       unsigned cap_rep)
+{
+	struct obj *o = objtab_new_hash(t, key, n, h, cap_rep);
 
 	if (o)
-		objtab_link(t, o);
+		link_hash(t, o, h);
 	return o;
 }
 
@@ -236,14 +275,16 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 struct obj *objtab_seek(const struct objtab *t, const uint8_t *key, size_t n, bool after)
 {
 	struct obj *const *links = t->head;
+	const struct obj *stop = NULL;	/* ended the walk a level up (find_links) */
 
 	for (int i = t->level - 1; i >= 0; i--) {
-		while (links[i]) {
+		while (links[i] && links[i] != stop) {
 			int c = obj_cmp(links[i], key, n);
 			if (c > 0 || (c == 0 && !after))
 				break;
 			links = obj_fwd(links[i]);
 		}
+		stop = links[i];
 	}
 	return links[0];
 }

@@ -142,6 +142,10 @@ static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
  * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or free().
  * NULL on OOM. */
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
+/* The same with the key's hash already computed (objtab_hash): a put hashes
+ * its key once for the lookup, the tag and the bucket. */
+struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
+			    unsigned cap_rep);
 /* Links an object made by objtab_new or unlinked before; its key must not
  * be present. */
 void objtab_link(struct objtab *t, struct obj *o);
@@ -150,6 +154,9 @@ void objtab_unlink(struct objtab *t, struct obj *o);
 /* Creates and links an object with room for cap_rep replicas (nrep = 0,
  * fields zero, slot = OBJ_NOSLOT). The key must not be present. NULL on OOM. */
 struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
+/* The same with the key's hash already computed (objtab_hash). */
+struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
+			       unsigned cap_rep);
 /* Unlinks and frees. */
 void objtab_remove(struct objtab *t, struct obj *o);
 /* Moves o into a new allocation with room for cap_rep replicas and links it

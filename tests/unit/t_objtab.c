@@ -1,0 +1,218 @@
+/* t_objtab: the master's object table against a sorted model. Inserts
+ * enough keys to grow the bucket array well past 2^16 buckets (where a
+ * doubling splits chains by the tag instead of hashing the keys again),
+ * removes a random part, inserts again, and after each phase checks that
+ * every present key is found (with its hashed and unhashed lookups), no
+ * absent key is, the count is right, and the skip list walks every key in
+ * byte order, with objtab_seek() agreeing with the model for keys present,
+ * absent, before the first and after the last.
+ * SEED=n reproduces a run; N=n changes the number of keys.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "objtab.h"
+
+#define CHECK(c, ...) do {						\
+	if (!(c)) {							\
+		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
+		fprintf(stderr, __VA_ARGS__);				\
+		fputc('\n', stderr);					\
+		exit(1);						\
+	}								\
+} while (0)
+
+struct mkey {
+	char k[80];
+	size_t n;
+	bool in;
+};
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rng_state = x;
+	return x;
+}
+
+/* Keys of 1-70 bytes; a common prefix and zero padding for some, as real
+ * key schemes have (long equal prefixes are what the skip list compares). */
+static void make_key(struct mkey *m, size_t i)
+{
+	switch (i % 3) {
+	case 0:
+		m->n = (size_t)snprintf(m->k, sizeof(m->k), "model/layer%02zu/%040zu", i % 7, i);
+		break;
+	case 1:
+		m->n = (size_t)snprintf(m->k, sizeof(m->k), "%zx", i * 2654435761u);
+		break;
+	default:
+		m->n = (size_t)snprintf(m->k, sizeof(m->k), "k%zu-%llu", i,
+					(unsigned long long)(rnd() % 1000));
+		break;
+	}
+}
+
+static int cmp_mkey(const void *a, const void *b)
+{
+	const struct mkey *x = a, *y = b;
+
+	return objtab_keycmp((const uint8_t *)x->k, x->n, (const uint8_t *)y->k, y->n);
+}
+
+/* First model key >= k (> k when after) among the present ones; NULL at
+ * the end. The model is sorted. */
+static const struct mkey *model_seek(const struct mkey *v, size_t n, const char *k, size_t kn,
+				     bool after)
+{
+	size_t lo = 0, hi = n;	/* first index whose key is >= k (> k when after) */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = objtab_keycmp((const uint8_t *)v[mid].k, v[mid].n, (const uint8_t *)k, kn);
+		if (c > 0 || (c == 0 && !after))
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	while (lo < n && !v[lo].in)
+		lo++;
+	return lo < n ? &v[lo] : NULL;
+}
+
+static void check_seek(const struct objtab *t, const struct mkey *v, size_t n, const char *k,
+		       size_t kn, bool after)
+{
+	const struct mkey *want = model_seek(v, n, k, kn, after);
+	struct obj *o = objtab_seek(t, (const uint8_t *)k, kn, after);
+
+	CHECK(!want == !o, "seek '%.*s' after=%d: %s", (int)kn, k, after,
+	      o ? "found one too many" : "found none");
+	if (o)
+		CHECK(o->key_len == want->n && memcmp(obj_key(o), want->k, want->n) == 0,
+		      "seek '%.*s' after=%d: '%.*s', want '%s'", (int)kn, k, after,
+		      (int)o->key_len, (const char *)obj_key(o), want->k);
+}
+
+static void check_all(const struct objtab *t, const struct mkey *v, size_t n)
+{
+	size_t present = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *k = (const uint8_t *)v[i].k;
+		struct obj *o = objtab_find(t, k, v[i].n);
+		CHECK(o == objtab_find_hash(t, k, v[i].n, objtab_hash(k, v[i].n)),
+		      "find and find_hash differ for '%s'", v[i].k);
+		if (v[i].in) {
+			present++;
+			CHECK(o && o->key_len == v[i].n && memcmp(obj_key(o), k, v[i].n) == 0,
+			      "'%s' not found", v[i].k);
+		} else {
+			CHECK(!o, "'%s' found after its removal", v[i].k);
+		}
+	}
+	CHECK(t->count == present, "count %zu, want %zu", t->count, present);
+
+	/* the skip list: every present key once, in the model's order */
+	struct obj *o = objtab_seek(t, NULL, 0, false);
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].in)
+			continue;
+		CHECK(o, "list ends before '%s'", v[i].k);
+		CHECK(o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
+		      "list has '%.*s' where '%s' belongs", (int)o->key_len,
+		      (const char *)obj_key(o), v[i].k);
+		o = objtab_next(o);
+	}
+	CHECK(!o, "list longer than the model");
+
+	/* seek: present, absent, a prefix of a key, past the end */
+	for (int s = 0; s < 20000; s++) {
+		const struct mkey *m = &v[rnd() % n];
+		check_seek(t, v, n, m->k, m->n, false);
+		check_seek(t, v, n, m->k, m->n, true);
+		check_seek(t, v, n, m->k, m->n > 1 ? m->n - 1 : m->n, false);
+	}
+	check_seek(t, v, n, "\xff\xff", 2, false);
+	check_seek(t, v, n, "", 0, true);
+}
+
+int main(void)
+{
+	const char *e = getenv("SEED");
+	uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
+	e = getenv("N");
+	size_t n = e ? strtoull(e, NULL, 0) : 300000;	/* 2^19 buckets: 3 tag splits */
+	struct objtab t;
+
+	rng_state = seed | 1;
+	printf("t_objtab: SEED=%llu N=%zu\n", (unsigned long long)seed, n);
+	struct mkey *v = calloc(n, sizeof(*v));
+	CHECK(v && n >= 2, "oom");
+	for (size_t i = 0; i < n; i++)
+		make_key(&v[i], i);
+	qsort(v, n, sizeof(*v), cmp_mkey);
+	size_t u = 0;	/* the random part may repeat a key: keep one */
+	for (size_t i = 0; i < n; i++)
+		if (!u || cmp_mkey(&v[u - 1], &v[i]))
+			v[u++] = v[i];
+	n = u;
+	CHECK(objtab_init(&t) == 0, "init");
+
+	/* insert in a random order, both entry points */
+	size_t *perm = malloc(n * sizeof(*perm));
+	CHECK(perm, "oom");
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = rnd() % (i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct mkey *m = &v[perm[i]];
+		const uint8_t *k = (const uint8_t *)m->k;
+		struct obj *o = i % 2 ? objtab_insert(&t, k, m->n, 1)
+				      : objtab_insert_hash(&t, k, m->n, objtab_hash(k, m->n), 1);
+		CHECK(o, "insert oom");
+		m->in = true;
+	}
+	CHECK(t.nbuckets > 2 * (1u << 16), "only %zu buckets: no tag split", t.nbuckets);
+	check_all(&t, v, n);
+
+	/* remove about a third, then put half of those back (unlinked
+	 * objects made by objtab_new_hash, then linked, as an upsert does) */
+	for (size_t i = 0; i < n; i++) {
+		if (rnd() % 3)
+			continue;
+		struct obj *o = objtab_find(&t, (const uint8_t *)v[i].k, v[i].n);
+		CHECK(o, "'%s' lost", v[i].k);
+		objtab_remove(&t, o);
+		v[i].in = false;
+	}
+	check_all(&t, v, n);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].in || rnd() % 2)
+			continue;
+		const uint8_t *k = (const uint8_t *)v[i].k;
+		struct obj *o = objtab_new_hash(&t, k, v[i].n, objtab_hash(k, v[i].n), 2);
+		CHECK(o, "new oom");
+		objtab_link(&t, o);
+		v[i].in = true;
+	}
+	check_all(&t, v, n);
+	objtab_destroy(&t);
+	free(perm);
+	free(v);
+	printf("t_objtab: ok (%zu keys)\n", n);
+	return 0;
+}
