@@ -376,6 +376,59 @@ out_auth:
 	return -1;
 }
 
+/* ---- pipelined frames ---- */
+
+#define LOOKAHEAD_KEYS 256	/* keys prefetched per look (what L1/L2 holds) */
+
+/* The first key of a frame whose body starts "u32 n, str key" (after
+ * PUT_START's prefix), or NULL. */
+static const uint8_t *first_key(const struct wire_hdr *h, const uint8_t *body, size_t *klen)
+{
+	struct rbuf r;
+
+	switch (h->opcode) {
+	case WIRE_OP_PUT_START:
+	case WIRE_OP_PUT_END:
+	case WIRE_OP_PUT_REVOKE:
+	case WIRE_OP_GET:
+	case WIRE_OP_EXISTS:
+		break;
+	default:
+		return NULL;
+	}
+	rb_init(&r, body, h->body_len);
+	if (h->opcode == WIRE_OP_PUT_START)
+		rb_take(&r, WIRE_PUT_PREFIX);
+	if (rb_u32(&r) == 0)
+		return NULL;
+	const uint8_t *k = rb_str(&r, klen);
+	return rb_ok(&r) ? k : NULL;
+}
+
+void master_lookahead(struct master *m, const uint8_t *p, size_t n)
+{
+	uint32_t hs[LOOKAHEAD_KEYS];
+	unsigned nh = 0;
+
+	while (nh < LOOKAHEAD_KEYS && n >= WIRE_HDR_SIZE) {
+		struct wire_hdr h;
+		if (wire_hdr_decode(p, &h, UINT32_MAX, 0) || n - WIRE_HDR_SIZE < h.body_len)
+			break;	/* no payload: master requests carry none */
+		const uint8_t *body = p + WIRE_HDR_SIZE;
+		size_t klen;
+		const uint8_t *k = first_key(&h, body, &klen);
+		if (k) {
+			hs[nh] = objtab_hash(k, klen);
+			objtab_prefetch_bucket(&m->objs, hs[nh++]);
+		}
+		p += WIRE_HDR_SIZE + h.body_len;
+		n -= WIRE_HDR_SIZE + h.body_len;
+	}
+	/* the buckets asked for first have arrived by now */
+	for (unsigned i = 0; i < nh; i++)
+		objtab_prefetch_head(&m->objs, hs[i]);
+}
+
 /* ---- periodic duties ---- */
 
 static void check_hello(struct master *m)

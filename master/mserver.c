@@ -173,6 +173,14 @@ static int on_frame_m(struct ev_conn *c, const struct wire_hdr *h, const uint8_t
 	return 0;
 }
 
+static void on_input_m(struct ev_conn *c, const uint8_t *p, size_t n)
+{
+	struct mconn *mc = ev_conn_udata(c);
+
+	if (mc && mc->authed)	/* before HELLO nothing is worth the work */
+		master_lookahead(mc->s->m, p, n);
+}
+
 static void on_close_m(struct ev_conn *c)
 {
 	struct mconn *mc = ev_conn_udata(c);
@@ -192,6 +200,7 @@ static void on_close_m(struct ev_conn *c)
 static const struct ev_conn_ops conn_ops = {
 	.on_frame = on_frame_m,
 	.on_close = on_close_m,
+	.on_input = on_input_m,
 };
 
 /* Refuses a connection over master.max_connections with an error frame. */

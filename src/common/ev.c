@@ -1214,6 +1214,8 @@ static void conn_read(struct ev_conn *c)
 				budget -= (size_t)n < budget ? (size_t)n : budget;
 				if (c->rstate == RS_PAYLOAD)
 					c->last_active = c->loop->now;
+				else if (c->ops->on_input)
+					c->ops->on_input(c, c->rbuf + c->rpos, c->rlen - c->rpos);
 				conn_parse(c);
 				if ((size_t)n == want && want == room)
 					rbuf_grow(c);

@@ -55,6 +55,11 @@ struct ev_conn_ops {
 	void (*on_payload)(struct ev_conn *c, bool ok, void *arg);
 	/* Called once when the connection closes, before it is freed. */
 	void (*on_close)(struct ev_conn *c);
+	/* Optional: bytes just read, from the start of the next frame to be
+	 * dispatched (frames, possibly a partial one at the end), before
+	 * on_frame sees them: a look ahead over pipelined frames (the master
+	 * prefetches their keys). Read only; it must not call into ev. */
+	void (*on_input)(struct ev_conn *c, const uint8_t *p, size_t n);
 };
 
 struct ev_conn_limits {

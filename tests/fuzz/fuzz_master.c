@@ -6,7 +6,8 @@
  * reply, 4 = run master_tick first, 8 = answer the oldest FREE, DEMOTE or
  * PROMOTE the master sent (a DEMOTE or PROMOTE answer's body is the
  * record's body). promote_on_hit is on: a GET of a disk replica sends
- * PROMOTE.
+ * PROMOTE. The input, and every frame before it is handled, also goes
+ * through master_lookahead() (the read-ahead over pipelined frames).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +73,16 @@ static void call(struct master *m, struct master_client *c, uint16_t op, uint8_t
 		.body_len = (uint32_t)len, .reqid = reqid,
 	};
 
+	/* The look ahead over pipelined frames sees the frame as read from a
+	 * socket (header + body, exactly len bytes: ASan sees any over-read);
+	 * the raw input goes through it as well (LLVMFuzzerTestOneInput). */
+	uint8_t *f = malloc(WIRE_HDR_SIZE + len);
+	if (!f)
+		abort();
+	wire_hdr_encode(&h, f);
+	memcpy(f + WIRE_HDR_SIZE, body, len);
+	master_lookahead(m, f, WIRE_HDR_SIZE + len);
+	free(f);
 	wb_reset(reply);
 	master_handle(m, c, &h, body, reply);
 	if (reply->len)
@@ -152,6 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mount(m, node, 1, 4096, 1 << 20, &reply);	/* with a spill tier: DEMOTE */
 	mount(m, node, 2, 64, 0, &reply);
 
+	master_lookahead(m, data, size);	/* arbitrary bytes as frames */
 	uint64_t reqid = 100;
 	while (size >= 4) {
 		uint16_t op = ops[data[0] % NOPS];
