@@ -123,7 +123,7 @@ static void check_all(const struct objtab *t, const struct mkey *v, size_t n)
 	CHECK(t->count == present, "count %zu, want %zu", t->count, present);
 
 	/* the skip list: every present key once, in the model's order */
-	struct obj *o = objtab_seek(t, NULL, 0, false);
+	struct obj *o = objtab_seek(t, (const uint8_t *)"", 0, false);
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].in)
 			continue;
