@@ -5,7 +5,8 @@
  * every present key is found (with its hashed and unhashed lookups), no
  * absent key is, the count is right, and the skip list walks every key in
  * byte order, with objtab_seek() agreeing with the model for keys present,
- * absent, before the first and after the last.
+ * absent, before the first and after the last; and the key order itself
+ * against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include <stdbool.h>
@@ -146,6 +147,37 @@ static void check_all(const struct objtab *t, const struct mkey *v, size_t n)
 	check_seek(t, v, n, "", 0, true);
 }
 
+static int sign(int x)
+{
+	return (x > 0) - (x < 0);
+}
+
+/* objtab_keycmp against memcmp on pairs that differ at every position of
+ * every length 0-40 (the word loop, the byte tail, equal prefixes, bytes
+ * above 0x7f). */
+static void check_keycmp(void)
+{
+	uint8_t a[48], b[48];
+
+	for (size_t an = 0; an <= 40; an++)
+		for (size_t bn = 0; bn <= 40; bn++)
+			for (size_t d = 0; d <= 40; d++) {
+				for (size_t i = 0; i < sizeof(a); i++)
+					a[i] = b[i] = (uint8_t)(rnd() | 0x80);
+				if (d < sizeof(a))
+					b[d] = (uint8_t)(a[d] ^ (1u << (rnd() % 8)));
+				size_t n = an < bn ? an : bn;
+				int want = sign(memcmp(a, b, n));
+				if (!want)
+					want = an < bn ? -1 : an > bn;
+				int got = sign(objtab_keycmp(a, an, b, bn));
+				CHECK(got == want, "keycmp an=%zu bn=%zu d=%zu: %d, want %d", an, bn, d,
+				      got, want);
+				CHECK(sign(objtab_keycmp(b, bn, a, an)) == -want,
+				      "keycmp not antisymmetric");
+			}
+}
+
 int main(void)
 {
 	const char *e = getenv("SEED");
@@ -156,6 +188,7 @@ int main(void)
 
 	rng_state = seed | 1;
 	printf("t_objtab: SEED=%llu N=%zu\n", (unsigned long long)seed, n);
+	check_keycmp();
 	struct mkey *v = calloc(n, sizeof(*v));
 	CHECK(v && n >= 2, "oom");
 	for (size_t i = 0; i < n; i++)
