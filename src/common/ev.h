@@ -56,7 +56,8 @@ struct ev_conn_ops {
 	/* Called once when the connection closes, before it is freed. */
 	void (*on_close)(struct ev_conn *c);
 	/* Optional: bytes just read, from the start of the next frame to be
-	 * dispatched (frames, possibly a partial one at the end), before
+	 * dispatched (the stream as it came: payload bytes follow a header
+	 * that announces them, the last frame may be partial), before
 	 * on_frame sees them: a look ahead over pipelined frames (the master
 	 * prefetches their keys). Read only; it must not call into ev. */
 	void (*on_input)(struct ev_conn *c, const uint8_t *p, size_t n);
