@@ -9,22 +9,8 @@
  * against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
+#include "testlib.h"
 #include "objtab.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
 
 struct mkey {
 	char k[80];
@@ -96,10 +82,10 @@ static void check_seek(const struct objtab *t, const struct mkey *v, size_t n, c
 	const struct mkey *want = model_seek(v, n, k, kn, after);
 	struct obj *o = objtab_seek(t, (const uint8_t *)k, kn, after);
 
-	CHECK(!want == !o, "seek '%.*s' after=%d: %s", (int)kn, k, after,
+	REQUIRE(!want == !o, "seek '%.*s' after=%d: %s", (int)kn, k, after,
 	      o ? "found one too many" : "found none");
 	if (o)
-		CHECK(o->key_len == want->n && memcmp(obj_key(o), want->k, want->n) == 0,
+		REQUIRE(o->key_len == want->n && memcmp(obj_key(o), want->k, want->n) == 0,
 		      "seek '%.*s' after=%d: '%.*s', want '%s'", (int)kn, k, after,
 		      (int)o->key_len, (const char *)obj_key(o), want->k);
 }
@@ -111,30 +97,30 @@ static void check_all(const struct objtab *t, const struct mkey *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *k = (const uint8_t *)v[i].k;
 		struct obj *o = objtab_find(t, k, v[i].n);
-		CHECK(o == objtab_find_hash(t, k, v[i].n, objtab_hash(k, v[i].n)),
+		REQUIRE(o == objtab_find_hash(t, k, v[i].n, objtab_hash(k, v[i].n)),
 		      "find and find_hash differ for '%s'", v[i].k);
 		if (v[i].in) {
 			present++;
-			CHECK(o && o->key_len == v[i].n && memcmp(obj_key(o), k, v[i].n) == 0,
+			REQUIRE(o && o->key_len == v[i].n && memcmp(obj_key(o), k, v[i].n) == 0,
 			      "'%s' not found", v[i].k);
 		} else {
-			CHECK(!o, "'%s' found after its removal", v[i].k);
+			REQUIRE(!o, "'%s' found after its removal", v[i].k);
 		}
 	}
-	CHECK(t->count == present, "count %zu, want %zu", t->count, present);
+	REQUIRE(t->count == present, "count %zu, want %zu", t->count, present);
 
 	/* the skip list: every present key once, in the model's order */
 	struct obj *o = objtab_seek(t, (const uint8_t *)"", 0, false);
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].in)
 			continue;
-		CHECK(o, "list ends before '%s'", v[i].k);
-		CHECK(o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
+		REQUIRE(o, "list ends before '%s'", v[i].k);
+		REQUIRE(o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
 		      "list has '%.*s' where '%s' belongs", (int)o->key_len,
 		      (const char *)obj_key(o), v[i].k);
 		o = objtab_next(o);
 	}
-	CHECK(!o, "list longer than the model");
+	REQUIRE(!o, "list longer than the model");
 
 	/* seek: present, absent, a prefix of a key, past the end */
 	for (int s = 0; s < 20000; s++) {
@@ -171,9 +157,9 @@ static void check_keycmp(void)
 				if (!want)
 					want = an < bn ? -1 : an > bn;
 				int got = sign(objtab_keycmp(a, an, b, bn));
-				CHECK(got == want, "keycmp an=%zu bn=%zu d=%zu: %d, want %d", an, bn, d,
+				REQUIRE(got == want, "keycmp an=%zu bn=%zu d=%zu: %d, want %d", an, bn, d,
 				      got, want);
-				CHECK(sign(objtab_keycmp(b, bn, a, an)) == -want,
+				REQUIRE(sign(objtab_keycmp(b, bn, a, an)) == -want,
 				      "keycmp not antisymmetric");
 			}
 }
@@ -190,7 +176,7 @@ int main(void)
 	printf("t_objtab: SEED=%llu N=%zu\n", (unsigned long long)seed, n);
 	check_keycmp();
 	struct mkey *v = calloc(n, sizeof(*v));
-	CHECK(v && n >= 2, "oom");
+	REQUIRE(v && n >= 2, "oom");
 	for (size_t i = 0; i < n; i++)
 		make_key(&v[i], i);
 	qsort(v, n, sizeof(*v), cmp_mkey);
@@ -199,11 +185,11 @@ int main(void)
 		if (!u || cmp_mkey(&v[u - 1], &v[i]))
 			v[u++] = v[i];
 	n = u;
-	CHECK(objtab_init(&t) == 0, "init");
+	REQUIRE(objtab_init(&t) == 0, "init");
 
 	/* insert in a random order, both entry points */
 	size_t *perm = malloc(n * sizeof(*perm));
-	CHECK(perm, "oom");
+	REQUIRE(perm, "oom");
 	for (size_t i = 0; i < n; i++)
 		perm[i] = i;
 	for (size_t i = n - 1; i > 0; i--) {
@@ -216,10 +202,10 @@ int main(void)
 		const uint8_t *k = (const uint8_t *)m->k;
 		struct obj *o = i % 2 ? objtab_insert(&t, k, m->n, 1)
 				      : objtab_insert_hash(&t, k, m->n, objtab_hash(k, m->n), 1);
-		CHECK(o, "insert oom");
+		REQUIRE(o, "insert oom");
 		m->in = true;
 	}
-	CHECK(t.nbuckets > 2 * (1u << 16), "only %zu buckets: no tag split", t.nbuckets);
+	REQUIRE(t.nbuckets > 2 * (1u << 16), "only %zu buckets: no tag split", t.nbuckets);
 	check_all(&t, v, n);
 
 	/* remove about a third, then put half of those back (unlinked
@@ -228,7 +214,7 @@ int main(void)
 		if (rnd() % 3)
 			continue;
 		struct obj *o = objtab_find(&t, (const uint8_t *)v[i].k, v[i].n);
-		CHECK(o, "'%s' lost", v[i].k);
+		REQUIRE(o, "'%s' lost", v[i].k);
 		objtab_remove(&t, o);
 		v[i].in = false;
 	}
@@ -238,7 +224,7 @@ int main(void)
 			continue;
 		const uint8_t *k = (const uint8_t *)v[i].k;
 		struct obj *o = objtab_new_hash(&t, k, v[i].n, objtab_hash(k, v[i].n), 2);
-		CHECK(o, "new oom");
+		REQUIRE(o, "new oom");
 		objtab_link(&t, o);
 		v[i].in = true;
 	}
