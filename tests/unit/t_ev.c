@@ -9,6 +9,7 @@
  *   HEARTBEAT reply, pause reading for 30 ms (frames behind it wait)
  *   UNMOUNT  reply, then close after send      REMOVE  handler returns -1
  *   REMOVE_PREFIX  ev_conn_close() inside the handler
+ * Its on_input hook counts the frames it is shown ahead of dispatch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -57,6 +58,8 @@ struct srv {
 	atomic_int closes;
 	atomic_size_t max_queued;	/* on the backpressure listener */
 	atomic_int resumes;
+	atomic_long looked;		/* whole frames on_input saw */
+	atomic_int bad_input;		/* on_input not called at a frame's start */
 };
 
 struct sconn {
@@ -228,10 +231,28 @@ static void on_close(struct ev_conn *c)
 	sconn_put(sc);
 }
 
+/* The look ahead: called at a frame's start; counts the whole frames (up
+ * to the first with a payload) that test_pipeline then expects. */
+static void on_input(struct ev_conn *c, const uint8_t *p, size_t n)
+{
+	struct sconn *sc = ev_conn_udata(c);
+	struct wire_hdr h;
+
+	if (n >= WIRE_HDR_SIZE && wire_hdr_decode(p, &h, UINT32_MAX, UINT64_MAX) != 0)
+		atomic_fetch_add(&sc->s->bad_input, 1);
+	while (n >= WIRE_HDR_SIZE && wire_hdr_decode(p, &h, UINT32_MAX, 0) == 0 &&
+	       n - WIRE_HDR_SIZE >= h.body_len) {
+		atomic_fetch_add(&sc->s->looked, 1);
+		p += WIRE_HDR_SIZE + h.body_len;
+		n -= WIRE_HDR_SIZE + h.body_len;
+	}
+}
+
 static const struct ev_conn_ops ops = {
 	.on_frame = on_frame,
 	.on_payload = on_payload,
 	.on_close = on_close,
+	.on_input = on_input,
 };
 
 static void on_accept(struct ev_loop *loop, int fd, uint32_t events, void *arg)
@@ -398,6 +419,8 @@ static void test_pipeline(struct srv *s)
 	char *seen = calloc((size_t)n + 1, 1);
 	bool out_of_order = false;
 	uint64_t maxid = 0;
+	long looked0 = atomic_load(&s->looked);
+	int bad0 = atomic_load(&s->bad_input);
 
 	CHECK(fd >= 0);
 	if (fd < 0)
@@ -439,6 +462,9 @@ static void test_pipeline(struct srv *s)
 			maxid = h.reqid;
 	}
 	CHECK(out_of_order);	/* delayed replies overtaken by later ones */
+	/* every frame was looked at, always from a frame's start */
+	CHECK(atomic_load(&s->looked) - looked0 >= n);
+	CHECK(atomic_load(&s->bad_input) == bad0);
 
 	/* an opcode the handler does not know: an error reply, conn stays */
 	CHECK(send_frame(fd, WIRE_OP_LIST, 9999, NULL, 0, 0) == 0);
