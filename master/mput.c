@@ -156,8 +156,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EKEY;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;
-	else if ((old = objtab_find_hash(&m->objs, key, klen, h)) && !(a->flags & WIRE_PUT_UPSERT) &&
-		 !put_ghost(m, old))
+	else if ((old = objtab_find_hash(&m->objs, key, klen, h)) &&
+		 !(a->flags & WIRE_PUT_UPSERT) && !put_ghost(m, old))
 		status = KVP_EEXIST;
 	if (status) {
 		put_fail(b, status);

@@ -157,8 +157,8 @@ static void check_keycmp(void)
 				if (!want)
 					want = an < bn ? -1 : an > bn;
 				int got = sign(objtab_keycmp(a, an, b, bn));
-				REQUIRE(got == want, "keycmp an=%zu bn=%zu d=%zu: %d, want %d", an, bn, d,
-				      got, want);
+				REQUIRE(got == want, "keycmp an=%zu bn=%zu d=%zu: %d, want %d", an,
+					bn, d, got, want);
 				REQUIRE(sign(objtab_keycmp(b, bn, a, an)) == -want,
 				      "keycmp not antisymmetric");
 			}
