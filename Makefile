@@ -94,11 +94,11 @@ ARCHIVES := $(NODE_A) $(CLI_A) $(FUSE_A) $(MASTER_A) $(SUPPORT_A) $(LIB_A)
 # Every archive in one group (the linker takes only the objects a program
 # needs, in any order), and every library; --as-needed drops the unused.
 LINK_ARCHIVES = -Wl,--start-group $(ARCHIVES) -Wl,--end-group
-LIBS = $(LIBS_FUSE) $(LIBS_URING) $(LIBS_HTTP) $(LIBS_SYSTEMD) $(LIBS_CRYPTO) $(LIBS_CURL) \
+LIBS = $(LIBS_FUSE) $(LIBS_URING) $(LIBS_HTTP) $(LIBS_SYSTEMD) $(LIBS_CRYPTO) \
 	$(LIBS_LIB) -ldl -lpthread -lm
 # What libkvpool.so links (and kvpool.pc's Libs.private says): nothing else.
-# libcurl: etcd:// master addresses (the leader is looked up in etcd).
-LIB_LIBS = $(LIBS_LIB) $(LIBS_CURL) -ldl -lpthread -lm
+# libcurl (etcd:// master addresses) is dlopen()ed by src/common/etcd.c.
+LIB_LIBS = $(LIBS_LIB) -ldl -lpthread -lm
 
 PROGS := $(BUILD)/kvpool-master $(BUILD)/kvpool-node $(BUILD)/kvpool
 

@@ -31,6 +31,4 @@ LIBS_URING := $(pc --libs liburing)
 LIBS_HTTP := $(pc --libs libmicrohttpd)
 LIBS_SYSTEMD := $(pc --libs libsystemd)
 LIBS_CRYPTO := $(pc --libs libcrypto)
-# HTTP client (the etcd v3 JSON gateway for master election)
-LIBS_CURL := $(pc --libs libcurl)
 EOF

@@ -4,16 +4,62 @@
  * bounded buffer. */
 #include "etcd.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Plain prototypes: the calls below go through the loaded table. */
+#define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 
 #include "json.h"
+
+/* libcurl is loaded on first use, as the CUDA runtime is (cuda.c): only
+ * etcd:// addresses and HA masters need it, so libkvpool and the daemons do
+ * not carry its thirty-odd shared objects for everyone else. curl.h still
+ * gives the types and constants (libcurl4-openssl-dev at build time). */
+static struct {
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_perform)(CURLM *, int *);
+	CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+	CURLMcode (*multi_wakeup)(CURLM *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	CURLMcode (*multi_cleanup)(CURLM *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} cu;
+
+#define curl_global_init cu.global_init
+#define curl_easy_init cu.easy_init
+#undef curl_easy_setopt	/* curl.h may name these as macros */
+#undef curl_easy_getinfo
+#define curl_easy_setopt cu.easy_setopt
+#define curl_easy_getinfo cu.easy_getinfo
+#define curl_easy_cleanup cu.easy_cleanup
+#define curl_easy_strerror cu.easy_strerror
+#define curl_multi_init cu.multi_init
+#define curl_multi_add_handle cu.multi_add_handle
+#define curl_multi_remove_handle cu.multi_remove_handle
+#define curl_multi_perform cu.multi_perform
+#define curl_multi_poll cu.multi_poll
+#define curl_multi_wakeup cu.multi_wakeup
+#define curl_multi_info_read cu.multi_info_read
+#define curl_multi_cleanup cu.multi_cleanup
+#define curl_slist_append cu.slist_append
+#define curl_slist_free_all cu.slist_free_all
 
 #define RESP_MAX (1u << 20)	/* largest answer (or watch message) kept */
 #define REQ_MAX (ETCD_VALUE_MAX * 2 + 4 * ETCD_KEY_MAX + 1024)
@@ -388,10 +434,46 @@ int etcd_parse_watch(const char *p, size_t n, bool *created, struct etcd_event *
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
+static char curl_load_err[256];	/* why libcurl could not be loaded */
 
 static void curl_init(void)
 {
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define SYM(f) { "curl_" #f, offsetof(__typeof__(cu), f) }
+		SYM(global_init), SYM(easy_init), SYM(easy_setopt), SYM(easy_getinfo),
+		SYM(easy_cleanup), SYM(easy_strerror), SYM(multi_init),
+		SYM(multi_add_handle), SYM(multi_remove_handle), SYM(multi_perform),
+		SYM(multi_poll), SYM(multi_wakeup), SYM(multi_info_read),
+		SYM(multi_cleanup), SYM(slist_append), SYM(slist_free_all),
+#undef SYM
+	};
+	void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+
+	curl_init_rc = CURLE_FAILED_INIT;
+	if (!h) {
+		snprintf(curl_load_err, sizeof(curl_load_err),
+			 "etcd needs libcurl: %s (apt-get install libcurl4)", dlerror());
+		return;
+	}
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *f = dlsym(h, syms[i].name);
+
+		if (!f) {
+			snprintf(curl_load_err, sizeof(curl_load_err),
+				 "libcurl.so.4 has no %s (libcurl 7.68 or newer needed)",
+				 syms[i].name);
+			dlclose(h);
+			return;
+		}
+		memcpy((char *)&cu + syms[i].off, &f, sizeof(f));
+	}
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	if (curl_init_rc != CURLE_OK)
+		snprintf(curl_load_err, sizeof(curl_load_err), "libcurl: %s",
+			 curl_easy_strerror(curl_init_rc));
 }
 
 static void resp_reset(struct etcd *e)
@@ -475,7 +557,7 @@ struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, char *err, 
 
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK) {
-		snprintf(err, errlen, "libcurl: %s", curl_easy_strerror(curl_init_rc));
+		snprintf(err, errlen, "%s", curl_load_err);
 		return NULL;
 	}
 	e = calloc(1, sizeof(*e));
