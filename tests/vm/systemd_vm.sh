@@ -196,11 +196,11 @@ vm_ok "the sandbox is real: own mount namespace, / read-only, private /tmp, no c
 printf '%s\n' "$VM_OUT" | sed 's/^/    /'
 
 vm_ok "journald keeps the daemons' levels: a warning at 4, notices at 5, no <N> in the text" '
-	journalctl -b -u kvpool-node -p warning..warning -o cat | grep -q "no \[cluster\] token_file"
+	journalctl -b -u kvpool-node -p warning..warning -o cat | grep -q "no \[cluster\] token_file, listening on 127.0.0.1"
 	journalctl -b -u kvpool-node -p notice..notice -o cat | grep -q "mounted .* at master .* as segment"
 	not sh -c "journalctl -b -u kvpool-node -p warning -o cat | grep -q \"mounted .* at master\""
 	not sh -c "journalctl -b -u kvpool-node -u kvpool-master -o cat | grep -q \"^<[0-7]>\""
-	journalctl -b -u kvpool-master -p warning..warning -o cat | grep -q "no cluster token configured"'
+	journalctl -b -u kvpool-master -p warning..warning -o cat | grep -q "no cluster token: master.listen .* serves 127.0.0.1:.* only"'
 reloaded() { journalctl -b -u kvpool-node -o cat | grep -qF "config: log.level = info (was notice)"; }
 vm_ok "systemctl reload applied the live key log.level" "
 	$(declare -f reloaded)"'
