@@ -821,6 +821,17 @@ uint64_t segment_populate_present(const struct segment *seg, bool writable)
 	return done;
 }
 
+void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t len, bool writable)
+{
+	uint64_t start = off & ~4095ull, end;
+
+	if (!len || off >= seg->size)
+		return;
+	end = len > seg->size - off ? seg->size : (off + len + 4095) & ~4095ull;
+	(void)madvise((uint8_t *)seg->base + start, end - start,
+		      writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
+
 void segment_close(struct segment *seg)
 {
 	/* open/attach never leave an fd without a mapping; a zeroed struct

@@ -114,6 +114,11 @@ int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len);
  * (lseek SEEK_DATA runs), never allocating a page; writable maps them for
  * writing. A hint: errors are ignored. Returns the bytes populated. */
 uint64_t segment_populate_present(const struct segment *seg, bool writable);
+/* Fills this process's page tables for [off, off + len) of a range the
+ * file holds (a written extent) with one madvise instead of a fault per
+ * few pages on first touch: pages a node wrote after this process mapped
+ * the file are not in its tables yet. A hint: errors are ignored. */
+void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t len, bool writable);
 
 /* The segment header (first 4 KiB of the file; fields little-endian):
  *    0 u32 magic SEG_MAGIC      4 u32 version (1 or 2)
