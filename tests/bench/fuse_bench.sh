@@ -10,7 +10,9 @@
 #   3. creating 2,000 small files (100 bytes each, Python open/write/close
 #      in a fresh directory) vs the same in a tmpfs directory; and, for the
 #      mount, the time until `sync MNT` says every put behind the closes
-#      is done.
+#      is done;
+#   4. the floor under 3: one FUSE request the view answers without the
+#      pool (getxattr of a name outside user.*) vs the same call on tmpfs.
 # Starts its own master, node and mount (tests/e2e/fuse_lib.inc) and
 # removes all of it at exit. Prints medians and ratios; the targets
 # (docs/fuse.md): reads of 1 and 64 MiB >= 0.8x, ls -l >= 0.5x, creating
@@ -147,4 +149,32 @@ printf '%-22s %10.1f %10.1f %7sx\n' "open/write/close" "$(awk -v s="$mm" 'BEGIN 
 printf '%-22s %10.1f %10.1f %7sx\n' "... and sync MNT" "$(awk -v s="$mms" 'BEGIN { print s * 1000 }')" \
 	"$(awk -v s="$tt" 'BEGIN { print s * 1000 }')" "$rs"
 rm -rf "$ref".mk*
+
+# ---- the floor under a create ----------------------------------------------------
+# One FUSE request the view answers at once, without the pool: getxattr of
+# a name outside user.* (ENOTSUP, which the kernel does not remember). A
+# create through FUSE is 7 requests (getattr of the directory, lookup,
+# create, the ioctl behind Python's isatty, write, flush, release) plus
+# one master round trip for the lookup; tmpfs makes none.
+rt_us() {
+	python3 - "$1" "$nfiles" <<'EOF'
+import os, sys, time
+p, n = sys.argv[1], int(sys.argv[2])
+t = time.perf_counter()
+for _ in range(n):
+    try:
+        os.getxattr(p, "security.kvpool-bench")
+    except OSError:
+        pass
+print("%.2f" % ((time.perf_counter() - t) / n * 1e6))
+EOF
+}
+printf x >"$ref" || fail "writing $ref"
+kv put bench/rt "$ref" >/dev/null || fail "put bench/rt"
+rtm=$(rt_us "$mnt/bench/rt") && rtt=$(rt_us "$ref") || fail "timing getxattr"
+positive "a getxattr through the mount" "$rtm"
+rm -f "$ref"
+printf '%-22s %10s %10s\n' "one request" "mnt us" "tmpfs us"
+printf '%-22s %10s %10s   (a create: 7 requests + 1 master round trip; a tmpfs create: %.1f us)\n' \
+	"getxattr (ENOTSUP)" "$rtm" "$rtt" "$(awk -v s="$tt" -v n="$nfiles" 'BEGIN { print s / n * 1e6 }')"
 unmount_view "$mnt" "$view_pid"
