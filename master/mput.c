@@ -147,7 +147,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 {
 	int status = 0;
 	struct obj *old = NULL;
-	uint32_t h = objtab_hash(key, klen);	/* once: lookup, tag and bucket */
+	uint32_t h = objtab_hash(key, klen);	/* once: lookup, tag and slot */
 
 	*need_evict = false;
 	if (a->want > KVP_MAX_REPLICAS || !vlen)
@@ -446,6 +446,8 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 			 * value (first writer wins); its writer is done. */
 			mobj_destroy(m, o, true);
 			s = KVP_EEXIST;
+		} else if (o && (o->flags & OBJ_VERSION) && objtab_reserve(&m->objs)) {
+			s = KVP_ENOMEM;		/* no slot to link it in: not committed */
 		} else if (o) {
 			if (!now_ns)
 				now_ns = master_clock_ns(CLOCK_REALTIME);

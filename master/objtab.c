@@ -1,21 +1,21 @@
 /* objtab: hash table + embedded skip list of the master's objects; see objtab.h. */
 #include "objtab.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
 
-#define OBJTAB_MIN_BUCKETS 1024
-#define GROW_AHEAD 8		/* buckets prefetched ahead while rehashing */
-#define TAG_SPLIT_MIN (1u << 16)	/* from here the tag holds the split bit */
+#define OBJTAB_MIN_SLOTS 1024
+#define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
 
 int objtab_init(struct objtab *t)
 {
 	memset(t, 0, sizeof(*t));
-	t->nbuckets = OBJTAB_MIN_BUCKETS;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets)
+	t->nslots = OBJTAB_MIN_SLOTS;
+	t->slots = calloc(t->nslots, sizeof(*t->slots));
+	if (!t->slots)
 		return -1;
 	t->level = 1;
 	t->rng = 0x9e3779b97f4a7c15ull;
@@ -31,7 +31,7 @@ void objtab_destroy(struct objtab *t)
 		free(o);
 		o = next;
 	}
-	free(t->buckets);
+	free(t->slots);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -54,9 +54,9 @@ static int obj_cmp(const struct obj *o, const uint8_t *key, size_t n)
 	return objtab_keycmp(obj_key(o), o->key_len, key, n);
 }
 
-static uint16_t hash_tag(uint32_t h)
+static struct obj *slot_obj(uint64_t s)
 {
-	return (uint16_t)(h >> 16);
+	return (struct obj *)(uintptr_t)(s & OBJTAB_SLOT_PTR);
 }
 
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n)
@@ -66,51 +66,93 @@ struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n)
 
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h)
 {
-	uint16_t tag = hash_tag(h);
+	uint64_t tag = objtab_slot_tag(h);
+	size_t mask = t->nslots - 1;
 
-	for (struct obj *o = t->buckets[h & (t->nbuckets - 1)]; o; o = o->hnext)
-		if (o->tag == tag && o->key_len == n && memcmp(obj_key(o), key, n) == 0)
-			return o;
-	return NULL;
-}
-
-/* Which of the two new buckets o moves to when the table doubles from
- * nb buckets: bit log2(nb) of its hash. From 2^16 buckets on that bit is
- * in the tag (bits 16-31), so large tables split without reading keys or
- * hashing them again; below, the key is hashed again (a small table). */
-static size_t grow_slot(const struct obj *o, size_t i, size_t nb)
-{
-	if (nb >= TAG_SPLIT_MIN && nb < (1ull << 32))
-		return (o->tag & (nb >> 16)) ? i + nb : i;
-	return objtab_hash(obj_key(o), o->key_len) & (2 * nb - 1);
-}
-
-/* Doubles the bucket array at load factor 1. A failed resize is harmless:
- * chains just get longer. */
-static void objtab_grow(struct objtab *t)
-{
-	size_t nb = t->nbuckets * 2;
-	struct obj **b = calloc(nb, sizeof(*b));
-
-	if (!b)
-		return;
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct obj *o = t->buckets[i];
-		/* Every object is read (its link and tag): prefetch the chains
-		 * a few buckets ahead, or the pass waits on one miss per object. */
-		if (i + GROW_AHEAD < t->nbuckets && t->buckets[i + GROW_AHEAD])
-			__builtin_prefetch(t->buckets[i + GROW_AHEAD]);
-		while (o) {
-			struct obj *next = o->hnext;
-			size_t j = grow_slot(o, i, t->nbuckets);
-			o->hnext = b[j];
-			b[j] = o;
-			o = next;
+	for (size_t i = h & mask;; i = (i + 1) & mask) {	/* ends: a slot is always empty */
+		uint64_t s = t->slots[i];
+		if (!s)
+			return NULL;
+		if ((s & ~OBJTAB_SLOT_PTR) == tag) {
+			const struct obj *o = slot_obj(s);
+			if (o->key_len == n && memcmp(obj_key(o), key, n) == 0)
+				return (struct obj *)o;
 		}
 	}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = nb;
+}
+
+/* Puts o (hash h) into the first empty slot from its home. */
+static void slot_put(uint64_t *slots, size_t mask, struct obj *o, uint32_t h)
+{
+	size_t i = h & mask;
+
+	while (slots[i])
+		i = (i + 1) & mask;
+	slots[i] = (uint64_t)(uintptr_t)o | objtab_slot_tag(h);
+}
+
+/* The slot that holds o. */
+static size_t slot_of(const struct objtab *t, const struct obj *o)
+{
+	size_t mask = t->nslots - 1, i = o->hash & mask;
+
+	while (slot_obj(t->slots[i]) != o)
+		i = (i + 1) & mask;
+	return i;
+}
+
+/* Empties slot i and moves later entries of its run back into the hole
+ * when their home allows (backward-shift deletion: no tombstones, so
+ * probes stay as short as the load makes them). Reads the moved objects'
+ * hashes: a run is a few slots at 3/4 full. */
+static void slot_clear(struct objtab *t, size_t i)
+{
+	size_t mask = t->nslots - 1;
+
+	for (size_t j = (i + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
+		size_t home = slot_obj(t->slots[j])->hash & mask;
+		/* j's entry may fill the hole at i unless its home lies
+		 * cyclically in (i, j] */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			t->slots[i] = t->slots[j];
+			i = j;
+		}
+	}
+	t->slots[i] = 0;
+}
+
+/* Doubles the slot array. Every object is read (its hash): prefetch a few
+ * slots ahead, or the pass waits on one miss per object. */
+static int objtab_grow(struct objtab *t)
+{
+	size_t nb = t->nslots * 2;
+	uint64_t *b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nslots; i++) {
+		if (i + GROW_AHEAD < t->nslots && t->slots[i + GROW_AHEAD])
+			__builtin_prefetch(slot_obj(t->slots[i + GROW_AHEAD]));
+		if (t->slots[i]) {
+			struct obj *o = slot_obj(t->slots[i]);
+			slot_put(b, nb - 1, o, o->hash);
+		}
+	}
+	free(t->slots);
+	t->slots = b;
+	t->nslots = nb;
+	return 0;
+}
+
+int objtab_reserve(struct objtab *t)
+{
+	if ((t->count + 1) * 4 <= t->nslots * 3)
+		return 0;
+	/* past 3/4 a failed resize only lengthens probes, until one slot
+	 * would be left: the last must stay empty for probes to end */
+	if (objtab_grow(t) == 0 || t->count + 2 <= t->nslots)
+		return 0;
+	return -ENOMEM;
 }
 
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
@@ -169,8 +211,12 @@ struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint
 
 	if (!o)
 		return NULL;
+	if ((uintptr_t)o & ~OBJTAB_SLOT_PTR) {	/* no room for the tag (objtab.h) */
+		free(o);
+		return NULL;
+	}
 	memset(o, 0, sizeof(*o));
-	o->tag = hash_tag(h);
+	o->hash = h;
 	o->slot = OBJ_NOSLOT;
 	o->key_len = (uint16_t)n;
 	o->cap_rep = (uint8_t)cap_rep;
@@ -202,11 +248,9 @@ static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 		*update[i] = o;
 	}
 
-	struct obj **b = &t->buckets[h & (t->nbuckets - 1)];
-	o->hnext = *b;
-	*b = o;
-	if (++t->count > t->nbuckets)
-		objtab_grow(t);
+	o->hash = h;
+	slot_put(t->slots, t->nslots - 1, o, h);
+	t->count++;
 }
 
 struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
@@ -217,6 +261,8 @@ struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsign
 struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			       unsigned cap_rep)
 {
+	if (objtab_reserve(t))
+		return NULL;
 	struct obj *o = objtab_new_hash(t, key, n, h, cap_rep);
 
 	if (o)
@@ -224,15 +270,17 @@ struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, u
 	return o;
 }
 
-/* Replaces o by repl (same key) in the hash chain and the skip list. */
+/* Replaces o by repl (same key) in the slot array and the skip list. */
 static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 {
-	uint32_t h = objtab_hash(obj_key(o), o->key_len);
-	struct obj **b = &t->buckets[h & (t->nbuckets - 1)];
+	size_t si = slot_of(t, o);
 
-	while (*b != o)
-		b = &(*b)->hnext;
-	*b = repl ? repl : o->hnext;
+	if (repl) {
+		repl->hash = o->hash;
+		t->slots[si] = (uint64_t)(uintptr_t)repl | (t->slots[si] & ~OBJTAB_SLOT_PTR);
+	} else {
+		slot_clear(t, si);
+	}
 
 	struct obj **update[OBJTAB_MAX_LEVEL];
 	find_links(t, obj_key(o), o->key_len, update);

@@ -1,7 +1,8 @@
 /* objtab: the master's object table — every object (complete or pending)
  * in one allocation (fixed fields, replica array, skip-list links, key),
- * found by key through a chained hash table and walked in byte order through
- * a skip list embedded in the objects (LIST, REMOVE_PREFIX).
+ * found by key through an open-addressing hash table of tagged pointers and
+ * walked in byte order through a skip list embedded in the objects (LIST,
+ * REMOVE_PREFIX).
  * Runs on the master's loop thread only; no locks.
  */
 #ifndef KVP_OBJTAB_H
@@ -65,7 +66,10 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
  * master's lease (complete) or pending array, which a sweep empties long
  * before a wrap. */
 struct obj {
-	struct obj *hnext;		/* hash chain */
+	union {
+		struct obj *hnext;	/* a version's chain (mver.c): not in the table */
+		uint32_t hash;		/* in the table: objtab_hash of the key */
+	};
 	uint64_t value_len;
 	uint64_t generation;
 	uint64_t checksum;
@@ -75,7 +79,6 @@ struct obj {
 	uint32_t slot;			/* index in the master's lease or pending array */
 	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
 	uint16_t key_len : 11, level : 5;	/* key <= KVP_MAX_KEY, level <= OBJTAB_MAX_LEVEL */
-	uint16_t tag;			/* high 16 bits of the key's hash */
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
 	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
@@ -87,9 +90,16 @@ _Static_assert(sizeof(struct obj) == 64, "struct obj is one cache line");
 _Static_assert(KVP_MAX_KEY < 2048 && OBJTAB_MAX_LEVEL < 32 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
+/* A slot holds an object's address in its low 48 bits (user-space
+ * addresses on x86-64 and arm64 Linux; objtab_new refuses any other) and a
+ * 16-bit tag of its hash above: a probe compares tags in the slot array and
+ * reads an object only when its tag matches, so a key that is absent costs
+ * one cache line of slots and no object. 0 is an empty slot. */
+#define OBJTAB_SLOT_PTR ((1ull << 48) - 1)
+
 struct objtab {
-	struct obj **buckets;		/* indexed by the low bits of the hash */
-	size_t nbuckets;		/* power of two */
+	uint64_t *slots;		/* linear probing from the hash's low bits */
+	size_t nslots;			/* power of two, at most 3/4 full */
 	size_t count;			/* objects, complete or not */
 	struct obj *head[OBJTAB_MAX_LEVEL];	/* skip-list heads */
 	int level;			/* current highest level in use */
@@ -120,22 +130,38 @@ struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h);
 
-/* Batch lookups are bound by memory latency: prefetch every key's bucket,
- * then every chain head, before looking any up. */
-static inline void objtab_prefetch_bucket(const struct objtab *t, uint32_t h)
+/* The tag of a hash: its own 16 bits, mixed from all 32 (the slot index
+ * already tells apart hashes that differ in the low bits). */
+static inline uint64_t objtab_slot_tag(uint32_t h)
 {
-	__builtin_prefetch(&t->buckets[h & (t->nbuckets - 1)]);
+	return ((uint64_t)h * 0x9e3779b97f4a7c15ull) & ~OBJTAB_SLOT_PTR;
 }
 
-/* The head object's first three cache lines: fields, replica, key. */
+/* Batch lookups are bound by memory latency: prefetch every key's slots,
+ * then every likely match, before looking any up. */
+static inline void objtab_prefetch_bucket(const struct objtab *t, uint32_t h)
+{
+	__builtin_prefetch(&t->slots[h & (t->nslots - 1)]);
+}
+
+/* The first object whose tag matches, its first three cache lines: fields,
+ * replica, key. A few slots only: long runs are rare at 3/4 full. */
 static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
 {
-	const char *o = (const char *)t->buckets[h & (t->nbuckets - 1)];
+	size_t mask = t->nslots - 1;
+	uint64_t tag = objtab_slot_tag(h);
 
-	if (o) {
-		__builtin_prefetch(o);
-		__builtin_prefetch(o + 64);
-		__builtin_prefetch(o + 128);
+	for (size_t i = h & mask, k = 0; k < 8; i = (i + 1) & mask, k++) {
+		uint64_t s = t->slots[i];
+		if (!s)
+			return;
+		if ((s & ~OBJTAB_SLOT_PTR) == tag) {
+			const char *o = (const char *)(uintptr_t)(s & OBJTAB_SLOT_PTR);
+			__builtin_prefetch(o);
+			__builtin_prefetch(o + 64);
+			__builtin_prefetch(o + 128);
+			return;
+		}
 	}
 }
 /* Creates an object with room for cap_rep replicas (nrep = 0, fields zero,
@@ -143,11 +169,15 @@ static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
  * NULL on OOM. */
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
 /* The same with the key's hash already computed (objtab_hash): a put hashes
- * its key once for the lookup, the tag and the bucket. */
+ * its key once for the lookup, the tag and the slot. */
 struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			    unsigned cap_rep);
-/* Links an object made by objtab_new or unlinked before; its key must not
- * be present. */
+/* Makes room to link one more object: 0, or -ENOMEM when the slot array
+ * is full and cannot grow (objtab_insert does this itself). */
+int objtab_reserve(struct objtab *t);
+/* Links an object made by objtab_new or unlinked before, after an
+ * objtab_reserve() that succeeded or an unlink since (either leaves room);
+ * its key must not be present. */
 void objtab_link(struct objtab *t, struct obj *o);
 /* Unlinks o without freeing it (it may be linked again). */
 void objtab_unlink(struct objtab *t, struct obj *o);

@@ -1,7 +1,7 @@
 /* t_objtab: the master's object table against a sorted model. Inserts
- * enough keys to grow the bucket array well past 2^16 buckets (where a
- * doubling splits chains by the tag instead of hashing the keys again),
- * removes a random part, inserts again, and after each phase checks that
+ * enough keys to grow the slot array several times, removes a random part
+ * (backward-shift deletion moving entries of long runs, across the array's
+ * wrap-around too), inserts again, and after each phase checks that
  * every present key is found (with its hashed and unhashed lookups), no
  * absent key is, the count is right, and the skip list walks every key in
  * byte order, with objtab_seek() agreeing with the model for keys present,
@@ -169,7 +169,7 @@ int main(void)
 	const char *e = getenv("SEED");
 	uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
 	e = getenv("N");
-	size_t n = e ? strtoull(e, NULL, 0) : 300000;	/* 2^19 buckets: 3 tag splits */
+	size_t n = e ? strtoull(e, NULL, 0) : 300000;	/* 2^19 slots: 9 doublings */
 	struct objtab t;
 
 	rng_state = seed | 1;
@@ -205,7 +205,8 @@ int main(void)
 		REQUIRE(o, "insert oom");
 		m->in = true;
 	}
-	REQUIRE(t.nbuckets > 2 * (1u << 16), "only %zu buckets: no tag split", t.nbuckets);
+	REQUIRE(t.nslots >= n * 4 / 3 && t.count * 4 <= t.nslots * 3, "%zu slots for %zu keys",
+		t.nslots, t.count);
 	check_all(&t, v, n);
 
 	/* remove about a third, then put half of those back (unlinked
