@@ -49,9 +49,31 @@ int objtab_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 	return an < bn ? -1 : an > bn;
 }
 
-static int obj_cmp(const struct obj *o, const uint8_t *key, size_t n)
+/* Compares o's key with key (n bytes) as objtab_keycmp does, both known
+ * equal up to byte `from`; *lcp gets the length of their common prefix.
+ * The skip-list walks pass the prefix the keys around o share with key:
+ * keys of one scheme share long prefixes ("model/layer/..."), and comparing
+ * them again and again from byte 0 was most of an insert's time. */
+static int obj_cmp_from(const struct obj *o, const uint8_t *key, size_t n, size_t from,
+			size_t *lcp)
 {
-	return objtab_keycmp(obj_key(o), o->key_len, key, n);
+	const uint8_t *a = obj_key(o);
+	size_t an = o->key_len, m = an < n ? an : n, i = from;
+
+	for (; i + 8 <= m; i += 8) {
+		uint64_t x, y;
+		memcpy(&x, a + i, 8);
+		memcpy(&y, key + i, 8);
+		if (x != y)
+			break;
+	}
+	for (; i < m; i++)
+		if (a[i] != key[i]) {
+			*lcp = i;
+			return a[i] < key[i] ? -1 : 1;
+		}
+	*lcp = m;
+	return an < n ? -1 : an > n;
 }
 
 static struct obj *slot_obj(uint64_t s)
@@ -175,20 +197,43 @@ static int random_level(struct objtab *t)
 }
 
 /* Fills update[] with, per level, the link that points at the first
- * object >= key (the head slot or a predecessor's fwd slot). */
+ * object >= key (the head slot or a predecessor's fwd slot), and pred[]
+ * with that predecessor (NULL: the head). */
 static void find_links(struct objtab *t, const uint8_t *key, size_t n,
-		       struct obj ***update)
+		       struct obj ***update, struct obj **pred)
 {
-	struct obj **links = t->head;
+	struct obj **links = t->head, *p = NULL;
 	const struct obj *stop = NULL;	/* compared >= key one level up */
+	size_t lo = 0, hi = 0;		/* common prefix of key with the predecessor, with stop */
 
+	/* past the last key (ascending keys: counters, times): the tails are
+	 * the predecessors, one comparison instead of a walk from the top */
+	if (t->tail[0] && obj_cmp_from(t->tail[0], key, n, 0, &lo) < 0) {
+		for (int i = 0; i < t->level; i++) {
+			pred[i] = t->tail[i];
+			update[i] = pred[i] ? &obj_fwd(pred[i])[i] : &t->head[i];
+		}
+		return;
+	}
+	lo = 0;
 	for (int i = t->level - 1; i >= 0; i--) {
 		/* the object that ended the walk a level up often ends this
 		 * one too: it is known to be >= key, no need to compare again */
-		while (links[i] && links[i] != stop && obj_cmp(links[i], key, n) < 0)
-			links = obj_fwd(links[i]);
+		while (links[i] && links[i] != stop) {
+			size_t l;
+			/* everything between the predecessor and stop shares
+			 * the shorter of their prefixes with key */
+			if (obj_cmp_from(links[i], key, n, lo < hi ? lo : hi, &l) >= 0) {
+				hi = l;
+				break;
+			}
+			lo = l;
+			p = links[i];
+			links = obj_fwd(p);
+		}
 		stop = links[i];
 		update[i] = &links[i];
+		pred[i] = p;
 	}
 }
 
@@ -233,19 +278,21 @@ void objtab_link(struct objtab *t, struct obj *o)
 /* objtab_link with the key's hash already computed. */
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 {
-	struct obj **update[OBJTAB_MAX_LEVEL];
+	struct obj **update[OBJTAB_MAX_LEVEL], *pred[OBJTAB_MAX_LEVEL];
 	int lvl = o->level;
 
 	if (lvl > t->level) {
 		for (int i = t->level; i < lvl; i++)
-			t->head[i] = NULL;
+			t->head[i] = t->tail[i] = NULL;
 		t->level = lvl;
 	}
-	find_links(t, obj_key(o), o->key_len, update);
+	find_links(t, obj_key(o), o->key_len, update, pred);
 	struct obj **fwd = obj_fwd(o);
 	for (int i = 0; i < lvl; i++) {
 		fwd[i] = *update[i];
 		*update[i] = o;
+		if (!fwd[i])
+			t->tail[i] = o;
 	}
 
 	o->hash = h;
@@ -282,11 +329,14 @@ static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 		slot_clear(t, si);
 	}
 
-	struct obj **update[OBJTAB_MAX_LEVEL];
-	find_links(t, obj_key(o), o->key_len, update);
+	struct obj **update[OBJTAB_MAX_LEVEL], *pred[OBJTAB_MAX_LEVEL];
+	find_links(t, obj_key(o), o->key_len, update, pred);
 	struct obj **fwd = obj_fwd(o);
-	for (int i = 0; i < o->level; i++)
+	for (int i = 0; i < o->level; i++) {
 		*update[i] = repl ? repl : fwd[i];
+		if (t->tail[i] == o)
+			t->tail[i] = repl ? repl : pred[i];
+	}
 	if (!repl)
 		while (t->level > 1 && !t->head[t->level - 1])
 			t->level--;
@@ -324,12 +374,17 @@ struct obj *objtab_seek(const struct objtab *t, const uint8_t *key, size_t n, bo
 {
 	struct obj *const *links = t->head;
 	const struct obj *stop = NULL;	/* ended the walk a level up (find_links) */
+	size_t lo = 0, hi = 0;		/* common prefixes as in find_links */
 
 	for (int i = t->level - 1; i >= 0; i--) {
 		while (links[i] && links[i] != stop) {
-			int c = obj_cmp(links[i], key, n);
-			if (c > 0 || (c == 0 && !after))
+			size_t l;
+			int c = obj_cmp_from(links[i], key, n, lo < hi ? lo : hi, &l);
+			if (c > 0 || (c == 0 && !after)) {
+				hi = l;
 				break;
+			}
+			lo = l;
 			links = obj_fwd(links[i]);
 		}
 		stop = links[i];

@@ -102,6 +102,7 @@ struct objtab {
 	size_t nslots;			/* power of two, at most 3/4 full */
 	size_t count;			/* objects, complete or not */
 	struct obj *head[OBJTAB_MAX_LEVEL];	/* skip-list heads */
+	struct obj *tail[OBJTAB_MAX_LEVEL];	/* the last object of each level */
 	int level;			/* current highest level in use */
 	uint64_t rng;
 };

@@ -5,8 +5,9 @@
  * every present key is found (with its hashed and unhashed lookups), no
  * absent key is, the count is right, and the skip list walks every key in
  * byte order, with objtab_seek() agreeing with the model for keys present,
- * absent, before the first and after the last; and the key order itself
- * against memcmp.
+ * absent, before the first and after the last; then the last keys put back
+ * in ascending order and removed from the end (the skip list's tails); and
+ * the key order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include "testlib.h"
@@ -227,6 +228,30 @@ int main(void)
 		struct obj *o = objtab_new_hash(&t, k, v[i].n, objtab_hash(k, v[i].n), 2);
 		REQUIRE(o, "new oom");
 		objtab_link(&t, o);
+		v[i].in = true;
+	}
+	check_all(&t, v, n);
+
+	/* the last keys taken out and put back in ascending order (each past
+	 * the last: the tail path), then taken out from the end one by one
+	 * (the tails move back) */
+	size_t top = n < 2000 ? n : 2000;
+	for (size_t i = n - top; i < n; i++)
+		if (v[i].in) {
+			objtab_remove(&t, objtab_find(&t, (const uint8_t *)v[i].k, v[i].n));
+			v[i].in = false;
+		}
+	for (size_t i = n - top; i < n; i++) {
+		REQUIRE(objtab_insert(&t, (const uint8_t *)v[i].k, v[i].n, 1), "insert oom");
+		v[i].in = true;
+	}
+	check_all(&t, v, n);
+	for (size_t i = n; i > n - top / 2; i--) {
+		objtab_remove(&t, objtab_find(&t, (const uint8_t *)v[i - 1].k, v[i - 1].n));
+		v[i - 1].in = false;
+	}
+	for (size_t i = n - top / 2; i < n; i += 2) {
+		REQUIRE(objtab_insert(&t, (const uint8_t *)v[i].k, v[i].n, 1), "insert oom");
 		v[i].in = true;
 	}
 	check_all(&t, v, n);
