@@ -34,9 +34,15 @@ static uint64_t mono_ns(void)
 	return master_clock_ns(CLOCK_MONOTONIC);
 }
 
+/* Also the offset of CLOCK_REALTIME from CLOCK_MONOTONIC, so that a
+ * PUT_END's wall-clock time comes from the monotonic read its frame made
+ * (a step of the wall clock shows at the next tick, within 50 ms). */
 static uint64_t master_now(struct master *m)
 {
-	m->now_ms = mono_ns() / 1000000;
+	uint64_t mono = mono_ns();
+
+	m->real_off_ns = master_clock_ns(CLOCK_REALTIME) - mono;
+	m->now_ms = mono / 1000000;
 	return m->now_ms;
 }
 
@@ -203,6 +209,8 @@ void master_client_free(struct master_client *c)
 
 	mput_client_gone(m, c);
 	mnode_client_gone(m, c);
+	if (m->ahead_c == c)
+		m->ahead_c = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -282,16 +290,30 @@ static void observe(struct op_stats *st, uint64_t ns)
 	st->sum_ns += ns;
 }
 
+/* The duration of the frame handled last, if it was deferred: it ends
+ * where the next one starts (t). */
+static void observe_deferred(struct master *m, uint64_t t)
+{
+	if (m->defer_st) {
+		observe(m->defer_st, t - m->defer_t0);
+		m->defer_st = NULL;
+	}
+}
+
 int master_handle(struct master *m, struct master_client *c, const struct wire_hdr *h,
 		  const uint8_t *body, struct wbuf *reply)
 {
 	uint64_t t0 = mono_ns();
 	struct rbuf r;
 	int status = 0, ret = 0;
-	bool parked = false;
+	bool parked = false, more = c == m->ahead_c && m->ahead_left > 1;
 	unsigned op = h->opcode < WIRE_OP_MAX ? h->opcode : 0;
 	struct op_stats *st = &m->ops[op];
 
+	observe_deferred(m, t0);
+	if (c == m->ahead_c && m->ahead_left)
+		m->ahead_left--;
+	m->frame_ns = t0;
 	m->now_ms = t0 / 1000000;
 	c->last_seen_ms = m->now_ms;
 	if (h->flags & WIRE_F_REPLY) {
@@ -367,7 +389,17 @@ out_reply:
 	else
 		wire_finish(reply, start, h->opcode, WIRE_F_REPLY, status, h->reqid, 0);
 	master_flush(m);
-	observe(st, mono_ns() - t0);
+	/* One clock read per frame: when the look ahead saw another frame of
+	 * this client's right behind, its start ends this one (the time
+	 * between is the master's too). A pipeline cut short (the client
+	 * stopped reading its replies) makes one sample longer, never a
+	 * wrong now_ms. */
+	if (more) {
+		m->defer_st = st;
+		m->defer_t0 = t0;
+	} else {
+		observe(st, mono_ns() - t0);
+	}
 	return ret;
 
 out_auth:
@@ -405,11 +437,13 @@ static const uint8_t *first_key(const struct wire_hdr *h, const uint8_t *body, s
 	return rb_ok(&r) ? k : NULL;
 }
 
-void master_lookahead(struct master *m, const uint8_t *p, size_t n)
+void master_lookahead(struct master *m, struct master_client *c, const uint8_t *p, size_t n)
 {
 	uint32_t hs[LOOKAHEAD_KEYS];
 	unsigned nh = 0;
 
+	m->ahead_c = c;
+	m->ahead_left = 0;
 	while (nh < LOOKAHEAD_KEYS && n >= WIRE_HDR_SIZE) {
 		struct wire_hdr h;
 		if (wire_hdr_decode(p, &h, UINT32_MAX, 0) || n - WIRE_HDR_SIZE < h.body_len)
@@ -423,6 +457,7 @@ void master_lookahead(struct master *m, const uint8_t *p, size_t n)
 		}
 		p += WIRE_HDR_SIZE + h.body_len;
 		n -= WIRE_HDR_SIZE + h.body_len;
+		m->ahead_left++;
 	}
 	/* the buckets asked for first have arrived by now */
 	for (unsigned i = 0; i < nh; i++)
@@ -462,6 +497,7 @@ bool master_step(struct master *m)
 void master_tick(struct master *m)
 {
 	master_now(m);
+	observe_deferred(m, mono_ns());
 	mlease_sweep(m);
 	mnode_tick(m);
 	mrecover_tick(m);

@@ -41,12 +41,14 @@ void master_client_free(struct master_client *c);
 int master_handle(struct master *m, struct master_client *c, const struct wire_hdr *h,
 		  const uint8_t *body, struct wbuf *reply);
 
-/* A look ahead over pipelined request frames just read (p: whole frames
- * from a frame's start, maybe a partial one at the end): prefetches the
- * hash buckets and chain heads of the first keys of the lookups and puts
- * among them, so that handling them one frame at a time does not wait on
- * a cache miss per frame. Only reads; anything malformed ends the look. */
-void master_lookahead(struct master *m, const uint8_t *p, size_t n);
+/* A look ahead over pipelined request frames of client c just read (p:
+ * whole frames from a frame's start, maybe a partial one at the end):
+ * prefetches the hash slots and likely objects of the first keys of the
+ * lookups and puts among them, so that handling them one frame at a time
+ * does not wait on a cache miss per frame; and counts them, so that each
+ * but the last needs one clock read (master_handle). Anything malformed
+ * ends the look. */
+void master_lookahead(struct master *m, struct master_client *c, const uint8_t *p, size_t n);
 
 /* Periodic duties (every ~50 ms): put timeouts, lease sweeping, node
  * liveness, HELLO timeouts, then master_step(). */

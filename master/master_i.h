@@ -55,6 +55,8 @@ struct master {
 	uint64_t gen;			/* last generation handed out */
 	uint64_t epoch;			/* server_epoch in HELLO replies */
 	uint64_t now_ms;		/* monotonic, refreshed per frame and tick */
+	uint64_t frame_ns;		/* monotonic ns at the start of the frame being handled */
+	uint64_t real_off_ns;		/* CLOCK_REALTIME - CLOCK_MONOTONIC at the last tick */
 	uint64_t start_ms;
 	uint64_t rng;
 	uint64_t next_reqid;		/* master -> node requests */
@@ -88,6 +90,11 @@ struct master {
 	size_t cand_cap;
 	struct kref *kbuf;		/* the keys of the batch being handled */
 	size_t kbuf_cap;
+	/* one clock read per pipelined frame (master_handle) */
+	struct master_client *ahead_c;	/* whose frames the last look ahead saw */
+	unsigned ahead_left;		/* how many of them are not handled yet */
+	struct op_stats *defer_st;	/* the last frame's, its duration not observed yet */
+	uint64_t defer_t0;
 
 	/* HA: a new leader's recovery window (mrecover.c) */
 	bool recovering;

@@ -428,7 +428,7 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 {
 	uint32_t n;
 	int rc = mbatch_shape(m, r, "s88", &n);
-	uint64_t now_ns = 0;	/* one clock read per frame, not per key */
+	uint64_t now_ns = m->frame_ns + m->real_off_ns;	/* the frame's clock read (master.c) */
 
 	if (rc)
 		return rc;
@@ -449,8 +449,6 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 		} else if (o && (o->flags & OBJ_VERSION) && objtab_reserve(&m->objs)) {
 			s = KVP_ENOMEM;		/* no slot to link it in: not committed */
 		} else if (o) {
-			if (!now_ns)
-				now_ns = master_clock_ns(CLOCK_REALTIME);
 			commit(m, o, csum, now_ns);
 		}
 		wb_i32(b, s);

@@ -178,7 +178,7 @@ static void on_input_m(struct ev_conn *c, const uint8_t *p, size_t n)
 	struct mconn *mc = ev_conn_udata(c);
 
 	if (mc && mc->authed)	/* before HELLO nothing is worth the work */
-		master_lookahead(mc->s->m, p, n);
+		master_lookahead(mc->s->m, mc->mc, p, n);
 }
 
 static void on_close_m(struct ev_conn *c)

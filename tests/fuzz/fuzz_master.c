@@ -81,7 +81,7 @@ static void call(struct master *m, struct master_client *c, uint16_t op, uint8_t
 		abort();
 	wire_hdr_encode(&h, f);
 	memcpy(f + WIRE_HDR_SIZE, body, len);
-	master_lookahead(m, f, WIRE_HDR_SIZE + len);
+	master_lookahead(m, c, f, WIRE_HDR_SIZE + len);
 	free(f);
 	wb_reset(reply);
 	master_handle(m, c, &h, body, reply);
@@ -163,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mount(m, node, 1, 4096, 1 << 20, &reply);	/* with a spill tier: DEMOTE */
 	mount(m, node, 2, 64, 0, &reply);
 
-	master_lookahead(m, data, size);	/* arbitrary bytes as frames */
+	master_lookahead(m, cli, data, size);	/* arbitrary bytes as frames */
 	uint64_t reqid = 100;
 	while (size >= 4) {
 		uint16_t op = ops[data[0] % NOPS];
