@@ -20,6 +20,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,11 +50,17 @@ static int novs;
 static int failed;
 static const char *only;
 static int node_pid;		/* -p */
-static double last_bytes;	/* moved by the last get_batch() */
+static _Thread_local double last_bytes;	/* moved by this thread's last get_batch() */
+
+/* -x: whether the measurement called name runs. */
+static bool wanted(const char *name)
+{
+	return !only || strstr(name, only);
+}
 
 /* Runs and prints one measurement unless -x filters it out. */
 #define MEASURE(name, expr) do { \
-	if (!only || strstr(name, only)) \
+	if (wanted(name)) \
 		printf("%s %.0f\n", name, (double)(expr)); \
 } while (0)
 
@@ -100,7 +107,7 @@ static double cpu_of(int pid)
 
 /* MEASURE, and with -p the CPU it cost both ends (expr: a get_batch()). */
 #define MEASURE_CPU(name, expr) do { \
-	if (!only || strstr(name, only)) { \
+	if (wanted(name)) { \
 		double c0 = cpu_self(), n0 = node_pid ? cpu_of(node_pid) : -1, v = (expr); \
 		double c1 = cpu_self(), n1 = node_pid ? cpu_of(node_pid) : -1; \
 		printf("%s %.0f\n", name, v); \
@@ -441,13 +448,17 @@ static double put_rounds(struct kvp *k, const char *prefix, int per, size_t len,
 }
 
 /* T threads, each doing single-object get_into (put_from when put) of len
- * over its own keys. bytes/s. */
+ * over its own keys, or with batch > 1 batch_get_into over keys / rounds
+ * of batch_put_from of n fresh objects under its own prefix, batch per
+ * call: as many calls in flight as redis-benchmark -c 4 has connections.
+ * bytes/s, the sum of the threads' rates. */
 struct thr {
 	struct kvp *k;
 	char **keys;
 	int n;
 	size_t len;
 	int put;
+	int batch;
 	double rate;
 	char prefix[32];
 };
@@ -456,14 +467,18 @@ static void *thr_main(void *arg)
 {
 	struct thr *t = arg;
 
-	if (t->put)
+	if (t->batch > 1 && t->put)
+		t->rate = put_rounds(t->k, t->prefix, t->n, t->len, t->batch);
+	else if (t->batch > 1)
+		t->rate = get_batch(t->k, t->keys, t->n, t->len, t->batch);
+	else if (t->put)
 		t->rate = put_rounds(t->k, t->prefix, nput / 4 ? nput / 4 : 1, t->len, 1);
 	else
 		t->rate = get_single(t->k, t->keys, t->n, t->len);
 	return NULL;
 }
 
-static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int put,
+static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int put, int batch,
 		      const char *prefix)
 {
 	pthread_t th[16];
@@ -471,7 +486,8 @@ static double threads(struct kvp *k, char **keys, int n, size_t len, int nt, int
 	double sum = 0;
 
 	for (int i = 0; i < nt; i++) {
-		t[i] = (struct thr){ .k = k, .keys = keys, .n = n, .len = len, .put = put };
+		t[i] = (struct thr){ .k = k, .keys = keys, .n = n, .len = len, .put = put,
+				     .batch = batch };
 		snprintf(t[i].prefix, sizeof(t[i].prefix), "%s%d", prefix, i);
 		pthread_create(&th[i], NULL, thr_main, &t[i]);
 	}
@@ -531,7 +547,7 @@ static void paired(const char *name, double (*m)(void), double (*ref)(void))
 {
 	double mv[PAIR_ROUNDS], rv[PAIR_ROUNDS], ratio[PAIR_ROUNDS], all = secs;
 
-	if (only && !strstr(name, only))
+	if (!wanted(name))
 		return;
 	secs = all / (2 * PAIR_ROUNDS);
 	for (int i = 0; i < PAIR_ROUNDS; i++) {
@@ -617,10 +633,10 @@ int main(int argc, char **argv)
 	/* 1 MiB over TCP, 4 connections */
 	MEASURE("tcp_get_into_1m_1thr", get_single(kt, big, nget, MIB));
 	MEASURE_CPU("tcp_batch_get_1m_x16", get_batch(kt, big, nget, MIB, 16));
-	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, nget, MIB, 4, 0, "bench/tg"));
+	MEASURE("tcp_get_into_1m_4thr", threads(kt, big, nget, MIB, 4, 0, 1, "bench/tg"));
 	MEASURE("tcp_put_from_1m_1thr", put_rounds(kt, "bench/tp", nput, MIB, 1));
 	MEASURE("tcp_batch_put_1m_x16", put_rounds(kt, "bench/tbp", nput, MIB, 16));
-	MEASURE("tcp_put_from_1m_4thr", threads(kt, NULL, 0, MIB, 4, 1, "bench/tpt"));
+	MEASURE("tcp_put_from_1m_4thr", threads(kt, NULL, 0, MIB, 4, 1, 1, "bench/tpt"));
 
 	/* small values, batches of 64: ops/s */
 	k64 = preload(kl, "bench/s64", nsmall, 64 << 10);
@@ -631,7 +647,12 @@ int main(int argc, char **argv)
 	}
 	MEASURE("tcp_batch_get_64k_x64_ops", get_batch(kt, k64, nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
 	MEASURE("tcp_batch_get_4k_x64_ops", get_batch(kt, k4, nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
-	if (!tcp_only) {
+	/* the same with 4 threads: redis-benchmark -c 4's concurrency */
+	MEASURE("tcp_batch_get_64k_x64_4thr_ops",
+		threads(kt, k64, nsmall, 64 << 10, 4, 0, BATCH_SMALL, "") / (64 << 10));
+	MEASURE("tcp_batch_get_4k_x64_4thr_ops",
+		threads(kt, k4, nsmall, 4 << 10, 4, 0, BATCH_SMALL, "") / (4 << 10));
+	if (!tcp_only && (wanted("local_get_4k_opt_ops") || wanted("local_exists_x64_opt_keys"))) {
 		/* a handle like kl that asks the master for every get */
 		const char *nopt[] = { "client.protocol=local", "client.optimistic_reads=false", NULL };
 
@@ -642,7 +663,7 @@ int main(int argc, char **argv)
 		get_batch(kl, k4, nsmall, 4 << 10, BATCH_SMALL);
 		get_batch(pm, k4, nsmall, 4 << 10, BATCH_SMALL);
 		paired("local_get_4k_opt_ops", m_get4k, r_get4k);
-		if (!only || strstr("local_get_4k_opt_ops", only))
+		if (wanted("local_get_4k_opt_ops"))
 			printf("local_get_4k_opt_p50_us %.2f\nlocal_get_4k_master_p50_us %.2f\n", p50_opt,
 			       p50_master);
 		paired("local_exists_x64_opt_keys", m_exists, r_exists);
@@ -654,6 +675,11 @@ int main(int argc, char **argv)
 	}
 	MEASURE("tcp_batch_put_64k_x64_ops", put_rounds(kt, "bench/q64", nsmall, 64 << 10, BATCH_SMALL) / (64 << 10));
 	MEASURE("tcp_batch_put_4k_x64_ops", put_rounds(kt, "bench/q4", nsmall, 4 << 10, BATCH_SMALL) / (4 << 10));
+	/* each thread puts rounds of nsmall objects of its own */
+	MEASURE("tcp_batch_put_64k_x64_4thr_ops",
+		threads(kt, NULL, nsmall, 64 << 10, 4, 1, BATCH_SMALL, "bench/q64t") / (64 << 10));
+	MEASURE("tcp_batch_put_4k_x64_4thr_ops",
+		threads(kt, NULL, nsmall, 4 << 10, 4, 1, BATCH_SMALL, "bench/q4t") / (4 << 10));
 
 	{
 		struct kvp_stats s;
@@ -664,6 +690,7 @@ int main(int argc, char **argv)
 		}
 		kvp_stats(kt, &s);
 		printf("tcp_checksum_mismatches %llu\n", (unsigned long long)s.checksum_mismatches);
+
 	}
 	kvp_remove_all(kl, KVP_REMOVE_FORCE, NULL);
 	free_keys(big, nget);

@@ -7,7 +7,8 @@
 #   TCP, 1 MiB, 4 connections               vs iperf3 -P 4           (batch_get_into 16 on
 #                                                                      one thread >= 0.9x, else 0.8x)
 #                                           vs redis-benchmark -d 1MiB -c 4 GET/SET (>= 1.0x)
-#   64 KiB and 4 KiB, batches of 64, ops/s  vs redis-benchmark -P 64 -c 4 (>= 1.5x)
+#   64 KiB and 4 KiB, batches of 64, ops/s  vs redis-benchmark -P 64 -c 4 (>= 1.5x), from
+#                                           one thread and (TCP) from 4, redis's concurrency
 #   local 4 KiB get_into, batch_exists 64   vs the same calls without optimistic
 #                                           reads, i.e. via the master (>= 5x; p50 <= 5 us)
 # Two topologies, each with its own pool, iperf3 server and redis-server:
@@ -236,6 +237,13 @@ def report(topo):
                  lambda r: rd[r][size]["GET"], f"redis GET -P 64 -d {size}", target, "Mops/s", 1e6)
             line(f"{path} batch_put {size} x64", lambda r: kv(r, f"{path}_batch_put_{size}_x64_ops"),
                  lambda r: rd[r][size]["SET"], f"redis SET -P 64 -d {size}", target, "Mops/s", 1e6)
+    # the same batches from 4 threads: as many calls in flight as redis-benchmark -c 4 has
+    # connections (the rows above are one thread against its 4)
+    for size in ("64k", "4k"):
+        line(f"tcp batch_get {size} x64, 4 threads", lambda r: kv(r, f"tcp_batch_get_{size}_x64_4thr_ops"),
+             lambda r: rd[r][size]["GET"], f"redis GET -P 64 -d {size}", 1.5, "Mops/s", 1e6)
+        line(f"tcp batch_put {size} x64, 4 threads", lambda r: kv(r, f"tcp_batch_put_{size}_x64_4thr_ops"),
+             lambda r: rd[r][size]["SET"], f"redis SET -P 64 -d {size}", 1.5, "Mops/s", 1e6)
     if topo == "loopback":
         print("small local reads without the master (reference: the same calls on a handle with "
               "optimistic_reads = false, interleaved slices)")
