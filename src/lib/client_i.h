@@ -34,6 +34,7 @@ struct node_conn {
 	int fd;
 	bool pooled;			/* counted in node->nconns, else closed on return */
 	uint8_t *rx;			/* xp_tcp's receive buffer */
+	uint64_t idle_ms;		/* net_now_ms() when it went back to the pool */
 	struct node_conn *next;
 };
 

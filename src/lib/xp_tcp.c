@@ -26,6 +26,10 @@
 #define DIRECT_MIN (64u << 10)		/* larger payload remainders go straight to dst */
 #define DIRECT_MAX (256u << 10)		/* ... at most this much per recv, so it is hashed hot */
 #define RECV_BUDGET (8u << 20)		/* per connection per progress() call: fairness */
+/* A connection back in the pool for less than this is lent without the
+ * liveness syscall (sock_alive): a node that closed it meanwhile fails the
+ * call's transfers with KVP_ECONN, which gets and puts retry. */
+#define POOL_FRESH_MS 1000
 #define IOV_BATCH 256			/* iovecs per sendmsg: 64 READs, or 64 WRITEs of 3 */
 /* Bytes queued on a connection before a run takes another: the node
  * serves a connection on one thread, and small frames cost it less (and
@@ -142,7 +146,7 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 			node->idle = nc->next;
 			pthread_mutex_unlock(&kvp->lock);
 			nc->next = NULL;
-			if (sock_alive(nc->fd)) {
+			if (net_now_ms() - nc->idle_ms < POOL_FRESH_MS || sock_alive(nc->fd)) {
 				*out = nc;
 				return 0;
 			}
@@ -202,6 +206,7 @@ static void pool_give(struct kvp *kvp, struct client_node *node, struct node_con
 
 	pthread_mutex_lock(&kvp->lock);
 	if (keep) {
+		nc->idle_ms = net_now_ms();
 		nc->next = node->idle;
 		node->idle = nc;
 	} else if (nc->pooled) {
@@ -794,6 +799,14 @@ static int conn_parse(struct tconn *c)
 	}
 }
 
+/* Every reply this connection owes has been read and parsed: another
+ * recv could only say EAGAIN (a later byte is out of step, and poll or
+ * the pool's liveness check sees it). */
+static bool conn_drained(const struct tconn *c)
+{
+	return !c->wq && c->rs == R_HDR && c->rlo == c->rhi;
+}
+
 static int conn_recv(struct tconn *c)
 {
 	size_t budget = RECV_BUDGET;
@@ -818,6 +831,8 @@ static int conn_recv(struct tconn *c)
 				budget -= (size_t)k < budget ? (size_t)k : budget;
 				if (!c->rleft)
 					conn_reply_done(c);
+				if (conn_drained(c))
+					return 0;
 				continue;
 			}
 		} else {
@@ -836,6 +851,8 @@ static int conn_recv(struct tconn *c)
 				budget -= (size_t)k < budget ? (size_t)k : budget;
 				if (conn_parse(c) < 0)
 					return KVP_EPROTO;
+				if (conn_drained(c))
+					return 0;
 				continue;
 			}
 		}
