@@ -189,29 +189,19 @@ uint64_t lc_token(struct lcache *c, const char *key, uint32_t klen)
 	return c ? lc_token_h(c, lc_key_hash(key, klen)) : 0;
 }
 
-void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
-	       const struct lc_loc *loc)
+/* Under the stripe lock: loc into the key's own way (a key has at most
+ * one: every store goes there), else the oldest. */
+static void lc_store_locked(struct lc_set *set, uint64_t tag, uint32_t klen,
+			    const struct lc_loc *loc, uint64_t now)
 {
-	uint64_t h, tag, now = net_now_ms(), oldest = UINT64_MAX;
-	struct lc_stripe *st;
-	struct lc_set *set;
+	uint64_t oldest = UINT64_MAX;
 	int e = 0;
-
-	if (!c)
-		return;
-	h = lc_key_hash(key, klen);
-	tag = h | 1;
-	set = lc_set(c, h, &st);
 	uint64_t words[W_N] = {
 		[W_SEG_KLEN] = seg_klen(loc->seg_id, klen), [W_UUID] = loc->seg_uuid,
 		[W_OFF] = loc->off, [W_ALEN] = loc->alloc_len, [W_VLEN] = loc->vlen,
 		[W_GEN] = loc->gen, [W_CSUM] = loc->csum, [W_BORN] = now,
 	};
-	pthread_mutex_lock(&st->lock);
-	/* Under the stripe lock: an lc_clear or lc_invalidate that bumps its
-	 * count after this check reaches this set only after we let go. */
-	if (token != ((uint64_t)atomic_load(&c->epoch) << 32 | atomic_load(&st->inval)))
-		goto out;
+
 	for (int w = 0; w < LC_WAYS; w++) {
 		uint64_t t = LD(set->tag[w]), born = LD(set->way[w].w[W_BORN]);
 
@@ -228,7 +218,43 @@ void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	}
 	/* The master just answered for the key (or it was just put). */
 	way_write(set, e, tag, words, now);
-out:
+}
+
+void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
+	       const struct lc_loc *loc)
+{
+	uint64_t h, now = net_now_ms();
+	struct lc_stripe *st;
+	struct lc_set *set;
+
+	if (!c)
+		return;
+	h = lc_key_hash(key, klen);
+	set = lc_set(c, h, &st);
+	pthread_mutex_lock(&st->lock);
+	/* Under the stripe lock: an lc_clear or lc_invalidate that bumps its
+	 * count after this check reaches this set only after we let go. */
+	if (token == ((uint64_t)atomic_load(&c->epoch) << 32 | atomic_load(&st->inval)))
+		lc_store_locked(set, h | 1, klen, loc, now);
+	pthread_mutex_unlock(&st->lock);
+}
+
+void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc)
+{
+	uint64_t h, tag, now = net_now_ms();
+	struct lc_stripe *st;
+	struct lc_set *set;
+
+	if (!c)
+		return;
+	h = lc_key_hash(key, klen);
+	tag = h | 1;
+	set = lc_set(c, h, &st);
+	pthread_mutex_lock(&st->lock);
+	/* lc_invalidate's bump and lc_insert's store with the token that
+	 * follows it, under one hold of the lock: nothing can come between */
+	atomic_fetch_add(&st->inval, 1);
+	lc_store_locked(set, tag, klen, loc, now);
 	pthread_mutex_unlock(&st->lock);
 }
 

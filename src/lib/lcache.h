@@ -55,6 +55,9 @@ uint64_t lc_key_hash(const char *key, uint32_t klen);
 void lc_prefetch(struct lcache *c, uint64_t h);
 bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		 struct lc_loc *loc, bool *touch);
+/* lc_invalidate, then lc_insert with the token that follows it, as one
+ * step under the lock: the location of a value this handle just put. */
+void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc);
 /* Forgets key and makes every older token for it stale (a remove or a put
  * of it by this handle; called before the request and after its reply). */
 void lc_invalidate(struct lcache *c, const char *key, uint32_t klen);

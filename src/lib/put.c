@@ -373,7 +373,6 @@ static void put_remember(struct kvp *kvp, const struct put_item *it)
 	put_remember_ha(kvp, it);
 	if (!lc)
 		return;
-	lc_invalidate(lc, it->key, it->klen);
 	/* A local replica if there is one (memcpy), else one reached over TCP. */
 	const struct xp_op *o = NULL;
 
@@ -387,8 +386,10 @@ static void put_remember(struct kvp *kvp, const struct put_item *it)
 		if (c->seg && c->kind == XP_TCP && !o)
 			o = c;
 	}
-	if (!o)
+	if (!o) {
+		lc_invalidate(lc, it->key, it->klen);
 		return;
+	}
 	struct lc_loc l = {
 		.seg_id = o->seg->id,
 		.seg_uuid = o->seg->seg_uuid,
@@ -399,7 +400,7 @@ static void put_remember(struct kvp *kvp, const struct put_item *it)
 		.csum = it->csum,
 	};
 
-	lc_insert(lc, it->key, it->klen, lc_token(lc, it->key, it->klen), &l);
+	lc_replace(lc, it->key, it->klen, &l);
 }
 
 /* PUT_END for the items whose replicas are all written, PUT_REVOKE for the
