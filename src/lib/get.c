@@ -60,7 +60,7 @@ struct get_item {
 	struct xp_op op;
 	struct xp_run *run;
 	struct kvp *kvp;
-	uint8_t *hdr;			/* EXT_HDR_SIZE + klen */
+	uint8_t *hdr;			/* EXT_HDR_SIZE + klen, in get_ctx.hdrs */
 	uint64_t lc_token;		/* lcache state before the master was asked */
 	bool dev;			/* dst is CUDA device memory */
 	bool stage_pinned;
@@ -72,6 +72,7 @@ struct get_ctx {
 	struct get_item *items;
 	size_t *todo;
 	size_t ntodo;
+	uint8_t *hdrs;			/* every item's hdr, one block */
 };
 
 static void get_enc(struct wbuf *b, size_t i, void *arg)
@@ -715,8 +716,18 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 	lc_touch_poll(kvp);
 }
 
+/* Each item's extent header lands at hdr: one block for the batch, a
+ * slot of EXT_HDR_SIZE + klen per item, 8-byte aligned. */
+static size_t get_hdr_slot(uint32_t klen)
+{
+	return (EXT_HDR_SIZE + (size_t)klen + 7) & ~(size_t)7;
+}
+
 static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *const *keys)
 {
+	size_t room = 0;
+	uint8_t *p;
+
 	gc->deadline = sock_deadline(kvp);
 	gc->items = calloc(n, sizeof(*gc->items));
 	gc->todo = calloc(n, sizeof(*gc->todo));
@@ -727,13 +738,21 @@ static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *
 
 		it->key = keys[i];
 		it->result = mc_key_check(keys[i], &it->klen);
+		if (!it->result)
+			room += get_hdr_slot(it->klen);
+	}
+	p = gc->hdrs = room ? malloc(room) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct get_item *it = &gc->items[i];
+
 		if (it->result)
 			continue;
-		it->hdr = malloc(EXT_HDR_SIZE + it->klen);
-		if (!it->hdr) {
+		if (!p) {
 			it->result = KVP_ENOMEM;
 			continue;
 		}
+		it->hdr = p;
+		p += get_hdr_slot(it->klen);
 		gc->todo[gc->ntodo++] = i;
 	}
 	return 0;
@@ -741,10 +760,9 @@ static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *
 
 static void get_teardown(struct get_ctx *gc, size_t n)
 {
-	for (size_t i = 0; gc->items && i < n; i++) {
-		free(gc->items[i].hdr);
+	for (size_t i = 0; gc->items && i < n; i++)
 		xp_stage_free(gc->items[i].stage, gc->items[i].stage_pinned);
-	}
+	free(gc->hdrs);
 	free(gc->items);
 	free(gc->todo);
 }
