@@ -34,6 +34,7 @@
 
 #include "kvpool.h"
 #include "log.h"
+#include "net.h"
 
 #define EV_BATCH 64			/* epoll events per epoll_wait */
 #define EV_IOV 128			/* iovecs per sendmsg (a zero-copy reply takes 2) */
@@ -649,6 +650,7 @@ struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_con
 	/* Replies are whole frames written at once; Nagle would only delay them.
 	 * Fails (harmlessly) on socketpairs. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	net_tune_local(fd);
 
 	c->io.kind = IO_CONN;
 	c->io.fd = fd;

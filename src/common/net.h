@@ -31,6 +31,13 @@ int net_host_id(char *out, size_t len);
 /* true if the host part of "host:port" is a loopback address or empty-host
  * would bind all (false). */
 bool net_is_loopback(const char *hostport);
+/* Both ends of connected socket fd are on this host (a loopback address
+ * at the other end, or our own). */
+bool net_same_host(int fd);
+/* A connection between two ends on this host does not pace: a pacing
+ * congestion control (BBR) is replaced by reno, which sends at once (see
+ * net.c). Best effort, for connected TCP sockets; others are left alone. */
+void net_tune_local(int fd);
 /* Random bytes (getrandom). */
 int net_random(void *p, size_t n);
 

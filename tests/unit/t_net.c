@@ -1,5 +1,6 @@
-/* t_net: listen/connect, full-length I/O with deadlines, address parsing and
- * host identity (src/common/net.c). Loopback only. */
+/* t_net: listen/connect, full-length I/O with deadlines, same-host
+ * connections that do not pace, address parsing and host identity
+ * (src/common/net.c). Loopback only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,6 +188,52 @@ out:
 	close(lfd);
 }
 
+/* Both ends on this host: a pacing congestion control gives way to reno
+ * (net_tune_local); a socketpair is no IP connection. */
+static void test_same_host(void)
+{
+	char err[256], addr[64], cc[16];
+	socklen_t l;
+	int sp[2];
+	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+
+	CHECK(lfd >= 0);
+	if (lfd < 0)
+		return;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
+	int cfd = net_connect(addr, 2000, err, sizeof(err));
+	int sfd = accept_one(lfd);
+	CHECK(cfd >= 0 && sfd >= 0);
+	if (cfd < 0 || sfd < 0)
+		goto out;
+	CHECK(net_same_host(cfd) && net_same_host(sfd));
+	/* net_connect tuned the client end: whatever the system's default,
+	 * it does not pace now */
+	l = sizeof(cc) - 1;
+	memset(cc, 0, sizeof(cc));
+	CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0 && strncmp(cc, "bbr", 3));
+	/* where BBR may be chosen, a BBR end is switched; reno is left alone */
+	if (setsockopt(sfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0) {
+		net_tune_local(sfd);
+		l = sizeof(cc) - 1;
+		memset(cc, 0, sizeof(cc));
+		CHECK(getsockopt(sfd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0 &&
+		      strcmp(cc, "reno") == 0);
+	}
+	CHECK(send(cfd, "x", 1, 0) == 1 && recv(sfd, cc, 1, 0) == 1 && cc[0] == 'x');
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
+	CHECK(!net_same_host(sp[0]));
+	net_tune_local(sp[0]);		/* no TCP: nothing happens */
+	close(sp[0]);
+	close(sp[1]);
+out:
+	if (cfd >= 0)
+		close(cfd);
+	if (sfd >= 0)
+		close(sfd);
+	close(lfd);
+}
+
 static void test_refused(void)
 {
 	char err[256], addr[64];
@@ -323,6 +372,7 @@ int main(void)
 	signal(SIGPIPE, SIG_DFL);	/* a SIGPIPE would kill the test: MSG_NOSIGNAL must work */
 	test_listen_connect();
 	test_deadlines();
+	test_same_host();
 	test_refused();
 	test_addresses();
 	test_misc();
