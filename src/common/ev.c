@@ -1167,10 +1167,6 @@ static void rbuf_grow(struct ev_conn *c)
 	c->rmin = cap;
 }
 
-/* Reads until the budget is spent, the socket is drained or the
- * connection stops reading. A short recv means drained: the recv that
- * would only say EAGAIN is saved (one per wakeup), and level-triggered
- * epoll reports anything that arrives meanwhile. */
 static void conn_read(struct ev_conn *c)
 {
 	size_t budget = EV_READ_BUDGET;
@@ -1194,8 +1190,6 @@ static void conn_read(struct ev_conn *c)
 				budget -= (size_t)n;
 				c->last_active = c->loop->now;
 				conn_parse(c);	/* completes the payload when it is all here */
-				if ((size_t)n < want)
-					break;	/* drained: see conn_read's comment */
 				continue;
 			}
 		} else {
@@ -1227,8 +1221,6 @@ static void conn_read(struct ev_conn *c)
 				conn_parse(c);
 				if ((size_t)n == want && want == room)
 					rbuf_grow(c);
-				if ((size_t)n < want)
-					break;
 				continue;
 			}
 		}
