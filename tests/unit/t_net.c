@@ -145,20 +145,43 @@ out:
 	close(lfd);
 }
 
-static void test_deadlines(void)
+/* A loopback listener and one connection to it: 0 with the three fds,
+ * -1 (nothing open) when that fails. */
+static int tcp_pair(int *lfd, int *cfd, int *sfd)
 {
 	char err[256], addr[64];
-	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
 
-	CHECK(lfd >= 0);
-	if (lfd < 0)
+	*lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+	CHECK(*lfd >= 0);
+	if (*lfd < 0)
+		return -1;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(*lfd));
+	*cfd = net_connect(addr, 2000, err, sizeof(err));
+	*sfd = accept_one(*lfd);
+	CHECK(*cfd >= 0 && *sfd >= 0);
+	if (*cfd >= 0 && *sfd >= 0)
+		return 0;
+	if (*cfd >= 0)
+		close(*cfd);
+	if (*sfd >= 0)
+		close(*sfd);
+	close(*lfd);
+	return -1;
+}
+
+static void tcp_pair_close(int lfd, int cfd, int sfd)
+{
+	close(cfd);
+	close(sfd);
+	close(lfd);
+}
+
+static void test_deadlines(void)
+{
+	int lfd, cfd, sfd;
+
+	if (tcp_pair(&lfd, &cfd, &sfd) < 0)
 		return;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
-	int cfd = net_connect(addr, 2000, err, sizeof(err));
-	int sfd = accept_one(lfd);
-	CHECK(cfd >= 0 && sfd >= 0);
-	if (cfd < 0 || sfd < 0)
-		goto out;
 
 	/* a silent peer: recv times out near the deadline (generous bounds) */
 	char c;
@@ -180,39 +203,26 @@ static void test_deadlines(void)
 	/* n = 0 is a no-op that succeeds */
 	CHECK(net_send_all(cfd, NULL, 0, 1) == 0);
 	CHECK(net_recv_all(cfd, NULL, 0, 1) == 0);
-out:
-	if (cfd >= 0)
-		close(cfd);
-	if (sfd >= 0)
-		close(sfd);
-	close(lfd);
+	tcp_pair_close(lfd, cfd, sfd);
 }
 
 /* Both ends on this host: a pacing congestion control gives way to reno
  * (net_tune_local); a socketpair is no IP connection. */
 static void test_same_host(void)
 {
-	char err[256], addr[64], cc[16];
+	char cc[16];
 	socklen_t l;
-	int sp[2];
-	int lfd = net_listen("127.0.0.1:0", err, sizeof(err));
+	int sp[2], lfd, cfd, sfd;
 
-	CHECK(lfd >= 0);
-	if (lfd < 0)
+	if (tcp_pair(&lfd, &cfd, &sfd) < 0)
 		return;
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
-	int cfd = net_connect(addr, 2000, err, sizeof(err));
-	int sfd = accept_one(lfd);
-	CHECK(cfd >= 0 && sfd >= 0);
-	if (cfd < 0 || sfd < 0)
-		goto out;
 	CHECK(net_same_host(cfd) && net_same_host(sfd));
 	/* net_connect tuned the client end: whatever the system's default,
 	 * it does not pace now */
 	l = sizeof(cc) - 1;
 	memset(cc, 0, sizeof(cc));
 	CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0 && strncmp(cc, "bbr", 3));
-	/* where BBR may be chosen, a BBR end is switched; reno is left alone */
+	/* where BBR may be chosen, a BBR end is switched to reno */
 	if (setsockopt(sfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0) {
 		net_tune_local(sfd);
 		l = sizeof(cc) - 1;
@@ -226,12 +236,7 @@ static void test_same_host(void)
 	net_tune_local(sp[0]);		/* no TCP: nothing happens */
 	close(sp[0]);
 	close(sp[1]);
-out:
-	if (cfd >= 0)
-		close(cfd);
-	if (sfd >= 0)
-		close(sfd);
-	close(lfd);
+	tcp_pair_close(lfd, cfd, sfd);
 }
 
 static void test_refused(void)
