@@ -428,9 +428,10 @@ void net_tune_local(int fd)
 	 * estimate, on loopback too, where there is no queue to protect. A
 	 * batch's replies (64 x 4 KiB READs: 256 KiB in one sendmsg) then go
 	 * out at the rate the last batch measured, and both ends wait between
-	 * batches. Reno (always allowed) sends at once: measured on a 2-vCPU
-	 * VM, 64 x 4 KiB batch gets 0.27 -> 0.42-0.48 Mops/s, 16 x 1 MiB
-	 * 1.7-2.0 -> 3.1-3.2 GB/s. Other algorithms do not pace: left alone. */
+	 * batches. Reno (always allowed) sends at once: on a 2-vCPU VM 64 x
+	 * 4 KiB batch gets went from 0.19-0.48 to 0.41-0.76 M/s, 16 x 1 MiB
+	 * from 1.7-3.2 to 2.8-3.8 GB/s (docs/performance.md). Algorithms that
+	 * do not pace, and connections to other hosts, are left alone. */
 	if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) < 0 || strncmp(cc, "bbr", 3) ||
 	    !net_same_host(fd))
 		return;
