@@ -201,9 +201,20 @@ static void free_remove(struct alloc *a, uint32_t i)
 
 /* ---- hash of used blocks ---- */
 
+/* The low bits of the offset as they are, the higher ones folded in:
+ * blocks allocated one after another (consecutive offsets) land in
+ * neighbouring buckets, a cache line per 16 of them, where a multiplicative
+ * hash put each in a line of its own (a miss per insert and per free: 8% of
+ * the master's time in a pipelined put run). Folding spreads a stride of
+ * 2^k granules over the buckets as well: the offsets of nused blocks span at
+ * least nused * 2^k granules, whose bits above hbits fill the k low ones. */
 static inline uint64_t hslot(const struct alloc *a, uint64_t g)
 {
-	return (g * 0x9e3779b97f4a7c15ull) >> (64 - a->hbits);
+	uint64_t h = g;
+
+	for (uint64_t x = g >> a->hbits; x; x >>= a->hbits)
+		h ^= x;
+	return h & a->hmask;
 }
 
 static int hash_grow(struct alloc *a)
