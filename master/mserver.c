@@ -487,6 +487,7 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		snprintf(err, errlen, "cannot create the event loop");
 		goto out_master;
 	}
+	ev_set_busy_poll(s->loop, (int)s->conf.cluster.busy_poll_us);
 	s->lfd = net_listen(s->conf.master.listen, err, errlen);
 	if (s->lfd < 0)
 		goto out_loop;

@@ -96,6 +96,9 @@ struct ev_loop {
 	struct ev_conn *pending;	/* conns with work to do before epoll_wait */
 	struct ev_conn *dead_conns;
 	uint64_t sweep_id, sweep_ms;
+	int spin_us;			/* busy polling before epoll sleeps (net.h) */
+	struct epoll_event *spin_evs;	/* where a spin's look puts what it found */
+	int spin_n;
 };
 
 /* A copied chunk holds its bytes in buf (p == buf). A referenced one
@@ -482,6 +485,33 @@ static void dispatch(struct ev_loop *loop, struct ev_io *io, uint32_t events)
 	}
 }
 
+void ev_set_busy_poll(struct ev_loop *loop, int spin_us)
+{
+	loop->spin_us = spin_us > 0 ? spin_us : 0;
+}
+
+static bool spin_look(void *arg)
+{
+	struct ev_loop *loop = arg;
+
+	loop->spin_n = epoll_wait(loop->epfd, loop->spin_evs, EV_BATCH, 0);
+	return loop->spin_n != 0;
+}
+
+/* epoll_wait; with busy polling, events that come within spin_us of the
+ * last ones are taken without sleeping. */
+static int ev_wait(struct ev_loop *loop, struct epoll_event *evs)
+{
+	int timeout = next_timeout(loop);
+
+	if (loop->spin_us && timeout != 0) {
+		loop->spin_evs = evs;
+		if (spin_look(loop) || net_spin(spin_look, loop, loop->spin_us))
+			return loop->spin_n;
+	}
+	return epoll_wait(loop->epfd, evs, EV_BATCH, timeout);
+}
+
 int ev_run(struct ev_loop *loop)
 {
 	struct epoll_event evs[EV_BATCH];
@@ -492,7 +522,7 @@ int ev_run(struct ev_loop *loop)
 	while (!atomic_load(&loop->stop)) {
 		run_pending(loop);
 		free_dead(loop);
-		int n = epoll_wait(loop->epfd, evs, EV_BATCH, next_timeout(loop));
+		int n = ev_wait(loop, evs);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -24,6 +24,9 @@ typedef void (*ev_timer_cb)(struct ev_loop *loop, void *arg);
 
 struct ev_loop *ev_create(void);
 void ev_destroy(struct ev_loop *loop);	/* closes remaining connections */
+/* Busy polling ([cluster] busy_poll_us, net.h): before each sleep, the
+ * loop looks for events without sleeping for up to spin_us (0: never). */
+void ev_set_busy_poll(struct ev_loop *loop, int spin_us);
 /* Runs until ev_stop(); 0 or a negative errno. */
 int ev_run(struct ev_loop *loop);
 /* Async-signal-safe and thread-safe. */

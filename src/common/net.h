@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <sys/uio.h>
 
 /* Listening TCP socket (SO_REUSEADDR, non-blocking, CLOEXEC) on "host:port"
@@ -40,5 +41,11 @@ bool net_same_host(int fd);
 void net_tune_local(int fd);
 /* Random bytes (getrandom). */
 int net_random(void *p, size_t n);
+/* Busy polling ([cluster] busy_poll_us; see net.c): net_spin calls
+ * ready(arg) between sched_yield()s for up to spin_us, true once it says
+ * so; false at once for spin_us <= 0. net_poll is poll() that first looks
+ * without sleeping for up to spin_us (not when timeout_ms is 0). */
+bool net_spin(bool (*ready)(void *arg), void *arg, int spin_us);
+int net_poll(struct pollfd *pfd, nfds_t n, int timeout_ms, int spin_us);
 
 #endif

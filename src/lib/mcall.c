@@ -55,7 +55,7 @@ static void mconn_free(struct mconn *mc)
 
 /* Waits for the connection to become readable, then takes what the socket
  * holds into rx. 0 or KVP_E*. */
-static int mc_fill(struct mconn *mc, uint64_t deadline)
+static int mc_fill(struct mconn *mc, uint64_t deadline, int spin_us)
 {
 	if (mc->rlo) {
 		memmove(mc->rx, mc->rx + mc->rlo, mc->rhi - mc->rlo);
@@ -70,7 +70,8 @@ static int mc_fill(struct mconn *mc, uint64_t deadline)
 
 		if (now >= deadline)
 			return KVP_ETIMEDOUT;
-		n = poll(&pfd, 1, deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now));
+		n = net_poll(&pfd, 1, deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now),
+			     spin_us);
 		if (n < 0 && errno != EINTR)
 			return KVP_ECONN;
 		if (n <= 0)
@@ -124,7 +125,7 @@ static int mc_recv_frame(struct kvp *kvp, struct mconn *mc, uint64_t deadline,
 				return 0;
 			}
 		}
-		rc = mc_fill(mc, deadline);
+		rc = mc_fill(mc, deadline, (int)kvp->conf.cluster.busy_poll_us);
 		if (rc < 0)
 			return rc;
 	}
@@ -317,7 +318,7 @@ static int wait_reply(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 			return KVP_ETIMEDOUT;
 		uint64_t wait = deadline - now < HA_REPLY_CHECK_MS ? deadline - now : HA_REPLY_CHECK_MS;
 		struct pollfd p = { .fd = mc->fd, .events = POLLIN };
-		int k = poll(&p, 1, (int)wait);
+		int k = net_poll(&p, 1, (int)wait, (int)kvp->conf.cluster.busy_poll_us);
 		if (k > 0)
 			return 0;
 		if (k < 0 && errno != EINTR)

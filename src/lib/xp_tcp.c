@@ -932,7 +932,8 @@ static size_t tcp_progress(void *st, bool wait)
 	timeout = r->deadline > now ? (r->deadline - now > INT32_MAX ? INT32_MAX :
 				       (int)(r->deadline - now)) : 0;
 	if (n) {
-		int rc = poll(r->pfd, r->nconns, wait ? timeout : 0);
+		int rc = net_poll(r->pfd, r->nconns, wait ? timeout : 0,
+				  (int)r->kvp->conf.cluster.busy_poll_us);
 
 		if (rc < 0 && errno != EINTR) {
 			for (size_t i = 0; i < r->nconns; i++)

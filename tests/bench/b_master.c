@@ -20,6 +20,8 @@
  * wrong reply, redis-benchmark printing no rate, eviction never starting.
  */
 #include "../unit/testlib.h"
+#include "conf.h"
+#include "net.h"
 
 #define DEPTH 64
 
@@ -55,6 +57,21 @@ static void pc_close(struct pc *p)
 	free(p->buf);
 }
 
+/* [cluster] busy_poll_us as the environment sets it (default otherwise) */
+static int busy_poll_us(void)
+{
+	static int us = -1;
+
+	if (us < 0) {
+		struct kvp_conf c;
+		const char *e = getenv("KVPOOL_CLUSTER_BUSY_POLL_US");
+
+		conf_defaults(&c);
+		us = e ? atoi(e) : (int)c.cluster.busy_poll_us;
+	}
+	return us;
+}
+
 /* Next reply frame: header in *h, body pointer valid until the next call. */
 static const uint8_t *pc_next(struct pc *p, struct wire_hdr *h)
 {
@@ -74,6 +91,9 @@ static const uint8_t *pc_next(struct pc *p, struct wire_hdr *h)
 			p->pos = 0;
 		}
 		REQUIRE(p->len < p->cap, "reply too large");
+		/* waits as libkvpool's master client does (mcall.c) */
+		struct pollfd pfd = { .fd = p->fd, .events = POLLIN };
+		REQUIRE(net_poll(&pfd, 1, -1, busy_poll_us()) >= 0, "poll: %s", strerror(errno));
 		ssize_t n = recv(p->fd, p->buf + p->len, p->cap - p->len, 0);
 		REQUIRE(n > 0, "recv: %s", n ? strerror(errno) : "closed");
 		p->len += (size_t)n;

@@ -288,7 +288,7 @@ static void *loop_thread(void *arg)
 	return NULL;
 }
 
-static int srv_start(struct srv *s)
+static int srv_start(struct srv *s, int busy_poll_us)
 {
 	char err[256];
 
@@ -296,6 +296,7 @@ static int srv_start(struct srv *s)
 	s->loop = ev_create();
 	if (!s->loop)
 		return -1;
+	ev_set_busy_poll(s->loop, busy_poll_us);
 	s->pattern = malloc(BIG);
 	s->dst = malloc(BIG);
 	s->info = malloc(INFO_REPLY);
@@ -1012,7 +1013,7 @@ int main(void)
 	alarm(240);	/* a hang is a failure, not a stuck test run */
 	test_timers();
 	test_stop_wake();
-	if (srv_start(&s) < 0) {
+	if (srv_start(&s, 0) < 0) {
 		fprintf(stderr, "t_ev: cannot start the server\n");
 		return 1;
 	}
@@ -1024,6 +1025,16 @@ int main(void)
 	test_idle(&s);
 	test_backpressure(&s);
 	/* every connection got on_close exactly once */
+	CHECK(wait_int(&s.open_conns, 0, 20000));
+	srv_stop(&s);
+	/* the same exchanges on a loop that busy-polls before it sleeps */
+	if (srv_start(&s, 200) < 0) {
+		fprintf(stderr, "t_ev: cannot start the server\n");
+		return 1;
+	}
+	test_pipeline(&s);
+	test_payloads(&s);
+	test_closing(&s);
 	CHECK(wait_int(&s.open_conns, 0, 20000));
 	srv_stop(&s);
 	if (failures) {

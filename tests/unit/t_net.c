@@ -1,6 +1,6 @@
 /* t_net: listen/connect, full-length I/O with deadlines, same-host
- * connections that do not pace, address parsing and host identity
- * (src/common/net.c). Loopback only. */
+ * connections that do not pace, address parsing, host identity and busy
+ * polling (src/common/net.c). Loopback only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -372,6 +374,69 @@ static void test_misc(void)
 	CHECK(net_realtime_ns() > 1600000000ull * 1000000000ull);
 }
 
+/* ---- busy polling ---- */
+
+struct countdown {
+	int calls, ready_at;
+};
+
+static bool count_ready(void *arg)
+{
+	struct countdown *c = arg;
+
+	return ++c->calls >= c->ready_at;
+}
+
+static void *write_later(void *arg)
+{
+	int fd = *(int *)arg;
+
+	usleep(2000);
+	CHECK(write(fd, "x", 1) == 1);
+	return NULL;
+}
+
+static void test_busy_poll(void)
+{
+	struct countdown c = { .ready_at = 3 };
+	struct pollfd p;
+	pthread_t th;
+	int sv[2];
+	char b;
+
+	/* 0 us: no look at all */
+	CHECK(!net_spin(count_ready, &c, 0) && c.calls == 0);
+	/* it looks until told, within the budget (10 s: never reached) */
+	CHECK(net_spin(count_ready, &c, 10 * 1000 * 1000));
+	CHECK(c.calls == 3 || c.calls == 1);	/* 1: another thread took the CPU */
+	/* a budget that runs out reports nothing found */
+	c = (struct countdown){ .ready_at = 1 << 30 };
+	CHECK(!net_spin(count_ready, &c, 200) && c.calls >= 1);
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	p = (struct pollfd){ .fd = sv[0], .events = POLLIN };
+	/* timeout 0 stays a look: nothing there */
+	CHECK(net_poll(&p, 1, 0, 100000) == 0);
+	/* data already there: found by the first look */
+	CHECK(write(sv[1], "x", 1) == 1);
+	CHECK(net_poll(&p, 1, -1, 100000) == 1 && (p.revents & POLLIN));
+	CHECK(read(sv[0], &b, 1) == 1);
+	/* data that comes after the spin ran out: the sleeping poll gets it */
+	CHECK(pthread_create(&th, NULL, write_later, &sv[1]) == 0);
+	CHECK(net_poll(&p, 1, 5000, 100) == 1 && (p.revents & POLLIN));
+	CHECK(read(sv[0], &b, 1) == 1 && b == 'x');
+	pthread_join(th, NULL);
+	/* ... and one that comes during a long spin */
+	CHECK(pthread_create(&th, NULL, write_later, &sv[1]) == 0);
+	CHECK(net_poll(&p, 1, 5000, 1000000) == 1 && (p.revents & POLLIN));
+	pthread_join(th, NULL);
+	/* a timeout still ends it */
+	CHECK(read(sv[0], &b, 1) == 1);
+	CHECK(net_poll(&p, 1, 20, 100) == 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_DFL);	/* a SIGPIPE would kill the test: MSG_NOSIGNAL must work */
@@ -381,6 +446,7 @@ int main(void)
 	test_refused();
 	test_addresses();
 	test_misc();
+	test_busy_poll();
 	if (failures) {
 		fprintf(stderr, "t_net: %d check(s) failed\n", failures);
 		return 1;
