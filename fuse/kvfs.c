@@ -24,6 +24,7 @@
 #include "kvfs_local.h"
 #include "kvfs_node.h"
 #include "kvfs_ops.h"
+#include "kvfs_uring.h"
 #include "log.h"
 #include "net.h"
 
@@ -195,6 +196,7 @@ static void fs_free(struct kvfs *fs)
 	if (!fs)
 		return;
 	kvfs_commit_stop(fs);	/* what is queued goes to the pool first */
+	kvfs_uring_stop(fs);
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	if (fs->kvp)
@@ -247,6 +249,17 @@ static struct kvfs *fs_create(const struct kvp_conf *conf, const char *mountpoin
 	else if (net_host_id(fs->host_id, sizeof(fs->host_id)) < 0)
 		fs->host_id[0] = 0;
 
+	fs->uring_mode = kvfs_uring_mode(conf->fuse.io_uring);
+	if (fs->uring_mode < 0) {
+		snprintf(err, errlen, "[fuse] io_uring = %s: auto, on or off", conf->fuse.io_uring);
+		goto out_free;
+	}
+	if (fs->uring_mode == KVFS_URING_ON && !kvfs_uring_enabled()) {
+		snprintf(err, errlen, "[fuse] io_uring = on, but the kernel does not let FUSE use "
+			 "io_uring: needs Linux 6.14+ with CONFIG_FUSE_IO_URING and Y in "
+			 "/sys/module/fuse/parameters/enable_uring");
+		goto out_free;
+	}
 	if (clear_stale(mountpoint, err, errlen) < 0)
 		goto out_free;
 	if (!realpath(mountpoint, fs->mnt)) {

@@ -12,6 +12,7 @@
 
 #include "kvfs_commit.h"
 #include "kvfs_ctl.h"
+#include "kvfs_uring.h"
 #include "scan.h"
 
 static int info_get(struct kvfs *fs, struct kvp_info *info)
@@ -68,6 +69,7 @@ int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len)
 {
 	struct kvfs_commit_stats cs;
 	struct kvp_info info;
+	uint64_t served;
 	char a[32], b[32];
 	FILE *f;
 	int rc;
@@ -97,6 +99,10 @@ int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len)
 	fprintf(f, "view_queued    %" PRIu64 "\n", cs.queued);
 	fprintf(f, "view_stored    %" PRIu64 " (in %" PRIu64 " batches)\n", cs.stored, cs.batches);
 	fprintf(f, "view_failed    %" PRIu64 "\n", cs.failed);
+	if (kvfs_uring_served(fs, &served))	/* the requests' transport */
+		fprintf(f, "view_transport io_uring (%" PRIu64 " requests)\n", served);
+	else
+		fprintf(f, "view_transport /dev/fuse\n");
 	for (size_t i = 0; i < info.nnodes; i++) {
 		const struct kvp_node_info *n = &info.nodes[i];
 

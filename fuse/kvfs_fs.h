@@ -25,6 +25,7 @@
 struct kvfs_node;
 struct kvfs_lseg;
 struct kvfs_commit;
+struct kvfs_uring;
 
 struct kvfs {
 	struct kvp_conf conf;
@@ -36,8 +37,11 @@ struct kvfs {
 	unsigned dev_major, dev_minor;	/* of the mount, from mountinfo */
 	/* INIT (kvfs_io.c): written before any other request is read */
 	uint64_t init_unique;
-	bool init_offered;		/* the kernel offers DIRECT_IO_ALLOW_MMAP */
+	bool init_seen;			/* with FUSE_INIT_EXT: init_flags2 holds its flags2 */
+	uint32_t init_flags2;		/* what the kernel offers above bit 31 */
 	bool dio_mmap;			/* asked for: direct-I/O files can be mmap'd */
+	int uring_mode;			/* [fuse] io_uring, KVFS_URING_* */
+	struct kvfs_uring *uring;	/* FUSE over io_uring (kvfs_uring.c), set at INIT */
 
 	/* options, fixed at start */
 	bool ro;

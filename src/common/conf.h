@@ -101,6 +101,7 @@ struct kvp_conf {
 		int64_t mode;			/* file mode bits, e.g. 0644 */
 		uint64_t max_read;
 		uint64_t write_behind;		/* closed files up to this size: put behind the close */
+		char io_uring[CONF_STR];	/* auto | on | off: FUSE over io_uring */
 	} fuse;
 	struct {
 		bool enabled;

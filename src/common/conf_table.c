@@ -239,6 +239,10 @@ const struct conf_key conf_table[] = {
 	    "A closed file up to this size is put by a background thread, many per master "
 	    "round trip: close returns at once, the view serves the value meanwhile, other "
 	    "clients see it a moment later; fsync waits for the put. 0: every close waits."),
+	STR("fuse", "io_uring", fuse.io_uring, "auto",
+	    "FUSE requests over io_uring, served on the caller's CPU (Linux 6.14+, Y in "
+	    "/sys/module/fuse/parameters/enable_uring). auto: when the kernel offers it; on: "
+	    "the mount fails without it; off: /dev/fuse only.", .choices = "auto|on|off"),
 
 	/* [rdma] */
 	BOOL("rdma", "enabled", rdma.enabled, "false",

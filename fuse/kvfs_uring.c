@@ -1,0 +1,528 @@
+/* kvfs_uring: FUSE over io_uring (kvfs_uring.h). The ABI below is the
+ * kernel's (include/uapi/linux/fuse.h 7.42, fs/fuse/dev_uring.c), defined
+ * here because Debian's linux/fuse.h predates it. Every length the kernel
+ * writes into an entry is checked against the entry's buffers before use.
+ *
+ * One entry per thread: the thread that got a request is the one that
+ * commits its reply, so a request whose handler waits (a lookup settling
+ * a close, a commit wait) holds only its own entry while the queue's other
+ * threads go on. A reply made on another thread (later, or while the
+ * handler still runs) is copied into the entry and handed to its thread.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "kvfs_uring.h"
+#include "log.h"
+
+#define URING_CMD_REGISTER 1		/* FUSE_IO_URING_CMD_REGISTER */
+#define URING_CMD_COMMIT_AND_FETCH 2	/* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
+#define URING_IN_OUT_SZ 128		/* FUSE_URING_IN_OUT_HEADER_SZ */
+#define URING_OP_IN_SZ 128		/* FUSE_URING_OP_IN_OUT_SZ */
+#define URING_PER_CPU 4			/* threads (entries) per queue */
+#define URING_MAX_QUEUES 1024
+#define PAY_OFF 4096			/* the payload's offset in an entry's buffer */
+#define UD_CMD 1			/* user_data of the FUSE commands */
+#define UD_WAKE 2			/* of kvfs_uring_stop's NOP */
+#define REGISTER_TRIES 1000		/* -EAGAIN: the connection is not initialized yet */
+
+struct uring_ent_in_out {		/* struct fuse_uring_ent_in_out */
+	uint64_t flags;
+	uint64_t commit_id;
+	uint32_t payload_sz;
+	uint32_t padding;
+	uint64_t reserved;
+};
+
+struct uring_req_header {		/* struct fuse_uring_req_header */
+	char in_out[URING_IN_OUT_SZ];	/* fuse_in_header in, fuse_out_header out */
+	char op_in[URING_OP_IN_SZ];	/* the request's first argument */
+	struct uring_ent_in_out ring_ent_in_out;
+};
+
+struct uring_cmd_req {			/* struct fuse_uring_cmd_req, in sqe->cmd */
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+
+_Static_assert(sizeof(struct uring_req_header) == 288, "fuse_uring_req_header");
+_Static_assert(sizeof(struct uring_cmd_req) == 24, "fuse_uring_cmd_req");
+_Static_assert(sizeof(struct fuse_in_header) + URING_OP_IN_SZ <= PAY_OFF, "room");
+
+struct kvfs_uring;
+
+struct uent {
+	struct kvfs_uring *u;
+	unsigned qid;
+	pthread_t thread;
+	bool started;
+	bool ring_ok;
+	struct io_uring ring;
+	pthread_mutex_t sq_lock;	/* the SQ: this thread and kvfs_uring_stop */
+	struct uring_req_header hdr;
+	struct iovec iov[2];		/* what REGISTER hands the kernel */
+	char *buf;			/* PAY_OFF + payload: request rebuilt, payload */
+	char *side;			/* a reply made while the request runs */
+	size_t side_len;
+	/* hand-off of the reply, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic uint64_t unique;	/* the request in flight; 0 none */
+	bool running;			/* its handler may still read the payload */
+	bool replied;
+};
+
+struct kvfs_uring {
+	struct kvfs *fs;
+	int fd;				/* the session's /dev/fuse */
+	size_t payload;
+	unsigned nq, n;
+	pthread_mutex_t go_lock;
+	pthread_cond_t go_cond;
+	int go;				/* 0 wait, 1 register, -1 exit */
+	atomic_bool stop;
+	atomic_bool refused;		/* a REGISTER failed: /dev/fuse serves */
+	atomic_uint registered;
+	_Atomic uint64_t served;
+	struct uent ents[];
+};
+
+static __thread struct uent *cur;	/* the entry this thread serves */
+
+int kvfs_uring_mode(const char *s)
+{
+	if (!s[0] || !strcmp(s, "auto"))
+		return KVFS_URING_AUTO;
+	if (!strcmp(s, "on"))
+		return KVFS_URING_ON;
+	return !strcmp(s, "off") ? KVFS_URING_OFF : -1;
+}
+
+bool kvfs_uring_enabled(void)
+{
+	char c = 0;
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
+
+	if (!f)
+		return false;
+	if (fread(&c, 1, 1, f) != 1)
+		c = 0;
+	fclose(f);
+	return c == 'Y' || c == '1';
+}
+
+/* The kernel's num_possible_cpus(): one queue each, all of them needed. */
+static unsigned possible_cpus(void)
+{
+	char line[4096];
+	unsigned last = 0;
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
+
+	if (f && fgets(line, sizeof(line), f)) {
+		for (char *p = line; *p;) {
+			char *e;
+			unsigned long v = strtoul(p, &e, 10);
+
+			if (e == p)
+				break;
+			last = v > last ? (unsigned)v : last;
+			p = *e ? e + 1 : e;
+		}
+		fclose(f);
+		return last + 1;
+	}
+	if (f)
+		fclose(f);
+	return (unsigned)get_nprocs_conf();
+}
+
+/* Queues one FUSE command (REGISTER, or COMMIT_AND_FETCH of commit_id). */
+static int ent_cmd(struct uent *e, uint32_t op, uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe;
+	struct uring_cmd_req *r;
+	int rc;
+
+	pthread_mutex_lock(&e->sq_lock);
+	sqe = io_uring_get_sqe(&e->ring);
+	if (!sqe) {
+		pthread_mutex_unlock(&e->sq_lock);
+		return -EBUSY;
+	}
+	memset(sqe, 0, 128);		/* SQE128: the command area too */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = e->u->fd;
+	sqe->cmd_op = op;
+	sqe->addr = (uintptr_t)e->iov;
+	sqe->len = 2;
+	sqe->user_data = UD_CMD;
+	r = (struct uring_cmd_req *)sqe->cmd;
+	r->commit_id = commit_id;
+	r->qid = (uint16_t)e->qid;
+	do
+		rc = io_uring_submit(&e->ring);
+	while (rc == -EINTR);
+	pthread_mutex_unlock(&e->sq_lock);
+	return rc < 0 ? rc : 0;
+}
+
+/* An out header with no payload: an error reply made here. */
+static void set_error(struct uent *e, uint64_t unique, int err)
+{
+	struct fuse_out_header oh = { .len = sizeof(oh), .error = -err, .unique = unique };
+
+	memcpy(e->hdr.in_out, &oh, sizeof(oh));
+	e->hdr.ring_ent_in_out.payload_sz = 0;
+}
+
+/* Ops that get no reply (libfuse answers none): never over the ring in
+ * 6.14-6.18, but an entry must not wait for one. */
+static bool no_reply(uint32_t opcode)
+{
+	return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET ||
+	       opcode == FUSE_INTERRUPT || opcode == FUSE_NOTIFY_REPLY;
+}
+
+/* One request that came into e: rebuilt as /dev/fuse would have given it,
+ * served by libfuse, its reply committed (which also re-arms e). */
+static int ent_serve(struct uent *e)
+{
+	struct kvfs_uring *u = e->u;
+	struct fuse_in_header ih;
+	uint64_t commit_id = e->hdr.ring_ent_in_out.commit_id;
+	uint32_t psz = e->hdr.ring_ent_in_out.payload_sz, arg0;
+	char *msg;
+
+	memcpy(&ih, e->hdr.in_out, sizeof(ih));
+	if (ih.len < sizeof(ih) || psz > u->payload || ih.len - sizeof(ih) < psz ||
+	    ih.len - sizeof(ih) - psz > URING_OP_IN_SZ || ih.unique != commit_id) {
+		log_warn("kvfs: io_uring request %llu with bad lengths (len %u, payload %u)",
+			 (unsigned long long)commit_id, ih.len, psz);
+		set_error(e, commit_id, EIO);
+		return ent_cmd(e, URING_CMD_COMMIT_AND_FETCH, commit_id);
+	}
+	/* header and first argument right before the payload: one message */
+	arg0 = ih.len - (uint32_t)sizeof(ih) - psz;
+	msg = e->buf + PAY_OFF - arg0 - sizeof(ih);
+	memcpy(msg, &ih, sizeof(ih));
+	memcpy(msg + sizeof(ih), e->hdr.op_in, arg0);
+
+	pthread_mutex_lock(&e->lock);
+	e->replied = false;
+	e->running = true;
+	e->side_len = 0;
+	atomic_store(&e->unique, ih.unique);
+	pthread_mutex_unlock(&e->lock);
+	atomic_fetch_add_explicit(&u->served, 1, memory_order_relaxed);
+
+	fuse_session_process_buf(u->fs->se, &(struct fuse_buf){ .mem = msg, .size = ih.len });
+
+	pthread_mutex_lock(&e->lock);
+	e->running = false;
+	if (e->replied && e->side_len) {	/* the handler is done with the payload */
+		memcpy(e->buf + PAY_OFF, e->side, e->side_len);
+		e->side_len = 0;
+	}
+	while (!e->replied && !no_reply(ih.opcode) && !atomic_load(&u->stop))
+		pthread_cond_wait(&e->cond, &e->lock);
+	if (!e->replied)
+		set_error(e, ih.unique, ENOSYS);
+	atomic_store(&e->unique, 0);
+	pthread_mutex_unlock(&e->lock);
+	if (atomic_load(&u->stop))
+		return -ECANCELED;
+	return ent_cmd(e, URING_CMD_COMMIT_AND_FETCH, commit_id);
+}
+
+static void *ent_thread(void *arg)
+{
+	struct uent *e = arg;
+	struct kvfs_uring *u = e->u;
+	int tries = 0, go;
+	cpu_set_t set;
+
+	cur = e;
+	CPU_ZERO(&set);
+	CPU_SET(e->qid, &set);
+	/* an offline CPU sends nothing, but its queue must exist all the same */
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	pthread_mutex_lock(&u->go_lock);
+	while (!u->go)
+		pthread_cond_wait(&u->go_cond, &u->go_lock);
+	go = u->go;
+	pthread_mutex_unlock(&u->go_lock);
+	if (go < 0 || ent_cmd(e, URING_CMD_REGISTER, 0) < 0)
+		return NULL;
+	atomic_fetch_add(&u->registered, 1);
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		uint64_t ud;
+		int rc = io_uring_wait_cqe(&e->ring, &cqe), res;
+
+		if (rc == -EINTR)
+			continue;
+		if (rc < 0)
+			break;
+		res = cqe->res;
+		ud = cqe->user_data;
+		io_uring_cqe_seen(&e->ring, cqe);
+		if (atomic_load(&u->stop))
+			break;
+		if (ud != UD_CMD)
+			continue;
+		if (res == -EAGAIN && ++tries < REGISTER_TRIES) {
+			usleep(1000);	/* REGISTER before INIT is through */
+			if (ent_cmd(e, URING_CMD_REGISTER, 0) < 0)
+				break;
+			continue;
+		}
+		if (res < 0) {
+			/* -ENOTCONN, -ECONNABORTED: the connection is gone; a
+			 * failed REGISTER turns the ring off for good */
+			if (res != -ENOTCONN && res != -ECONNABORTED &&
+			    !atomic_exchange(&u->refused, true))
+				log_warn("kvfs: io_uring queue %u: %s; requests go through "
+					 "/dev/fuse", e->qid, strerror(-res));
+			break;
+		}
+		if (ent_serve(e) < 0)
+			break;
+	}
+	return NULL;
+}
+
+static struct uent *find_ent(struct kvfs_uring *u, uint64_t unique)
+{
+	if (cur && cur->u == u && atomic_load(&cur->unique) == unique)
+		return cur;
+	for (unsigned i = 0; i < u->n; i++)
+		if (atomic_load(&u->ents[i].unique) == unique)
+			return &u->ents[i];
+	return NULL;
+}
+
+bool kvfs_uring_reply(struct kvfs *fs, const struct iovec *iov, int count, ssize_t *res)
+{
+	struct kvfs_uring *u = fs->uring;
+	struct fuse_out_header oh;
+	struct uent *e;
+	size_t total = 0, n, off = 0;
+	char *dst;
+
+	if (!u || count < 1 || iov[0].iov_len < sizeof(oh))
+		return false;
+	memcpy(&oh, iov[0].iov_base, sizeof(oh));
+	if (!oh.unique)
+		return false;	/* a notification: /dev/fuse only */
+	e = find_ent(u, oh.unique);
+	if (!e)
+		return false;
+	for (int i = 0; i < count; i++)
+		total += iov[i].iov_len;
+	pthread_mutex_lock(&e->lock);
+	if (atomic_load(&e->unique) != oh.unique || e->replied) {
+		pthread_mutex_unlock(&e->lock);
+		return false;
+	}
+	n = total - sizeof(oh);
+	if (n > u->payload) {
+		log_warn("kvfs: reply of %zu bytes to request %llu is over the ring's %zu", n,
+			 (unsigned long long)oh.unique, u->payload);
+		set_error(e, oh.unique, EIO);
+		n = 0;
+	} else {
+		oh.len = (uint32_t)total;
+		memcpy(e->hdr.in_out, &oh, sizeof(oh));
+		e->hdr.ring_ent_in_out.payload_sz = (uint32_t)n;
+	}
+	/* the payload area still holds the request's arguments while its
+	 * handler runs: park the reply until it returns */
+	dst = e->running && n ? e->side : e->buf + PAY_OFF;
+	if (dst == e->side)
+		e->side_len = n;
+	for (int i = 0; i < count && n; i++) {
+		size_t skip = i == 0 ? sizeof(oh) : 0, l = iov[i].iov_len - skip;
+
+		memmove(dst + off, (const char *)iov[i].iov_base + skip, l);
+		off += l;
+	}
+	e->replied = true;
+	pthread_cond_signal(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	*res = (ssize_t)total;
+	return true;
+}
+
+static void ent_free(struct uent *e)
+{
+	if (e->ring_ok)
+		io_uring_queue_exit(&e->ring);
+	free(e->buf);
+	free(e->side);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->sq_lock);
+}
+
+static void uring_free(struct kvfs_uring *u)
+{
+	for (unsigned i = 0; i < u->n; i++)
+		ent_free(&u->ents[i]);
+	pthread_cond_destroy(&u->go_cond);
+	pthread_mutex_destroy(&u->go_lock);
+	free(u);
+}
+
+static int ent_init(struct kvfs_uring *u, struct uent *e, unsigned qid)
+{
+	struct io_uring_params p = { .flags = IORING_SETUP_SQE128 };
+	int rc;
+
+	e->u = u;
+	e->qid = qid;
+	pthread_mutex_init(&e->sq_lock, NULL);
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	/* untouched pages cost nothing: the kernel copies into them, it does
+	 * not pin them */
+	e->buf = malloc(PAY_OFF + u->payload);
+	e->side = malloc(u->payload);
+	if (!e->buf || !e->side)
+		return -ENOMEM;
+	e->iov[0] = (struct iovec){ .iov_base = &e->hdr, .iov_len = sizeof(e->hdr) };
+	e->iov[1] = (struct iovec){ .iov_base = e->buf + PAY_OFF, .iov_len = u->payload };
+	rc = io_uring_queue_init_params(4, &e->ring, &p);
+	if (rc < 0)
+		return rc;
+	e->ring_ok = true;
+	return 0;
+}
+
+/* Lets threads blocked anywhere see u->stop. */
+static void wake_all(struct kvfs_uring *u)
+{
+	pthread_mutex_lock(&u->go_lock);
+	if (!u->go)
+		u->go = -1;
+	pthread_cond_broadcast(&u->go_cond);
+	pthread_mutex_unlock(&u->go_lock);
+	for (unsigned i = 0; i < u->n; i++) {
+		struct uent *e = &u->ents[i];
+		struct io_uring_sqe *sqe;
+
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_broadcast(&e->cond);
+		pthread_mutex_unlock(&e->lock);
+		if (!e->ring_ok)
+			continue;
+		pthread_mutex_lock(&e->sq_lock);
+		sqe = io_uring_get_sqe(&e->ring);
+		if (sqe) {
+			io_uring_prep_nop(sqe);
+			sqe->user_data = UD_WAKE;
+			io_uring_submit(&e->ring);
+		}
+		pthread_mutex_unlock(&e->sq_lock);
+	}
+}
+
+static void uring_join(struct kvfs_uring *u)
+{
+	atomic_store(&u->stop, true);
+	wake_all(u);
+	for (unsigned i = 0; i < u->n; i++)
+		if (u->ents[i].started)
+			pthread_join(u->ents[i].thread, NULL);
+}
+
+int kvfs_uring_prepare(struct kvfs *fs, uint32_t max_write, uint32_t max_pages)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned nq = possible_cpus();
+	struct kvfs_uring *u;
+	size_t payload;
+	int rc = 0;
+
+	if (fs->uring)
+		return -EALREADY;
+	if (nq == 0 || nq > URING_MAX_QUEUES)
+		return -ERANGE;
+	/* the kernel's max_payload_sz: FUSE_MIN_READ_BUFFER, max_write, and
+	 * max_pages pages (32 when the reply leaves it out) */
+	payload = 8192;
+	payload = max_write > payload ? max_write : payload;
+	if ((size_t)(max_pages > 32 ? max_pages : 32) * (size_t)page > payload)
+		payload = (size_t)(max_pages > 32 ? max_pages : 32) * (size_t)page;
+	u = calloc(1, sizeof(*u) + (size_t)nq * URING_PER_CPU * sizeof(struct uent));
+	if (!u)
+		return -ENOMEM;
+	u->fs = fs;
+	u->fd = fuse_session_fd(fs->se);
+	u->payload = payload;
+	u->nq = nq;
+	u->n = nq * URING_PER_CPU;
+	pthread_mutex_init(&u->go_lock, NULL);
+	pthread_cond_init(&u->go_cond, NULL);
+	for (unsigned i = 0; i < u->n && !rc; i++)
+		rc = ent_init(u, &u->ents[i], i / URING_PER_CPU);
+	for (unsigned i = 0; i < u->n && !rc; i++) {
+		rc = -pthread_create(&u->ents[i].thread, NULL, ent_thread, &u->ents[i]);
+		u->ents[i].started = rc == 0;
+	}
+	if (rc) {
+		uring_join(u);
+		uring_free(u);
+		return rc;
+	}
+	fs->uring = u;
+	return 0;
+}
+
+void kvfs_uring_go(struct kvfs *fs, bool ok)
+{
+	struct kvfs_uring *u = fs->uring;
+
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->go_lock);
+	u->go = ok ? 1 : -1;
+	pthread_cond_broadcast(&u->go_cond);
+	pthread_mutex_unlock(&u->go_lock);
+	if (ok)
+		log_info("kvfs: FUSE requests go over io_uring (%u queues, %u threads each)",
+			 u->nq, URING_PER_CPU);
+}
+
+bool kvfs_uring_served(struct kvfs *fs, uint64_t *n)
+{
+	struct kvfs_uring *u = fs->uring;
+
+	if (!u || atomic_load(&u->refused))
+		return false;
+	*n = atomic_load(&u->served);
+	return true;
+}
+
+void kvfs_uring_stop(struct kvfs *fs)
+{
+	struct kvfs_uring *u = fs->uring;
+
+	if (!u)
+		return;
+	/* the rings go before the session's fd: a command still registered
+	 * holds /dev/fuse open, and closing the rings cancels it */
+	uring_join(u);
+	uring_free(u);
+	fs->uring = NULL;
+}
