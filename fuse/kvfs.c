@@ -128,7 +128,9 @@ static int clear_stale(const char *path, char *err, size_t errlen)
 
 	if (statfs(path, &sf) == 0)
 		return 0;
-	if (errno != ENOTCONN) {
+	/* ECONNABORTED: a daemon on io_uring died a moment ago, the kernel
+	 * is still tearing its rings down (then ENOTCONN) */
+	if (errno != ENOTCONN && errno != ECONNABORTED) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}

@@ -13,6 +13,10 @@
 #      is done;
 #   4. the floor under 3: one FUSE request the view answers without the
 #      pool (getxattr of a name outside user.*) vs the same call on tmpfs.
+# As root where the kernel has FUSE over io_uring, the fuse module's
+# enable_uring is set to Y for the run (restored at exit) and the header
+# says which transport the view used; 3 and 4 are then measured once more
+# on a second mount with [fuse] io_uring = off (/dev/fuse).
 # Starts its own master, node and mount (tests/e2e/fuse_lib.inc) and
 # removes all of it at exit. Prints medians and ratios; the targets
 # (docs/fuse.md): reads of 1 and 64 MiB >= 0.8x, ls -l >= 0.5x, creating
@@ -33,9 +37,15 @@ sizes=$(pick "1 4" "1 16 64")
 ref=/dev/shm/kvpool-fusebench-$$
 on_cleanup "rm -rf '$ref' '$ref.d' '$ref'.mk*"
 
+uparam=/sys/module/fuse/parameters/enable_uring
+if [ "$(id -u)" = 0 ] && [ -w $uparam ]; then
+	on_cleanup "echo '$(cat $uparam)' >$uparam"
+	echo Y >$uparam
+fi
 start_pool
 mnt=$E2E_TMP/mnt
 mount_view "$mnt"
+transport=$(sed -n 's/^view_transport \([^ ]*\).*/\1/p' "$mnt/.kvpool/stats")
 
 can_drop=0
 [ $SMOKE = 0 ] && [ "$(id -u)" = 0 ] && [ -w /proc/sys/vm/drop_caches ] && can_drop=1
@@ -51,7 +61,7 @@ dd_secs() {
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 gbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.2f", b / s / 1e9 }'; }
 
-echo "# fuse_bench: $(nproc) CPUs, $(uname -r), reps=$reps, cold reads: $([ $can_drop = 1 ] && echo 'page cache dropped' || echo 'first read of a fresh value')$([ $SMOKE = 1 ] && echo ', SMOKE run: the numbers mean nothing')"
+echo "# fuse_bench: $(nproc) CPUs, $(uname -r), FUSE transport ${transport:-unknown}, reps=$reps, cold reads: $([ $can_drop = 1 ] && echo 'page cache dropped' || echo 'first read of a fresh value')$([ $SMOKE = 1 ] && echo ', SMOKE run: the numbers mean nothing')"
 printf '%-8s %-6s %10s %10s %8s\n' size mode "mnt GB/s" "tmpfs GB/s" ratio
 for mib in $sizes; do
 	bytes=$((mib << 20))
@@ -127,20 +137,26 @@ EOF
 	printf -v "$1" '%s' "$out"
 	positive "creating files in $2" "${!1}"
 }
-m=() t=() ms=()
-for r in $(seq "$reps"); do
-	mk_secs x "$mnt/mk$r"; m+=("$x")
-	t0=$(date +%s%N)
-	sync "$mnt" || fail "sync $mnt"
-	# the puts behind the closes: creation plus what sync waited for
-	ms+=("$(awk -v x="$x" -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.6f", x + (b - a) / 1e9 }')")
-	mk_secs x "$ref.mk$r"; t+=("$x")
-done
-[ "$(kv ls "mk1/" | wc -l)" = "$nfiles" ] || fail "the pool holds $(kv ls mk1/ | wc -l) of $nfiles created files"
-cmp -s <(printf 'x%.0s' $(seq 100)) "$mnt/mk1/f000000" || fail "a created file reads back wrong"
-mm=$(printf '%s\n' "${m[@]}" | median)
-mms=$(printf '%s\n' "${ms[@]}" | median)
-tt=$(printf '%s\n' "${t[@]}" | median)
+# creates DIR TAG: medians over reps of creating nfiles in DIR/mkTAG$r
+# (mm, and mms with the sync) and in tmpfs (tt)
+creates() {
+	local m=() t=() ms=() r x t0
+	for r in $(seq "$reps"); do
+		mk_secs x "$1/mk$2$r"; m+=("$x")
+		t0=$(date +%s%N)
+		sync "$1" || fail "sync $1"
+		# the puts behind the closes: creation plus what sync waited for
+		ms+=("$(awk -v x="$x" -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.6f", x + (b - a) / 1e9 }')")
+		mk_secs x "$ref.mk$2$r"; t+=("$x")
+	done
+	[ "$(kv ls "mk$2""1/" | wc -l)" = "$nfiles" ] || fail "the pool holds $(kv ls "mk$2""1/" | wc -l) of $nfiles created files"
+	cmp -s <(printf 'x%.0s' $(seq 100)) "$1/mk$2""1/f000000" || fail "a created file reads back wrong"
+	mm=$(printf '%s\n' "${m[@]}" | median)
+	mms=$(printf '%s\n' "${ms[@]}" | median)
+	tt=$(printf '%s\n' "${t[@]}" | median)
+	rm -rf "$ref".mk*
+}
+creates "$mnt" ""
 ratio rc "$tt" "$mm"
 ratio rs "$tt" "$mms"
 printf '%-22s %10s %10s %8s\n' "create $nfiles files" "mnt ms" "tmpfs ms" ratio
@@ -148,7 +164,6 @@ printf '%-22s %10.1f %10.1f %7sx\n' "open/write/close" "$(awk -v s="$mm" 'BEGIN 
 	"$(awk -v s="$tt" 'BEGIN { print s * 1000 }')" "$rc"
 printf '%-22s %10.1f %10.1f %7sx\n' "... and sync MNT" "$(awk -v s="$mms" 'BEGIN { print s * 1000 }')" \
 	"$(awk -v s="$tt" 'BEGIN { print s * 1000 }')" "$rs"
-rm -rf "$ref".mk*
 
 # ---- the floor under a create ----------------------------------------------------
 # One FUSE request the view answers at once, without the pool: getxattr of
@@ -178,3 +193,20 @@ printf '%-22s %10s %10s\n' "one request" "mnt us" "tmpfs us"
 printf '%-22s %10s %10s   (a create: 7 requests + 1 master round trip; a tmpfs create: %.1f us)\n' \
 	"getxattr (ENOTSUP)" "$rtm" "$rtt" "$(awk -v s="$tt" -v n="$nfiles" 'BEGIN { print s / n * 1e6 }')"
 unmount_view "$mnt" "$view_pid"
+
+# ---- the same two over /dev/fuse, when the ring was used -------------------------------
+if [ "$transport" = io_uring ]; then
+	{ cat "$POOL_INI"; printf '[fuse]\nio_uring = off\n'; } >"$E2E_TMP/off.ini"
+	POOL_INI=$E2E_TMP/off.ini mount_view "$mnt"
+	grep -q '^view_transport /dev/fuse$' "$mnt/.kvpool/stats" || fail "io_uring = off did not take"
+	ring_mm=$mm ring_rt=$rtm
+	creates "$mnt" d
+	rtd=$(rt_us "$mnt/bench/rt") || fail "timing getxattr"
+	positive "a getxattr through /dev/fuse" "$rtd"
+	ratio rr "$mm" "$ring_mm"
+	printf '%-22s %10s %10s %8s\n' "transport" "io_uring" "/dev/fuse" speedup
+	printf '%-22s %10s %10s %7sx\n' "getxattr us" "$ring_rt" "$rtd" "$(awk -v a="$ring_rt" -v b="$rtd" 'BEGIN { printf "%.2f", b / a }')"
+	printf '%-22s %10.1f %10.1f %7sx\n' "create $nfiles ms" "$(awk -v s="$ring_mm" 'BEGIN { print s * 1000 }')" \
+		"$(awk -v s="$mm" 'BEGIN { print s * 1000 }')" "$rr"
+	unmount_view "$mnt" "$view_pid"
+fi
