@@ -14,6 +14,7 @@
 #include "kvfs_fh.h"
 #include "kvfs_local.h"
 #include "kvfs_read.h"
+#include "kvfs_uring.h"
 #include "kvfs_write.h"
 
 /* Local values from this size on are read by direct I/O (measured with
@@ -300,7 +301,9 @@ static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t 
 				return;
 			}
 			len = fh->size - (uint64_t)off < size ? (size_t)(fh->size - (uint64_t)off) : size;
-			buf = kvfs_local_bounce(len);
+			buf = kvfs_uring_buf(len);	/* the ring's payload: one copy less */
+			if (!buf)
+				buf = kvfs_local_bounce(len);
 			if (buf && kvfs_local_copy(lhdr, fh->lval, fh->generation, buf, (uint64_t)off,
 						   len) == 0) {
 				fuse_reply_buf(req, buf, len);

@@ -79,7 +79,8 @@ struct uent {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	_Atomic uint64_t unique;	/* the request in flight; 0 none */
-	bool running;			/* its handler may still read the payload */
+	bool running;			/* its handler runs (on this entry's thread) */
+	bool in_payload;		/* and its arguments fill the payload area */
 	bool replied;
 };
 
@@ -221,6 +222,7 @@ static int ent_serve(struct uent *e)
 	pthread_mutex_lock(&e->lock);
 	e->replied = false;
 	e->running = true;
+	e->in_payload = psz > 0;
 	e->side_len = 0;
 	atomic_store(&e->unique, ih.unique);
 	pthread_mutex_unlock(&e->lock);
@@ -348,13 +350,15 @@ bool kvfs_uring_reply(struct kvfs *fs, const struct iovec *iov, int count, ssize
 	}
 	/* the payload area still holds the request's arguments while its
 	 * handler runs: park the reply until it returns */
-	dst = e->running && n ? e->side : e->buf + PAY_OFF;
+	dst = e->running && e->in_payload && n ? e->side : e->buf + PAY_OFF;
 	if (dst == e->side)
 		e->side_len = n;
 	for (int i = 0; i < count && n; i++) {
 		size_t skip = i == 0 ? sizeof(oh) : 0, l = iov[i].iov_len - skip;
+		const char *src = (const char *)iov[i].iov_base + skip;
 
-		memmove(dst + off, (const char *)iov[i].iov_base + skip, l);
+		if (src != dst + off)	/* else made in place (kvfs_uring_buf) */
+			memmove(dst + off, src, l);
 		off += l;
 	}
 	e->replied = true;
@@ -362,6 +366,15 @@ bool kvfs_uring_reply(struct kvfs *fs, const struct iovec *iov, int count, ssize
 	pthread_mutex_unlock(&e->lock);
 	*res = (ssize_t)total;
 	return true;
+}
+
+void *kvfs_uring_buf(size_t len)
+{
+	struct uent *e = cur;
+
+	if (!e || !e->running || e->in_payload || len > e->u->payload)
+		return NULL;
+	return e->buf + PAY_OFF;
 }
 
 static void ent_free(struct uent *e)

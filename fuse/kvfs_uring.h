@@ -45,6 +45,11 @@ void kvfs_uring_go(struct kvfs *fs, bool ok);
  * False: the reply is not a ring request's (write it to /dev/fuse). */
 bool kvfs_uring_reply(struct kvfs *fs, const struct iovec *iov, int count, ssize_t *res);
 
+/* On a ring thread, while a request without payload (a read) runs: the
+ * entry's payload area, where a reply of up to len bytes can be built in
+ * place, saving the copy into the ring. NULL elsewhere. */
+void *kvfs_uring_buf(size_t len);
+
 /* Requests served over the ring so far; false when the ring is not in use. */
 bool kvfs_uring_served(struct kvfs *fs, uint64_t *n);
 
