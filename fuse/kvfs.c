@@ -435,7 +435,8 @@ static void usage(FILE *out)
 		"  -f   stay in the foreground (otherwise detach once mounted)\n"
 		"  -d   debug: libfuse prints every request (implies -f)\n"
 		"  -o   ro, rw, allow_other, attr_timeout=T, entry_timeout=T, mode=0644,\n"
-		"       max_read=1M, write_behind=256K, master=HOST:PORT, config=FILE, and\n"
+		"       max_read=1M, write_behind=256K, io_uring=auto|on|off, master=HOST:PORT,\n"
+		"       config=FILE, and\n"
 		"       the generic mount options nosuid nodev noexec noatime ... (defaults,\n"
 		"       _netdev, auto, noauto, nofail, user, users, x-* are accepted and\n"
 		"       ignored)\n");
@@ -526,7 +527,7 @@ static int parse_opts(char *list, struct kvp_conf *c, struct kvfs_opts *o)
 			c->fuse.allow_other = true;
 		} else if (val && (!strcmp(t, "attr_timeout") || !strcmp(t, "entry_timeout") ||
 				   !strcmp(t, "mode") || !strcmp(t, "max_read") ||
-				   !strcmp(t, "write_behind"))) {
+				   !strcmp(t, "write_behind") || !strcmp(t, "io_uring"))) {
 			if (set_key(c, "fuse", t, val) < 0)
 				return -1;
 		} else if (val && !strcmp(t, "master")) {

@@ -28,7 +28,8 @@
 #define URING_CMD_COMMIT_AND_FETCH 2	/* FUSE_IO_URING_CMD_COMMIT_AND_FETCH */
 #define URING_IN_OUT_SZ 128		/* FUSE_URING_IN_OUT_HEADER_SZ */
 #define URING_OP_IN_SZ 128		/* FUSE_URING_OP_IN_OUT_SZ */
-#define URING_PER_CPU 4			/* threads (entries) per queue */
+#define URING_PER_CPU 4			/* threads (entries) per queue, */
+#define URING_PER_CPU_MANY 2		/* on machines of over 32 CPUs */
 #define URING_MAX_QUEUES 1024
 #define PAY_OFF 4096			/* the payload's offset in an entry's buffer */
 #define UD_CMD 1			/* user_data of the FUSE commands */
@@ -88,7 +89,7 @@ struct kvfs_uring {
 	struct kvfs *fs;
 	int fd;				/* the session's /dev/fuse */
 	size_t payload;
-	unsigned nq, n;
+	unsigned nq, per_q, n;
 	pthread_mutex_t go_lock;
 	pthread_cond_t go_cond;
 	int go;				/* 0 wait, 1 register, -1 exit */
@@ -462,7 +463,7 @@ static void uring_join(struct kvfs_uring *u)
 int kvfs_uring_prepare(struct kvfs *fs, uint32_t max_write, uint32_t max_pages)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	unsigned nq = possible_cpus();
+	unsigned nq = possible_cpus(), per_q;
 	struct kvfs_uring *u;
 	size_t payload;
 	int rc = 0;
@@ -477,18 +478,22 @@ int kvfs_uring_prepare(struct kvfs *fs, uint32_t max_write, uint32_t max_pages)
 	payload = max_write > payload ? max_write : payload;
 	if ((size_t)(max_pages > 32 ? max_pages : 32) * (size_t)page > payload)
 		payload = (size_t)(max_pages > 32 ? max_pages : 32) * (size_t)page;
-	u = calloc(1, sizeof(*u) + (size_t)nq * URING_PER_CPU * sizeof(struct uent));
+	/* more than one per queue: a handler that waits (a lookup settling
+	 * a close) must not hold up the requests behind it on its CPU */
+	per_q = nq > 32 ? URING_PER_CPU_MANY : URING_PER_CPU;
+	u = calloc(1, sizeof(*u) + (size_t)nq * per_q * sizeof(struct uent));
 	if (!u)
 		return -ENOMEM;
 	u->fs = fs;
 	u->fd = fuse_session_fd(fs->se);
 	u->payload = payload;
 	u->nq = nq;
-	u->n = nq * URING_PER_CPU;
+	u->per_q = per_q;
+	u->n = nq * per_q;
 	pthread_mutex_init(&u->go_lock, NULL);
 	pthread_cond_init(&u->go_cond, NULL);
 	for (unsigned i = 0; i < u->n && !rc; i++)
-		rc = ent_init(u, &u->ents[i], i / URING_PER_CPU);
+		rc = ent_init(u, &u->ents[i], i / per_q);
 	for (unsigned i = 0; i < u->n && !rc; i++) {
 		rc = -pthread_create(&u->ents[i].thread, NULL, ent_thread, &u->ents[i]);
 		u->ents[i].started = rc == 0;
@@ -514,7 +519,9 @@ void kvfs_uring_go(struct kvfs *fs, bool ok)
 	pthread_mutex_unlock(&u->go_lock);
 	if (ok)
 		log_info("kvfs: FUSE requests go over io_uring (%u queues, %u threads each)",
-			 u->nq, URING_PER_CPU);
+			 u->nq, u->per_q);
+	else
+		atomic_store(&u->refused, true);
 }
 
 bool kvfs_uring_served(struct kvfs *fs, uint64_t *n)
