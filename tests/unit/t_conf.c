@@ -226,6 +226,7 @@ static void test_defaults(void)
 	CHECK(c.fuse.attr_timeout == 1000 && c.fuse.entry_timeout == 1000);
 	CHECK(c.fuse.mode == 0644);
 	CHECK(c.fuse.max_read == 1ull << 20);
+	CHECK(!strcmp(c.fuse.io_uring, "auto"));
 	CHECK(!c.rdma.enabled && c.rdma.devices[0] == '\0' && c.rdma.qps_per_peer == 2);
 	CHECK(strcmp(c.log.level, "notice") == 0);
 	CHECK(c.file[0] == '\0');
