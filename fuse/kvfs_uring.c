@@ -149,6 +149,22 @@ static unsigned possible_cpus(void)
 	return (unsigned)get_nprocs_conf();
 }
 
+int kvfs_uring_arg0(const void *in_out, uint32_t payload_sz, uint64_t commit_id,
+		    size_t max_payload)
+{
+	struct fuse_in_header ih;
+	size_t args;
+
+	memcpy(&ih, in_out, sizeof(ih));
+	if (ih.len < sizeof(ih) || payload_sz > max_payload || ih.unique != commit_id ||
+	    !ih.unique)
+		return -EINVAL;
+	args = ih.len - sizeof(ih);
+	if (args < payload_sz || args - payload_sz > URING_OP_IN_SZ)
+		return -EINVAL;
+	return (int)(args - payload_sz);
+}
+
 /* Queues one FUSE command (REGISTER, or COMMIT_AND_FETCH of commit_id). */
 static int ent_cmd(struct uent *e, uint32_t op, uint64_t commit_id)
 {
@@ -205,17 +221,18 @@ static int ent_serve(struct uent *e)
 	uint64_t commit_id = e->hdr.ring_ent_in_out.commit_id;
 	uint32_t psz = e->hdr.ring_ent_in_out.payload_sz, arg0;
 	char *msg;
+	int rc;
 
 	memcpy(&ih, e->hdr.in_out, sizeof(ih));
-	if (ih.len < sizeof(ih) || psz > u->payload || ih.len - sizeof(ih) < psz ||
-	    ih.len - sizeof(ih) - psz > URING_OP_IN_SZ || ih.unique != commit_id) {
+	rc = kvfs_uring_arg0(e->hdr.in_out, psz, commit_id, u->payload);
+	if (rc < 0) {
 		log_warn("kvfs: io_uring request %llu with bad lengths (len %u, payload %u)",
 			 (unsigned long long)commit_id, ih.len, psz);
 		set_error(e, commit_id, EIO);
 		return ent_cmd(e, URING_CMD_COMMIT_AND_FETCH, commit_id);
 	}
 	/* header and first argument right before the payload: one message */
-	arg0 = ih.len - (uint32_t)sizeof(ih) - psz;
+	arg0 = (uint32_t)rc;
 	msg = e->buf + PAY_OFF - arg0 - sizeof(ih);
 	memcpy(msg, &ih, sizeof(ih));
 	memcpy(msg + sizeof(ih), e->hdr.op_in, arg0);

@@ -30,6 +30,15 @@ int kvfs_uring_mode(const char *s);
  * enable_uring parameter); false when the kernel has no such parameter. */
 bool kvfs_uring_enabled(void);
 
+/* The size of the first argument of a request the kernel wrote into a
+ * ring entry: in_out holds its struct fuse_in_header (40 bytes), the
+ * payload area payload_sz bytes of the other arguments, and the entry's
+ * commit_id must be the header's unique. -EINVAL when the lengths do not
+ * add up, the first argument is over the 128 bytes of its area, or the
+ * payload over max_payload. */
+int kvfs_uring_arg0(const void *in_out, uint32_t payload_sz, uint64_t commit_id,
+		    size_t max_payload);
+
 /* While answering INIT, before the reply is written: sets up the queues'
  * rings, buffers and threads (which wait for kvfs_uring_go). max_write and
  * max_pages are the reply's. 0, or -errno (then nothing is left and the
