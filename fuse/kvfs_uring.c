@@ -14,6 +14,7 @@
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,7 +335,7 @@ static struct uent *find_ent(struct kvfs_uring *u, uint64_t unique)
 
 bool kvfs_uring_reply(struct kvfs *fs, const struct iovec *iov, int count, ssize_t *res)
 {
-	struct kvfs_uring *u = fs->uring;
+	struct kvfs_uring *u = __atomic_load_n(&fs->uring, __ATOMIC_ACQUIRE);
 	struct fuse_out_header oh;
 	struct uent *e;
 	size_t total = 0, n, off = 0;
@@ -482,6 +483,7 @@ int kvfs_uring_prepare(struct kvfs *fs, uint32_t max_write, uint32_t max_pages)
 	long page = sysconf(_SC_PAGESIZE);
 	unsigned nq = possible_cpus(), per_q;
 	struct kvfs_uring *u;
+	sigset_t all, old;
 	size_t payload;
 	int rc = 0;
 
@@ -511,16 +513,21 @@ int kvfs_uring_prepare(struct kvfs *fs, uint32_t max_write, uint32_t max_pages)
 	pthread_cond_init(&u->go_cond, NULL);
 	for (unsigned i = 0; i < u->n && !rc; i++)
 		rc = ent_init(u, &u->ents[i], i / per_q);
+	/* the process's signals stay with its own threads */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (unsigned i = 0; i < u->n && !rc; i++) {
 		rc = -pthread_create(&u->ents[i].thread, NULL, ent_thread, &u->ents[i]);
 		u->ents[i].started = rc == 0;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
 		uring_join(u);
 		uring_free(u);
 		return rc;
 	}
-	fs->uring = u;
+	/* other threads read it in kvfs_uring_reply */
+	__atomic_store_n(&fs->uring, u, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -543,7 +550,7 @@ void kvfs_uring_go(struct kvfs *fs, bool ok)
 
 bool kvfs_uring_served(struct kvfs *fs, uint64_t *n)
 {
-	struct kvfs_uring *u = fs->uring;
+	struct kvfs_uring *u = __atomic_load_n(&fs->uring, __ATOMIC_ACQUIRE);
 
 	if (!u || atomic_load(&u->refused))
 		return false;
