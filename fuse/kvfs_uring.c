@@ -96,7 +96,6 @@ struct kvfs_uring {
 	int go;				/* 0 wait, 1 register, -1 exit */
 	atomic_bool stop;
 	atomic_bool refused;		/* a REGISTER failed: /dev/fuse serves */
-	atomic_uint registered;
 	_Atomic uint64_t served;
 	struct uent ents[];
 };
@@ -270,7 +269,7 @@ static void *ent_thread(void *arg)
 {
 	struct uent *e = arg;
 	struct kvfs_uring *u = e->u;
-	int tries = 0, go;
+	int tries = 0, go, rc;
 	cpu_set_t set;
 
 	cur = e;
@@ -283,16 +282,19 @@ static void *ent_thread(void *arg)
 		pthread_cond_wait(&u->go_cond, &u->go_lock);
 	go = u->go;
 	pthread_mutex_unlock(&u->go_lock);
-	if (go < 0 || ent_cmd(e, URING_CMD_REGISTER, 0) < 0)
+	if (go < 0)
 		return NULL;
-	atomic_fetch_add(&u->registered, 1);
-	for (;;) {
+	rc = ent_cmd(e, URING_CMD_REGISTER, 0);
+	while (rc == 0) {
 		struct io_uring_cqe *cqe;
 		uint64_t ud;
-		int rc = io_uring_wait_cqe(&e->ring, &cqe), res;
+		int res;
 
-		if (rc == -EINTR)
+		rc = io_uring_wait_cqe(&e->ring, &cqe);
+		if (rc == -EINTR) {
+			rc = 0;
 			continue;
+		}
 		if (rc < 0)
 			break;
 		res = cqe->res;
@@ -304,8 +306,7 @@ static void *ent_thread(void *arg)
 			continue;
 		if (res == -EAGAIN && ++tries < REGISTER_TRIES) {
 			usleep(1000);	/* REGISTER before INIT is through */
-			if (ent_cmd(e, URING_CMD_REGISTER, 0) < 0)
-				break;
+			rc = ent_cmd(e, URING_CMD_REGISTER, 0);
 			continue;
 		}
 		if (res < 0) {
@@ -317,9 +318,12 @@ static void *ent_thread(void *arg)
 					 "/dev/fuse", e->qid, strerror(-res));
 			break;
 		}
-		if (ent_serve(e) < 0)
-			break;
+		rc = ent_serve(e);
 	}
+	/* a command that could not be queued leaves a request, or the
+	 * whole ring, waiting until the connection ends */
+	if (rc < 0 && rc != -ECANCELED && !atomic_load(&u->stop))
+		log_err("kvfs: io_uring queue %u: %s", e->qid, strerror(-rc));
 	return NULL;
 }
 
