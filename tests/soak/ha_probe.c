@@ -8,8 +8,9 @@
  * last one before the mark ("gap": what a fault whose effect comes later
  * costs — a leader cut off from etcd serves until its lease runs out), the
  * longest put and the failed ones. With --read-ms a second thread gets an
- * already completed key that often and counts the gets that worked while
- * no put had succeeded for 500 ms. SIGTERM (or --seconds) ends the puts;
+ * already completed key that often (one put since the puts last recovered
+ * from a fault) and counts the gets that worked while no put had succeeded
+ * for 500 ms. SIGTERM (or --seconds) ends the puts;
  * then every completed put is read back and compared byte for byte: lost =
  * a completed put not there, wrong = bytes that differ. Prints one JSON
  * document (stdout or --json FILE). Exit 0 when nothing was lost or wrong,
@@ -48,6 +49,7 @@ struct fault {
 	uint64_t last_ok_ms;
 	uint64_t failed;		/* puts that failed in the window */
 	uint64_t reads_ok, reads_failed;/* gets while puts were down, in the window */
+	uint64_t first_ok_idx;		/* index in ok_seq of that first success */
 	bool done;
 };
 
@@ -139,13 +141,22 @@ static void *reader(void *arg)
 	if (!back || !want)
 		return NULL;
 	while (!atomic_load(&read_stop)) {
-		uint64_t n = atomic_load(&done);
-		if (n) {
+		uint64_t n = atomic_load(&done), lo = 0;
+
+		/* keys put since the puts last came back after a fault: those
+		 * before may sit in segments a new leader numbered anew, and a
+		 * get of one asks the master (none while etcd is down) */
+		pthread_mutex_lock(&flock);
+		for (unsigned f = 0; f < nfaults; f++)
+			if (faults[f].done && faults[f].first_ok_idx < n)
+				lo = faults[f].first_ok_idx;
+		pthread_mutex_unlock(&flock);
+		if (n > lo) {
 			r ^= r << 13;
 			r ^= r >> 7;
 			r ^= r << 17;
 			/* recent keys: not evicted yet */
-			uint64_t back_by = r % (n < 1000 ? n : 1000);
+			uint64_t back_by = r % (n - lo < 1000 ? n - lo : 1000);
 			snprintf(key, sizeof(key), "%s/%" PRIu64, prefix, ok_seq[n - 1 - back_by]);
 			int64_t got = kvp_get_into(kvp, key, back, size);
 			fill(key, want, size);
@@ -284,6 +295,7 @@ int main(int argc, char **argv)
 				x->max_put_ms = t1 - t0;
 			if (rc == 0) {
 				x->first_put_ms = t1 - x->at_ms;
+				x->first_ok_idx = atomic_load(&done);	/* this put's, below */
 				x->done = true;
 			}
 		}
