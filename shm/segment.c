@@ -36,7 +36,6 @@
 #define SEG_ALIGN_MAX (1u << 30)
 #define SEG_CSUM_OFF (SEG_HDR_BYTES - 8)
 #define SEG_CSUM2_OFF (SEG_HDR2_BYTES - 8)
-#define SEG_STATE_OFF SEG_HDR2_BYTES
 /* A prober (orphan.c) holds a file's lock for microseconds; an open that
  * meets it waits this long before calling the file busy. */
 #define SEG_LOCK_WAIT_MS 1000
@@ -672,6 +671,7 @@ again:
 	}
 	fill_seg(seg, fd, base, &info, &st);
 	seg->created = fresh;
+	seg->writable = true;
 	state_store(seg, seg->reserved == seg->size ? SEG_S_RESERVED : 0);
 	return 0;
 
@@ -748,6 +748,7 @@ int segment_attach(struct segment *seg, const char *path, bool writable,
 	}
 	fill_seg(seg, fd, base, &info, &st);
 	seg->created = false;
+	seg->writable = writable;
 	return 0;
 
 out_close:
@@ -781,6 +782,21 @@ bool segment_is_reserved(const struct segment *seg)
 		return false;
 	return __atomic_load_n((const uint32_t *)((const uint8_t *)seg->base + SEG_STATE_OFF),
 			       __ATOMIC_ACQUIRE) & SEG_S_RESERVED;
+}
+
+void segment_mark_gone(const struct segment *seg)
+{
+	if (seg->version >= 2 && seg->base && seg->writable)
+		__atomic_fetch_or((uint32_t *)((uint8_t *)seg->base + SEG_STATE_OFF), SEG_S_GONE,
+				  __ATOMIC_RELEASE);
+}
+
+bool segment_is_gone(const struct segment *seg)
+{
+	if (seg->version < 2 || !seg->base)
+		return false;
+	return __atomic_load_n((const uint32_t *)((const uint8_t *)seg->base + SEG_STATE_OFF),
+			       __ATOMIC_ACQUIRE) & SEG_S_GONE;
 }
 
 int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len)
@@ -848,6 +864,8 @@ int segment_unlink(struct segment *seg)
 {
 	struct stat st;
 
+	/* readers that still map it stop serving its objects now */
+	segment_mark_gone(seg);
 	segment_close(seg);
 	if (!seg->path[0])
 		return -EINVAL;

@@ -34,6 +34,7 @@ struct segment {
 	dev_t dev;		/* st_dev/st_ino identify the file across processes */
 	ino_t ino;
 	bool created;		/* this open created the file */
+	bool writable;		/* mapped PROT_WRITE (segment_open; attach as asked) */
 	uint32_t version;	/* format of the file (1 or 2) */
 	uint64_t data_off;	/* first byte extents may use */
 	uint8_t *map;		/* commit map (format 2), NULL for format 1 */
@@ -103,6 +104,12 @@ void segment_path(const char *name, char *out, size_t len);
  * local writers stop prefaulting (segment_prefault). Any thread; one
  * caller at a time. */
 int segment_reserve_step(struct segment *seg, uint64_t len, char *errbuf, size_t errlen);
+/* Marks the mapped segment gone (SEG_S_GONE) before its file is removed;
+ * segment_unlink does it. A format 1 segment has no state word, a
+ * read-only mapping cannot write it: no-op. */
+void segment_mark_gone(const struct segment *seg);
+/* True once SEG_S_GONE is set in the mapped segment's state word. */
+bool segment_is_gone(const struct segment *seg);
 /* True when the file is known to be fully fallocated (by its owner). */
 bool segment_is_reserved(const struct segment *seg);
 /* Faults [off, off+len) in for writing through this process's mapping,
@@ -135,14 +142,18 @@ void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t le
  *  296 u64 owner start time (clock ticks after boot, /proc/PID/stat 22)
  *  304 char owner[16] (NUL-padded program name: "kvpool-node", "python3")
  *  320..503 zero                  504 u64 xxh3-64 of bytes 256..503
- *  512 u32 state (SEG_S_*; advisory, outside any checksum)
+ *  512 u32 state (SEG_S_*; outside any checksum; RESERVED advisory, GONE
+ *      set once by whoever removes an ephemeral segment, never cleared)
  * The rest of the first 4 KiB is zero. */
 #define SEG_NAME_MAX 208
 #define SEG_HDR_BYTES 256
 #define SEG_HDR2_BYTES 512
+#define SEG_STATE_OFF SEG_HDR2_BYTES	/* the u32 state word */
 #define SEG_OWNER_MAX 16
 #define SEG_F_EPHEMERAL 1u	/* the owner removes the file when it exits */
 #define SEG_S_RESERVED 1u	/* every page fallocated: writes cannot SIGBUS */
+#define SEG_S_GONE 2u		/* being removed with its objects (set before the unlink): a
+				 * reader that still maps it must not serve from it */
 
 struct segment_info {
 	uint32_t version;

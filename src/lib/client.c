@@ -337,6 +337,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 	struct lc_segs o = { .kvp = kvp };
 	uint64_t now = net_now_ms();
 	struct client_seg *seg;
+	uint64_t hits = 0, stale = 0;
 
 	if (!x)
 		return KVP_ENOMEM;
@@ -347,6 +348,9 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 			lc_prefetch(kvp->lc, x[i].h);
 		}
 	}
+	for (size_t i = 0; i < n; i++)
+		if (x[i].valid)
+			lc_prefetch_way(kvp->lc, x[i].h);
 	for (size_t i = 0; i < n; i++) {
 		x[i].hit = x[i].valid && lc_lookup_h(kvp->lc, x[i].h, x[i].klen, now, &x[i].l,
 						     &x[i].touch);
@@ -360,7 +364,8 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 		if (x[i].hit) {
 			seg = lc_seg(&o, x[i].l.seg_id);
 			ok = seg && xp_local_opt_check(seg, &x[i].l, keys[i], x[i].klen) == 0;
-			lc_count(kvp->lc, ok);
+			hits += ok;
+			stale += !ok;
 			if (!ok)
 				lc_drop(kvp->lc, keys[i], x[i].klen, &x[i].l);
 			else if (x[i].touch)
@@ -374,6 +379,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 		ask[(*na)++] = keys[i];
 	}
 	lc_seg_end(&o);
+	lc_count(kvp->lc, hits, stale);
 	free(x);
 	return 0;
 }

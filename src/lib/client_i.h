@@ -65,6 +65,8 @@ struct client_seg {
 	bool local;			/* mapped: memcpy reads possible */
 	bool local_rw;			/* mapped writable: memcpy puts possible */
 	bool ephemeral;			/* its owner removes the file when it exits */
+	atomic_bool gone;		/* ... and it has (lcache.c seg_gone: for good) */
+	_Atomic uint64_t gone_fstat_ms;	/* when seg_gone last looked with fstat */
 	struct segment map;		/* valid when local */
 	/* cudaHostRegister of map (xp_local.c): 0 not tried, 1 in progress,
 	 * 2 registered, 3 failed */

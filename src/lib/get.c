@@ -629,6 +629,8 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 		it->lc_token = lc_token_h(lc, h[t].hash);
 		lc_prefetch(lc, h[t].hash);
 	}
+	for (size_t t = 0; t < gc->ntodo; t++)
+		lc_prefetch_way(lc, h[t].hash);
 	for (size_t t = 0; t < gc->ntodo; t++) {
 		struct get_item *it = &gc->items[gc->todo[t]];
 		struct client_seg *seg;
@@ -672,14 +674,14 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			it->result = (int64_t)h[t].l.vlen;
 			client_count(kvp, gets, 1);
 			client_count(kvp, local_bytes, h[t].l.vlen);
-			lc_count(lc, true);
+			lc_count(lc, 1, 0);
 			if (h[t].touch)
 				lc_touch(kvp, it->key, it->klen);
 			continue;
 		}
 		if (h[t].hit) {
 			lc_drop(lc, it->key, it->klen, &h[t].l);
-			lc_count(lc, false);
+			lc_count(lc, 0, 1);
 			if (raced)
 				lc_count_raced(lc);
 			if (rc == KVP_ECHECKSUM)
@@ -698,14 +700,14 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			it->rep[0].seg = NULL;
 			it->nrep = 0;
 			if (it->result > 0) {
-				lc_count(lc, true);
+				lc_count(lc, 1, 0);
 				if (h[t].touch)
 					lc_touch(kvp, it->key, it->klen);
 				continue;
 			}
 			it->result = 0;
 			lc_drop(lc, it->key, it->klen, &h[t].l);
-			lc_count(lc, false);
+			lc_count(lc, 0, 1);
 		} else if (h[t].hit) {
 			continue;	/* read locally */
 		}

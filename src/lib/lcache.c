@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <xxhash.h>
@@ -21,6 +22,8 @@
 #include "xp_rdma.h"
 
 #define LC_WAYS 8
+#define LC_HUGE (2u << 20)		/* the sets' mapping is a multiple of this */
+#define LC_GONE_FSTAT_MS 50		/* seg_gone's fstat backstop, at most this often */
 #define LC_STRIPES 64
 #define LC_TOUCH_BATCH 64		/* keys per touch frame */
 #define LC_TOUCH_MS 200			/* the oldest queued touch waits at most this */
@@ -54,6 +57,7 @@ struct lc_stripe {
 
 struct lcache {
 	size_t nsets;			/* a power of two */
+	size_t sets_bytes;		/* the mapping of sets */
 	uint64_t ttl_ms;
 	struct lc_set *sets;		/* nsets */
 	atomic_uint epoch;		/* bumped by lc_clear */
@@ -86,14 +90,18 @@ struct lcache *lc_create(const struct kvp *kvp)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	/* calloc: all-zero is every way empty, seq 0 */
-	c->sets = aligned_alloc(64, nsets * sizeof(*c->sets));
-	if (c->sets)
-		memset(c->sets, 0, nsets * sizeof(*c->sets));
-	if (!c->sets) {
+	/* Anonymous pages read as zero, which is every way empty, seq 0; in
+	 * huge pages where the system allows them (madvise mode): a batch's
+	 * lookups hit random sets, and with 4 KiB pages nearly each one was
+	 * a TLB miss of its own. */
+	c->sets_bytes = (nsets * sizeof(*c->sets) + LC_HUGE - 1) & ~(size_t)(LC_HUGE - 1);
+	c->sets = mmap(NULL, c->sets_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (c->sets == MAP_FAILED) {
 		free(c);
 		return NULL;
 	}
+	(void)madvise(c->sets, c->sets_bytes, MADV_HUGEPAGE);
 	c->nsets = nsets;
 	c->ttl_ms = (uint64_t)cf->client.location_ttl;
 	for (int i = 0; i < LC_STRIPES; i++)
@@ -111,7 +119,7 @@ void lc_destroy(struct lcache *c)
 	for (int i = 0; i < LC_STRIPES; i++)
 		pthread_mutex_destroy(&c->stripe[i].lock);
 	pthread_mutex_destroy(&c->tlock);
-	free(c->sets);
+	munmap(c->sets, c->sets_bytes);
 	free(c);
 }
 
@@ -138,6 +146,23 @@ void lc_prefetch(struct lcache *c, uint64_t h)
 		__builtin_prefetch(lc_set(c, h, &st));
 }
 
+void lc_prefetch_way(struct lcache *c, uint64_t h)
+{
+	struct lc_stripe *st;
+	struct lc_set *set;
+
+	if (!c)
+		return;
+	set = lc_set(c, h, &st);
+	for (int w = 0; w < LC_WAYS; w++)
+		if (LD(set->tag[w]) == (h | 1)) {
+			/* a way is 80 bytes: it may span two lines */
+			__builtin_prefetch(&set->way[w]);
+			__builtin_prefetch((const char *)(&set->way[w] + 1) - 1);
+			return;
+		}
+}
+
 /* Writers, under the stripe lock: way w of set (its words, or empty). */
 static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *words,
 		      uint64_t touch)
@@ -152,21 +177,6 @@ static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *w
 		ST(e->w[i], words ? words[i] : 0);
 	ST(e->touch_ms, touch);
 	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
-}
-
-/* Readers: a consistent copy of way w if it holds tag, else false. */
-static bool way_read(struct lc_set *set, int w, uint64_t tag, uint64_t *words)
-{
-	struct lc_way *e = &set->way[w];
-	unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
-
-	if (s1 & 1)
-		return false;	/* being written: a miss, the master answers */
-	for (int i = 0; i < W_N; i++)
-		words[i] = LD(e->w[i]);
-	uint64_t t = LD(set->tag[w]);
-	atomic_thread_fence(memory_order_acquire);
-	return LD(e->seq) == s1 && t == tag;
 }
 
 static uint64_t seg_klen(uint32_t seg_id, uint32_t klen)
@@ -258,10 +268,40 @@ void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct l
 	pthread_mutex_unlock(&st->lock);
 }
 
+/* Readers: a consistent copy of way w into *loc if it holds tag, key
+ * length klen and is younger than ttl_ms; the fields go straight to loc
+ * (a copy through a words[] array on the stack made the compiler read
+ * pairs of 8-byte stores back as one 16-byte load: a store-forwarding
+ * stall that was a third of a lookup). */
+static bool way_read_loc(struct lc_set *set, int w, uint64_t tag, uint32_t klen, uint64_t now,
+			 uint64_t ttl_ms, struct lc_loc *loc)
+{
+	struct lc_way *e = &set->way[w];
+	unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+	uint64_t sk, born;
+
+	if (s1 & 1)
+		return false;	/* being written: a miss, the master answers */
+	sk = LD(e->w[W_SEG_KLEN]);
+	born = LD(e->w[W_BORN]);
+	loc->seg_uuid = LD(e->w[W_UUID]);
+	loc->off = LD(e->w[W_OFF]);
+	loc->alloc_len = LD(e->w[W_ALEN]);
+	loc->vlen = LD(e->w[W_VLEN]);
+	loc->gen = LD(e->w[W_GEN]);
+	loc->csum = LD(e->w[W_CSUM]);
+	uint64_t t = LD(set->tag[w]);
+	atomic_thread_fence(memory_order_acquire);
+	if (LD(e->seq) != s1 || t != tag || (uint32_t)sk != klen || now - born >= ttl_ms)
+		return false;
+	loc->seg_id = (uint32_t)(sk >> 32);
+	return true;
+}
+
 bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		 struct lc_loc *loc, bool *touch)
 {
-	uint64_t tag = h | 1, words[W_N];
+	uint64_t tag = h | 1;
 	struct lc_stripe *st;
 	struct lc_set *set;
 
@@ -270,16 +310,8 @@ bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		return false;
 	set = lc_set(c, h, &st);
 	for (int w = 0; w < LC_WAYS; w++) {
-		if (LD(set->tag[w]) != tag || !way_read(set, w, tag, words) ||
-		    (uint32_t)words[W_SEG_KLEN] != klen || now - words[W_BORN] >= c->ttl_ms)
+		if (LD(set->tag[w]) != tag || !way_read_loc(set, w, tag, klen, now, c->ttl_ms, loc))
 			continue;
-		loc->seg_id = (uint32_t)(words[W_SEG_KLEN] >> 32);
-		loc->seg_uuid = words[W_UUID];
-		loc->off = words[W_OFF];
-		loc->alloc_len = words[W_ALEN];
-		loc->vlen = words[W_VLEN];
-		loc->gen = words[W_GEN];
-		loc->csum = words[W_CSUM];
 		/* One reader wins the right to report the read. */
 		uint64_t t = LD(set->way[w].touch_ms);
 		*touch = now - t >= LC_TOUCH_EVERY_MS &&
@@ -353,12 +385,36 @@ void lc_clear(struct lcache *c)
 /* The file of an ephemeral segment (an embedded node's, a node's with
  * remove_segment_on_exit) is removed when its owner exits: its objects are
  * gone from the pool then, though this mapping still holds their bytes.
- * One fstat per call that reads it says so. */
-static bool seg_gone(const struct client_seg *s)
+ * Whoever removes it through kvpool (the owner, the reaper of an orphan)
+ * sets SEG_S_GONE in its state word first, which every call reads; an
+ * fstat (st_nlink 0), at most every LC_GONE_FSTAT_MS and in every call
+ * for a format 1 segment, catches a removal by anyone else. It was one
+ * fstat per call: 8% of a 64-key batch_exists. Gone is for good. */
+static bool seg_gone(struct client_seg *s)
 {
 	struct stat st;
+	uint64_t now;
 
-	return s->ephemeral && fstat(s->map.fd, &st) == 0 && st.st_nlink == 0;
+	if (!s->ephemeral)
+		return false;
+	if (atomic_load_explicit(&s->gone, memory_order_relaxed))
+		return true;
+	if (segment_is_gone(&s->map)) {
+		atomic_store(&s->gone, true);
+		return true;
+	}
+	if (s->map.version >= 2) {
+		now = net_now_ms();
+		if (now - atomic_load_explicit(&s->gone_fstat_ms, memory_order_relaxed) <
+		    LC_GONE_FSTAT_MS)
+			return false;
+		atomic_store_explicit(&s->gone_fstat_ms, now, memory_order_relaxed);
+	}
+	if (fstat(s->map.fd, &st) == 0 && st.st_nlink == 0) {
+		atomic_store(&s->gone, true);
+		return true;
+	}
+	return false;
 }
 
 struct client_seg *lc_seg(struct lc_segs *o, uint32_t id)
@@ -368,11 +424,12 @@ struct client_seg *lc_seg(struct lc_segs *o, uint32_t id)
 		o->seg = segtab_peek(o->kvp, id);
 		o->id = id;
 		o->gone = o->seg && o->seg->local && seg_gone(o->seg);
+		/* once per segment of the call, not per key */
+		o->readable = o->seg && !o->gone &&
+			      xp_path_choose(o->kvp->proto, o->seg->local, false, false,
+					     KVP_TIER_MEM) == XP_LOCAL;
 	}
-	if (!o->seg || o->gone ||
-	    xp_path_choose(o->kvp->proto, o->seg->local, false, false, KVP_TIER_MEM) != XP_LOCAL)
-		return NULL;
-	return o->seg;
+	return o->readable ? o->seg : NULL;
 }
 
 void lc_seg_end(struct lc_segs *o)
@@ -482,10 +539,14 @@ void lc_touch_flush(struct kvp *kvp)
 		lc_touch_send(kvp, keys, lens, n);
 }
 
-void lc_count(struct lcache *c, bool hit)
+void lc_count(struct lcache *c, uint64_t hits, uint64_t fallbacks)
 {
-	if (c)
-		atomic_fetch_add_explicit(hit ? &c->hits : &c->fallbacks, 1, memory_order_relaxed);
+	if (!c)
+		return;
+	if (hits)
+		atomic_fetch_add_explicit(&c->hits, hits, memory_order_relaxed);
+	if (fallbacks)
+		atomic_fetch_add_explicit(&c->fallbacks, fallbacks, memory_order_relaxed);
 }
 
 void lc_count_raced(struct lcache *c)

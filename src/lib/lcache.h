@@ -53,6 +53,9 @@ bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, uint64_t now,
  * set (so that the batch's cache misses overlap), the lookup by hash. */
 uint64_t lc_key_hash(const char *key, uint32_t klen);
 void lc_prefetch(struct lcache *c, uint64_t h);
+/* Once the set is in cache (a pass after lc_prefetch): a prefetch of the
+ * way that holds h, if one does. */
+void lc_prefetch_way(struct lcache *c, uint64_t h);
 bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		 struct lc_loc *loc, bool *touch);
 /* lc_invalidate, then lc_insert with the token that follows it, as one
@@ -86,6 +89,7 @@ struct lc_segs {
 	struct client_seg *seg;
 	uint32_t id;
 	bool gone;			/* seg's owner removed its file */
+	bool readable;			/* seg may be read by memcpy (lc_seg's answer) */
 };
 struct client_seg *lc_seg(struct lc_segs *o, uint32_t id);
 void lc_seg_end(struct lc_segs *o);
@@ -97,7 +101,8 @@ struct lc_stats {
 	uint64_t raced;			/* fallbacks whose extent changed under the copy */
 };
 void lc_stats(struct lcache *c, struct lc_stats *out);
-void lc_count(struct lcache *c, bool hit);
+/* Adds to the counters (a batch's totals: one atomic each, not one per key). */
+void lc_count(struct lcache *c, uint64_t hits, uint64_t fallbacks);
 void lc_count_raced(struct lcache *c);
 
 #endif

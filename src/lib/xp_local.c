@@ -514,8 +514,14 @@ void xp_local_opt_prefetch(const struct client_seg *seg, const struct lc_loc *l,
 {
 	const uint8_t *ext = opt_ext(seg, l, klen);
 
-	if (ext)
+	if (ext) {
+		/* the header and the key after it, which opt_match compares:
+		 * the key starts on the next cache line */
 		__builtin_prefetch(ext);
+		__builtin_prefetch(ext + EXT_HDR_SIZE);
+		if (klen > 64)
+			__builtin_prefetch(ext + EXT_HDR_SIZE + klen - 1);
+	}
 }
 
 int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,

@@ -16,6 +16,9 @@
  * be byte-for-byte some version of its key: 0 wrong bytes, with both
  * optimistic hits and fallbacks (and reads that met a free or a reuse
  * mid-copy) counted. KVP_STRESS_SECS sets the length (default 3 s).
+ *
+ * gone: after the node's clean exit its segment (still mapped here) serves
+ * no optimistic read.
  * Exit 0/1/77.
  */
 #include <pthread.h>
@@ -396,6 +399,31 @@ static void stress(struct tc_pool *p, double secs)
 	free(sh);
 }
 
+/* The node exits (remove_segment_on_exit): it marks its segment gone
+ * before the unlink, so a handle that still maps it and remembers where a
+ * key was answers from it no more, even right after a read that looked
+ * (lcache.c seg_gone: the fstat backstop runs at most every 50 ms). */
+static void node_gone(struct tc_pool *p)
+{
+	struct kvp *a = tc_open(p, NULL, NULL);
+	uint8_t *buf = malloc(VMAX);
+	const char *key = "gone/k";
+	const char *keys[] = { key };
+	int res = -100;
+
+	REQUIRE(a && buf);
+	CHECK_RC(put_ver(a, key, 1), 0);
+	CHECK_RC(get_ver(a, key, buf), 1);
+	CHECK_RC(kvp_exists(a, key), 1);
+	kill(p->node[0], SIGTERM);
+	CHECK(waitpid(p->node[0], NULL, 0) == p->node[0]);
+	p->node[0] = 0;
+	CHECK(kvp_batch_exists(a, 1, keys, &res) == 0 && res != 1);
+	CHECK(get_ver(a, key, buf) != 1);
+	kvp_close(a);
+	free(buf);
+}
+
 int main(void)
 {
 	const char *e = getenv("KVP_STRESS_SECS");
@@ -408,5 +436,6 @@ int main(void)
 	(void)tc_check_fill;	/* the values here carry their own version */
 	semantics(p);
 	stress(p, secs > 0 ? secs : 3.0);
+	node_gone(p);
 	return tc_exit();
 }

@@ -551,6 +551,11 @@ static void test_orphans(void)
 	CHECK(state_of(pa) == SEG_OWNER_LIVE && state_of(pb) == SEG_OWNER_LIVE &&
 	      state_of(pc) == SEG_OWNER_LIVE, "live owners");
 	CHECK(orphan_reap(pa, 0) == -ESTALE, "reap with the wrong uuid");
+	struct segment ra;
+	char err[256];
+
+	CHECK(segment_attach(&ra, pa, false, err, sizeof(err)) == 0, "attach %s: %s", pa, err);
+	CHECK(!segment_is_gone(&ra), "a live owner's segment is not gone");
 	kill9(pa_);
 	kill9(pb_);
 	kill9(pc_);		/* its child still holds the lock */
@@ -560,6 +565,9 @@ static void test_orphans(void)
 	n = orphan_reap_all(NULL, &bytes);
 	CHECK(n >= 1 && stat(pa, &st) < 0 && stat(pb, &st) == 0 && stat(pc, &st) == 0,
 	      "reap: %d removed", n);
+	/* a reader that still maps the reaped orphan learns it is gone */
+	CHECK(segment_is_gone(&ra), "the reaper marked the orphan gone");
+	segment_close(&ra);
 	kill9(gc);	/* not our child: it dies on its own time */
 	for (int i = 0; i < 400 && state_of(pc) != SEG_OWNER_ORPHAN; i++)
 		usleep(5000);
@@ -595,8 +603,11 @@ static void test_reserve(void)
 	CHECK(blocks(&s) >= 64 * MiB, "reserved %" PRIu64, blocks(&s));
 	CHECK(segment_is_reserved(&at), "attacher sees it reserved");
 	CHECK(segment_prefault(&at, s.data_off, 4096) == 0, "prefault reserved");
-	segment_close(&at);
+	/* the owner's unlink marks the segment gone for those that map it */
+	CHECK(!segment_is_gone(&at), "not gone before the unlink");
 	CHECK(segment_unlink(&s) == 0, "unlink");
+	CHECK(segment_is_gone(&at) && segment_is_reserved(&at), "gone (and still reserved)");
+	segment_close(&at);
 
 	/* a tmpfs too small for the segment: prefault fails, nothing dies */
 	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "/tmp/t_segmap-%d", (int)getpid());
