@@ -22,7 +22,6 @@
 #include "xp_rdma.h"
 
 #define LC_WAYS 8
-#define LC_HUGE (2u << 20)		/* the sets' mapping is a multiple of this */
 #define LC_GONE_FSTAT_MS 50		/* seg_gone's fstat backstop, at most this often */
 #define LC_STRIPES 64
 #define LC_TOUCH_BATCH 64		/* keys per touch frame */
@@ -90,18 +89,19 @@ struct lcache *lc_create(const struct kvp *kvp)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	/* Anonymous pages read as zero, which is every way empty, seq 0; in
-	 * huge pages where the system allows them (madvise mode): a batch's
-	 * lookups hit random sets, and with 4 KiB pages nearly each one was
-	 * a TLB miss of its own. */
-	c->sets_bytes = (nsets * sizeof(*c->sets) + LC_HUGE - 1) & ~(size_t)(LC_HUGE - 1);
+	/* Anonymous pages read as zero, which is every way empty, seq 0, and
+	 * cost nothing until a store touches them (the memset this replaced
+	 * wrote 5.6 MB at every kvp_open). No MADV_HUGEPAGE: it made lookups
+	 * no faster, and the sets are sparse, so the kernel kept splitting
+	 * and freeing the mostly-zero huge pages, and a store then faulted a
+	 * 2 MiB page in and cleared it again: 5% of a TCP batch get's CPU. */
+	c->sets_bytes = nsets * sizeof(*c->sets);
 	c->sets = mmap(NULL, c->sets_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
 	if (c->sets == MAP_FAILED) {
 		free(c);
 		return NULL;
 	}
-	(void)madvise(c->sets, c->sets_bytes, MADV_HUGEPAGE);
 	c->nsets = nsets;
 	c->ttl_ms = (uint64_t)cf->client.location_ttl;
 	for (int i = 0; i < LC_STRIPES; i++)
