@@ -776,12 +776,18 @@ int segment_reserve_step(struct segment *seg, uint64_t len, char *errbuf, size_t
 	return 1;
 }
 
-bool segment_is_reserved(const struct segment *seg)
+/* The state word's bits (0 for format 1, which has none, or no mapping). */
+static uint32_t state_load(const struct segment *seg)
 {
 	if (seg->version < 2 || !seg->base)
-		return false;
+		return 0;
 	return __atomic_load_n((const uint32_t *)((const uint8_t *)seg->base + SEG_STATE_OFF),
-			       __ATOMIC_ACQUIRE) & SEG_S_RESERVED;
+			       __ATOMIC_ACQUIRE);
+}
+
+bool segment_is_reserved(const struct segment *seg)
+{
+	return state_load(seg) & SEG_S_RESERVED;
 }
 
 void segment_mark_gone(const struct segment *seg)
@@ -793,10 +799,7 @@ void segment_mark_gone(const struct segment *seg)
 
 bool segment_is_gone(const struct segment *seg)
 {
-	if (seg->version < 2 || !seg->base)
-		return false;
-	return __atomic_load_n((const uint32_t *)((const uint8_t *)seg->base + SEG_STATE_OFF),
-			       __ATOMIC_ACQUIRE) & SEG_S_GONE;
+	return state_load(seg) & SEG_S_GONE;
 }
 
 int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len)
