@@ -488,6 +488,7 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		goto out_master;
 	}
 	ev_set_busy_poll(s->loop, (int)s->conf.cluster.busy_poll_us);
+	ev_set_congestion(s->loop, net_cc_parse(s->conf.cluster.tcp_congestion));
 	s->lfd = net_listen(s->conf.master.listen, err, errlen);
 	if (s->lfd < 0)
 		goto out_loop;

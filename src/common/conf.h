@@ -34,6 +34,7 @@ struct kvp_conf {
 		uint64_t max_frame;
 		int64_t max_batch;
 		int64_t busy_poll_us;		/* spin before sleeping for a reply (net.h) */
+		char tcp_congestion[CONF_STR];	/* auto|system|reno|cubic (net.h) */
 	} cluster;
 	struct {
 		char listen[CONF_STR];		/* RPC, default 0.0.0.0:15001 */

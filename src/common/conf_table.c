@@ -62,6 +62,14 @@ const struct conf_key conf_table[] = {
 	    "it stops at once when another thread wants the CPU. Where waking a sleeping "
 	    "thread is dear (a VM whose idle vCPUs halt), this takes a master round trip "
 	    "from 40-90 us to about 10 us. 0: always sleep at once."),
+	STR("cluster", "tcp_congestion", cluster.tcp_congestion, "auto",
+	    "Congestion control of the pool's TCP connections (masters, nodes, clients). auto: "
+	    "a connection on a pacing algorithm (BBR) uses reno instead, which sends a reply "
+	    "burst at once where BBR spreads it over its last estimate; system: keep the "
+	    "system's (net.ipv4.tcp_congestion_control); reno or cubic: that one (an "
+	    "unprivileged process may only pick what net.ipv4.tcp_allowed_congestion_control "
+	    "lists; otherwise the system's stays, with a warning).",
+	    .choices = "auto|system|reno|cubic"),
 
 	/* [master] */
 	HP("master", "listen", master.listen, 0, "0.0.0.0:15001",

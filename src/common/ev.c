@@ -97,6 +97,8 @@ struct ev_loop {
 	struct ev_conn *dead_conns;
 	uint64_t sweep_id, sweep_ms;
 	int spin_us;			/* busy polling before epoll sleeps (net.h) */
+	enum net_cc cc;			/* congestion control of its connections */
+	bool cc_warned;			/* ... which could not be set: said once */
 	struct epoll_event *spin_evs;	/* where a spin's look puts what it found */
 	int spin_n;
 };
@@ -490,6 +492,11 @@ void ev_set_busy_poll(struct ev_loop *loop, int spin_us)
 	loop->spin_us = spin_us > 0 ? spin_us : 0;
 }
 
+void ev_set_congestion(struct ev_loop *loop, enum net_cc cc)
+{
+	loop->cc = cc;
+}
+
 static bool spin_look(void *arg)
 {
 	struct ev_loop *loop = arg;
@@ -680,7 +687,12 @@ struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_con
 	/* Replies are whole frames written at once; Nagle would only delay them.
 	 * Fails (harmlessly) on socketpairs. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	net_tune_local(fd);
+	int ccr = net_tune_cc(fd, loop->cc);
+	if (ccr < 0 && !loop->cc_warned) {
+		loop->cc_warned = true;
+		log_warn("[cluster] tcp_congestion: cannot set it on a connection (%s); "
+			 "connections keep the system's algorithm", strerror(-ccr));
+	}
 
 	c->io.kind = IO_CONN;
 	c->io.fd = fd;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 
+#include "net.h"
 #include "wire.h"
 
 struct ev_loop;
@@ -27,6 +28,10 @@ void ev_destroy(struct ev_loop *loop);	/* closes remaining connections */
 /* Busy polling ([cluster] busy_poll_us, net.h): before each sleep, the
  * loop looks for events without sleeping for up to spin_us (0: never). */
 void ev_set_busy_poll(struct ev_loop *loop, int spin_us);
+/* Congestion control of the connections the loop adopts from now on
+ * ([cluster] tcp_congestion, net.h; default NET_CC_AUTO); a failure to set
+ * it is logged once per loop. */
+void ev_set_congestion(struct ev_loop *loop, enum net_cc cc);
 /* Runs until ev_stop(); 0 or a negative errno. */
 int ev_run(struct ev_loop *loop);
 /* Async-signal-safe and thread-safe. */

@@ -208,7 +208,6 @@ static int connect_one(const struct addrinfo *ai, uint64_t deadline_ms)
 		}
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	net_tune_local(fd);
 	/* Blocking from here on; the *_all helpers still honour deadlines
 	 * (MSG_DONTWAIT + poll). */
 	int fl = fcntl(fd, F_GETFL);
@@ -379,64 +378,44 @@ bool net_is_loopback(const char *hostport)
 	return host[0] && host_is_loopback(host);
 }
 
-/* The IP address of a socket end, as bytes (IPv4-mapped IPv6 as IPv4):
- * its length, 0 if not IP. */
-static size_t sock_ip(const struct sockaddr_storage *ss, uint8_t out[16])
+enum net_cc net_cc_parse(const char *s)
 {
-	if (ss->ss_family == AF_INET) {
-		memcpy(out, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-		return 4;
-	}
-	if (ss->ss_family != AF_INET6)
-		return 0;
-	const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-
-	if (IN6_IS_ADDR_V4MAPPED(a)) {
-		memcpy(out, a->s6_addr + 12, 4);
-		return 4;
-	}
-	memcpy(out, a->s6_addr, 16);
-	return 16;
+	if (s && !strcmp(s, "system"))
+		return NET_CC_SYSTEM;
+	if (s && !strcmp(s, "reno"))
+		return NET_CC_RENO;
+	if (s && !strcmp(s, "cubic"))
+		return NET_CC_CUBIC;
+	return NET_CC_AUTO;
 }
 
-bool net_same_host(int fd)
+int net_tune_cc(int fd, enum net_cc cc)
 {
-	struct sockaddr_storage me, peer;
-	socklen_t ml = sizeof(me), pl = sizeof(peer);
-	uint8_t a[16], b[16];
-	size_t na, nb;
-
-	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 ||
-	    getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
-		return false;
-	na = sock_ip(&me, a);
-	nb = sock_ip(&peer, b);
-	if (!na || !nb)
-		return false;
-	/* 127/8, ::1, or our own address at the other end: the loopback device */
-	if ((nb == 4 && b[0] == 127) ||
-	    (nb == 16 && IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)(const void *)b)))
-		return true;
-	return na == nb && memcmp(a, b, na) == 0;
-}
-
-void net_tune_local(int fd)
-{
-	char cc[16] = "";
-	socklen_t l = sizeof(cc) - 1;
+	char cur[16] = "";
+	socklen_t l = sizeof(cur) - 1;
+	const char *want;
 
 	/* BBR paces: it spreads what a socket sends over its bandwidth
-	 * estimate, on loopback too, where there is no queue to protect. A
-	 * batch's replies (64 x 4 KiB READs: 256 KiB in one sendmsg) then go
-	 * out at the rate the last batch measured, and both ends wait between
-	 * batches. Reno (always allowed) sends at once: on a 2-vCPU VM 64 x
-	 * 4 KiB batch gets went from 0.19-0.48 to 0.41-0.76 M/s, 16 x 1 MiB
-	 * from 1.7-3.2 to 2.8-3.8 GB/s (docs/performance.md). Algorithms that
-	 * do not pace, and connections to other hosts, are left alone. */
-	if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) < 0 || strncmp(cc, "bbr", 3) ||
-	    !net_same_host(fd))
-		return;
-	setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+	 * estimate. The pool's traffic is request and reply bursts, and
+	 * between them the estimate is whatever the last burst measured
+	 * (on loopback or a veth pair a vCPU's copy rate, not a link's): a
+	 * batch's replies (64 x 4 KiB READs, 256 KiB in one sendmsg) left at
+	 * that rate while both ends waited. Reno (always allowed) sends at
+	 * once: on a 2-vCPU VM 64 x 4 KiB batch gets on loopback went from
+	 * 0.19-0.48 to 0.41-0.76 M/s, 16 x 1 MiB from 1.7-3.2 to 2.8-3.8
+	 * GB/s, and 16 x 1 MiB across a veth pair from 1.8 to 2.5-3.3 GB/s
+	 * (docs/performance.md). Algorithms that do not pace are left alone. */
+	if (cc == NET_CC_SYSTEM || getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &l) < 0)
+		return 0;
+	if (cc == NET_CC_AUTO)
+		want = strncmp(cur, "bbr", 3) ? NULL : "reno";
+	else
+		want = cc == NET_CC_CUBIC ? "cubic" : "reno";
+	if (!want || !strcmp(cur, want))
+		return 0;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, want, (socklen_t)strlen(want)) < 0)
+		return -errno;
+	return 0;
 }
 
 int net_random(void *p, size_t n)

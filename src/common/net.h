@@ -32,13 +32,20 @@ int net_host_id(char *out, size_t len);
 /* true if the host part of "host:port" is a loopback address or empty-host
  * would bind all (false). */
 bool net_is_loopback(const char *hostport);
-/* Both ends of connected socket fd are on this host (a loopback address
- * at the other end, or our own). */
-bool net_same_host(int fd);
-/* A connection between two ends on this host does not pace: a pacing
- * congestion control (BBR) is replaced by reno, which sends at once (see
- * net.c). Best effort, for connected TCP sockets; others are left alone. */
-void net_tune_local(int fd);
+/* Congestion control of the pool's TCP connections ([cluster]
+ * tcp_congestion): AUTO replaces a pacing algorithm (BBR) with reno, which
+ * sends a reply burst at once (see net.c); SYSTEM keeps the system's; RENO
+ * and CUBIC set that algorithm. */
+enum net_cc { NET_CC_AUTO, NET_CC_SYSTEM, NET_CC_RENO, NET_CC_CUBIC };
+/* "auto", "system", "reno", "cubic" (the [cluster] key's choices, which the
+ * conf module checks); anything else is NET_CC_AUTO. */
+enum net_cc net_cc_parse(const char *s);
+/* Applies @cc to connected socket fd: 0 when done or nothing was to do (no
+ * TCP socket, AUTO on a non-pacing algorithm), else -errno of the
+ * setsockopt (EPERM: not in net.ipv4.tcp_allowed_congestion_control for an
+ * unprivileged process; ENOENT: not available); the socket then keeps the
+ * system's algorithm and works as before. */
+int net_tune_cc(int fd, enum net_cc cc);
 /* Random bytes (getrandom). */
 int net_random(void *p, size_t n);
 /* Busy polling ([cluster] busy_poll_us; see net.c): net_spin calls

@@ -69,6 +69,7 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 		(uint32_t)kvp->conf.cluster.max_frame : DEFAULT_MAX_FRAME;
 	kvp->max_batch = kvp->conf.cluster.max_batch > 0 ? (size_t)kvp->conf.cluster.max_batch :
 		DEFAULT_MAX_BATCH;
+	kvp->cc = net_cc_parse(kvp->conf.cluster.tcp_congestion);
 	if (kvp->conf.client.host_id[0]) {
 		snprintf(kvp->host_id, sizeof(kvp->host_id), "%s", kvp->conf.client.host_id);
 	} else if (net_host_id(kvp->host_id, sizeof(kvp->host_id)) < 0) {

@@ -16,6 +16,7 @@
 
 #include "conf.h"
 #include "kvpool.h"
+#include "net.h"
 #include "segment.h"
 #include "wire.h"
 
@@ -91,6 +92,8 @@ struct kvp {
 	int conns_per_node;
 	uint32_t max_frame;
 	size_t max_batch;
+	enum net_cc cc;			/* cluster.tcp_congestion (sock.c) */
+	atomic_bool cc_warned;		/* ... could not be set: said once */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;		/* a pooled connection was returned or closed */

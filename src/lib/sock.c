@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,6 +86,11 @@ int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_
 		log_debug("connect %s: %s", hostport, err);
 		return fd == -ETIMEDOUT ? KVP_ETIMEDOUT : KVP_ECONN;
 	}
+	rc = net_tune_cc(fd, kvp->cc);
+	if (rc < 0 && !atomic_exchange(&kvp->cc_warned, true))
+		log_warn("[cluster] tcp_congestion = %s: cannot set it on a connection (%s); "
+			 "connections keep the system's algorithm", kvp->conf.cluster.tcp_congestion,
+			 strerror(-rc));
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		close(fd);

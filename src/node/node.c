@@ -688,6 +688,7 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	}
 	ev_on_wake(n->x.loop, node_on_wake, n);
 	ev_set_busy_poll(n->x.loop, (int)n->conf.cluster.busy_poll_us);
+	ev_set_congestion(n->x.loop, net_cc_parse(n->conf.cluster.tcp_congestion));
 	n->data = node_data_create(&n->x, n->listen_addr, n->epoch, n->rdma, err, errlen);
 	if (!n->data)
 		goto out_loop;

@@ -19,9 +19,11 @@
 #             rows over a real interface, not loopback-only. Needs root and
 #             `ip netns`; BENCH_NETNS=0 leaves it out, =1 makes its absence
 #             a failure (default: run it where possible, say so where not).
-# On loopback, where the system's congestion control is BBR, iperf3 runs
-# with -C reno, as kvpool's own same-host connections do (src/common/net.c:
-# BBR paces bursts even there); redis-server keeps the system's.
+# Where the system's congestion control is BBR, iperf3 runs with -C reno in
+# both topologies, as kvpool's own connections do by default ([cluster]
+# tcp_congestion = auto, src/common/net.c: BBR paces a reply burst); the
+# wire reference and kvpool then use one algorithm. redis-server keeps the
+# system's.
 # The one-thread 16 x 1 MiB batch get also prints the CPU seconds per GB it
 # cost the client and the node together against iperf3's two ends (its JSON
 # cpu_utilization_percent): CPU per byte moves far less with the load of a
@@ -92,11 +94,11 @@ topology() {
 	waitfor 10 "${run[@]}" redis-cli -h "$addr" -p "$rport" ping >/dev/null 2>&1 ||
 		fail "$topo: redis-server did not answer"
 	waitfor 10 reachable "$addr" "$iport" || fail "$topo: iperf3 -s did not listen"
-	# kvpool's connections between two ends on one host do not pace
-	# (net_tune_local: BBR gives way to reno); iperf3, the wire reference,
-	# runs with the same congestion control there. redis cannot choose.
+	# kvpool's connections do not pace (tcp_congestion = auto: BBR gives
+	# way to reno); iperf3, the wire reference, runs with the same
+	# congestion control. redis cannot choose.
 	local cc=()
-	[ "$topo" = loopback ] && case "$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null)" in
+	case "$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null)" in
 		bbr*) cc=(-C reno) ;;
 	esac
 	run_iperf() {

@@ -147,7 +147,7 @@ static void test_table(void)
 	struct kvp_conf c;
 	char buf[CONF_STR + 8];
 
-	CHECK(conf_table_len == 69);
+	CHECK(conf_table_len == 70);
 	CHECK(conf_table_len <= sizeof(c.src));
 	for (size_t i = 0; i < conf_table_len; i++) {
 		const struct conf_key *k = &conf_table[i];
@@ -190,6 +190,7 @@ static void test_defaults(void)
 	CHECK(c.cluster.max_frame == 64ull << 20);
 	CHECK(c.cluster.max_batch == 4096);
 	CHECK(c.cluster.busy_poll_us == 50);
+	CHECK(!strcmp(c.cluster.tcp_congestion, "auto"));
 	CHECK(c.cluster.token[0] == '\0' && c.cluster.token_file[0] == '\0');
 	CHECK(c.cluster.metadata_server[0] == '\0');
 	CHECK(strcmp(c.master.listen, "0.0.0.0:15001") == 0);

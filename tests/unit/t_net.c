@@ -208,34 +208,58 @@ static void test_deadlines(void)
 	tcp_pair_close(lfd, cfd, sfd);
 }
 
-/* Both ends on this host: a pacing congestion control gives way to reno
- * (net_tune_local); a socketpair is no IP connection. */
-static void test_same_host(void)
+static void cc_of(int fd, char *cc, size_t len)
 {
-	char cc[16];
-	socklen_t l;
+	socklen_t l = (socklen_t)len - 1;
+
+	memset(cc, 0, len);
+	CHECK(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0);
+}
+
+/* [cluster] tcp_congestion (net_tune_cc): auto replaces a pacing algorithm
+ * (BBR) with reno and leaves others alone, system never changes it, reno
+ * and cubic set it; a socketpair is no TCP connection and is left alone. */
+static void test_congestion(void)
+{
+	char cc[16], sys[16];
 	int sp[2], lfd, cfd, sfd;
 
+	CHECK(net_cc_parse("auto") == NET_CC_AUTO && net_cc_parse("system") == NET_CC_SYSTEM);
+	CHECK(net_cc_parse("reno") == NET_CC_RENO && net_cc_parse("cubic") == NET_CC_CUBIC);
+	CHECK(net_cc_parse("") == NET_CC_AUTO && net_cc_parse(NULL) == NET_CC_AUTO);
 	if (tcp_pair(&lfd, &cfd, &sfd) < 0)
 		return;
-	CHECK(net_same_host(cfd) && net_same_host(sfd));
-	/* net_connect tuned the client end: whatever the system's default,
-	 * it does not pace now */
-	l = sizeof(cc) - 1;
-	memset(cc, 0, sizeof(cc));
-	CHECK(getsockopt(cfd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0 && strncmp(cc, "bbr", 3));
-	/* where BBR may be chosen, a BBR end is switched to reno */
+	/* net_connect leaves the algorithm to its caller */
+	cc_of(cfd, sys, sizeof(sys));
+	CHECK(net_tune_cc(cfd, NET_CC_SYSTEM) == 0);
+	cc_of(cfd, cc, sizeof(cc));
+	CHECK(!strcmp(cc, sys));
+	/* auto: whatever the system's default, it does not pace now */
+	CHECK(net_tune_cc(cfd, NET_CC_AUTO) == 0);
+	cc_of(cfd, cc, sizeof(cc));
+	CHECK(strncmp(cc, "bbr", 3) != 0);
+	CHECK(!strncmp(sys, "bbr", 3) ? !strcmp(cc, "reno") : !strcmp(cc, sys));
+	/* where BBR may be chosen: auto switches a BBR end to reno, system
+	 * keeps it */
 	if (setsockopt(sfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) == 0) {
-		net_tune_local(sfd);
-		l = sizeof(cc) - 1;
-		memset(cc, 0, sizeof(cc));
-		CHECK(getsockopt(sfd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0 &&
-		      strcmp(cc, "reno") == 0);
+		CHECK(net_tune_cc(sfd, NET_CC_SYSTEM) == 0);
+		cc_of(sfd, cc, sizeof(cc));
+		CHECK(!strcmp(cc, "bbr"));
+		CHECK(net_tune_cc(sfd, NET_CC_AUTO) == 0);
+		cc_of(sfd, cc, sizeof(cc));
+		CHECK(!strcmp(cc, "reno"));
 	}
+	/* reno is always allowed; cubic where it is allowed (root, or listed
+	 * in tcp_allowed_congestion_control), else an error and no change */
+	CHECK(net_tune_cc(sfd, NET_CC_RENO) == 0);
+	cc_of(sfd, cc, sizeof(cc));
+	CHECK(!strcmp(cc, "reno"));
+	int rc = net_tune_cc(sfd, NET_CC_CUBIC);
+	cc_of(sfd, cc, sizeof(cc));
+	CHECK(rc == 0 ? !strcmp(cc, "cubic") : (rc == -EPERM || rc == -ENOENT) && !strcmp(cc, "reno"));
 	CHECK(send(cfd, "x", 1, 0) == 1 && recv(sfd, cc, 1, 0) == 1 && cc[0] == 'x');
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
-	CHECK(!net_same_host(sp[0]));
-	net_tune_local(sp[0]);		/* no TCP: nothing happens */
+	CHECK(net_tune_cc(sp[0], NET_CC_RENO) == 0);	/* no TCP: nothing happens */
 	close(sp[0]);
 	close(sp[1]);
 	tcp_pair_close(lfd, cfd, sfd);
@@ -444,7 +468,7 @@ int main(void)
 	signal(SIGPIPE, SIG_DFL);	/* a SIGPIPE would kill the test: MSG_NOSIGNAL must work */
 	test_listen_connect();
 	test_deadlines();
-	test_same_host();
+	test_congestion();
 	test_refused();
 	test_addresses();
 	test_misc();
