@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ev.h"
 #include "net.h"
 
 static int failures;
@@ -258,6 +259,24 @@ static void test_congestion(void)
 	cc_of(sfd, cc, sizeof(cc));
 	CHECK(rc == 0 ? !strcmp(cc, "cubic") : (rc == -EPERM || rc == -ENOENT) && !strcmp(cc, "reno"));
 	CHECK(send(cfd, "x", 1, 0) == 1 && recv(sfd, cc, 1, 0) == 1 && cc[0] == 'x');
+	/* an event loop applies its setting to every connection it adopts */
+	{
+		static const struct ev_conn_ops none = { 0 };
+		struct ev_loop *loop = ev_create();
+		int dup_fd = dup(sfd);
+
+		CHECK(loop && dup_fd >= 0);
+		if (loop && dup_fd >= 0) {
+			CHECK(setsockopt(dup_fd, IPPROTO_TCP, TCP_CONGESTION, "cubic", 5) == 0 ||
+			      net_tune_cc(dup_fd, NET_CC_SYSTEM) == 0);
+			ev_set_congestion(loop, NET_CC_RENO);
+			CHECK(ev_conn_create(loop, dup_fd, &none, NULL, NULL) != NULL);
+			cc_of(sfd, cc, sizeof(cc));
+			CHECK(!strcmp(cc, "reno"));
+		}
+		if (loop)
+			ev_destroy(loop);	/* closes dup_fd with the connection */
+	}
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0);
 	CHECK(net_tune_cc(sp[0], NET_CC_RENO) == 0);	/* no TCP: nothing happens */
 	close(sp[0]);
