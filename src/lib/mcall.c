@@ -28,10 +28,13 @@
 #define HA_REPLY_CHECK_MS 500
 #define HA_BACKOFF_MIN_MS 20		/* between attempts while no leader answers */
 #define HA_BACKOFF_MAX_MS 100
+#define MC_OWED_MAX 64			/* posted frames unanswered before a take waits */
 
 /* A pooled master connection (after HELLO, blocking with poll deadlines).
  * owed: replies to frames posted without waiting (mc_post), read and
- * dropped before the connection's next exchange. Replies are read through
+ * dropped among the replies of the connection's next exchange (sent
+ * first, they come first), by kvp_close, or before a take once more than
+ * MC_OWED_MAX are owed. Replies are read through
  * rx: one recv takes a reply's header and body (and often the replies
  * behind it), where reading header and body apart took three recv calls
  * and a poll per reply. */
@@ -131,6 +134,13 @@ static int mc_recv_frame(struct kvp *kvp, struct mconn *mc, uint64_t deadline,
 	}
 }
 
+/* h is the reply to a frame mc_post sent (their opcodes), and one is owed. */
+static bool owed_reply(const struct mconn *mc, const struct wire_hdr *h)
+{
+	return mc->owed && !h->payload_len &&
+	       (h->opcode == WIRE_OP_LEASE_RELEASE || h->opcode == WIRE_OP_EXISTS);
+}
+
 /* Reads and drops the replies mc is owed: true when they came in order
  * before the deadline (else the connection is out of step: close it). */
 static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
@@ -142,7 +152,7 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 		if (mc_recv_frame(kvp, mc, deadline, &h, &body) < 0)
 			return false;
 		free(body);
-		if ((h.opcode != WIRE_OP_LEASE_RELEASE && h.opcode != WIRE_OP_EXISTS) || h.payload_len)
+		if (!owed_reply(mc, &h))
 			return false;
 		mc->owed--;
 	}
@@ -176,7 +186,14 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		if (mc) {
 			kvp->midle = mc->next;
 			pthread_mutex_unlock(&kvp->lock);
-			if (mc_settle(kvp, mc, deadline) && sock_alive(mc->fd)) {
+			/* Replies owed to posted frames are read after the next
+			 * frames are sent (mc_exchange), not before: a call after a
+			 * get's posted LEASE_RELEASE would otherwise wait out that
+			 * release's round trip before sending (a master-path get
+			 * took two round trips). An idle connection owed nothing
+			 * must have nothing to read. */
+			if (mc->owed > MC_OWED_MAX ? mc_settle(kvp, mc, deadline) :
+			    mc->owed || sock_alive(mc->fd)) {
 				*out = mc;
 				*reused = true;
 				return 0;
@@ -356,17 +373,25 @@ static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_
 			uint8_t *body;
 			struct mcall *m = NULL;
 
-			/* HA: nothing buffered yet: wait, asking etcd now and then */
-			if (mlocate_ha(kvp) && mc->rlo == mc->rhi &&
-			    (rc = wait_reply(kvp, mc, deadline)) < 0)
-				return rc;
-			rc = mc_recv_frame(kvp, mc, deadline, &h, &body);
-			if (rc < 0)
-				return rc;
+			for (;;) {
+				/* HA: nothing buffered yet: wait, asking etcd now and then */
+				if (mlocate_ha(kvp) && mc->rlo == mc->rhi &&
+				    (rc = wait_reply(kvp, mc, deadline)) < 0)
+					return rc;
+				rc = mc_recv_frame(kvp, mc, deadline, &h, &body);
+				if (rc < 0)
+					return rc;
+				for (size_t i = 0; i < w; i++)
+					if (win[i]->reqid == h.reqid && !win[i]->got)
+						m = win[i];
+				/* a reply owed to a frame posted before (mc_post),
+				 * which the master answers first */
+				if (m || !owed_reply(mc, &h))
+					break;
+				free(body);
+				mc->owed--;
+			}
 			*got_any = true;
-			for (size_t i = 0; i < w; i++)
-				if (win[i]->reqid == h.reqid && !win[i]->got)
-					m = win[i];
 			if (!m || h.payload_len || (h.opcode != m->op && h.status == 0)) {
 				free(body);
 				return KVP_EPROTO;
