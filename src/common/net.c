@@ -403,7 +403,7 @@ int net_tune_cc(int fd, enum net_cc cc)
 	 * that rate while both ends waited. Reno (always allowed) sends at
 	 * once: on a 2-vCPU VM 64 x 4 KiB batch gets on loopback went from
 	 * 0.19-0.48 to 0.41-0.76 M/s, 16 x 1 MiB from 1.7-3.2 to 2.8-3.8
-	 * GB/s, and 16 x 1 MiB across a veth pair from 1.8 to 2.5-3.3 GB/s
+	 * GB/s, and 16 x 1 MiB across a veth pair from 1.8 to 2.1-4.8 GB/s
 	 * (docs/performance.md). Algorithms that do not pace are left alone. */
 	if (cc == NET_CC_SYSTEM || getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &l) < 0)
 		return 0;
