@@ -211,6 +211,110 @@ static void xh_stripes_avx2(uint64_t *acc, uint8_t *dst, const uint8_t *src, siz
 	*stripe = s;
 }
 
+/* Bytes [s, s + 32) of a:b (s < 32), from the registers: per 128-bit lane
+ * an alignr with a run-time count (two pshufb). lo/hi: the precomputed
+ * pshufb indices of xh_shift_idx(). */
+__attribute__((target("avx2")))
+static inline __m256i xh_shift32(__m256i a, __m256i b, bool upper, __m256i lo, __m256i hi)
+{
+	__m256i mid = _mm256_permute2x128_si256(a, b, 0x21);	/* a.hi | b.lo */
+	__m256i l = upper ? mid : a, h = upper ? b : mid;
+
+	return _mm256_or_si256(_mm256_shuffle_epi8(l, lo), _mm256_shuffle_epi8(h, hi));
+}
+
+/* The same with non-temporal stores to dst (which must not be NULL), as
+ * xh_stripes_avx512_nt below does on CPUs without AVX-512 VBMI: no
+ * read-for-ownership of each destination line (a third more memory
+ * traffic for a copy into cold memory, as every put into a segment is).
+ * Each 64-byte aligned destination line is assembled from the registers of
+ * two consecutive stripes, so what is stored is what was hashed; the
+ * partial lines at both ends go through a stripe-sized buffer. */
+__attribute__((target("avx2")))
+static void xh_stripes_avx2_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
+			       unsigned *stripe)
+{
+	const unsigned h = (unsigned)(-(uintptr_t)dst & 63), sh = h & 15;
+	const bool second = h >= 32, upper = (h & 31) >= 16;
+	uint8_t ilo[32], ihi[32], edge[XH_STRIPE] __attribute__((aligned(32)));
+	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc);
+	__m256i a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
+	const __m256i prime = _mm256_set1_epi32((int)XH_P32_1);
+	const __m256i sk0 = _mm256_loadu_si256((const __m256i *)(xh_secret + 128));
+	const __m256i sk1 = _mm256_loadu_si256((const __m256i *)(xh_secret + 160));
+	__m256i p0 = _mm256_setzero_si256(), p1 = p0;
+	unsigned s = *stripe;
+
+	for (unsigned i = 0; i < 32; i++) {
+		unsigned j = (i & 15) + sh;
+
+		ilo[i] = j < 16 ? (uint8_t)j : 0x80;
+		ihi[i] = j >= 16 ? (uint8_t)(j - 16) : 0x80;
+	}
+	const __m256i lo = _mm256_loadu_si256((const __m256i *)ilo);
+	const __m256i hi = _mm256_loadu_si256((const __m256i *)ihi);
+
+	for (size_t n = 0; n < nst; n++) {
+		const uint8_t *in = src + XH_STRIPE * n, *key = xh_secret + 8 * s;
+
+		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
+		__m256i d0 = _mm256_loadu_si256((const __m256i *)in);
+		__m256i d1 = _mm256_loadu_si256((const __m256i *)(in + 32));
+
+		if (!h) {
+			_mm256_stream_si256((__m256i *)(dst + XH_STRIPE * n), d0);
+			_mm256_stream_si256((__m256i *)(dst + XH_STRIPE * n + 32), d1);
+		} else if (n == 0) {
+			_mm256_store_si256((__m256i *)edge, d0);
+			_mm256_store_si256((__m256i *)(edge + 32), d1);
+			memcpy(dst, edge, h);
+		} else {
+			/* value bytes [64(n-1) + h, 64n + h): p0 p1 d0 d1 from h */
+			__m256i o0 = second ? xh_shift32(p1, d0, upper, lo, hi)
+					    : xh_shift32(p0, p1, upper, lo, hi);
+			__m256i o1 = second ? xh_shift32(d0, d1, upper, lo, hi)
+					    : xh_shift32(p1, d0, upper, lo, hi);
+			uint8_t *at = dst + XH_STRIPE * (n - 1) + h;
+
+			_mm256_stream_si256((__m256i *)at, o0);
+			_mm256_stream_si256((__m256i *)(at + 32), o1);
+		}
+		p0 = d0;
+		p1 = d1;
+		__m256i k0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)key));
+		__m256i k1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(key + 32)));
+		__m256i m0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
+		__m256i m1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
+
+		a0 = _mm256_add_epi64(a0, _mm256_add_epi64(m0,
+				_mm256_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2))));
+		a1 = _mm256_add_epi64(a1, _mm256_add_epi64(m1,
+				_mm256_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2))));
+		if (++s == XH_BLOCK_STRIPES) {
+			__m256i x0 = _mm256_xor_si256(_mm256_xor_si256(a0, _mm256_srli_epi64(a0, 47)), sk0);
+			__m256i x1 = _mm256_xor_si256(_mm256_xor_si256(a1, _mm256_srli_epi64(a1, 47)), sk1);
+			__m256i h0 = _mm256_shuffle_epi32(x0, _MM_SHUFFLE(0, 3, 0, 1));
+			__m256i h1 = _mm256_shuffle_epi32(x1, _MM_SHUFFLE(0, 3, 0, 1));
+
+			a0 = _mm256_add_epi64(_mm256_mul_epu32(x0, prime),
+					      _mm256_slli_epi64(_mm256_mul_epu32(h0, prime), 32));
+			a1 = _mm256_add_epi64(_mm256_mul_epu32(x1, prime),
+					      _mm256_slli_epi64(_mm256_mul_epu32(h1, prime), 32));
+			s = 0;
+		}
+	}
+	/* The last stripe's bytes from h on start an aligned line. */
+	if (nst && h) {
+		_mm256_store_si256((__m256i *)edge, p0);
+		_mm256_store_si256((__m256i *)(edge + 32), p1);
+		memcpy(dst + XH_STRIPE * (nst - 1) + h, edge + h, XH_STRIPE - h);
+	}
+	_mm_sfence();
+	_mm256_storeu_si256((__m256i *)acc, a0);
+	_mm256_storeu_si256((__m256i *)(acc + 4), a1);
+	*stripe = s;
+}
+
 __attribute__((target("avx512f")))
 static void xh_stripes_avx512(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
 			      unsigned *stripe)
@@ -325,7 +429,7 @@ static void xh_stripes_avx512_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src
 #endif
 
 /* The widest loops this CPU runs: [0] plain stores, [1] non-temporal
- * stores (the plain loop where there is none). KVPOOL_CSUM_ISA=scalar|
+ * stores (AVX-512 VBMI, else AVX2; the scalar loop has none). KVPOOL_CSUM_ISA=scalar|
  * avx2|avx512 caps the choice (tests run every loop on one machine). */
 static void xh_pick(xh_stripes_fn f[2])
 {
@@ -336,12 +440,14 @@ static void xh_pick(xh_stripes_fn f[2])
 		return;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx2"))
-		f[0] = f[1] = xh_stripes_avx2;
+	if (__builtin_cpu_supports("avx2")) {
+		f[0] = xh_stripes_avx2;
+		f[1] = xh_stripes_avx2_nt;
+	}
 	if (cap && !strcmp(cap, "avx2"))
 		return;
 	if (__builtin_cpu_supports("avx512f"))
-		f[0] = f[1] = xh_stripes_avx512;
+		f[0] = xh_stripes_avx512;	/* streaming stores stay AVX2's without VBMI */
 	if (cap && !strcmp(cap, "avx512"))
 		return;
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -6,8 +6,9 @@
  * its destination, with plain and with non-temporal stores (which are
  * assembled into aligned lines: every destination misalignment is tried).
  * Runs once per loop (KVPOOL_CSUM_ISA=scalar, avx2, avx512, and the widest
- * this CPU has), each in a child process since the choice is made at the
- * first call. SEED=n reproduces a run.
+ * this CPU has; streaming stores are AVX2's in all but the scalar and a
+ * widest with AVX-512 VBMI), each in a child process since the choice is
+ * made at the first call. SEED=n reproduces a run.
  */
 #include <inttypes.h>
 #include <stdio.h>
