@@ -36,6 +36,24 @@
  * Every field is accessed with relaxed atomics. */
 enum { W_SEG_KLEN, W_UUID, W_OFF, W_ALEN, W_VLEN, W_GEN, W_CSUM, W_BORN, W_N };
 
+/* W_BORN: the cache's clear epoch when stored (upper 32 bits; lc_clear
+ * bumps it, which empties every way at once: a way of another epoch is
+ * empty) and the time stored (ms, lower 32 bits, compared modulo 2^32;
+ * location_ttl is at most an hour). */
+static uint64_t born_word(uint32_t epoch, uint64_t now)
+{
+	return (uint64_t)epoch << 32 | (uint32_t)now;
+}
+
+/* ms since a way of epoch `epoch` was stored, or UINT64_MAX when it was
+ * stored before the last lc_clear. */
+static uint64_t born_age(uint64_t born, uint32_t epoch, uint64_t now)
+{
+	if ((uint32_t)(born >> 32) != epoch)
+		return UINT64_MAX;
+	return (uint32_t)((uint32_t)now - (uint32_t)born);
+}
+
 struct lc_way {
 	atomic_uint seq;
 	atomic_uint_fast64_t w[W_N];	/* the location, its key length, when stored */
@@ -201,28 +219,30 @@ uint64_t lc_token(struct lcache *c, const char *key, uint32_t klen)
 
 /* Under the stripe lock: loc into the key's own way (a key has at most
  * one: every store goes there), else the oldest. */
-static void lc_store_locked(struct lc_set *set, uint64_t tag, uint32_t klen,
+static void lc_store_locked(struct lcache *c, struct lc_set *set, uint64_t tag, uint32_t klen,
 			    const struct lc_loc *loc, uint64_t now)
 {
-	uint64_t oldest = UINT64_MAX;
+	uint32_t epoch = atomic_load(&c->epoch);
+	uint64_t oldest = 0;
 	int e = 0;
 	uint64_t words[W_N] = {
 		[W_SEG_KLEN] = seg_klen(loc->seg_id, klen), [W_UUID] = loc->seg_uuid,
 		[W_OFF] = loc->off, [W_ALEN] = loc->alloc_len, [W_VLEN] = loc->vlen,
-		[W_GEN] = loc->gen, [W_CSUM] = loc->csum, [W_BORN] = now,
+		[W_GEN] = loc->gen, [W_CSUM] = loc->csum, [W_BORN] = born_word(epoch, now),
 	};
 
 	for (int w = 0; w < LC_WAYS; w++) {
-		uint64_t t = LD(set->tag[w]), born = LD(set->way[w].w[W_BORN]);
+		uint64_t t = LD(set->tag[w]);
+		uint64_t age = born_age(LD(set->way[w].w[W_BORN]), epoch, now);
 
 		if (t == tag && (uint32_t)LD(set->way[w].w[W_SEG_KLEN]) == klen) {
 			e = w;	/* the key's own way: replaced */
 			break;
 		}
 		if (!t)
-			born = 0;	/* an empty way before any used one */
-		if (born < oldest) {
-			oldest = born;
+			age = UINT64_MAX;	/* an empty way before any used one */
+		if (age > oldest) {
+			oldest = age;
 			e = w;
 		}
 	}
@@ -245,7 +265,7 @@ void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	/* Under the stripe lock: an lc_clear or lc_invalidate that bumps its
 	 * count after this check reaches this set only after we let go. */
 	if (token == ((uint64_t)atomic_load(&c->epoch) << 32 | atomic_load(&st->inval)))
-		lc_store_locked(set, h | 1, klen, loc, now);
+		lc_store_locked(c, set, h | 1, klen, loc, now);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -264,7 +284,7 @@ void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct l
 	/* lc_invalidate's bump and lc_insert's store with the token that
 	 * follows it, under one hold of the lock: nothing can come between */
 	atomic_fetch_add(&st->inval, 1);
-	lc_store_locked(set, tag, klen, loc, now);
+	lc_store_locked(c, set, tag, klen, loc, now);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -274,7 +294,7 @@ void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct l
  * pairs of 8-byte stores back as one 16-byte load: a store-forwarding
  * stall that was a third of a lookup). */
 static bool way_read_loc(struct lc_set *set, int w, uint64_t tag, uint32_t klen, uint64_t now,
-			 uint64_t ttl_ms, struct lc_loc *loc)
+			 uint32_t epoch, uint64_t ttl_ms, struct lc_loc *loc)
 {
 	struct lc_way *e = &set->way[w];
 	unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
@@ -292,7 +312,8 @@ static bool way_read_loc(struct lc_set *set, int w, uint64_t tag, uint32_t klen,
 	loc->csum = LD(e->w[W_CSUM]);
 	uint64_t t = LD(set->tag[w]);
 	atomic_thread_fence(memory_order_acquire);
-	if (LD(e->seq) != s1 || t != tag || (uint32_t)sk != klen || now - born >= ttl_ms)
+	if (LD(e->seq) != s1 || t != tag || (uint32_t)sk != klen ||
+	    born_age(born, epoch, now) >= ttl_ms)
 		return false;
 	loc->seg_id = (uint32_t)(sk >> 32);
 	return true;
@@ -302,6 +323,7 @@ bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		 struct lc_loc *loc, bool *touch)
 {
 	uint64_t tag = h | 1;
+	uint32_t epoch;
 	struct lc_stripe *st;
 	struct lc_set *set;
 
@@ -309,8 +331,10 @@ bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 	if (!c)
 		return false;
 	set = lc_set(c, h, &st);
+	epoch = atomic_load(&c->epoch);
 	for (int w = 0; w < LC_WAYS; w++) {
-		if (LD(set->tag[w]) != tag || !way_read_loc(set, w, tag, klen, now, c->ttl_ms, loc))
+		if (LD(set->tag[w]) != tag ||
+		    !way_read_loc(set, w, tag, klen, now, epoch, c->ttl_ms, loc))
 			continue;
 		/* One reader wins the right to report the read. */
 		uint64_t t = LD(set->way[w].touch_ms);
@@ -365,19 +389,13 @@ void lc_drop(struct lcache *c, const char *key, uint32_t klen, const struct lc_l
 		lc_forget(c, key, klen, false, loc);
 }
 
+/* O(1): every way stored before now reads as empty (born_age). It used
+ * to write every used way of every set, a walk of the whole mapping
+ * (5.6 MB at the default size) twice per kvp_remove_prefix. */
 void lc_clear(struct lcache *c)
 {
-	if (!c)
-		return;
-	atomic_fetch_add(&c->epoch, 1);
-	for (size_t s = 0; s < LC_STRIPES; s++) {
-		pthread_mutex_lock(&c->stripe[s].lock);
-		for (size_t set = s; set < c->nsets; set += LC_STRIPES)
-			for (int w = 0; w < LC_WAYS; w++)
-				if (LD(c->sets[set].tag[w]))
-					way_write(&c->sets[set], w, 0, NULL, 0);
-		pthread_mutex_unlock(&c->stripe[s].lock);
-	}
+	if (c)
+		atomic_fetch_add(&c->epoch, 1);
 }
 
 /* ---- segments ---- */
