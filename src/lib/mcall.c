@@ -350,7 +350,7 @@ static int wait_reply(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
  * again to the leader) and ends the exchange with that code once the
  * window is read. */
 static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_t n,
-		       uint64_t deadline, bool *got_any)
+		       uint64_t deadline, bool *got_any, struct mc_during *during)
 {
 	struct mcall *win[MC_WINDOW];
 	size_t next = 0;
@@ -368,6 +368,10 @@ static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_
 		rc = mc_send(kvp, mc, win, w, deadline);
 		if (rc < 0)
 			return rc;
+		if (during && !during->done) {
+			during->done = true;
+			during->fn(during->arg);
+		}
 		for (size_t k = 0; k < w; k++) {
 			struct wire_hdr h;
 			uint8_t *body;
@@ -430,7 +434,8 @@ static void backoff_sleep(uint64_t *ms)
  * again (to the leader etcd names then) until the deadline. A frame whose
  * answer was lost may so run twice; every opcode tolerates that (a repeated
  * PUT_END of a complete object succeeds, docs/ha.md). */
-int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
+int mc_call_during(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline,
+		   struct mc_during *during)
 {
 	uint64_t backoff = HA_BACKOFF_MIN_MS;
 	bool ha = mlocate_ha(kvp);
@@ -443,7 +448,7 @@ int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 		int rc = mc_take(kvp, deadline, &mc, &reused);
 
 		if (rc == 0) {
-			rc = mc_exchange(kvp, mc, c, n, deadline, &got_any);
+			rc = mc_exchange(kvp, mc, c, n, deadline, &got_any, during);
 			if (rc == KVP_ENOTLEADER || (rc == KVP_ECONN && ha))
 				mlocate_bad(kvp, mc->addr);
 			mc_give(kvp, mc, rc == 0);
@@ -460,6 +465,11 @@ int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 		}
 		return rc;
 	}
+}
+
+int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
+{
+	return mc_call_during(kvp, c, n, deadline, NULL);
 }
 
 int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)

@@ -32,6 +32,17 @@ struct mcall {
 /* Runs n calls pipelined on one master connection: 0 (each call's status
  * and reply filled) or the KVP_E* that broke the exchange. */
 int mc_call(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline);
+/* Work for the calling thread while the master answers. */
+struct mc_during {
+	void (*fn)(void *arg);
+	void *arg;
+	bool done;			/* set once fn ran */
+};
+/* mc_call that runs during->fn once, after the first frames went out and
+ * before their replies are read (it may not run at all when the sending
+ * fails; the caller checks done). */
+int mc_call_during(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline,
+		   struct mc_during *during);
 /* Sends n frames on one master connection without waiting for their
  * replies (only WIRE_OP_LEASE_RELEASE, and WIRE_OP_EXISTS for the reads
  * lcache reports: the connection drops those replies

@@ -2,7 +2,8 @@
  * options (kvp_put_opts, kvp_batch_put_opts: upsert, soft pin, replicas,
  * preferred segment) and in pieces (kvp_put_iov, kvp_batch_put_iov: the
  * transports copy or send the pieces where they are). One round is PUT_START for every item (the master
- * grants space on `replicas` segments), the replica writes as one transfer
+ * grants space on `replicas` segments; a handle with no local segment
+ * hashes the values meanwhile), the replica writes as one transfer
  * run, then one round trip of PUT_END for the complete items and
  * PUT_REVOKE for the others; items that failed on a transport error get
  * one more round with a fresh segment table. Runs on the calling thread;
@@ -37,6 +38,7 @@ struct put_item {
 	bool started;			/* PUT_START granted: needs PUT_END or PUT_REVOKE */
 	bool retry;			/* failed on a transport error: try once more */
 	uint64_t gen, csum;
+	bool csum_ok;			/* csum computed (put_early_csums) */
 	uint64_t epoch;			/* of the master that granted the space */
 	bool valid;			/* passed argument checks */
 	uint8_t nrep;
@@ -55,6 +57,7 @@ struct put_ctx {
 	struct put_item *items;
 	size_t *todo;			/* items in this round */
 	size_t ntodo;
+	bool early_csums;		/* no local segment: hash while PUT_START is out */
 };
 
 static void put_enc_start(struct wbuf *b, size_t i, void *arg)
@@ -328,10 +331,11 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 			it->ops[first_local].flags |= XP_F_CSUM;
 			xp_run_add(run, &it->ops[first_local]);
 		} else {
-			if (xp_value_checksum(&it->ops[0], &it->csum) < 0) {
+			if (!it->csum_ok && xp_value_checksum(&it->ops[0], &it->csum) < 0) {
 				put_fail(it, KVP_ENOMEM);
 				continue;
 			}
+			it->csum_ok = true;
 			for (uint8_t i = 0; i < it->nrep; i++) {
 				it->ops[i].h.value_checksum = it->csum;
 				xp_run_add(run, &it->ops[i]);
@@ -500,9 +504,28 @@ static void put_release(struct kvp *kvp, struct put_ctx *pc)
 	}
 }
 
+/* While PUT_START is at the master: the checksums of values that will
+ * travel to a remote node (a local replica hashes in its copy instead).
+ * Host memory only; a value that fails to hash is hashed again later. */
+static void put_early_csums(void *arg)
+{
+	struct put_ctx *pc = arg;
+
+	for (size_t t = 0; t < pc->ntodo; t++) {
+		struct put_item *it = &pc->items[pc->todo[t]];
+		struct xp_op op = { .src = it->buf, .iov = it->iov, .niov = it->niov };
+
+		if (it->csum_ok || it->dev)
+			continue;
+		op.h.value_len = it->len;
+		it->csum_ok = xp_value_checksum(&op, &it->csum) == 0;
+	}
+}
+
 static int put_round(struct kvp *kvp, struct put_ctx *pc)
 {
 	struct xp_run run = { .kvp = kvp, .deadline = pc->deadline };
+	struct mc_during early = { .fn = put_early_csums, .arg = pc };
 	struct mcall *c;
 	size_t nc = 0;
 	int rc;
@@ -511,7 +534,7 @@ static int put_round(struct kvp *kvp, struct put_ctx *pc)
 		     put_enc_start, pc, &nc);
 	if (!c)
 		return KVP_ENOMEM;
-	rc = mc_call(kvp, c, nc, pc->deadline);
+	rc = mc_call_during(kvp, c, nc, pc->deadline, pc->early_csums ? &early : NULL);
 	if (rc < 0) {
 		mc_free(c, nc);
 		return rc;
@@ -549,6 +572,7 @@ static int put_prefix(struct kvp *kvp, const struct kvp_put_opts *o, struct put_
 	}
 	if (!pref && segtab_have_local_rw(kvp))
 		pref = WIRE_SEG_LOCAL;
+	pc->early_csums = pref != WIRE_SEG_LOCAL;
 	pc->prefix[0] = replicas;
 	memcpy(pc->prefix + 1, &pref, 4);
 	memcpy(pc->prefix + 5, &flags, 4);
