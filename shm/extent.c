@@ -161,19 +161,49 @@ static void xh_stripes_scalar(uint64_t *acc, uint8_t *dst, const uint8_t *src, s
 }
 
 #if defined(__x86_64__)
+/* One stripe (d0 d1) into the accumulators with key stripe s of the
+ * block, and the block's scramble after its last stripe: XXH3's
+ * accumulate step on AVX2. Returns the next stripe number. */
+__attribute__((target("avx2"), always_inline))
+static inline unsigned xh_acc_avx2(__m256i *a0, __m256i *a1, __m256i d0, __m256i d1, unsigned s)
+{
+	const uint8_t *key = xh_secret + 8 * s;
+	__m256i k0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)key));
+	__m256i k1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(key + 32)));
+	__m256i p0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
+	__m256i p1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
+
+	*a0 = _mm256_add_epi64(*a0, _mm256_add_epi64(p0,
+			_mm256_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2))));
+	*a1 = _mm256_add_epi64(*a1, _mm256_add_epi64(p1,
+			_mm256_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2))));
+	if (++s < XH_BLOCK_STRIPES)
+		return s;
+	const __m256i prime = _mm256_set1_epi32((int)XH_P32_1);
+	const __m256i sk0 = _mm256_loadu_si256((const __m256i *)(xh_secret + 128));
+	const __m256i sk1 = _mm256_loadu_si256((const __m256i *)(xh_secret + 160));
+	__m256i x0 = _mm256_xor_si256(_mm256_xor_si256(*a0, _mm256_srli_epi64(*a0, 47)), sk0);
+	__m256i x1 = _mm256_xor_si256(_mm256_xor_si256(*a1, _mm256_srli_epi64(*a1, 47)), sk1);
+	__m256i h0 = _mm256_shuffle_epi32(x0, _MM_SHUFFLE(0, 3, 0, 1));
+	__m256i h1 = _mm256_shuffle_epi32(x1, _MM_SHUFFLE(0, 3, 0, 1));
+
+	*a0 = _mm256_add_epi64(_mm256_mul_epu32(x0, prime),
+			       _mm256_slli_epi64(_mm256_mul_epu32(h0, prime), 32));
+	*a1 = _mm256_add_epi64(_mm256_mul_epu32(x1, prime),
+			       _mm256_slli_epi64(_mm256_mul_epu32(h1, prime), 32));
+	return 0;
+}
+
 __attribute__((target("avx2")))
 static void xh_stripes_avx2(uint64_t *acc, uint8_t *dst, const uint8_t *src, size_t nst,
 			    unsigned *stripe)
 {
 	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc);
 	__m256i a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
-	const __m256i prime = _mm256_set1_epi32((int)XH_P32_1);
-	const __m256i sk0 = _mm256_loadu_si256((const __m256i *)(xh_secret + 128));
-	const __m256i sk1 = _mm256_loadu_si256((const __m256i *)(xh_secret + 160));
 	unsigned s = *stripe;
 
 	for (size_t n = 0; n < nst; n++) {
-		const uint8_t *in = src + XH_STRIPE * n, *key = xh_secret + 8 * s;
+		const uint8_t *in = src + XH_STRIPE * n;
 
 		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
 		__m256i d0 = _mm256_loadu_si256((const __m256i *)in);
@@ -184,27 +214,7 @@ static void xh_stripes_avx2(uint64_t *acc, uint8_t *dst, const uint8_t *src, siz
 			_mm256_storeu_si256((__m256i *)(dst + XH_STRIPE * n), d0);
 			_mm256_storeu_si256((__m256i *)(dst + XH_STRIPE * n + 32), d1);
 		}
-		__m256i k0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)key));
-		__m256i k1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(key + 32)));
-		__m256i p0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
-		__m256i p1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
-
-		a0 = _mm256_add_epi64(a0, _mm256_add_epi64(p0,
-				_mm256_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2))));
-		a1 = _mm256_add_epi64(a1, _mm256_add_epi64(p1,
-				_mm256_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2))));
-		if (++s == XH_BLOCK_STRIPES) {
-			__m256i x0 = _mm256_xor_si256(_mm256_xor_si256(a0, _mm256_srli_epi64(a0, 47)), sk0);
-			__m256i x1 = _mm256_xor_si256(_mm256_xor_si256(a1, _mm256_srli_epi64(a1, 47)), sk1);
-			__m256i h0 = _mm256_shuffle_epi32(x0, _MM_SHUFFLE(0, 3, 0, 1));
-			__m256i h1 = _mm256_shuffle_epi32(x1, _MM_SHUFFLE(0, 3, 0, 1));
-
-			a0 = _mm256_add_epi64(_mm256_mul_epu32(x0, prime),
-					      _mm256_slli_epi64(_mm256_mul_epu32(h0, prime), 32));
-			a1 = _mm256_add_epi64(_mm256_mul_epu32(x1, prime),
-					      _mm256_slli_epi64(_mm256_mul_epu32(h1, prime), 32));
-			s = 0;
-		}
+		s = xh_acc_avx2(&a0, &a1, d0, d1, s);
 	}
 	_mm256_storeu_si256((__m256i *)acc, a0);
 	_mm256_storeu_si256((__m256i *)(acc + 4), a1);
@@ -239,9 +249,6 @@ static void xh_stripes_avx2_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src, 
 	uint8_t ilo[32], ihi[32], edge[XH_STRIPE] __attribute__((aligned(32)));
 	__m256i a0 = _mm256_loadu_si256((const __m256i *)acc);
 	__m256i a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
-	const __m256i prime = _mm256_set1_epi32((int)XH_P32_1);
-	const __m256i sk0 = _mm256_loadu_si256((const __m256i *)(xh_secret + 128));
-	const __m256i sk1 = _mm256_loadu_si256((const __m256i *)(xh_secret + 160));
 	__m256i p0 = _mm256_setzero_si256(), p1 = p0;
 	unsigned s = *stripe;
 
@@ -255,7 +262,7 @@ static void xh_stripes_avx2_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src, 
 	const __m256i hi = _mm256_loadu_si256((const __m256i *)ihi);
 
 	for (size_t n = 0; n < nst; n++) {
-		const uint8_t *in = src + XH_STRIPE * n, *key = xh_secret + 8 * s;
+		const uint8_t *in = src + XH_STRIPE * n;
 
 		_mm_prefetch((const char *)in + XH_PREFETCH, _MM_HINT_T0);
 		__m256i d0 = _mm256_loadu_si256((const __m256i *)in);
@@ -281,27 +288,7 @@ static void xh_stripes_avx2_nt(uint64_t *acc, uint8_t *dst, const uint8_t *src, 
 		}
 		p0 = d0;
 		p1 = d1;
-		__m256i k0 = _mm256_xor_si256(d0, _mm256_loadu_si256((const __m256i *)key));
-		__m256i k1 = _mm256_xor_si256(d1, _mm256_loadu_si256((const __m256i *)(key + 32)));
-		__m256i m0 = _mm256_mul_epu32(k0, _mm256_shuffle_epi32(k0, _MM_SHUFFLE(0, 3, 0, 1)));
-		__m256i m1 = _mm256_mul_epu32(k1, _mm256_shuffle_epi32(k1, _MM_SHUFFLE(0, 3, 0, 1)));
-
-		a0 = _mm256_add_epi64(a0, _mm256_add_epi64(m0,
-				_mm256_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2))));
-		a1 = _mm256_add_epi64(a1, _mm256_add_epi64(m1,
-				_mm256_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2))));
-		if (++s == XH_BLOCK_STRIPES) {
-			__m256i x0 = _mm256_xor_si256(_mm256_xor_si256(a0, _mm256_srli_epi64(a0, 47)), sk0);
-			__m256i x1 = _mm256_xor_si256(_mm256_xor_si256(a1, _mm256_srli_epi64(a1, 47)), sk1);
-			__m256i h0 = _mm256_shuffle_epi32(x0, _MM_SHUFFLE(0, 3, 0, 1));
-			__m256i h1 = _mm256_shuffle_epi32(x1, _MM_SHUFFLE(0, 3, 0, 1));
-
-			a0 = _mm256_add_epi64(_mm256_mul_epu32(x0, prime),
-					      _mm256_slli_epi64(_mm256_mul_epu32(h0, prime), 32));
-			a1 = _mm256_add_epi64(_mm256_mul_epu32(x1, prime),
-					      _mm256_slli_epi64(_mm256_mul_epu32(h1, prime), 32));
-			s = 0;
-		}
+		s = xh_acc_avx2(&a0, &a1, d0, d1, s);
 	}
 	/* The last stripe's bytes from h on start an aligned line. */
 	if (nst && h) {
