@@ -75,6 +75,7 @@ static inline void st64(uint8_t *p, uint64_t v)
 #define XH_BLOCK_STRIPES 16		/* (secret size - 64) / 8 */
 #define XH_BUF 256			/* held back until the input is long */
 #define XH_PREFETCH 4096		/* bytes ahead: past the L2 streamer's reach */
+#define XH_NT_MIN 8192			/* streaming stores from this many bytes of one piece */
 
 #define XH_P32_1 0x9E3779B1u
 #define XH_P32_2 0x85EBCA77u
@@ -508,8 +509,16 @@ static void xh_update(struct xh_state *s, uint8_t *dst, const uint8_t *src, size
 	if (n > XH_STRIPE) {
 		size_t nst = (n - 1) / XH_STRIPE, done = nst * XH_STRIPE;
 
-		xh_stripes(nt && dst)(s->acc, dst, src, nst, &s->stripe);
-		memcpy(s->last, (dst ? dst : src) + done - XH_STRIPE, XH_STRIPE);
+		/* below XH_NT_MIN the fence and the partial lines cost more
+		 * than the reads for ownership save */
+		nt = nt && dst && n >= XH_NT_MIN;
+		xh_stripes(nt)(s->acc, dst, src, nst, &s->stripe);
+		/* From the copy, but never back from streamed lines: that read
+		 * goes to memory and doubled a 4 KiB put. The source holds the
+		 * same bytes unless it changed meanwhile, and then the digest
+		 * cannot match what the copy holds: a refused read, never a
+		 * wrong one. */
+		memcpy(s->last, (dst && !nt ? dst : src) + done - XH_STRIPE, XH_STRIPE);
 		src += done;
 		n -= done;
 		if (dst)

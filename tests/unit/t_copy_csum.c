@@ -4,7 +4,8 @@
  * source/destination misalignment, one-shot and streamed in random pieces
  * (hash only and copy + hash), and the copy must be exact and stay inside
  * its destination, with plain and with non-temporal stores (which are
- * assembled into aligned lines: every destination misalignment is tried).
+ * assembled into aligned lines, from 8 KiB of one piece on: every
+ * destination misalignment is tried there).
  * Runs once per loop (KVPOOL_CSUM_ISA=scalar, avx2, avx512, and the widest
  * this CPU has; streaming stores are AVX2's in all but the scalar and a
  * widest with AVX-512 VBMI), each in a child process since the choice is
@@ -60,10 +61,9 @@ static size_t piece(size_t left)
 	return k < left ? k : left;
 }
 
-static void check_len(const uint8_t *src, uint8_t *dbuf, size_t n)
+static void check_len_at(const uint8_t *src, uint8_t *dbuf, size_t n, size_t dof)
 {
 	uint64_t want = XXH3_64bits(src, n);
-	size_t dof = (size_t)(rnd() % 64);
 	uint8_t *dst = dbuf + GUARD + dof;
 	struct ext_csum c;
 	size_t off;
@@ -118,6 +118,11 @@ static void check_len(const uint8_t *src, uint8_t *dbuf, size_t n)
 		CHECK(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "nt streamed wrote outside dst, len %zu", n);
 }
 
+static void check_len(const uint8_t *src, uint8_t *dbuf, size_t n)
+{
+	check_len_at(src, dbuf, n, (size_t)(rnd() % 64));
+}
+
 static int run_all(const char *isa)
 {
 	uint8_t *src = malloc(MAXLEN + 64), *dbuf = malloc(MAXLEN + 64 + 2 * GUARD);
@@ -137,6 +142,11 @@ static int run_all(const char *isa)
 	for (size_t b = 1024; b <= (1u << 20); b *= 2)
 		for (long d = -65; d <= 65; d += 13, tested++)
 			check_len(src + (b % 7), dbuf, (size_t)((long)b + d));
+	/* Streaming stores start at 8 KiB of one piece (extent.c
+	 * XH_NT_MIN): every destination misalignment there. */
+	for (size_t dof = 0; dof < 64; dof++)
+		for (size_t k = 0; k < 4; k++, tested++)
+			check_len_at(src + dof % 7, dbuf, (size_t[]){ 8191, 8192, 8257, 20011 }[k], dof);
 	for (int i = 0; i < 40; i++, tested++)
 		check_len(src + rnd() % 64, dbuf, (size_t)(rnd() % MAXLEN));
 	check_len(src, dbuf, MAXLEN);
