@@ -280,7 +280,10 @@ static void test_scan_random(uint32_t align, uint64_t uuid)
 		int r = (int)(rnd() % 10);
 
 		if (gap) {
-			/* a hole: garbage, maybe posing as a header */
+			/* a hole: garbage, maybe posing as a header (inside the
+			 * buffer: the last extent may end exactly at its end) */
+			if (pos + gap > size)
+				break;
 			if (rnd() % 2)
 				memcpy(buf + pos, "\x4b\x56\x50\x58", 4);
 			pos += gap;
