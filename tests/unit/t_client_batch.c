@@ -4,7 +4,8 @@
  * the same over TCP with connections_per_node=3 (transfers spread over
  * connections and nodes) and with a max_batch of 50 (the client splits the
  * master frames); per-item errors (missing keys, small buffers, duplicates,
- * invalid keys) next to successes; batch remove. Exit 0/1/77.
+ * invalid keys) next to successes, also spread through a 40-key batch;
+ * batch remove. Exit 0/1/77.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,49 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 	CHECK(s1.checksum_mismatches == s0.checksum_mismatches);
 	CHECK(s1.puts - s0.puts == N + 2);
 	CHECK(s1.gets - s0.gets == N - 1);
+
+	/* Failures spread through a larger batch (an existing key near each
+	 * end, an invalid one in the middle): every item keeps its own
+	 * result, and what succeeded is stored. */
+	{
+		enum { M = 40 };
+		char *k3[M];
+		void *b3[M];
+		size_t l3[M];
+		int r3[M];
+		int64_t g3[M];
+
+		for (size_t i = 0; i < M; i++) {
+			if (i == 3 || i == 35)
+				k3[i] = strdup(keys[i]);	/* exists: EEXIST */
+			else if (i == 20)
+				k3[i] = strdup("");		/* EKEY */
+			else
+				REQUIRE(asprintf(&k3[i], "%s/half-%02zu", prefix, i) > 0);
+			REQUIRE(k3[i]);
+			l3[i] = 4096 + 13 * i;
+			REQUIRE((b3[i] = malloc(l3[i])));
+			tc_fill(b3[i], l3[i], k3[i]);
+		}
+		CHECK_RC(kvp_batch_put_from(k, M, (const char *const *)k3, (const void *const *)b3,
+					    l3, r3), 0);
+		for (size_t i = 0; i < M; i++)
+			CHECK_RC(r3[i], i == 3 || i == 35 ? KVP_EEXIST : i == 20 ? KVP_EKEY : 0);
+		for (size_t i = 0; i < M; i++)
+			memset(b3[i], 0, l3[i]);
+		CHECK_RC(kvp_batch_get_into(k, M, (const char *const *)k3, b3, l3, g3), 0);
+		for (size_t i = 0; i < M; i++) {
+			if (i == 3 || i == 35 || i == 20)
+				continue;
+			CHECK_RC(g3[i], (long long)l3[i]);
+			CHECK(tc_check_fill(b3[i], l3[i], k3[i]));
+			CHECK_RC(kvp_remove(k, k3[i], KVP_REMOVE_FORCE), 0);
+		}
+		for (size_t i = 0; i < M; i++) {
+			free(k3[i]);
+			free(b3[i]);
+		}
+	}
 
 	/* remove all: the gets above released their leases (the item whose
 	 * buffer was short too), so a plain remove works and the forced one
