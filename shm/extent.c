@@ -223,8 +223,9 @@ static void xh_stripes_avx2(uint64_t *acc, uint8_t *dst, const uint8_t *src, siz
 }
 
 /* Bytes [s, s + 32) of a:b (s < 32), from the registers: per 128-bit lane
- * an alignr with a run-time count (two pshufb). lo/hi: the precomputed
- * pshufb indices of xh_shift_idx(). */
+ * an alignr with a run-time count (two pshufb). upper: s >= 16; lo/hi:
+ * the pshufb indices for s % 16, built once per call by
+ * xh_stripes_avx2_nt. */
 __attribute__((target("avx2")))
 static inline __m256i xh_shift32(__m256i a, __m256i b, bool upper, __m256i lo, __m256i hi)
 {

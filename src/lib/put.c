@@ -38,7 +38,7 @@ struct put_item {
 	bool started;			/* PUT_START granted: needs PUT_END or PUT_REVOKE */
 	bool retry;			/* failed on a transport error: try once more */
 	uint64_t gen, csum;
-	bool csum_ok;			/* csum computed (put_early_csums) */
+	bool csum_ok;			/* csum holds the value's checksum */
 	uint64_t epoch;			/* of the master that granted the space */
 	bool valid;			/* passed argument checks */
 	uint8_t nrep;
