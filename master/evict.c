@@ -58,10 +58,24 @@ static struct obj *pick_among(struct master *m, struct seg *s, unsigned tier, bo
 			best = better(m, best, s->objs[i], s->id, tier, pinned);
 		return best;
 	}
-	for (int t = 0; t < SAMPLE_TRIES && !best; t++)
+	/* A sample is three cache misses (its slot in s->objs, the object, its
+	 * replicas on the next line): issued for all samples at once, they
+	 * overlap instead of following each other (1.5-2.5 us a victim). */
+	for (int t = 0; t < SAMPLE_TRIES && !best; t++) {
+		struct obj **slot[SAMPLES], *o[SAMPLES];
+
+		for (int i = 0; i < SAMPLES; i++) {
+			slot[i] = &s->objs[master_rand(m) % s->nobjs];
+			__builtin_prefetch(slot[i]);
+		}
+		for (int i = 0; i < SAMPLES; i++) {
+			o[i] = *slot[i];
+			__builtin_prefetch(o[i]);
+			__builtin_prefetch(o[i]->rep);
+		}
 		for (int i = 0; i < SAMPLES; i++)
-			best = better(m, best, s->objs[master_rand(m) % s->nobjs], s->id, tier,
-				      pinned);
+			best = better(m, best, o[i], s->id, tier, pinned);
+	}
 	return best;
 }
 
@@ -191,7 +205,7 @@ static void evict_disk(struct master *m, struct seg *s, uint64_t deadline_ns)
 
 bool evict_step(struct master *m, unsigned budget_us)
 {
-	uint64_t deadline = evict_clock_ns() + budget_us * 1000ull;
+	uint64_t start = evict_clock_ns(), deadline = start + budget_us * 1000ull;
 	bool active = false;
 
 	for (size_t i = 1; i < m->segs.n; i++) {
@@ -204,11 +218,13 @@ bool evict_step(struct master *m, unsigned budget_us)
 			evict_disk(m, s, deadline);
 		active |= s->evicting || s->evicting_disk;
 	}
+	m->evict_ns += evict_clock_ns() - start;
 	return active;
 }
 
 bool evict_force(struct master *m, uint64_t need)
 {
+	uint64_t start = evict_clock_ns();
 	bool any = false;
 
 	for (size_t i = 1; i < m->segs.n; i++) {
@@ -223,5 +239,6 @@ bool evict_force(struct master *m, uint64_t need)
 			any = true;
 		m->evict_active |= s->evicting;
 	}
+	m->evict_ns += evict_clock_ns() - start;
 	return any;
 }

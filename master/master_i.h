@@ -74,6 +74,7 @@ struct master {
 	bool evict_active;
 	uint64_t evictions;		/* replicas dropped for room */
 	uint64_t evicted_bytes;
+	uint64_t evict_ns;		/* time spent in eviction steps (paced and forced) */
 	uint64_t demotions;		/* memory replicas moved to a spill tier */
 	uint64_t promotions;		/* disk replicas copied back to memory */
 	uint64_t promote_failures;	/* PROMOTEs the node could not do */

@@ -138,6 +138,10 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 		   "Extents freed by the master, not yet acknowledged by the node.", seg_frees);
 	counter(b, "kvpool_master_evictions_total", "Replicas evicted.", m->evictions);
 	counter(b, "kvpool_master_evicted_bytes_total", "Bytes evicted.", m->evicted_bytes);
+	head(b, "kvpool_master_eviction_seconds_total", "counter",
+	     "Time the loop spent choosing and dropping victims (paced steps and the part of "
+	     "a PUT_START that evicts).");
+	sb_printf(b, "kvpool_master_eviction_seconds_total %.6f\n", (double)m->evict_ns / 1e9);
 	counter(b, "kvpool_master_demotions_total",
 		"Memory replicas moved to their node's spill tier.", m->demotions);
 	counter(b, "kvpool_master_promotions_total",

@@ -228,11 +228,58 @@ static void test_put_evicts(void)
 	tl_stop_master(&m);
 }
 
+/* Over EXACT_MAX (256) replicas a segment's victims are the oldest of
+ * random samples (evict.c, fetched together): still the never-read ones,
+ * and the time it took shows in /metrics. */
+static void test_sampled(void)
+{
+	enum { N = 2048 };		/* blocks: 2047 usable */
+	struct tl_master m;
+
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.4\n"
+			    "lease_ttl = 100ms\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "smp", "h", (uint64_t)N * ALIGN, 1, ALIGN, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+
+	CHECK_EQ(put_range(c, 0, 1800), 0);		/* 88%: below the watermark */
+	tl_sleep_ms(20);
+	char k[16];
+	struct tl_obj g;
+	for (int i = 0; i < 400; i++) {			/* read 0..399: recently used */
+		key(k, i);
+		CHECK_EQ(tl_get1(c, k, &g), 0);
+	}
+	tl_sleep_ms(150);				/* leases end */
+	CHECK_EQ(put_range(c, 1800, 1900), 0);		/* over 90%: 819 blocks go */
+	settle(node, c);
+	struct tl_info info;
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK(info.evictions >= 800, "evictions %llu", (unsigned long long)info.evictions);
+	/* 1,400 never-read objects are older than all 400 read ones: a read
+	 * one goes only if all 16 samples of a pick are read or newer ones
+	 * (under 0.6^16 at the end of the round) */
+	CHECK(count_exist(c, 0, 400) >= 395, "recently read kept: %d of 400",
+	      count_exist(c, 0, 400));
+	CHECK_EQ(count_exist(c, 1800, 1900), 100);	/* recently put: kept */
+	CHECK_EQ(count_exist(c, 0, 1900) + (int)info.evictions, 1900);
+
+	char *body = NULL;
+	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
+	const char *t = body ? strstr(body, "\nkvpool_master_eviction_seconds_total ") : NULL;
+	CHECK(t && strtod(t + 38, NULL) > 0, "eviction time counted: %.60s", t ? t : "(none)");
+	free(body);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+}
+
 int main(void)
 {
 	test_lru();
 	test_leased_pinned();
 	test_evict_pinned();
 	test_put_evicts();
+	test_sampled();
 	return tl_done();
 }
