@@ -315,6 +315,22 @@ static long rss_kb(pid_t pid)
 
 /* Mean time the master spent handling one frame, per opcode (from the
  * latency histograms of /metrics): where the time goes. */
+/* One sample of the master's /metrics (a name without labels); -1 if absent. */
+static double metric(int http_port, const char *name)
+{
+	char *body = NULL, pat[128];
+	double v = -1;
+
+	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) != 200 || !body)
+		return v;
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	char *p = strstr(body, pat);
+	if (p)
+		v = strtod(p + strlen(pat), NULL);
+	free(body);
+	return v;
+}
+
 static void print_handler_costs(int http_port)
 {
 	static const char *const ops[] = { "put_start", "put_end", "exists", "get" };
@@ -536,10 +552,12 @@ static void churn(int port, uint64_t seg_size)
 /* p99 of single GETs of 1000 pinned hot keys (on a draining segment of
  * their own) on a master configured with extra. With churn_seg > 0 a child
  * keeps putting into a segment of that size meanwhile; with wait_evict the
- * measurement starts once eviction has begun. *evictions: how many
- * happened during the measurement. */
+ * measurement starts once eviction has begun, and with pause_load the
+ * child is stopped then (SIGSTOP), so that only the master's eviction
+ * round runs next to the GETs. *evictions: how many happened during the
+ * measurement. */
 static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_seg,
-			    bool wait_evict, unsigned nlat, uint64_t *evictions)
+			    bool wait_evict, bool pause_load, unsigned nlat, uint64_t *evictions)
 {
 	struct tl_master m;
 	struct tl_info a, b;
@@ -583,10 +601,17 @@ static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_
 			"eviction did not start within 20 s of puts into a %llu-byte segment",
 			(unsigned long long)churn_seg);
 	}
+	if (child && pause_load)
+		kill(child, SIGSTOP);	/* SIGKILL below ends it stopped or not */
 	tl_info(node, &a);
+	double es0 = metric(m.http_port, "kvpool_master_eviction_seconds_total");
 	uint64_t p99 = get_p99(&p, nlat, 1000, "hot", what);
+	double es1 = metric(m.http_port, "kvpool_master_eviction_seconds_total");
 	tl_info(node, &b);
 	*evictions = b.evictions - a.evictions;
+	if (wait_evict && es0 >= 0 && es1 >= 0 && *evictions)
+		printf("    %llu evictions, %.2f us of the master's time each\n",
+		       (unsigned long long)*evictions, (es1 - es0) * 1e6 / (double)*evictions);
 	if (child) {
 		kill(child, SIGKILL);
 		waitpid(child, NULL, 0);
@@ -594,6 +619,7 @@ static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_
 	pc_close(&p);
 	tl_conn_close(node);
 	tl_stop_master(&m);
+	tl_tmpdir_drop(m.dir);	/* twelve masters in part 3 */
 	return p99;
 }
 
@@ -709,36 +735,46 @@ int main(int argc, char **argv)
 latency:
 	/* 3. p99 GET latency: idle; with a put load that never evicts (a 1 TiB
 	 * segment); with the same load into a 64 MiB segment, eviction running
-	 * (above 90%, 20% per round) */
-	/* in rounds, like part 1: the load on a shared machine drifts, and
-	 * the median of per-round ratios is steadier than one triple */
+	 * (above 90%, 20% per round); and eviction alone: a round of 80% of
+	 * that segment with the load stopped as it starts (what eviction costs
+	 * the master's requests, without the load that makes it necessary).
+	 * In rounds, like part 1: the load on a shared machine drifts, and the
+	 * median of per-round ratios is steadier than one triple. */
 	enum { LAT_ROUNDS = 3 };
-	double r_idle[LAT_ROUNDS], r_load[LAT_ROUNDS], p_idle[LAT_ROUNDS], p_load[LAT_ROUNDS],
-		p_ev[LAT_ROUNDS];
-	uint64_t ev0, ev1, nev = 0;
+	double r_idle[LAT_ROUNDS], r_load[LAT_ROUNDS], r_alone[LAT_ROUNDS], p_idle[LAT_ROUNDS],
+		p_load[LAT_ROUNDS], p_ev[LAT_ROUNDS], p_alone[LAT_ROUNDS];
+	uint64_t ev0, ev1, nev = 0, nalone = 0;
 	place_cpus(!unpinned);
 	for (int r = 0; r < LAT_ROUNDS; r++) {
 		printf(" round %d of %d:\n", r + 1, LAT_ROUNDS);
 		p_idle[r] = (double)latency_run("idle:", "eviction_high_watermark = 1.0\n", 0,
-						false, nlat, &ev0);
+						false, false, nlat, &ev0);
 		p_load[r] = (double)latency_run("under puts, no eviction:",
 						"eviction_high_watermark = 1.0\n", 1ull << 40, false,
-						nlat, &ev1);
+						false, nlat, &ev1);
 		p_ev[r] = (double)latency_run("under puts, eviction running:",
 					      "eviction_high_watermark = 0.9\neviction_ratio = 0.2\n",
-					      64ull << 20, true, nlat, &ev1);
+					      64ull << 20, true, false, nlat, &ev1);
 		nev += ev1;
+		p_alone[r] = (double)latency_run("eviction alone, puts paused:",
+						 "eviction_high_watermark = 0.9\neviction_ratio = 0.8\n",
+						 64ull << 20, true, true, nlat, &ev1);
+		nalone += ev1;
 		r_idle[r] = p_ev[r] / p_idle[r];
 		r_load[r] = p_ev[r] / p_load[r];
+		r_alone[r] = p_alone[r] / p_idle[r];
 	}
 	printf("GET p99 (one request at a time, %u samples, medians of %d rounds): idle %.1f us; "
 	       "under %d puts/s %.1f us; same load while eviction runs %.1f us (%llu evictions "
-	       "per measurement)\n", nlat, LAT_ROUNDS, median(p_idle, LAT_ROUNDS) / 1e3,
-	       CHURN_RATE, median(p_load, LAT_ROUNDS) / 1e3, median(p_ev, LAT_ROUNDS) / 1e3,
-	       (unsigned long long)(nev / LAT_ROUNDS));
-	printf("  eviction vs idle %.2fx (target <= 2x), eviction vs the same load without "
-	       "eviction %.2fx (per-round ratios: %.2f %.2f %.2f / %.2f %.2f %.2f)\n",
+	       "per measurement); eviction alone %.1f us (%llu evictions)\n", nlat, LAT_ROUNDS,
+	       median(p_idle, LAT_ROUNDS) / 1e3, CHURN_RATE, median(p_load, LAT_ROUNDS) / 1e3,
+	       median(p_ev, LAT_ROUNDS) / 1e3, (unsigned long long)(nev / LAT_ROUNDS),
+	       median(p_alone, LAT_ROUNDS) / 1e3, (unsigned long long)(nalone / LAT_ROUNDS));
+	printf("  eviction under the put load vs idle %.2fx (target <= 2x), vs the same load "
+	       "without eviction %.2fx (per-round ratios: %.2f %.2f %.2f / %.2f %.2f %.2f)\n",
 	       median(r_idle, LAT_ROUNDS), median(r_load, LAT_ROUNDS), r_idle[0], r_idle[1],
 	       r_idle[2], r_load[0], r_load[1], r_load[2]);
+	printf("  eviction alone vs idle %.2fx (per round: %.2f %.2f %.2f)\n",
+	       median(r_alone, LAT_ROUNDS), r_alone[0], r_alone[1], r_alone[2]);
 	return 0;
 }

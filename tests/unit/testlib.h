@@ -206,6 +206,17 @@ static inline const char *tl_tmpdir(const char *tag)
 	return NULL;
 }
 
+/* Removes a dir tl_tmpdir made, now rather than at exit (for programs
+ * that start more than TL_MAX_DIRS daemons one after another). */
+static inline void tl_tmpdir_drop(const char *dir)
+{
+	for (int i = 0; i < TL_MAX_DIRS; i++)
+		if (tl_dirs[i][0] && !strcmp(tl_dirs[i], dir)) {
+			nftw(tl_dirs[i], tl_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+			tl_dirs[i][0] = '\0';
+		}
+}
+
 static inline void tl_write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
