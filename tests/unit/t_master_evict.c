@@ -28,6 +28,21 @@ static int put_range(struct tl_conn *c, int from, int to)
 	return fails;
 }
 
+/* GETs of from..to-1 (their atime becomes now); how many failed. */
+static int get_range(struct tl_conn *c, int from, int to)
+{
+	struct tl_obj g;
+	char k[16];
+	int fails = 0;
+
+	for (int i = from; i < to; i++) {
+		key(k, i);
+		if (tl_get1(c, k, &g) != 0)
+			fails++;
+	}
+	return fails;
+}
+
 static int count_exist(struct tl_conn *c, int from, int to)
 {
 	char k[16];
@@ -67,12 +82,7 @@ static void test_lru(void)
 
 	CHECK_EQ(put_range(c, 0, 200), 0);		/* 200 of 255 blocks: below 90% */
 	tl_sleep_ms(20);
-	char k[16];
-	struct tl_obj g;
-	for (int i = 0; i < 50; i++) {			/* read 0..49: recently used */
-		key(k, i);
-		CHECK_EQ(tl_get1(c, k, &g), 0);
-	}
+	CHECK_EQ(get_range(c, 0, 50), 0);		/* read 0..49: recently used */
 	tl_sleep_ms(150);				/* leases (100 ms) expire */
 	struct tl_info info;
 	CHECK_EQ(tl_info(c, &info), 0);
@@ -244,12 +254,7 @@ static void test_sampled(void)
 
 	CHECK_EQ(put_range(c, 0, 1800), 0);		/* 88%: below the watermark */
 	tl_sleep_ms(20);
-	char k[16];
-	struct tl_obj g;
-	for (int i = 0; i < 400; i++) {			/* read 0..399: recently used */
-		key(k, i);
-		CHECK_EQ(tl_get1(c, k, &g), 0);
-	}
+	CHECK_EQ(get_range(c, 0, 400), 0);		/* read 0..399: recently used */
 	tl_sleep_ms(150);				/* leases end */
 	CHECK_EQ(put_range(c, 1800, 1900), 0);		/* over 90%: 819 blocks go */
 	settle(node, c);
