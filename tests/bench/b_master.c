@@ -657,7 +657,7 @@ int main(int argc, char **argv)
 		for (uint64_t done = 0, r = 0; done < nops; done += 100000, r++) {
 			char pfx[16];
 
-			snprintf(pfx, sizeof(pfx), "pp%llu", (unsigned long long)r);
+			snprintf(pfx, sizeof(pfx), "pp%llu-", (unsigned long long)r);
 			printf("PUT_START+PUT_END %.0f puts/s\n", bench_put(&pp, 100000, 16, pfx));
 		}
 		print_handler_costs(pm.http_port);
