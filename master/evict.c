@@ -60,7 +60,7 @@ static struct obj *pick_among(struct master *m, struct seg *s, unsigned tier, bo
 	}
 	/* A sample is three cache misses (its slot in s->objs, the object, its
 	 * replicas on the next line): issued for all samples at once, they
-	 * overlap instead of following each other (1.5-2.5 us a victim). */
+	 * overlap; one after another they cost 1.5-2.5 us a victim. */
 	for (int t = 0; t < SAMPLE_TRIES && !best; t++) {
 		struct obj **slot[SAMPLES], *o[SAMPLES];
 
