@@ -313,44 +313,51 @@ static long rss_kb(pid_t pid)
 	return kb;
 }
 
-/* Mean time the master spent handling one frame, per opcode (from the
- * latency histograms of /metrics): where the time goes. */
-/* One sample of the master's /metrics (a name without labels); -1 if absent. */
+/* The value of sample line NAME (labels included) in a /metrics body; -1
+ * if absent. */
+static double metric_in(const char *body, const char *name)
+{
+	char pat[160];
+
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	const char *p = strstr(body, pat);
+	return p ? strtod(p + strlen(pat), NULL) : -1;
+}
+
+/* One sample of the master's /metrics; -1 if absent. */
 static double metric(int http_port, const char *name)
 {
-	char *body = NULL, pat[128];
+	char *body = NULL;
 	double v = -1;
 
-	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) != 200 || !body)
-		return v;
-	snprintf(pat, sizeof(pat), "\n%s ", name);
-	char *p = strstr(body, pat);
-	if (p)
-		v = strtod(p + strlen(pat), NULL);
+	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) == 200 && body)
+		v = metric_in(body, name);
 	free(body);
 	return v;
 }
 
+/* Mean time the master spent handling one frame, per opcode (from the
+ * latency histograms of /metrics): where the time goes. */
 static void print_handler_costs(int http_port)
 {
 	static const char *const ops[] = { "put_start", "put_end", "exists", "get" };
 	char *body = NULL;
 
-	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) != 200 || !body)
+	if (tl_http(http_port, "GET", "/metrics", NULL, 0, &body, NULL) != 200 || !body) {
+		free(body);
 		return;
+	}
 	printf("master time per frame:");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-		char pat[128];
-		double sum = 0, cnt = 0;
-		snprintf(pat, sizeof(pat), "kvpool_master_request_duration_seconds_sum{op=\"%s\"} ", ops[i]);
-		char *p = strstr(body, pat);
-		if (p)
-			sum = strtod(p + strlen(pat), NULL);
-		snprintf(pat, sizeof(pat), "kvpool_master_request_duration_seconds_count{op=\"%s\"} ", ops[i]);
-		p = strstr(body, pat);
-		if (p)
-			cnt = strtod(p + strlen(pat), NULL);
-		if (cnt > 0)
+		char name[128];
+
+		snprintf(name, sizeof(name), "kvpool_master_request_duration_seconds_sum{op=\"%s\"}",
+			 ops[i]);
+		double sum = metric_in(body, name);
+		snprintf(name, sizeof(name),
+			 "kvpool_master_request_duration_seconds_count{op=\"%s\"}", ops[i]);
+		double cnt = metric_in(body, name);
+		if (cnt > 0 && sum >= 0)
 			printf(" %s %.2f us", ops[i], sum / cnt * 1e6);
 	}
 	printf("\n");
@@ -431,7 +438,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* p99 (ns) of n single GETs of random keys among nkeys, one at a time;
- * prints the distribution as what's. */
+ * prints p50/p90/p99/p99.9 on a line headed by what. */
 static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pfx,
 			const char *what)
 {

@@ -271,8 +271,10 @@ static void test_sampled(void)
 
 	char *body = NULL;
 	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
-	const char *t = body ? strstr(body, "\nkvpool_master_eviction_seconds_total ") : NULL;
-	CHECK(t && strtod(t + 38, NULL) > 0, "eviction time counted: %.60s", t ? t : "(none)");
+	static const char name[] = "\nkvpool_master_eviction_seconds_total ";
+	const char *t = body ? strstr(body, name) : NULL;
+	CHECK(t && strtod(t + sizeof(name) - 1, NULL) > 0, "eviction time counted: %.60s",
+	      t ? t : "(none)");
 	free(body);
 	tl_conn_close(c);
 	tl_conn_close(node);

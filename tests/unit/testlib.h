@@ -143,6 +143,15 @@ static inline int tl_rm_cb(const char *path, const struct stat *st, int flag, st
 	return remove(path);
 }
 
+/* Removes temp dir slot i (tree and all) if it is in use. */
+static inline void tl_dir_remove(int i)
+{
+	if (tl_dirs[i][0]) {
+		nftw(tl_dirs[i], tl_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+		tl_dirs[i][0] = '\0';
+	}
+}
+
 static inline void tl_cleanup(void)
 {
 	for (int i = 0; i < TL_MAX_PROCS; i++)
@@ -164,10 +173,7 @@ static inline void tl_cleanup(void)
 		tl_procs[i] = 0;
 	}
 	for (int i = 0; i < TL_MAX_DIRS; i++)
-		if (tl_dirs[i][0]) {
-			nftw(tl_dirs[i], tl_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-			tl_dirs[i][0] = '\0';
-		}
+		tl_dir_remove(i);
 }
 
 static inline void tl_on_signal(int sig)
@@ -211,10 +217,8 @@ static inline const char *tl_tmpdir(const char *tag)
 static inline void tl_tmpdir_drop(const char *dir)
 {
 	for (int i = 0; i < TL_MAX_DIRS; i++)
-		if (tl_dirs[i][0] && !strcmp(tl_dirs[i], dir)) {
-			nftw(tl_dirs[i], tl_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-			tl_dirs[i][0] = '\0';
-		}
+		if (tl_dirs[i][0] && !strcmp(tl_dirs[i], dir))
+			tl_dir_remove(i);
 }
 
 static inline void tl_write_file(const char *path, const char *text)
