@@ -25,9 +25,11 @@
  * reference to print a ratio against), 1 when a measurement failed: a
  * wrong reply, redis-benchmark printing no rate, eviction never starting.
  */
+#include <linux/net_tstamp.h>
 #include <sched.h>
 
 #include "../unit/testlib.h"
+#include <linux/errqueue.h>	/* after <time.h> (testlib.h): struct timespec */
 #include "conf.h"
 #include "net.h"
 
@@ -47,6 +49,8 @@ struct pc {
 	int fd;
 	uint8_t *buf;
 	size_t len, pos, cap;
+	bool tstamp;		/* pc_stamp: receive with the kernel's arrival times */
+	uint64_t rx_ns;		/* CLOCK_REALTIME the last bytes received arrived at */
 };
 
 static void pc_open(struct pc *p, int port)
@@ -63,6 +67,44 @@ static void pc_close(struct pc *p)
 {
 	close(p->fd);
 	free(p->buf);
+}
+
+/* The kernel stamps each reply as it arrives at the socket (software RX
+ * timestamps, CLOCK_REALTIME): a latency taken from them is the master's
+ * and the wire's, without the wait of a prober that is not on its CPU. */
+static bool pc_stamp(struct pc *p)
+{
+	int on = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+
+	p->tstamp = setsockopt(p->fd, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof(on)) == 0;
+	return p->tstamp;
+}
+
+static ssize_t pc_recv(struct pc *p)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(struct scm_timestamping))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { p->buf + p->len, p->cap - p->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (!p->tstamp)
+		return recv(p->fd, p->buf + p->len, p->cap - p->len, 0);
+	mh.msg_control = ctl.buf;
+	mh.msg_controllen = sizeof(ctl.buf);
+	n = recvmsg(p->fd, &mh, 0);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_TIMESTAMPING) {
+			struct scm_timestamping ts;
+
+			memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+			p->rx_ns = (uint64_t)ts.ts[0].tv_sec * 1000000000ull +
+				   (uint64_t)ts.ts[0].tv_nsec;
+		}
+	}
+	return n;
 }
 
 /* [cluster] busy_poll_us as the environment sets it (default otherwise) */
@@ -102,7 +144,7 @@ static const uint8_t *pc_next(struct pc *p, struct wire_hdr *h)
 		/* waits as libkvpool's master client does (mcall.c) */
 		struct pollfd pfd = { .fd = p->fd, .events = POLLIN };
 		REQUIRE(net_poll(&pfd, 1, -1, busy_poll_us()) >= 0, "poll: %s", strerror(errno));
-		ssize_t n = recv(p->fd, p->buf + p->len, p->cap - p->len, 0);
+		ssize_t n = pc_recv(p);
 		REQUIRE(n > 0, "recv: %s", n ? strerror(errno) : "closed");
 		p->len += (size_t)n;
 	}
@@ -437,16 +479,39 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* p99 (ns) of n single GETs of random keys among nkeys, one at a time;
- * prints p50/p90/p99/p99.9 on a line headed by what. */
-static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pfx,
-			const char *what)
+static uint64_t real_ns(void)
 {
-	uint64_t *lat = malloc(n * sizeof(*lat)), x = 7;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sorts lat[n] and prints p50/p90/p99/p99.9 on a line headed by what;
+ * returns the p99. */
+static uint64_t print_pcts(uint64_t *lat, unsigned n, const char *what)
+{
+	qsort(lat, n, sizeof(*lat), cmp_u64);
+	uint64_t p99 = lat[n * 99 / 100];
+	printf("  %-30s p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f us\n", what, lat[n / 2] / 1e3,
+	       lat[n * 9 / 10] / 1e3, p99 / 1e3, lat[n * 999 / 1000] / 1e3);
+	return p99;
+}
+
+/* p99 (ns) of n single GETs of random keys among nkeys, one at a time, as
+ * the prober sees them; *at_sock: the same from the send to the kernel's
+ * arrival stamp of the reply (0 where the kernel gives none). Prints both
+ * on lines headed by what. */
+static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pfx,
+			const char *what, uint64_t *at_sock)
+{
+	uint64_t *lat = malloc(n * sizeof(*lat)), *sock = malloc(n * sizeof(*sock)), x = 7;
+	bool stamped = pc_stamp(p);
+	unsigned ns = 0;
 	struct wbuf w, b;
 	char k[72];
 
-	REQUIRE(lat, "oom");
+	REQUIRE(lat && sock, "oom");
 	wb_init(&w);
 	wb_init(&b);
 	for (unsigned i = 0; i < n; i++) {
@@ -457,18 +522,24 @@ static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pf
 		wb_cstr(&b, k);
 		wb_reset(&w);
 		frame(&w, WIRE_OP_GET, i + 1, &b);
-		uint64_t t0 = now_ns();
+		p->rx_ns = 0;
+		uint64_t r0 = real_ns(), t0 = now_ns();
 		REQUIRE(tl_send_all(p->fd, w.p, w.len) == 0, "send");
 		struct wire_hdr h;
 		pc_next(p, &h);
 		lat[i] = now_ns() - t0;
 		REQUIRE(h.status == 0, "GET");
+		/* a stamp before the send (a clock step) counts as no wait */
+		if (p->rx_ns)
+			sock[ns++] = p->rx_ns > r0 ? p->rx_ns - r0 : 0;
 	}
-	qsort(lat, n, sizeof(*lat), cmp_u64);
-	uint64_t p99 = lat[n * 99 / 100];
-	printf("  %-28s p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f us\n", what, lat[n / 2] / 1e3,
-	       lat[n * 9 / 10] / 1e3, p99 / 1e3, lat[n * 999 / 1000] / 1e3);
+	uint64_t p99 = print_pcts(lat, n, what);
+	/* the kernel turns stamping on for all sockets a moment after the
+	 * first asks (main keeps one asking): the first replies may lack it */
+	*at_sock = stamped && ns >= n - n / 100 ?
+		print_pcts(sock, ns, "  reply at the prober's socket:") : 0;
 	free(lat);
+	free(sock);
 	wb_free(&w);
 	wb_free(&b);
 	return p99;
@@ -535,6 +606,13 @@ static void churn(int port, uint64_t seg_size)
 	wb_init(&b);
 	uint64_t t0 = now_ns();
 	for (uint64_t i = 0;; i += 16) {
+		sigset_t pend;
+
+		/* SIGUSR1 (blocked, see latency_run): no more puts; the node
+		 * still answers the FREEs of the eviction, as a node would */
+		if (sigpending(&pend) == 0 && sigismember(&pend, SIGUSR1))
+			for (;;)
+				tl_drain_frees(n, 100);
 		uint64_t due = t0 + i * 1000000000ull / CHURN_RATE;
 		while (now_ns() < due)
 			tl_sleep_ms(1);
@@ -560,11 +638,13 @@ static void churn(int port, uint64_t seg_size)
  * their own) on a master configured with extra. With churn_seg > 0 a child
  * keeps putting into a segment of that size meanwhile; with wait_evict the
  * measurement starts once eviction has begun, and with pause_load the
- * child is stopped then (SIGSTOP), so that only the master's eviction
- * round runs next to the GETs. *evictions: how many happened during the
- * measurement. */
+ * child stops putting then (SIGUSR1) and only answers the FREEs the
+ * eviction sends it, so that only the master's eviction round runs next
+ * to the GETs. *evictions: how many happened during the measurement;
+ * *at_sock: the p99 at the prober's socket (get_p99). */
 static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_seg,
-			    bool wait_evict, bool pause_load, unsigned nlat, uint64_t *evictions)
+			    bool wait_evict, bool pause_load, unsigned nlat, uint64_t *evictions,
+			    double *at_sock)
 {
 	struct tl_master m;
 	struct tl_info a, b;
@@ -593,6 +673,11 @@ static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_
 		child = fork();
 		REQUIRE(child >= 0, "fork");
 		if (child == 0) {
+			sigset_t usr1;
+
+			sigemptyset(&usr1);
+			sigaddset(&usr1, SIGUSR1);
+			sigprocmask(SIG_BLOCK, &usr1, NULL);	/* polled by churn() */
 			pin_to(0, place[2]);
 			churn(m.port, churn_seg);
 			_exit(0);
@@ -608,11 +693,15 @@ static uint64_t latency_run(const char *what, const char *extra, uint64_t churn_
 			"eviction did not start within 20 s of puts into a %llu-byte segment",
 			(unsigned long long)churn_seg);
 	}
-	if (child && pause_load)
-		kill(child, SIGSTOP);	/* SIGKILL below ends it stopped or not */
+	if (child && pause_load) {
+		kill(child, SIGUSR1);	/* the puts stop, FREEs are still answered */
+		tl_sleep_ms(5);		/* (after the batch in flight) */
+	}
 	tl_info(node, &a);
 	double es0 = metric(m.http_port, "kvpool_master_eviction_seconds_total");
-	uint64_t p99 = get_p99(&p, nlat, 1000, "hot", what);
+	uint64_t sock99;
+	uint64_t p99 = get_p99(&p, nlat, 1000, "hot", what, &sock99);
+	*at_sock = (double)sock99;
 	double es1 = metric(m.http_port, "kvpool_master_eviction_seconds_total");
 	tl_info(node, &b);
 	*evictions = b.evictions - a.evictions;
@@ -748,40 +837,71 @@ latency:
 	 * In rounds, like part 1: the load on a shared machine drifts, and the
 	 * median of per-round ratios is steadier than one triple. */
 	enum { LAT_ROUNDS = 3 };
-	double r_idle[LAT_ROUNDS], r_load[LAT_ROUNDS], r_alone[LAT_ROUNDS], p_idle[LAT_ROUNDS],
-		p_load[LAT_ROUNDS], p_ev[LAT_ROUNDS], p_alone[LAT_ROUNDS];
+	/* [0] as the prober saw it, [1] at its socket */
+	double p_idle[2][LAT_ROUNDS], p_load[2][LAT_ROUNDS], p_ev[2][LAT_ROUNDS],
+		p_alone[2][LAT_ROUNDS];
 	uint64_t ev0, ev1, nev = 0, nalone = 0;
+	/* receive stamping stays on while one socket asks for it */
+	int stamp_on = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+	int keep = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (keep >= 0)
+		(void)setsockopt(keep, SOL_SOCKET, SO_TIMESTAMPING, &stamp_on, sizeof(stamp_on));
+	tl_sleep_ms(50);
 	place_cpus(!unpinned);
 	for (int r = 0; r < LAT_ROUNDS; r++) {
 		printf(" round %d of %d:\n", r + 1, LAT_ROUNDS);
-		p_idle[r] = (double)latency_run("idle:", "eviction_high_watermark = 1.0\n", 0,
-						false, false, nlat, &ev0);
-		p_load[r] = (double)latency_run("under puts, no eviction:",
-						"eviction_high_watermark = 1.0\n", 1ull << 40, false,
-						false, nlat, &ev1);
-		p_ev[r] = (double)latency_run("under puts, eviction running:",
-					      "eviction_high_watermark = 0.9\neviction_ratio = 0.2\n",
-					      64ull << 20, true, false, nlat, &ev1);
+		p_idle[0][r] = (double)latency_run("idle:", "eviction_high_watermark = 1.0\n", 0,
+						   false, false, nlat, &ev0, &p_idle[1][r]);
+		p_load[0][r] = (double)latency_run("under puts, no eviction:",
+						   "eviction_high_watermark = 1.0\n", 1ull << 40,
+						   false, false, nlat, &ev1, &p_load[1][r]);
+		p_ev[0][r] = (double)latency_run("under puts, eviction running:",
+						 "eviction_high_watermark = 0.9\n"
+						 "eviction_ratio = 0.2\n",
+						 64ull << 20, true, false, nlat, &ev1, &p_ev[1][r]);
 		nev += ev1;
-		p_alone[r] = (double)latency_run("eviction alone, puts paused:",
-						 "eviction_high_watermark = 0.9\neviction_ratio = 0.8\n",
-						 64ull << 20, true, true, nlat, &ev1);
+		p_alone[0][r] = (double)latency_run("eviction alone, puts paused:",
+						    "eviction_high_watermark = 0.9\n"
+						    "eviction_ratio = 0.8\n",
+						    64ull << 20, true, true, nlat, &ev1,
+						    &p_alone[1][r]);
 		nalone += ev1;
-		r_idle[r] = p_ev[r] / p_idle[r];
-		r_load[r] = p_ev[r] / p_load[r];
-		r_alone[r] = p_alone[r] / p_idle[r];
 	}
-	printf("GET p99 (one request at a time, %u samples, medians of %d rounds): idle %.1f us; "
-	       "under %d puts/s %.1f us; same load while eviction runs %.1f us (%llu evictions "
-	       "per measurement); eviction alone %.1f us (%llu evictions)\n", nlat, LAT_ROUNDS,
-	       median(p_idle, LAT_ROUNDS) / 1e3, CHURN_RATE, median(p_load, LAT_ROUNDS) / 1e3,
-	       median(p_ev, LAT_ROUNDS) / 1e3, (unsigned long long)(nev / LAT_ROUNDS),
-	       median(p_alone, LAT_ROUNDS) / 1e3, (unsigned long long)(nalone / LAT_ROUNDS));
-	printf("  eviction under the put load vs idle %.2fx (target <= 2x), vs the same load "
-	       "without eviction %.2fx (per-round ratios: %.2f %.2f %.2f / %.2f %.2f %.2f)\n",
-	       median(r_idle, LAT_ROUNDS), median(r_load, LAT_ROUNDS), r_idle[0], r_idle[1],
-	       r_idle[2], r_load[0], r_load[1], r_load[2]);
-	printf("  eviction alone vs idle %.2fx (per round: %.2f %.2f %.2f)\n",
-	       median(r_alone, LAT_ROUNDS), r_alone[0], r_alone[1], r_alone[2]);
+	printf("GET p99 (one request at a time, %u samples, medians of %d rounds, eviction %llu "
+	       "replicas per measurement under the load, %llu alone):\n", nlat, LAT_ROUNDS,
+	       (unsigned long long)(nev / LAT_ROUNDS), (unsigned long long)(nalone / LAT_ROUNDS));
+	for (int v = 0; v < 2; v++) {
+		double r_idle[LAT_ROUNDS], r_load[LAT_ROUNDS], r_alone[LAT_ROUNDS];
+
+		bool all = true;
+		for (int r = 0; r < LAT_ROUNDS; r++)
+			all &= p_idle[v][r] > 0 && p_load[v][r] > 0 && p_ev[v][r] > 0 &&
+			       p_alone[v][r] > 0;
+		if (!all) {
+			printf("  (no arrival stamps from this kernel: the prober's view only)\n");
+			break;
+		}
+		for (int r = 0; r < LAT_ROUNDS; r++) {
+			r_idle[r] = p_ev[v][r] / p_idle[v][r];
+			r_load[r] = p_ev[v][r] / p_load[v][r];
+			r_alone[r] = p_alone[v][r] / p_idle[v][r];
+		}
+		printf("  %s: idle %.1f us; under %d puts/s %.1f us; same load while eviction runs "
+		       "%.1f us; eviction alone %.1f us\n",
+		       v ? "reply at the prober's socket (the master's latency)" :
+			   "as the prober saw it",
+		       median(p_idle[v], LAT_ROUNDS) / 1e3, CHURN_RATE,
+		       median(p_load[v], LAT_ROUNDS) / 1e3, median(p_ev[v], LAT_ROUNDS) / 1e3,
+		       median(p_alone[v], LAT_ROUNDS) / 1e3);
+		printf("    eviction under the put load vs idle %.2fx%s, vs the same load without "
+		       "eviction %.2fx (per-round ratios: %.2f %.2f %.2f / %.2f %.2f %.2f)\n",
+		       median(r_idle, LAT_ROUNDS), v ? " (target <= 2x)" : "",
+		       median(r_load, LAT_ROUNDS), r_idle[0], r_idle[1], r_idle[2], r_load[0],
+		       r_load[1], r_load[2]);
+		printf("    eviction alone vs idle %.2fx (per round: %.2f %.2f %.2f)\n",
+		       median(r_alone, LAT_ROUNDS), r_alone[0], r_alone[1], r_alone[2]);
+	}
+	if (keep >= 0)
+		close(keep);
 	return 0;
 }
