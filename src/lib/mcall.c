@@ -29,6 +29,7 @@
 #define HA_BACKOFF_MIN_MS 20		/* between attempts while no leader answers */
 #define HA_BACKOFF_MAX_MS 100
 #define MC_OWED_MAX 64			/* posted frames unanswered before a take waits */
+#define MC_FRESH_MS 1000		/* idle less than this: lent without a liveness check */
 
 /* A pooled master connection (after HELLO, blocking with poll deadlines).
  * owed: replies to frames posted without waiting (mc_post), read and
@@ -47,6 +48,7 @@ struct mconn {
 	struct mconn *next;
 	uint8_t *rx;			/* MC_RX bytes; unparsed: [rlo, rhi) */
 	size_t rlo, rhi;
+	uint64_t idle_ms;		/* when it went back to the idle list */
 };
 
 static void mconn_free(struct mconn *mc)
@@ -191,9 +193,13 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			 * get's posted LEASE_RELEASE would otherwise wait out that
 			 * release's round trip before sending (a master-path get
 			 * took two round trips). An idle connection owed nothing
-			 * must have nothing to read. */
+			 * must have nothing to read; one back for less than
+			 * MC_FRESH_MS is lent without that syscall: a master that
+			 * dropped it meanwhile breaks the call before any reply,
+			 * which mc_call_during retries once on a fresh one. */
 			if (mc->owed > MC_OWED_MAX ? mc_settle(kvp, mc, deadline) :
-			    mc->owed || sock_alive(mc->fd)) {
+			    mc->owed || net_now_ms() - mc->idle_ms < MC_FRESH_MS ||
+			    sock_alive(mc->fd)) {
 				*out = mc;
 				*reused = true;
 				return 0;
@@ -270,6 +276,8 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	/* Bytes nobody asked for: the stream is out of step. */
 	if (mc->rlo != mc->rhi)
 		healthy = false;
+	if (healthy)
+		mc->idle_ms = net_now_ms();
 	pthread_mutex_lock(&kvp->lock);
 	if (healthy) {
 		mc->next = kvp->midle;

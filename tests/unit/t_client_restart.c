@@ -5,7 +5,8 @@
  * the node re-reported; the node is killed and restarted — pooled data
  * connections are found dead and replaced; a stopped (SIGSTOP) node makes a
  * TCP read fail with KVP_ETIMEDOUT after client.timeout, and the handle works
- * again once it continues. Exit 0/1/77.
+ * again once it continues; a master restarted while a connection sat idle
+ * for less than a second: the next call is answered. Exit 0/1/77.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -118,6 +119,26 @@ int main(void)
 	CHECK_RC(get_check(kl, "rs/b"), LEN);
 	kill(p->node[0], SIGCONT);
 	CHECK(eventually(kt, "rs/b", 30));
+
+	/* the master restarts while the handle's connection sits idle for
+	 * less than a second, so it is lent without a liveness check: the
+	 * call breaks before any reply and is sent again on a fresh one —
+	 * the caller sees an answer, never the dead connection */
+	CHECK_RC(kvp_exists(kl, "rs/prime-never-put"), 0);	/* (a seen key needs no master) */
+	kvp_stats(kl, &s0);
+	tc_kill(&p->master, SIGKILL);
+	tc_start_master(p);
+	CHECK(tc_wait_nodes(p, 0, 10));	/* the new master answers (another handle) */
+	{
+		int rc = kvp_exists(kl, "rs/fresh-never-put");
+
+		if (rc != 0)
+			fprintf(stderr, "exists after the restart: %d (%s)\n", rc, kvp_strerror(rc));
+		CHECK(rc == 0);
+	}
+	kvp_stats(kl, &s1);
+	CHECK(s1.master_connects > s0.master_connects);
+	CHECK(eventually(kl, "rs/a", 30));
 
 	kvp_close(kl);
 	kvp_close(kt);
