@@ -5,6 +5,7 @@
  * builds a fresh text, no shared state besides the pool handle.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,9 @@ int kvfs_ctl_stats(struct kvfs *fs, char **out, size_t *len)
 	fprintf(f, "view_queued    %" PRIu64 "\n", cs.queued);
 	fprintf(f, "view_stored    %" PRIu64 " (in %" PRIu64 " batches)\n", cs.stored, cs.batches);
 	fprintf(f, "view_failed    %" PRIu64 "\n", cs.failed);
+	/* local reads: page tables filled at open, once per 64 KiB of a mapping */
+	fprintf(f, "view_local_filled %" PRIu64 "\n",
+		atomic_load_explicit(&fs->local_filled, memory_order_relaxed));
 	if (kvfs_uring_served(fs, &served))	/* the requests' transport */
 		fprintf(f, "view_transport io_uring (%" PRIu64 " requests)\n", served);
 	else

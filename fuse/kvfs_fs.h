@@ -12,6 +12,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -75,6 +76,7 @@ struct kvfs {
 
 	pthread_mutex_t lseg_lock;
 	struct kvfs_lseg *lsegs;	/* mapped local segments (kvfs_local.c) */
+	_Atomic uint64_t local_filled;	/* bytes of them whose page tables opens filled */
 
 	/* statfs cache, under lock */
 	uint64_t info_until;

@@ -40,6 +40,20 @@ for _ in range(300):
 EOF
 ok "cat, md5sum, head -c, tail -c, dd skip= and 300 random-offset reads"
 
+# ---- local reads fill the mapping's page tables once per chunk -------------------
+filled() { sed -n 's/^view_local_filled \([0-9]*\)$/\1/p' "$mnt/.kvpool/stats"; }
+head -c 1048576 /dev/urandom >"$E2E_TMP/v2"
+kv put blob/v2 "$E2E_TMP/v2" || fail "put blob/v2"
+f0=$(filled)
+[ -n "$f0" ] || fail ".kvpool/stats has no view_local_filled: $(cat "$mnt/.kvpool/stats")"
+cmp "$E2E_TMP/v2" "$mnt/blob/v2" || fail "blob/v2 differs"
+f1=$(filled)
+cmp "$E2E_TMP/v2" "$mnt/blob/v2" || fail "blob/v2 differs at its second open"
+f2=$(filled)
+[ "$f1" -gt "$f0" ] || fail "the first open of a local 1 MiB value filled nothing ($f0 -> $f1)"
+[ "$f2" = "$f1" ] || fail "the second open filled the same pages again ($f1 -> $f2)"
+ok "a local value's page tables are filled at its first open only ($((f1 - f0)) bytes)"
+
 # ---- stat and xattrs --------------------------------------------------------
 kv stat blob/v1 --json >"$E2E_TMP/st.json" || fail "kvpool stat"
 [ "$(stat -c '%s %a %h %F' "$mnt/blob/v1")" = "3000000 640 1 regular file" ] ||
