@@ -888,7 +888,7 @@ latency:
 		}
 		printf("  %s: idle %.1f us; under %d puts/s %.1f us; same load while eviction runs "
 		       "%.1f us; eviction alone %.1f us\n",
-		       v ? "reply at the prober's socket (the master's latency)" :
+		       v ? "reply at the prober's socket (the master and loopback)" :
 			   "as the prober saw it",
 		       median(p_idle[v], LAT_ROUNDS) / 1e3, CHURN_RATE,
 		       median(p_load[v], LAT_ROUNDS) / 1e3, median(p_ev[v], LAT_ROUNDS) / 1e3,
