@@ -128,7 +128,7 @@ int main(void)
 	kvp_stats(kl, &s0);
 	tc_kill(&p->master, SIGKILL);
 	tc_start_master(p);
-	CHECK(tc_wait_nodes(p, 0, 10));	/* the new master answers (another handle) */
+	CHECK(tc_wait_nodes(p, 0, 30));	/* the new master answers (another handle) */
 	{
 		int rc = kvp_exists(kl, "rs/fresh-never-put");
 
