@@ -5,8 +5,8 @@
  * builds a fresh text, no shared state besides the pool handle.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
