@@ -72,11 +72,16 @@ static void pc_close(struct pc *p)
 /* The kernel stamps each reply as it arrives at the socket (software RX
  * timestamps, CLOCK_REALTIME): a latency taken from them is the master's
  * and the wire's, without the wait of a prober that is not on its CPU. */
-static bool pc_stamp(struct pc *p)
+static bool stamp_rx(int fd)
 {
 	int on = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
 
-	p->tstamp = setsockopt(p->fd, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof(on)) == 0;
+	return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof(on)) == 0;
+}
+
+static bool pc_stamp(struct pc *p)
+{
+	p->tstamp = stamp_rx(p->fd);
 	return p->tstamp;
 }
 
@@ -842,10 +847,9 @@ latency:
 		p_alone[2][LAT_ROUNDS];
 	uint64_t ev0, ev1, nev = 0, nalone = 0;
 	/* receive stamping stays on while one socket asks for it */
-	int stamp_on = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
 	int keep = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (keep >= 0)
-		(void)setsockopt(keep, SOL_SOCKET, SO_TIMESTAMPING, &stamp_on, sizeof(stamp_on));
+		(void)stamp_rx(keep);
 	tl_sleep_ms(50);
 	place_cpus(!unpinned);
 	for (int r = 0; r < LAT_ROUNDS; r++) {
