@@ -33,7 +33,6 @@
  * punches holes in a segment), and the madvise of an already mapped 1 MiB
  * still took 0.12 ms at every open (0.3-0.5 ms for one never mapped). */
 #define LSEG_POPULATE_MIN (64u << 10)
-#define LSEG_CHUNK_SHIFT 16	/* 64 KiB chunks in the map of filled page tables */
 
 struct kvfs_lseg {
 	uint32_t segment_id;
@@ -41,8 +40,7 @@ struct kvfs_lseg {
 	bool attached;
 	uint64_t retry_ms;
 	struct segment seg;
-	/* one bit per chunk whose page tables this mapping filled: a hint
-	 * (were a page unmapped, the reads would fault it in) */
+	/* the chunks whose page tables this mapping filled (segment_fill) */
 	_Atomic uint64_t *filled;
 	struct kvfs_lseg *next;
 	struct kvfs_lseg *retired;	/* older mappings of the same id */
@@ -73,8 +71,7 @@ static void lseg_attach_locked(struct kvfs *fs, struct kvfs_lseg *l)
 		if (segment_attach(&l->seg, n->shm_path, false, err, sizeof(err)) == 0) {
 			l->attached = true;
 			/* without the map every open fills its range again */
-			l->filled = calloc(((l->seg.size >> LSEG_CHUNK_SHIFT) + 64) / 64,
-					   sizeof(*l->filled));
+			l->filled = segment_fill_map(&l->seg);
 		} else
 			log_info("kvfs: segment %u (%s) not mapped: %s", l->segment_id,
 				 n->shm_path, err);
@@ -132,42 +129,6 @@ static bool file_changed(const struct kvfs_lseg *l)
 	return st.st_ino != l->seg.ino || st.st_dev != l->seg.dev;
 }
 
-/* Fills the page tables of [off, off + len) of seg where this mapping has
- * not yet (whole chunks, one madvise per run of them); returns the bytes
- * it asked for. */
-static uint64_t fill_once(const struct segment *seg, _Atomic uint64_t *filled, uint64_t off,
-			  uint64_t len)
-{
-	uint64_t first = off >> LSEG_CHUNK_SHIFT, last, done = 0;
-
-	if (!filled) {
-		segment_populate_range(seg, off, len, false);
-		return len;
-	}
-	last = (off + len - 1) >> LSEG_CHUNK_SHIFT;
-	for (uint64_t c = first; c <= last;) {
-		uint64_t run = c;
-
-		while (run <= last &&
-		       !(atomic_load_explicit(&filled[run / 64], memory_order_relaxed) &
-			 (1ull << (run % 64))))
-			run++;
-		if (run > c) {
-			uint64_t a = c << LSEG_CHUNK_SHIFT, b = run << LSEG_CHUNK_SHIFT;
-
-			if (b > seg->size)
-				b = seg->size;
-			segment_populate_range(seg, a, b - a, false);
-			done += b - a;
-			for (uint64_t i = c; i < run; i++)
-				atomic_fetch_or_explicit(&filled[i / 64], 1ull << (i % 64),
-							 memory_order_relaxed);
-		}
-		c = run + 1;	/* run is filled already (or past last) */
-	}
-	return done;
-}
-
 int kvfs_local_find(struct kvfs *fs, const char *key, size_t keylen, const struct kvp_stat *st,
 		    const uint8_t **hdr)
 {
@@ -214,7 +175,7 @@ int kvfs_local_find(struct kvfs *fs, const char *key, size_t keylen, const struc
 	pthread_mutex_unlock(&fs->lseg_lock);
 	if (rc == 0 && st->size >= LSEG_POPULATE_MIN && pop.alloc_len)
 		atomic_fetch_add_explicit(&fs->local_filled,
-					  fill_once(&popseg, filled, pop.offset, pop.alloc_len),
+					  segment_fill(&popseg, filled, pop.offset, pop.alloc_len, false),
 					  memory_order_relaxed);
 	return rc;
 }

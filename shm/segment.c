@@ -12,6 +12,7 @@
 #include <numa.h>
 #include <numaif.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -815,31 +816,6 @@ int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len)
 	return errno == EINVAL ? 0 : -errno;
 }
 
-uint64_t segment_populate_present(const struct segment *seg, bool writable)
-{
-	uint64_t done = 0;
-	off_t pos = 0, end = (off_t)seg->size;
-	/* A hint: a file fragmented into more runs than this is left to
-	 * fault on first touch rather than cost a syscall per run. */
-	int runs = 16384;
-
-	while (pos < end && runs-- > 0) {
-		off_t d = lseek(seg->fd, pos, SEEK_DATA), h;
-
-		if (d < 0 || d >= end)
-			break;
-		h = lseek(seg->fd, d, SEEK_HOLE);
-		if (h < 0 || h > end)
-			h = end;
-		if (madvise((uint8_t *)seg->base + d, (size_t)(h - d),
-			    writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) < 0)
-			break;
-		done += (uint64_t)(h - d);
-		pos = h;
-	}
-	return done;
-}
-
 void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t len, bool writable)
 {
 	uint64_t start = off & ~4095ull, end;
@@ -849,6 +825,49 @@ void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t le
 	end = len > seg->size - off ? seg->size : (off + len + 4095) & ~4095ull;
 	(void)madvise((uint8_t *)seg->base + start, end - start,
 		      writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
+
+_Atomic uint64_t *segment_fill_map(const struct segment *seg)
+{
+	return calloc(((seg->size >> SEG_FILL_SHIFT) + 64) / 64, sizeof(uint64_t));
+}
+
+uint64_t segment_fill(const struct segment *seg, _Atomic uint64_t *filled, uint64_t off,
+		      uint64_t len, bool writable)
+{
+	uint64_t first, last, done = 0;
+
+	if (!len || off >= seg->size)
+		return 0;
+	if (len > seg->size - off)
+		len = seg->size - off;
+	if (!filled) {
+		segment_populate_range(seg, off, len, writable);
+		return len;
+	}
+	first = off >> SEG_FILL_SHIFT;
+	last = (off + len - 1) >> SEG_FILL_SHIFT;
+	for (uint64_t c = first; c <= last;) {
+		uint64_t run = c;
+
+		while (run <= last &&
+		       !(atomic_load_explicit(&filled[run / 64], memory_order_relaxed) &
+			 (1ull << (run % 64))))
+			run++;
+		if (run > c) {
+			uint64_t a = c << SEG_FILL_SHIFT, b = run << SEG_FILL_SHIFT;
+
+			if (b > seg->size)
+				b = seg->size;
+			segment_populate_range(seg, a, b - a, writable);
+			done += b - a;
+			for (uint64_t i = c; i < run; i++)
+				atomic_fetch_or_explicit(&filled[i / 64], 1ull << (i % 64),
+							 memory_order_relaxed);
+		}
+		c = run + 1;	/* run is filled already (or past last) */
+	}
+	return done;
 }
 
 void segment_close(struct segment *seg)

@@ -117,15 +117,29 @@ bool segment_is_reserved(const struct segment *seg);
  * the memcpy that follows. 0 when done or not needed (reserved file, old
  * kernel). */
 int segment_prefault(const struct segment *seg, uint64_t off, uint64_t len);
-/* Fills this process's page tables for the pages the file already holds
- * (lseek SEEK_DATA runs), never allocating a page; writable maps them for
- * writing. A hint: errors are ignored. Returns the bytes populated. */
-uint64_t segment_populate_present(const struct segment *seg, bool writable);
 /* Fills this process's page tables for [off, off + len) of a range the
  * file holds (a written extent) with one madvise instead of a fault per
  * few pages on first touch: pages a node wrote after this process mapped
  * the file are not in its tables yet. A hint: errors are ignored. */
 void segment_populate_range(const struct segment *seg, uint64_t off, uint64_t len, bool writable);
+/* Which SEG_FILL_CHUNK pieces of one mapping have had their page tables
+ * filled (segment_fill): one bit each, a hint (a page unmapped since is
+ * faulted in by the access). A process that maps a segment fills a chunk
+ * the first time it moves an extent there, so attaching costs no page
+ * table work (filling all of a 1 GiB segment took 50 ms, and as much again
+ * to tear down at exit: most of a one-shot CLI call) and a long-lived
+ * client still takes no fault per page inside its copies. */
+#define SEG_FILL_SHIFT 16
+#define SEG_FILL_CHUNK (1ull << SEG_FILL_SHIFT)
+/* A map for seg (all chunks unfilled); NULL when out of memory, which
+ * segment_fill takes as "fill every time". Free it with free(). */
+_Atomic uint64_t *segment_fill_map(const struct segment *seg);
+/* Fills the page tables of the chunks of [off, off + len) that filled
+ * does not mark yet (one madvise per run of them), for writing if
+ * writable, and marks them; returns the bytes it asked the kernel for (0
+ * when all were filled). Any thread. */
+uint64_t segment_fill(const struct segment *seg, _Atomic uint64_t *filled, uint64_t off,
+		      uint64_t len, bool writable);
 
 /* The segment header (first 4 KiB of the file; fields little-endian):
  *    0 u32 magic SEG_MAGIC      4 u32 version (1 or 2)

@@ -69,6 +69,8 @@ struct client_seg {
 	atomic_bool gone;		/* ... and it has (lcache.c seg_gone: for good) */
 	_Atomic uint64_t gone_fstat_ms;	/* when seg_gone last looked with fstat */
 	struct segment map;		/* valid when local */
+	_Atomic uint64_t *filled;	/* chunks of map with page tables filled
+					 * (segment_fill; NULL: fill every time) */
 	/* cudaHostRegister of map (xp_local.c): 0 not tried, 1 in progress,
 	 * 2 registered, 3 failed */
 	atomic_int cuda_reg;

@@ -3,8 +3,10 @@
  * (client.protocol=tcp, and a client whose host_id differs), get_into with a
  * too-small buffer, exists/size/remove/stat/list/info/pin, duplicate put,
  * missing key, invalid keys and arguments, and the transfer counters that
- * prove which path moved the bytes. Exit 0/1/77.
+ * prove which path moved the bytes, and that attaching a segment fills
+ * page tables only where the handle moves extents. Exit 0/1/77.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,68 @@ static void bad_input(struct kvp *k, struct kvp *kplain)
 	CHECK_RC(res[1], 0);
 }
 
+/* kB of this process's page tables that map path (Rss of its mappings in
+ * /proc/self/smaps): what attaching a segment and reading from it filled. */
+static long mapped_kb(const char *path)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool in = false;
+	long kb = 0, v;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		size_t h = strspn(line, "0123456789abcdef");
+
+		if (h > 0 && line[h] == '-') {	/* a mapping's first line */
+			size_t n = strlen(line);
+
+			if (n && line[n - 1] == '\n')
+				line[--n] = 0;
+			in = n >= strlen(path) && !strcmp(line + n - strlen(path), path);
+		} else if (in && sscanf(line, "Rss: %ld kB", &v) == 1) {
+			kb += v;
+		}
+	}
+	fclose(f);
+	return kb;
+}
+
+/* A handle that attaches a segment fills the page tables only of the
+ * extents it moves (64 KiB chunks), not of every page the file holds: a
+ * one-shot CLI call must not pay for the whole segment. */
+static void attach_is_lazy(const struct tc_pool *p)
+{
+	char path[128], key[32];
+	size_t len = 1 << 20;
+	char *v = malloc(len);
+	int err = 0;
+	struct kvp *k = tc_open(p, NULL, &err);
+
+	REQUIRE(v && k);
+	for (int i = 0; i < 16; i++) {
+		snprintf(key, sizeof(key), "lazy/%d", i);
+		tc_fill(v, len, key);
+		CHECK_RC(kvp_put(k, key, v, len), 0);
+	}
+	kvp_close(k);
+	snprintf(path, sizeof(path), "/dev/shm/%.63s-n0", p->tag);
+	CHECK(mapped_kb(path) == 0);	/* closed: unmapped */
+	k = tc_open(p, NULL, &err);
+	REQUIRE(k);
+	CHECK_RC(kvp_get_into(k, "lazy/3", v, len), (long long)len);
+	CHECK(tc_check_fill(v, len, "lazy/3"));
+	long kb = mapped_kb(path);
+	/* the value and its header: 1 MiB in whole chunks, plus the header page */
+	if (!(kb >= 1024 && kb <= 1024 + 2 * 64 + 64)) {
+		fprintf(stderr, "a get of 1 MiB mapped %ld kB of a segment holding 16 MiB\n", kb);
+		tc_failures++;
+	}
+	kvp_close(k);
+	free(v);
+}
+
 int main(void)
 {
 	struct tc_pool *p;
@@ -191,6 +255,8 @@ int main(void)
 
 	/* a long lease: the "remove refused while leased" check must not race it */
 	p = tc_start(1, 128, "[master]\nlease_ttl = 1h\n");
+
+	attach_is_lazy(p);
 
 	/* local path: same host id as the node (the boot id) */
 	k = tc_open(p, NULL, &err);

@@ -595,7 +595,25 @@ static void test_reserve(void)
 	/* prefault through the attacher: pages committed, no SIGBUS */
 	CHECK(segment_prefault(&at, s.data_off + 4096, 3 * 4096) == 0, "prefault");
 	CHECK(blocks(&s) >= 3 * 4096, "prefault committed nothing");
-	CHECK(segment_populate_present(&at, true) >= 4 * 4096, "populate_present");
+	{
+		/* page tables filled once per chunk of the attacher's mapping */
+		_Atomic uint64_t *fm = segment_fill_map(&at);
+		uint64_t a = s.data_off + 4096, c0 = a >> SEG_FILL_SHIFT;
+		uint64_t c1 = (a + 3 * 4096 - 1) >> SEG_FILL_SHIFT;
+		uint64_t c2 = (a + 2 * SEG_FILL_CHUNK - 1) >> SEG_FILL_SHIFT;
+
+		CHECK(fm != NULL, "fill map");
+		CHECK(segment_fill(&at, fm, a, 3 * 4096, true) == (c1 - c0 + 1) * SEG_FILL_CHUNK,
+		      "fill: whole chunks");
+		CHECK(segment_fill(&at, fm, a, 3 * 4096, false) == 0, "fill: once");
+		CHECK(segment_fill(&at, fm, a, 2 * SEG_FILL_CHUNK, false) == (c2 - c1) * SEG_FILL_CHUNK,
+		      "fill: only the chunks not filled");
+		CHECK(segment_fill(&at, fm, at.size - 100, 1000, false) == SEG_FILL_CHUNK,
+		      "fill: the last chunk, clipped at the end");
+		CHECK(segment_fill(&at, fm, at.size, 10, false) == 0, "fill: past the end");
+		CHECK(segment_fill(&at, NULL, a, 4096, false) == 4096, "fill: no map, every time");
+		free((void *)fm);
+	}
 	while ((rc = segment_reserve_step(&s, 16 * MiB, err, sizeof(err))) == 0)
 		steps++;
 	CHECK(rc == 1 && steps == 3 && s.reserved == s.size, "reserve: rc %d steps %d %s", rc,
