@@ -288,16 +288,20 @@ static bool local_step(struct local_run *r, struct xp_op *op, uint64_t *budget)
 				op->status = KVP_EGRANT;
 				return true;
 			}
+			uint64_t image = ext_size(op->h.key_len, op->h.value_len);
+
 			/* Pages of a segment not (yet) reserved are allocated by
-			 * this write: fault them in here, where a full /dev/shm
-			 * is an error, not a SIGBUS in the copy. */
-			if (segment_prefault(m, op->off, ext_size(op->h.key_len,
-								   op->h.value_len)) < 0) {
-				op->status = KVP_ENOMEM;
-				return true;
+			 * this write: fault them in here (every write, which also
+			 * fills the page tables), where a full /dev/shm is an
+			 * error, not a SIGBUS in the copy. */
+			if (!segment_is_reserved(m)) {
+				if (segment_prefault(m, op->off, image) < 0) {
+					op->status = KVP_ENOMEM;
+					return true;
+				}
+			} else {
+				segment_fill(m, op->seg->filled, op->off, image, true);
 			}
-			segment_fill(m, op->seg->filled, op->off,
-				     ext_size(op->h.key_len, op->h.value_len), true);
 			local_unpublish(ext);
 		}
 		if (op->flags & XP_F_DEVICE)
