@@ -49,7 +49,10 @@ for t in "${tests[@]}"; do
 		corpus="tests/fuzz/corpus/${name#fuzz_}"
 		work=$(mktemp -d)
 		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
+		# -timeout: an input that runs 30 s is reported with its stack
+		# and saved (-artifact_prefix), not just killed by the outer timeout
 		timeout -k 10 $((fuzz_s + 60)) "$f" -max_total_time="$fuzz_s" -rss_limit_mb=2048 \
+			-timeout=30 -artifact_prefix="$logdir/$name-" \
 			-print_final_stats=1 "$work" >"$log" 2>&1
 		rc=$?
 		rm -rf "$work"
