@@ -196,6 +196,36 @@ static int random_level(struct objtab *t)
 	return lvl;
 }
 
+/* Whether key falls in the gap the last link or unlink left: after
+ * gap[0] (or the head) and not after gap[0]'s successor. Two neighbours
+ * are compared, both in cache from that operation. */
+static bool in_gap(const struct objtab *t, const uint8_t *key, size_t n)
+{
+	const struct obj *p = t->gap[0], *next = p ? obj_fwd(p)[0] : t->head[0];
+	size_t l;
+
+	return t->gap_level && (!p || obj_cmp_from(p, key, n, 0, &l) < 0) &&
+	       (!next || obj_cmp_from(next, key, n, 0, &l) >= 0);
+}
+
+/* After a link or unlink: pred[] (update[]'s owners) for every level. */
+static void set_gap(struct objtab *t, struct obj *const *pred)
+{
+	for (int i = 0; i < t->level; i++)
+		t->gap[i] = pred[i];
+	t->gap_level = t->level;
+}
+
+/* The lines a walk reads of o: its fields (cap_rep and level place the
+ * links and the key) and the two after them (the links and the key, past
+ * the replicas), at once rather than one miss after the other. */
+static inline void obj_prefetch(const struct obj *o)
+{
+	__builtin_prefetch(o);
+	__builtin_prefetch((const char *)o + 64);
+	__builtin_prefetch((const char *)o + 128);
+}
+
 /* Fills update[] with, per level, the link that points at the first
  * object >= key (the head slot or a predecessor's fwd slot), and pred[]
  * with that predecessor (NULL: the head). */
@@ -206,6 +236,20 @@ static void find_links(struct objtab *t, const uint8_t *key, size_t n,
 	const struct obj *stop = NULL;	/* compared >= key one level up */
 	size_t lo = 0, hi = 0;		/* common prefix of key with the predecessor, with stop */
 
+	/* next to the last link or unlink (keys put in ascending order within
+	 * a prefix, a prefix removed key by key): between two adjacent
+	 * objects every level has the same predecessor, the walk's answer
+	 * is known. Any link or unlink moves the gap, so it never names a
+	 * freed object (objtab_remove and objtab_regrow unlink first). */
+	if (in_gap(t, key, n)) {
+		for (int i = 0; i < t->level; i++) {
+			/* above gap_level: levels link_hash just opened, empty */
+			pred[i] = i < t->gap_level ? t->gap[i] : NULL;
+			update[i] = pred[i] ? &obj_fwd(pred[i])[i] : &t->head[i];
+		}
+		t->gap_hits++;
+		return;
+	}
 	/* past the last key (ascending keys: counters, times): the tails are
 	 * the predecessors, one comparison instead of a walk from the top */
 	if (t->tail[0] && obj_cmp_from(t->tail[0], key, n, 0, &lo) < 0) {
@@ -221,6 +265,9 @@ static void find_links(struct objtab *t, const uint8_t *key, size_t n,
 		 * one too: it is known to be >= key, no need to compare again */
 		while (links[i] && links[i] != stop) {
 			size_t l;
+			obj_prefetch(links[i]);
+			if (i && links[i - 1] != links[i])
+				obj_prefetch(links[i - 1]);
 			/* everything between the predecessor and stop shares
 			 * the shorter of their prefixes with key */
 			if (obj_cmp_from(links[i], key, n, lo < hi ? lo : hi, &l) >= 0) {
@@ -295,6 +342,11 @@ static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 			t->tail[i] = o;
 	}
 
+	/* the gap after o: o is the predecessor on its levels */
+	for (int i = 0; i < lvl; i++)
+		pred[i] = o;
+	set_gap(t, pred);
+
 	o->hash = h;
 	slot_put(t->slots, t->nslots - 1, o, h);
 	t->count++;
@@ -340,6 +392,7 @@ static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 	if (!repl)
 		while (t->level > 1 && !t->head[t->level - 1])
 			t->level--;
+	set_gap(t, pred);	/* the gap before repl, or where o was */
 }
 
 void objtab_unlink(struct objtab *t, struct obj *o)

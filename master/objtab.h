@@ -2,7 +2,9 @@
  * in one allocation (fixed fields, replica array, skip-list links, key),
  * found by key through an open-addressing hash table of tagged pointers and
  * walked in byte order through a skip list embedded in the objects (LIST,
- * REMOVE_PREFIX).
+ * REMOVE_PREFIX). A link or unlink next to the one before (keys put in
+ * ascending order among others, a prefix removed key by key) takes its
+ * place from there instead of walking from the top.
  * Runs on the master's loop thread only; no locks.
  */
 #ifndef KVP_OBJTAB_H
@@ -103,6 +105,12 @@ struct objtab {
 	size_t count;			/* objects, complete or not */
 	struct obj *head[OBJTAB_MAX_LEVEL];	/* skip-list heads */
 	struct obj *tail[OBJTAB_MAX_LEVEL];	/* the last object of each level */
+	/* The gap the last link or unlink left (objtab.c, find_links): per
+	 * level, the predecessor (NULL: the head) of every key between
+	 * gap[0] and its successor. */
+	struct obj *gap[OBJTAB_MAX_LEVEL];
+	int gap_level;			/* levels gap[] holds (0: none yet) */
+	uint64_t gap_hits;		/* walks the gap saved (t_objtab) */
 	int level;			/* current highest level in use */
 	uint64_t rng;
 };

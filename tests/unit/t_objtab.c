@@ -6,8 +6,13 @@
  * absent key is, the count is right, and the skip list walks every key in
  * byte order, with objtab_seek() agreeing with the model for keys present,
  * absent, before the first and after the last; then the last keys put back
- * in ascending order and removed from the end (the skip list's tails); and
- * the key order itself against memcmp.
+ * in ascending order and removed from the end (the skip list's tails); a
+ * run in the middle removed key by key in order and put back in order (the
+ * gap a link or unlink leaves, which such runs hit instead of walking: the
+ * hits are counted), put back in descending order (no hit), and regrown
+ * in its middle; random links, unlinks and regrowths on a small table
+ * whose levels rise and fall, its order checked after each; and the key
+ * order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include "testlib.h"
@@ -134,6 +139,109 @@ static void check_all(const struct objtab *t, const struct mkey *v, size_t n)
 	check_seek(t, v, n, "", 0, true);
 }
 
+/* The present keys of v, in order, are the skip list of t, level 0. */
+static void check_order(const struct objtab *t, const struct mkey *v, size_t n)
+{
+	struct obj *o = t->head[0];
+
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].in)
+			continue;
+		REQUIRE(o && o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
+			"list lacks '%s' in its place", v[i].k);
+		o = objtab_next(o);
+	}
+	REQUIRE(!o, "list longer than the model");
+	for (int l = 1; l < t->level; l++) {	/* each level a sorted sublist */
+		const struct obj *prev = NULL;
+		for (const struct obj *q = t->head[l]; q; q = obj_fwd(q)[l]) {
+			REQUIRE(q->level > l, "object of level %d on list %d", q->level, l);
+			REQUIRE(!prev || objtab_keycmp(obj_key(prev), prev->key_len, obj_key(q),
+						       q->key_len) < 0, "level %d out of order", l);
+			prev = q;
+		}
+	}
+}
+
+/* A run v[from, to) in the middle: out key by key in ascending order (as a
+ * prefix removal does), back in ascending order, out again, back in
+ * descending order, one regrown in the middle; every step after the first
+ * of an ascending pass is in the gap the one before left. */
+static void check_gap(struct objtab *t, struct mkey *v, size_t n, size_t from, size_t to)
+{
+	for (size_t i = from; i < to; i++)
+		if (!v[i].in) {
+			REQUIRE(objtab_insert(t, (const uint8_t *)v[i].k, v[i].n, 1), "insert oom");
+			v[i].in = true;
+		}
+	uint64_t h0 = t->gap_hits;
+	for (size_t i = from; i < to; i++) {
+		objtab_remove(t, objtab_find(t, (const uint8_t *)v[i].k, v[i].n));
+		v[i].in = false;
+	}
+	REQUIRE(t->gap_hits - h0 >= to - from - 1, "ascending removal: %llu gap hits of %zu",
+		(unsigned long long)(t->gap_hits - h0), to - from);
+	check_all(t, v, n);
+	h0 = t->gap_hits;
+	for (size_t i = from; i < to; i++) {
+		REQUIRE(objtab_insert(t, (const uint8_t *)v[i].k, v[i].n, 1), "insert oom");
+		v[i].in = true;
+	}
+	REQUIRE(t->gap_hits - h0 >= to - from - 1, "ascending insert: %llu gap hits of %zu",
+		(unsigned long long)(t->gap_hits - h0), to - from);
+	check_all(t, v, n);
+	for (size_t i = from; i < to; i++) {
+		objtab_remove(t, objtab_find(t, (const uint8_t *)v[i].k, v[i].n));
+		v[i].in = false;
+	}
+	for (size_t i = to; i > from; i--) {
+		REQUIRE(objtab_insert(t, (const uint8_t *)v[i - 1].k, v[i - 1].n, 1), "insert oom");
+		v[i - 1].in = true;
+	}
+	size_t mid = from + (to - from) / 2;
+	struct obj *o = objtab_find(t, (const uint8_t *)v[mid].k, v[mid].n);
+	REQUIRE(o && objtab_regrow(t, o, 3), "regrow");
+	for (size_t i = mid + 1; i < to; i++) {	/* right after the regrown one */
+		objtab_remove(t, objtab_find(t, (const uint8_t *)v[i].k, v[i].n));
+		v[i].in = false;
+	}
+	check_all(t, v, n);
+}
+
+/* Random links, unlinks and regrowths on a table of a few keys, so that
+ * its levels rise and fall between uses of the gap; the order after each. */
+static void check_gap_churn(struct mkey *v, size_t n, int ops)
+{
+	struct objtab t;
+
+	REQUIRE(objtab_init(&t) == 0, "init");
+	for (size_t i = 0; i < n; i++)
+		v[i].in = false;
+	size_t i = 0;
+
+	for (int s = 0; s < ops; s++) {
+		unsigned what = (unsigned)(rnd() % 8);
+
+		/* runs: often the key after the last one, else a random one */
+		i = what < 4 ? (i + 1) % n : rnd() % n;
+		struct obj *o = objtab_find(&t, (const uint8_t *)v[i].k, v[i].n);
+
+		REQUIRE(!o == !v[i].in, "'%s': table and model differ", v[i].k);
+		if (!o) {
+			REQUIRE(objtab_insert(&t, (const uint8_t *)v[i].k, v[i].n, 1), "oom");
+			v[i].in = true;
+		} else if (what == 7) {
+			REQUIRE(objtab_regrow(&t, o, 1 + (unsigned)(rnd() % 3)), "regrow");
+		} else {
+			objtab_remove(&t, o);
+			v[i].in = false;
+		}
+		check_order(&t, v, n);
+	}
+	REQUIRE(t.gap_hits > 0, "no gap hit in %d random operations", ops);
+	objtab_destroy(&t);
+}
+
 static int sign(int x)
 {
 	return (x > 0) - (x < 0);
@@ -255,7 +363,10 @@ int main(void)
 		v[i].in = true;
 	}
 	check_all(&t, v, n);
+	if (n >= 40)
+		check_gap(&t, v, n, n / 3, n / 3 + (n / 10 < 3000 ? n / 10 : 3000));
 	objtab_destroy(&t);
+	check_gap_churn(v, n < 48 ? n : 48, 200000);
 	free(perm);
 	free(v);
 	printf("t_objtab: ok (%zu keys)\n", n);
