@@ -2,7 +2,9 @@
  * measured in the same run on the same machine.
  *  1. pipelined ops/s from one connection, 64 frames in flight (written at
  *     once, like redis-benchmark -P 64): EXISTS (64 keys per frame),
- *     PUT_START+PUT_END (one key per frame; a put = both), GET; and
+ *     PUT_START+PUT_END (one key per frame; a put = both) with keys
+ *     spread over the key space, as hashed keys are, and again appended
+ *     in ascending order (no target: the master's cheapest case), GET; and
  *     redis-benchmark -P 64 -c 1 -t get,set -d 16 -r KEYS on a private
  *     redis-server: one connection and random keys from a key space as
  *     large as ours (without -r redis-benchmark hits one single key, which
@@ -15,8 +17,9 @@
  *     busy processes and the scheduler's placement of them made most of
  *     the tail: the same run's p99 moved 2x between runs.
  * Usage: b_master [-n OPS] [-m OBJECTS] [-l SAMPLES] [-P] [-L] [-U]. -P:
- * only the master's PUT_START+PUT_END throughput, put after put, for a
- * profiler attached to the master (no reference, no ratio); -L: only part 3
+ * only the master's PUT_START+PUT_END throughput, put after put (keys
+ * spread as in part 1), for a profiler attached to the master (no
+ * reference, no ratio); -L: only part 3
  * (it needs no redis); -U: part 3 unpinned (the scheduler places all three
  * processes). Prints ratios; the
  * targets (>= 1.0x redis, puts >= 1.5x, <= 160 B + key, eviction p99 <= 2x
@@ -200,11 +203,38 @@ static void key_of(char *k, const char *pfx, uint64_t i)
 
 /* ---- throughput ---- */
 
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* A stride that visits each of 0..n-1 once (coprime with n), in an order
+ * far from ascending: near n times the golden ratio, so that keys in a
+ * row land far apart and fill the space evenly (as hashed keys do). */
+static uint64_t scatter_stride(uint64_t n)
+{
+	uint64_t s = (uint64_t)((double)n * 0.6180339887) | 1;
+
+	while (n > 1 && gcd(s, n) != 1)
+		s += 2;
+	return s;
+}
+
 /* n puts of vlen bytes with DEPTH puts in flight: each write carries the
  * PUT_STARTs of one batch and the PUT_ENDs of the previous one (a put is
- * two round trips; this keeps both directions busy). Returns puts/s. */
-static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx)
+ * two round trips; this keeps both directions busy). Keys pfx + 0..n-1,
+ * in ascending order or, with scatter, in an order that spreads them over
+ * the key space as hashed keys are (redis-benchmark -r picks random keys):
+ * the master keeps its keys in order for LIST, and a key past the last
+ * one costs it far less than one that lands among them. Returns puts/s. */
+static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx, bool scatter)
 {
+	uint64_t stride = scatter_stride(n);
 	struct wbuf w, b;
 	uint64_t gens[2][DEPTH];
 	char k[2][DEPTH][72];
@@ -226,7 +256,7 @@ static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx
 			frame(&w, WIRE_OP_PUT_END, reqid++, &b);
 		}
 		for (unsigned j = 0; j < d; j++) {
-			key_of(k[cur][j], pfx, i + j);
+			key_of(k[cur][j], pfx, scatter ? (i + j) * stride % n : i + j);
 			wb_reset(&b);
 			tl_wb_put_prefix(&b, 1, 0, 0, 0);
 			wb_u32(&b, 1);
@@ -580,7 +610,8 @@ static uint64_t get_p99(struct pc *p, unsigned n, uint64_t nkeys, const char *pf
 }
 
 /* Child: a node that mounts a segment and keeps putting 4 KiB objects
- * (16 per frame, preferring its segment) at about CHURN_RATE puts/s until
+ * (16 per frame, preferring its segment, keys spread over the key space)
+ * at about CHURN_RATE puts/s until
  * killed; with a small segment this keeps eviction rounds running. The
  * rate is fixed so that runs with and without eviction carry the same load
  * and neither saturates the master. */
@@ -651,7 +682,9 @@ static void churn(int port, uint64_t seg_size)
 		while (now_ns() < due)
 			tl_sleep_ms(1);
 		for (int j = 0; j < 16; j++) {
-			key_of(kb[j], "churn", i + (uint64_t)j);
+			/* spread over the key space, as hashed keys are: a
+			 * bijection of the counter (odd multiplier mod 2^64) */
+			key_of(kb[j], "churn", (i + (uint64_t)j) * 0x9e3779b97f4a7c15ull);
 			keys[j] = kb[j];
 			sizes[j] = 4000;
 		}
@@ -788,7 +821,7 @@ int main(int argc, char **argv)
 			char pfx[16];
 
 			snprintf(pfx, sizeof(pfx), "pp%llu-", (unsigned long long)r);
-			printf("PUT_START+PUT_END %.0f puts/s\n", bench_put(&pp, 100000, 16, pfx));
+			printf("PUT_START+PUT_END %.0f puts/s\n", bench_put(&pp, 100000, 16, pfx, true));
 		}
 		print_handler_costs(pm.http_port);
 		pc_close(&pp);
@@ -810,8 +843,8 @@ int main(int argc, char **argv)
 	enum { ROUNDS = 3 };
 	uint64_t nkeys = nops < 200000 ? nops : 200000;
 	uint64_t nround = nops / ROUNDS ? nops / ROUNDS : 1;
-	double ex[ROUNDS], put[ROUNDS], get[ROUNDS], rget[ROUNDS], rset[ROUNDS];
-	double rex[ROUNDS], rput[ROUNDS], rgt[ROUNDS];
+	double ex[ROUNDS], put[ROUNDS], puta[ROUNDS], get[ROUNDS], rget[ROUNDS], rset[ROUNDS];
+	double rex[ROUNDS], rput[ROUNDS], rputa[ROUNDS], rgt[ROUNDS];
 	struct tl_master m;
 	struct pc p;
 
@@ -820,18 +853,22 @@ int main(int argc, char **argv)
 		pc_open(&p, m.port);
 		hello(&p, WIRE_ROLE_NODE);
 		mount_big(&p, 1ull << 40, 64, 1);
-		put[i] = bench_put(&p, nkeys, 16, "tp");
+		put[i] = bench_put(&p, nkeys, 16, "tp", true);
 		ex[i] = bench_lookup(&p, WIRE_OP_EXISTS, nround * 4, 64, nkeys, "tp");
 		get[i] = bench_lookup(&p, WIRE_OP_GET, nround, 1, nkeys, "tp");
+		/* and appended: keys past every key the master holds ("tz" > "tp") */
+		puta[i] = bench_put(&p, nkeys, 16, "tz", false);
 		pc_close(&p);
 		if (i == ROUNDS - 1)
 			print_handler_costs(m.http_port);
 		tl_stop_master(&m);
 		/* ratios only from two measurements that happened */
 		REQUIRE(redis_bench(nround, nkeys, &rget[i], &rset[i]), "the redis reference failed");
-		REQUIRE(ex[i] > 0 && put[i] > 0 && get[i] > 0, "a master measurement is 0");
+		REQUIRE(ex[i] > 0 && put[i] > 0 && puta[i] > 0 && get[i] > 0,
+			"a master measurement is 0");
 		rex[i] = ex[i] / rget[i];
 		rput[i] = put[i] / rset[i];
+		rputa[i] = puta[i] / rset[i];
 		rgt[i] = get[i] / rget[i];
 	}
 	printf("throughput, one connection, 64 frames in flight (%llu random keys of 64 bytes), "
@@ -842,8 +879,10 @@ int main(int argc, char **argv)
 		       median(rget, ROUNDS), median(rset, ROUNDS));
 	printf("  EXISTS (64 keys/frame)   %12.0f keys/s   %.2fx redis GET -r (target 1.0x)\n",
 	       median(ex, ROUNDS), median(rex, ROUNDS));
-	printf("  PUT_START+PUT_END        %12.0f puts/s   %.2fx redis SET -r (target 1.5x)\n",
-	       median(put, ROUNDS), median(rput, ROUNDS));
+	printf("  PUT_START+PUT_END        %12.0f puts/s   %.2fx redis SET -r (target 1.5x; keys "
+	       "spread over the key space)\n", median(put, ROUNDS), median(rput, ROUNDS));
+	printf("    the same, ascending    %12.0f puts/s   %.2fx redis SET -r (each key past the "
+	       "last: no target)\n", median(puta, ROUNDS), median(rputa, ROUNDS));
 	printf("  GET (1 key/frame)        %12.0f keys/s   %.2fx redis GET -r (target 1.0x)\n",
 	       median(get, ROUNDS), median(rgt, ROUNDS));
 
@@ -853,7 +892,7 @@ int main(int argc, char **argv)
 	hello(&p, WIRE_ROLE_NODE);
 	mount_big(&p, 1ull << 40, 64, 2);
 	long rss0 = rss_kb(m.pid);
-	bench_put(&p, nobj, 16, "mem");
+	bench_put(&p, nobj, 16, "mem", false);
 	long rss1 = rss_kb(m.pid);
 	double per = (double)(rss1 - rss0) * 1024.0 / (double)nobj;
 	printf("memory: %llu objects, 64-byte keys, 1 replica: RSS +%ld KiB = %.1f bytes/object "
