@@ -307,7 +307,7 @@ int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b)
 	uint64_t count = 0;
 	struct obj *o = objtab_seek(&m->objs, prefix, plen, false);
 	while (o && has_prefix(o, prefix, plen)) {
-		struct obj *next = objtab_next(o);
+		struct obj *next = objtab_next(&m->objs, o);
 		if (obj_complete(o) && (force || !obj_leased(m, o))) {
 			mobj_destroy(m, o, true);
 			count++;
@@ -378,7 +378,7 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 	wb_u32(b, 0);
 	while (o && has_prefix(o, prefix, plen)) {
 		if (!obj_complete(o)) {
-			o = objtab_next(o);
+			o = objtab_next(&m->objs, o);
 			continue;
 		}
 		if (count == limit || b->len + o->key_len + 32 > max_body)
@@ -400,13 +400,13 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 			wb_u64(b, o->put_time_ns);
 			last = key;
 			last_len = o->key_len;
-			o = objtab_next(o);
+			o = objtab_next(&m->objs, o);
 		}
 		count++;
 	}
 	/* More to come if a visible key under the prefix remains. */
 	while (o && has_prefix(o, prefix, plen) && !obj_complete(o))
-		o = objtab_next(o);
+		o = objtab_next(&m->objs, o);
 	if (o && has_prefix(o, prefix, plen) && last)
 		wb_str(b, last, last_len);
 	else

@@ -10,6 +10,8 @@
 #define OBJTAB_MIN_SLOTS 1024
 #define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
 
+static struct obj *slot_obj(uint64_t s);
+
 int objtab_init(struct objtab *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -17,20 +19,20 @@ int objtab_init(struct objtab *t)
 	t->slots = calloc(t->nslots, sizeof(*t->slots));
 	if (!t->slots)
 		return -1;
-	t->level = 1;
-	t->rng = 0x9e3779b97f4a7c15ull;
+	if (kx_init(&t->idx)) {
+		free(t->slots);
+		t->slots = NULL;
+		return -1;
+	}
 	return 0;
 }
 
 void objtab_destroy(struct objtab *t)
 {
-	struct obj *o = t->head[0];
-
-	while (o) {
-		struct obj *next = obj_fwd(o)[0];
-		free(o);
-		o = next;
-	}
+	for (size_t i = 0; t->slots && i < t->nslots; i++)
+		if (t->slots[i])
+			free(slot_obj(t->slots[i]));
+	kx_destroy(&t->idx);
 	free(t->slots);
 	memset(t, 0, sizeof(*t));
 }
@@ -47,33 +49,6 @@ int objtab_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 	if (c)
 		return c;
 	return an < bn ? -1 : an > bn;
-}
-
-/* Compares o's key with key (n bytes) as objtab_keycmp does, both known
- * equal up to byte `from`; *lcp gets the length of their common prefix.
- * The skip-list walks pass the prefix the keys around o share with key:
- * keys of one scheme share long prefixes ("model/layer/..."), and comparing
- * them again and again from byte 0 was most of an insert's time. */
-static int obj_cmp_from(const struct obj *o, const uint8_t *key, size_t n, size_t from,
-			size_t *lcp)
-{
-	const uint8_t *a = obj_key(o);
-	size_t an = o->key_len, m = an < n ? an : n, i = from;
-
-	for (; i + 8 <= m; i += 8) {
-		uint64_t x, y;
-		memcpy(&x, a + i, 8);
-		memcpy(&y, key + i, 8);
-		if (x != y)
-			break;
-	}
-	for (; i < m; i++)
-		if (a[i] != key[i]) {
-			*lcp = i;
-			return a[i] < key[i] ? -1 : 1;
-		}
-	*lcp = m;
-	return an < n ? -1 : an > n;
 }
 
 static struct obj *slot_obj(uint64_t s)
@@ -168,6 +143,8 @@ static int objtab_grow(struct objtab *t)
 
 int objtab_reserve(struct objtab *t)
 {
+	if (kx_reserve(&t->idx))
+		return -ENOMEM;
 	if ((t->count + 1) * 4 <= t->nslots * 3)
 		return 0;
 	/* past 3/4 a failed resize only lengthens probes, until one slot
@@ -179,115 +156,9 @@ int objtab_reserve(struct objtab *t)
 
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
 
-/* Level with P(level >= k) = 4^-(k-1): 1.33 links per object on average. */
-static int random_level(struct objtab *t)
+static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 {
-	uint64_t x = t->rng;
-	int lvl = 1;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	t->rng = x;
-	while ((x & 3) == 0 && lvl < OBJTAB_MAX_LEVEL) {
-		lvl++;
-		x >>= 2;
-	}
-	return lvl;
-}
-
-/* Whether key falls in the gap the last link or unlink left: after
- * gap[0] (or the head) and not after gap[0]'s successor. Two neighbours
- * are compared, both in cache from that operation. */
-static bool in_gap(const struct objtab *t, const uint8_t *key, size_t n)
-{
-	const struct obj *p = t->gap[0], *next = p ? obj_fwd(p)[0] : t->head[0];
-	size_t l;
-
-	return t->gap_level && (!p || obj_cmp_from(p, key, n, 0, &l) < 0) &&
-	       (!next || obj_cmp_from(next, key, n, 0, &l) >= 0);
-}
-
-/* After a link or unlink: pred[] (update[]'s owners) for every level. */
-static void set_gap(struct objtab *t, struct obj *const *pred)
-{
-	for (int i = 0; i < t->level; i++)
-		t->gap[i] = pred[i];
-	t->gap_level = t->level;
-}
-
-/* The lines a walk reads of o: its fields (cap_rep and level place the
- * links and the key) and the two after them (the links and the key, past
- * the replicas), at once rather than one miss after the other. */
-static inline void obj_prefetch(const struct obj *o)
-{
-	__builtin_prefetch(o);
-	__builtin_prefetch((const char *)o + 64);
-	__builtin_prefetch((const char *)o + 128);
-}
-
-/* Fills update[] with, per level, the link that points at the first
- * object >= key (the head slot or a predecessor's fwd slot), and pred[]
- * with that predecessor (NULL: the head). */
-static void find_links(struct objtab *t, const uint8_t *key, size_t n,
-		       struct obj ***update, struct obj **pred)
-{
-	struct obj **links = t->head, *p = NULL;
-	const struct obj *stop = NULL;	/* compared >= key one level up */
-	size_t lo = 0, hi = 0;		/* common prefix of key with the predecessor, with stop */
-
-	/* next to the last link or unlink (keys put in ascending order within
-	 * a prefix, a prefix removed key by key): between two adjacent
-	 * objects every level has the same predecessor, the walk's answer
-	 * is known. Any link or unlink moves the gap, so it never names a
-	 * freed object (objtab_remove and objtab_regrow unlink first). */
-	if (in_gap(t, key, n)) {
-		for (int i = 0; i < t->level; i++) {
-			/* above gap_level: levels link_hash just opened, empty */
-			pred[i] = i < t->gap_level ? t->gap[i] : NULL;
-			update[i] = pred[i] ? &obj_fwd(pred[i])[i] : &t->head[i];
-		}
-		t->gap_hits++;
-		return;
-	}
-	/* past the last key (ascending keys: counters, times): the tails are
-	 * the predecessors, one comparison instead of a walk from the top */
-	if (t->tail[0] && obj_cmp_from(t->tail[0], key, n, 0, &lo) < 0) {
-		for (int i = 0; i < t->level; i++) {
-			pred[i] = t->tail[i];
-			update[i] = pred[i] ? &obj_fwd(pred[i])[i] : &t->head[i];
-		}
-		return;
-	}
-	lo = 0;
-	for (int i = t->level - 1; i >= 0; i--) {
-		/* the object that ended the walk a level up often ends this
-		 * one too: it is known to be >= key, no need to compare again */
-		while (links[i] && links[i] != stop) {
-			size_t l;
-			obj_prefetch(links[i]);
-			if (i && links[i - 1] != links[i])
-				obj_prefetch(links[i - 1]);
-			/* everything between the predecessor and stop shares
-			 * the shorter of their prefixes with key */
-			if (obj_cmp_from(links[i], key, n, lo < hi ? lo : hi, &l) >= 0) {
-				hi = l;
-				break;
-			}
-			lo = l;
-			p = links[i];
-			links = obj_fwd(p);
-		}
-		stop = links[i];
-		update[i] = &links[i];
-		pred[i] = p;
-	}
-}
-
-static size_t obj_alloc_size(size_t key_len, unsigned cap_rep, int level)
-{
-	return sizeof(struct obj) + cap_rep * sizeof(struct rep) +
-	       (size_t)level * sizeof(struct obj *) + key_len;
+	return sizeof(struct obj) + cap_rep * sizeof(struct rep) + key_len;
 }
 
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
@@ -298,8 +169,7 @@ struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned 
 struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			    unsigned cap_rep)
 {
-	int lvl = random_level(t);
-	struct obj *o = malloc(obj_alloc_size(n, cap_rep, lvl));
+	struct obj *o = malloc(obj_alloc_size(n, cap_rep));
 
 	if (!o)
 		return NULL;
@@ -312,7 +182,6 @@ struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint
 	o->slot = OBJ_NOSLOT;
 	o->key_len = (uint16_t)n;
 	o->cap_rep = (uint8_t)cap_rep;
-	o->level = (uint8_t)lvl;
 	memcpy((uint8_t *)obj_key(o), key, n);
 	return o;
 }
@@ -325,28 +194,7 @@ void objtab_link(struct objtab *t, struct obj *o)
 /* objtab_link with the key's hash already computed. */
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 {
-	struct obj **update[OBJTAB_MAX_LEVEL], *pred[OBJTAB_MAX_LEVEL];
-	int lvl = o->level;
-
-	if (lvl > t->level) {
-		for (int i = t->level; i < lvl; i++)
-			t->head[i] = t->tail[i] = NULL;
-		t->level = lvl;
-	}
-	find_links(t, obj_key(o), o->key_len, update, pred);
-	struct obj **fwd = obj_fwd(o);
-	for (int i = 0; i < lvl; i++) {
-		fwd[i] = *update[i];
-		*update[i] = o;
-		if (!fwd[i])
-			t->tail[i] = o;
-	}
-
-	/* the gap after o: o is the predecessor on its levels */
-	for (int i = 0; i < lvl; i++)
-		pred[i] = o;
-	set_gap(t, pred);
-
+	kx_insert(&t->idx, o);
 	o->hash = h;
 	slot_put(t->slots, t->nslots - 1, o, h);
 	t->count++;
@@ -369,7 +217,8 @@ struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, u
 	return o;
 }
 
-/* Replaces o by repl (same key) in the slot array and the skip list. */
+/* Replaces o by repl (same key) in the slot array and the key index, or
+ * takes it out of both. */
 static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 {
 	size_t si = slot_of(t, o);
@@ -377,22 +226,11 @@ static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 	if (repl) {
 		repl->hash = o->hash;
 		t->slots[si] = (uint64_t)(uintptr_t)repl | (t->slots[si] & ~OBJTAB_SLOT_PTR);
+		kx_replace(&t->idx, o, repl);
 	} else {
 		slot_clear(t, si);
+		kx_remove(&t->idx, o);
 	}
-
-	struct obj **update[OBJTAB_MAX_LEVEL], *pred[OBJTAB_MAX_LEVEL];
-	find_links(t, obj_key(o), o->key_len, update, pred);
-	struct obj **fwd = obj_fwd(o);
-	for (int i = 0; i < o->level; i++) {
-		*update[i] = repl ? repl : fwd[i];
-		if (t->tail[i] == o)
-			t->tail[i] = repl ? repl : pred[i];
-	}
-	if (!repl)
-		while (t->level > 1 && !t->head[t->level - 1])
-			t->level--;
-	set_gap(t, pred);	/* the gap before repl, or where o was */
 }
 
 void objtab_unlink(struct objtab *t, struct obj *o)
@@ -410,37 +248,24 @@ void objtab_remove(struct objtab *t, struct obj *o)
 
 struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 {
-	struct obj *n = malloc(obj_alloc_size(o->key_len, cap_rep, o->level));
+	struct obj *n = malloc(obj_alloc_size(o->key_len, cap_rep));
 
 	if (!n)
 		return NULL;
 	memcpy(n, o, sizeof(*o) + o->nrep * sizeof(struct rep));
 	n->cap_rep = (uint8_t)cap_rep;
-	memcpy(obj_fwd(n), obj_fwd(o), o->level * sizeof(struct obj *));
 	memcpy((uint8_t *)obj_key(n), obj_key(o), o->key_len);
 	relink(t, o, n);
 	free(o);
 	return n;
 }
 
-struct obj *objtab_seek(const struct objtab *t, const uint8_t *key, size_t n, bool after)
+struct obj *objtab_seek(struct objtab *t, const uint8_t *key, size_t n, bool after)
 {
-	struct obj *const *links = t->head;
-	const struct obj *stop = NULL;	/* ended the walk a level up (find_links) */
-	size_t lo = 0, hi = 0;		/* common prefixes as in find_links */
+	return kx_seek(&t->idx, key, n, after);
+}
 
-	for (int i = t->level - 1; i >= 0; i--) {
-		while (links[i] && links[i] != stop) {
-			size_t l;
-			int c = obj_cmp_from(links[i], key, n, lo < hi ? lo : hi, &l);
-			if (c > 0 || (c == 0 && !after)) {
-				hi = l;
-				break;
-			}
-			lo = l;
-			links = obj_fwd(links[i]);
-		}
-		stop = links[i];
-	}
-	return links[0];
+struct obj *objtab_next(struct objtab *t, const struct obj *o)
+{
+	return kx_next(&t->idx, o);
 }

@@ -1,10 +1,8 @@
 /* objtab: the master's object table — every object (complete or pending)
- * in one allocation (fixed fields, replica array, skip-list links, key),
- * found by key through an open-addressing hash table of tagged pointers and
- * walked in byte order through a skip list embedded in the objects (LIST,
- * REMOVE_PREFIX). A link or unlink next to the one before (keys put in
- * ascending order among others, a prefix removed key by key) takes its
- * place from there instead of walking from the top.
+ * in one allocation (fixed fields, replica array, key), found by key
+ * through an open-addressing hash table of tagged pointers and walked in
+ * byte order through a B+tree of object pointers (keyidx.h: LIST,
+ * REMOVE_PREFIX).
  * Runs on the master's loop thread only; no locks.
  */
 #ifndef KVP_OBJTAB_H
@@ -14,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyidx.h"
 #include "kvpool.h"
 
 #define OBJ_NOSLOT UINT32_MAX
-#define OBJTAB_MAX_LEVEL 20
 
 enum obj_flag {
 	OBJ_COMPLETE = 1,	/* PUT_END seen (or adopted): visible */
@@ -60,7 +58,7 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 64 bytes of fields, then rep[cap_rep], then fwd[level], then the key:
+/* 64 bytes of fields, then rep[cap_rep], then the key:
  * one million 64-byte keys with one replica take about 150 bytes per
  * object besides the key (docs/master.md). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
@@ -80,7 +78,7 @@ struct obj {
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
 	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint16_t key_len : 11, level : 5;	/* key <= KVP_MAX_KEY, level <= OBJTAB_MAX_LEVEL */
+	uint16_t key_len : 11, spare : 5;	/* key <= KVP_MAX_KEY */
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
 	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
@@ -89,7 +87,7 @@ struct obj {
 
 #define OBJ_LEASES_MAX UINT16_MAX
 _Static_assert(sizeof(struct obj) == 64, "struct obj is one cache line");
-_Static_assert(KVP_MAX_KEY < 2048 && OBJTAB_MAX_LEVEL < 32 && KVP_MAX_REPLICAS < 16,
+_Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
 /* A slot holds an object's address in its low 48 bits (user-space
@@ -103,27 +101,12 @@ struct objtab {
 	uint64_t *slots;		/* linear probing from the hash's low bits */
 	size_t nslots;			/* power of two, at most 3/4 full */
 	size_t count;			/* objects, complete or not */
-	struct obj *head[OBJTAB_MAX_LEVEL];	/* skip-list heads */
-	struct obj *tail[OBJTAB_MAX_LEVEL];	/* the last object of each level */
-	/* The gap the last link or unlink left (objtab.c, find_links): per
-	 * level, the predecessor (NULL: the head) of every key between
-	 * gap[0] and its successor. */
-	struct obj *gap[OBJTAB_MAX_LEVEL];
-	int gap_level;			/* levels gap[] holds (0: none yet) */
-	uint64_t gap_hits;		/* walks the gap saved (t_objtab) */
-	int level;			/* current highest level in use */
-	uint64_t rng;
+	struct keyidx idx;		/* the same objects in key order */
 };
-
-static inline struct obj **obj_fwd(const struct obj *o)
-{
-	return (struct obj **)(void *)((char *)(uintptr_t)o + sizeof(*o) +
-				       (size_t)o->cap_rep * sizeof(struct rep));
-}
 
 static inline const uint8_t *obj_key(const struct obj *o)
 {
-	return (const uint8_t *)(obj_fwd(o) + o->level);
+	return (const uint8_t *)(o->rep + o->cap_rep);
 }
 
 static inline bool obj_complete(const struct obj *o)
@@ -204,11 +187,10 @@ void objtab_remove(struct objtab *t, struct obj *o);
 struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep);
 /* First object whose key is >= key (or > key when after), in byte order;
  * NULL at the end. key may be empty (n = 0): the first object. */
-struct obj *objtab_seek(const struct objtab *t, const uint8_t *key, size_t n, bool after);
-static inline struct obj *objtab_next(const struct obj *o)
-{
-	return obj_fwd(o)[0];
-}
+struct obj *objtab_seek(struct objtab *t, const uint8_t *key, size_t n, bool after);
+/* The object after o (linked) in key order; NULL after the last. One step
+ * when it follows the last seek or next, else a descent. */
+struct obj *objtab_next(struct objtab *t, const struct obj *o);
 /* Byte-order comparison of two keys (shorter first on a common prefix). */
 int objtab_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
 
