@@ -408,7 +408,8 @@ static void all_keys(struct master *m, struct http_resp *r)
 {
 	struct sbuf b = { 0 };
 
-	for (struct obj *o = objtab_seek(&m->objs, (const uint8_t *)"", 0, false); o; o = objtab_next(&m->objs, o)) {
+	for (struct obj *o = objtab_seek(&m->objs, (const uint8_t *)"", 0, false); o;
+	     o = objtab_next(&m->objs, o)) {
 		if (!obj_complete(o))
 			continue;
 		sb_bytes(&b, obj_key(o), o->key_len);

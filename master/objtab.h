@@ -164,12 +164,13 @@ struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned 
  * its key once for the lookup, the tag and the slot. */
 struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			    unsigned cap_rep);
-/* Makes room to link one more object: 0, or -ENOMEM when the slot array
- * is full and cannot grow (objtab_insert does this itself). */
+/* Makes room to link one more object (a slot, spare key-index nodes): 0,
+ * or -ENOMEM when there is none to be had (objtab_insert does this itself). */
 int objtab_reserve(struct objtab *t);
 /* Links an object made by objtab_new or unlinked before, after an
- * objtab_reserve() that succeeded or an unlink since (either leaves room);
- * its key must not be present. */
+ * objtab_reserve() that succeeded (room in the slots, spare nodes for the
+ * key index's splits; an unlink does not make the latter); its key must not
+ * be present. */
 void objtab_link(struct objtab *t, struct obj *o);
 /* Unlinks o without freeing it (it may be linked again). */
 void objtab_unlink(struct objtab *t, struct obj *o);
