@@ -8,8 +8,10 @@
 
 #include "objtab.h"
 
+#ifndef KX_LEAF			/* (t_keyidx builds a tree of tiny nodes) */
 #define KX_LEAF 128		/* objects per leaf */
 #define KX_FAN 64		/* children per inner node */
+#endif
 
 struct kx_node {
 	uint16_t n;			/* leaf: objects; inner: children */
@@ -247,9 +249,13 @@ static struct kx_node *new_inner(void)
 {
 	struct kx_inner *in = malloc(sizeof(*in));
 
-	if (in)
-		memset(&in->h, 0, sizeof(in->h));
-	return in ? &in->h : NULL;
+	if (!in)
+		return NULL;
+	memset(&in->h, 0, sizeof(in->h));
+	in->sep[0] = NULL;	/* child 0 has no separator */
+	in->slen[0] = 0;
+	in->head[0] = 0;
+	return &in->h;
 }
 
 int kx_init(struct keyidx *x)
@@ -309,17 +315,26 @@ int kx_reserve(struct keyidx *x)
 	return 0;
 }
 
+/* The spares an insert takes. Without kx_reserve() first (a caller's bug)
+ * they are allocated here, and an insert that cannot go on stops the
+ * process rather than lose its object from the order. */
 static struct kx_node *take_leaf(struct keyidx *x)
 {
-	struct kx_node *nd = x->spare_leaf;
+	struct kx_node *nd = x->spare_leaf ? x->spare_leaf : new_leaf();
 
 	x->spare_leaf = NULL;
+	if (!nd)
+		abort();
 	return nd;
 }
 
 static struct kx_inner *take_inner(struct keyidx *x)
 {
-	return I(x->spare_inner[--x->nspare_inner]);
+	struct kx_node *nd = x->nspare_inner ? x->spare_inner[--x->nspare_inner] : new_inner();
+
+	if (!nd)
+		abort();
+	return I(nd);
 }
 
 /* A separator's own copy of key (n bytes): an allocation of its size, or
@@ -328,8 +343,10 @@ static uint8_t *take_sep(struct keyidx *x, const uint8_t *key, size_t n)
 {
 	uint8_t *b = malloc(n ? n : 1);
 
-	if (!b)
+	if (!b && x->nspare_sep)
 		b = x->spare_sep[--x->nspare_sep];
+	if (!b)
+		abort();
 	memcpy(b, key, n);
 	return b;
 }
@@ -495,8 +512,34 @@ static void kid_fences(const struct kx_path *pa, int d, unsigned j, struct kx_ke
 	*hi = j + 1 < in->h.n ? (struct kx_key){ in->sep[j + 1], in->slen[j + 1] } : pa->hi[d];
 }
 
+/* Node k's range grew to [lo, hi) on one side (right: its upper end): it
+ * and every node down its edge on that side, whose ranges grew with it,
+ * take heads or hints at a prefix their new fences still share. */
+static void widen(struct kx_node *k, struct kx_key lo, struct kx_key hi, bool right)
+{
+	for (;;) {
+		uint16_t p = fence_pfx(lo, hi);
+
+		if (k->leaf) {
+			if (p < k->pfx)
+				set_hints(L(k), p);
+			return;
+		}
+		struct kx_inner *in = I(k);
+		if (p < k->pfx)
+			set_heads(in, p);
+		unsigned j = right ? in->h.n - 1 : 0;
+		if (j >= 1)
+			lo = (struct kx_key){ in->sep[j], in->slen[j] };
+		if (j + 1 < in->h.n)
+			hi = (struct kx_key){ in->sep[j + 1], in->slen[j + 1] };
+		k = in->kid[j];
+	}
+}
+
 /* Drops the (empty) child the path took at level d; the neighbour that
- * takes over its range gets the heads of its wider fences. */
+ * takes over its range, and its edge below, get heads and hints for their
+ * wider fences. */
 static void drop_child(struct keyidx *x, struct kx_path *pa, int d)
 {
 	struct kx_inner *in = pa->node[d];
@@ -539,16 +582,9 @@ static void drop_child(struct keyidx *x, struct kx_path *pa, int d)
 		return;
 	}
 	unsigned nb = j ? j - 1 : 0;	/* the neighbour that took the range */
-	struct kx_node *k = in->kid[nb];
 	struct kx_key lo, hi;
 	kid_fences(pa, d, nb, &lo, &hi);
-	uint16_t p = fence_pfx(lo, hi);
-	if (p != k->pfx) {
-		if (k->leaf)
-			set_hints(L(k), p);
-		else
-			set_heads(I(k), p);
-	}
+	widen(in->kid[nb], lo, hi, j != 0);
 }
 
 void kx_remove(struct keyidx *x, const struct obj *o)

@@ -1,0 +1,202 @@
+/* t_keyidx: the key index's B+tree built with tiny nodes (leaves of 4
+ * objects, inner nodes of 4 children: keyidx.c compiled into this test),
+ * so that a few thousand keys make a tree eight levels high and every
+ * split, emptied leaf, dropped inner node, widened edge and root collapse
+ * happens often. Through the object table (objtab.c, which calls these
+ * kx_* functions): random inserts, removals and regrowths, in runs and at
+ * random, whole ranges removed (inner nodes at every level drop) and put
+ * back, and walks that remove what they pass; after every operation
+ * kx_check (order, fences, heads and hints, the leaf chain, the count),
+ * and every few the walk's order and seeks against a sorted model.
+ * SEED=n reproduces a run.
+ */
+#define KX_LEAF 4
+#define KX_FAN 4
+#include "../../master/keyidx.c"
+
+#include "testlib.h"
+
+#define NKEYS 3000
+
+struct mkey {
+	char k[48];
+	size_t n;
+	bool in;
+};
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rng_state = x;
+	return x;
+}
+
+static int cmp_mkey(const void *a, const void *b)
+{
+	const struct mkey *x = a, *y = b;
+
+	return objtab_keycmp((const uint8_t *)x->k, x->n, (const uint8_t *)y->k, y->n);
+}
+
+static void check_tree(const struct objtab *t)
+{
+	char err[256];
+
+	REQUIRE(kx_check(&t->idx, err, sizeof(err)) == 0, "key index: %s", err);
+	REQUIRE(t->idx.count == t->count, "index %zu, table %zu", t->idx.count, t->count);
+}
+
+/* The walk gives the model's present keys in order; seeks agree. */
+static void check_model(struct objtab *t, const struct mkey *v, size_t n)
+{
+	struct obj *o = objtab_seek(t, (const uint8_t *)"", 0, false);
+
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].in)
+			continue;
+		REQUIRE(o && o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
+			"walk lacks '%s'", v[i].k);
+		o = objtab_next(t, o);
+	}
+	REQUIRE(!o, "walk longer than the model");
+	for (int s = 0; s < 50; s++) {
+		size_t i = rnd() % n, want = i;
+		bool after = rnd() & 1;
+		if (after)
+			want++;
+		while (want < n && !v[want].in)
+			want++;
+		o = objtab_seek(t, (const uint8_t *)v[i].k, v[i].n, after);
+		REQUIRE(want < n ? o && o->key_len == v[want].n &&
+					   memcmp(obj_key(o), v[want].k, v[want].n) == 0
+				 : !o, "seek '%s' after=%d", v[i].k, after);
+	}
+}
+
+static void put(struct objtab *t, struct mkey *m)
+{
+	REQUIRE(objtab_insert(t, (const uint8_t *)m->k, m->n, 1), "insert oom");
+	m->in = true;
+}
+
+static void drop(struct objtab *t, struct mkey *m)
+{
+	struct obj *o = objtab_find(t, (const uint8_t *)m->k, m->n);
+
+	REQUIRE(o, "'%s' lost", m->k);
+	objtab_remove(t, o);
+	m->in = false;
+}
+
+int main(void)
+{
+	const char *e = getenv("SEED");
+	uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
+	struct mkey *v = calloc(NKEYS, sizeof(*v));
+	struct objtab t;
+	size_t n = 0;
+
+	rng_state = seed | 1;
+	printf("t_keyidx: SEED=%llu\n", (unsigned long long)seed);
+	REQUIRE(v, "oom");
+	/* shared prefixes of several lengths, so fences share some */
+	for (size_t i = 0; i < NKEYS; i++) {
+		switch (i % 4) {
+		case 0: v[i].n = (size_t)snprintf(v[i].k, sizeof(v[i].k), "a/%zu", i); break;
+		case 1: v[i].n = (size_t)snprintf(v[i].k, sizeof(v[i].k), "prefix/long/%08zx", i * 7919); break;
+		case 2: v[i].n = (size_t)snprintf(v[i].k, sizeof(v[i].k), "prefix/%zu", i); break;
+		default: v[i].n = (size_t)snprintf(v[i].k, sizeof(v[i].k), "p%zx", (size_t)rnd()); break;
+		}
+	}
+	qsort(v, NKEYS, sizeof(*v), cmp_mkey);
+	for (size_t i = 0; i < NKEYS; i++)
+		if (!n || cmp_mkey(&v[n - 1], &v[i]))
+			v[n++] = v[i];
+	REQUIRE(objtab_init(&t) == 0, "init");
+
+	/* all in at random, then all out in order and back: the tree grows
+	 * high and shrinks to one leaf */
+	for (size_t k = 0; k < n; k++) {
+		size_t i = rnd() % n;
+		if (!v[i].in)
+			put(&t, &v[i]);
+		check_tree(&t);
+	}
+	check_model(&t, v, n);
+	REQUIRE(t.idx.height >= 5, "height %d for %zu keys", t.idx.height, t.count);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].in) {
+			drop(&t, &v[i]);
+			check_tree(&t);
+		}
+	REQUIRE(t.idx.height == 1 && t.count == 0, "emptied: height %d", t.idx.height);
+	for (size_t i = 0; i < n; i++)
+		put(&t, &v[i]);
+	check_tree(&t);
+	check_model(&t, v, n);
+
+	/* whole ranges out (a quarter of the keys: inner nodes of every level
+	 * empty) from the middle, the front and the end, and back */
+	for (int round = 0; round < 12; round++) {
+		size_t len = n / 4, from = round % 3 == 0 ? 0 : round % 3 == 1 ? n - len : rnd() % (n - len);
+		for (size_t i = from; i < from + len; i++)
+			if (v[i].in) {
+				drop(&t, &v[i]);
+				check_tree(&t);
+			}
+		check_model(&t, v, n);
+		for (size_t i = from + len; i > from; i--)
+			if (!v[i - 1].in && rnd() % 4) {
+				put(&t, &v[i - 1]);
+				check_tree(&t);
+			}
+		check_model(&t, v, n);
+	}
+
+	/* walks that remove what they pass */
+	for (int round = 0; round < 6; round++) {
+		size_t from = rnd() % n, len = 1 + rnd() % (n / 3);
+		struct obj *o = objtab_seek(&t, (const uint8_t *)v[from].k, v[from].n, false);
+		for (size_t k = 0; o && k < len; k++) {
+			struct obj *next = objtab_next(&t, o);
+			for (size_t i = 0; i < n; i++)
+				if (v[i].in && v[i].n == o->key_len && !memcmp(v[i].k, obj_key(o), v[i].n)) {
+					v[i].in = false;
+					break;
+				}
+			objtab_remove(&t, o);
+			check_tree(&t);
+			o = next;
+		}
+		check_model(&t, v, n);
+	}
+
+	/* random operations, in runs and at random, regrowths among them */
+	size_t i = 0;
+	for (int s = 0; s < 60000; s++) {
+		unsigned what = (unsigned)(rnd() % 8);
+		i = what < 4 ? (i + 1) % n : rnd() % n;
+		struct obj *o = objtab_find(&t, (const uint8_t *)v[i].k, v[i].n);
+		REQUIRE(!o == !v[i].in, "'%s': table and model differ", v[i].k);
+		if (!o)
+			put(&t, &v[i]);
+		else if (what == 7)
+			REQUIRE(objtab_regrow(&t, o, 1 + (unsigned)(rnd() % 3)), "regrow");
+		else
+			drop(&t, &v[i]);
+		check_tree(&t);
+		if (s % 500 == 0)
+			check_model(&t, v, n);
+	}
+	check_model(&t, v, n);
+	objtab_destroy(&t);
+	free(v);
+	printf("t_keyidx: ok (%zu keys)\n", n);
+	return 0;
+}
