@@ -168,11 +168,10 @@ static void check_order(struct objtab *t, const struct mkey *v, size_t n)
 	check_tree(t);
 }
 
-/* A run v[from, to) in the middle: out key by key in ascending order (as a
- * prefix removal does), back in ascending order, out again, back in
- * descending order, one regrown in the middle; every step after the first
- * of an ascending pass is in the gap the one before left. */
-static void check_gap(struct objtab *t, struct mkey *v, size_t n, size_t from, size_t to)
+/* A run v[from, to) in the middle: removed while walked (as a prefix
+ * removal does), back in ascending order, out again, back in descending
+ * order, one regrown in the middle. */
+static void check_run(struct objtab *t, struct mkey *v, size_t n, size_t from, size_t to)
 {
 	for (size_t i = from; i < to; i++)
 		if (!v[i].in) {
@@ -216,7 +215,7 @@ static void check_gap(struct objtab *t, struct mkey *v, size_t n, size_t from, s
 /* Random links, unlinks and regrowths on a table of some thousand keys,
  * in runs and at random, so that leaves split, empty and go and the tree
  * grows and shrinks; its order and invariants every few steps. */
-static void check_gap_churn(struct mkey *v, size_t n, int ops)
+static void check_churn(struct mkey *v, size_t n, int ops)
 {
 	struct objtab t;
 
@@ -390,9 +389,9 @@ int main(void)
 	}
 	check_all(&t, v, n);
 	if (n >= 40)
-		check_gap(&t, v, n, n / 3, n / 3 + (n / 10 < 3000 ? n / 10 : 3000));
+		check_run(&t, v, n, n / 3, n / 3 + (n / 10 < 3000 ? n / 10 : 3000));
 	objtab_destroy(&t);
-	check_gap_churn(v, n < 5000 ? n : 5000, 200000);
+	check_churn(v, n < 5000 ? n : 5000, 200000);
 	free(perm);
 	free(v);
 	printf("t_objtab: ok (%zu keys)\n", n);
