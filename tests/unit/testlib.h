@@ -264,19 +264,35 @@ static inline const char *tl_build(void)
 
 /* ---- ports ---- */
 
-/* A loopback port that was free a moment ago (bind :0, read, close). The
- * ports of one process are spread apart so parallel tests rarely collide. */
+/* A loopback port that was free a moment ago (bind :0, read, close), and
+ * not one this process was handed lately: the kernel may give a port it
+ * just freed again, and a fixture that picks several before starting its
+ * servers (etcd_fx.h: a client and a peer port per member) once got the
+ * same one twice (CI: "bind: address already in use"). */
 static inline int tl_free_port(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
+	static int recent[64];
+	static unsigned nrecent;
 
-	REQUIRE(fd >= 0, "socket: %s", strerror(errno));
-	REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-	REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
-	close(fd);
-	return ntohs(a.sin_port);
+	for (int tries = 0;; tries++) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(a);
+		bool seen = false;
+
+		REQUIRE(fd >= 0, "socket: %s", strerror(errno));
+		REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+		REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
+		close(fd);
+		int port = ntohs(a.sin_port);
+		for (unsigned i = 0; i < nrecent && i < 64; i++)
+			seen |= recent[i] == port;
+		if (!seen || tries >= 100) {
+			recent[nrecent++ % 64] = port;
+			return port;
+		}
+	}
 }
 
 /* Blocking TCP connect to 127.0.0.1:port; fd or -errno. */
