@@ -14,57 +14,16 @@
 #define KX_FAN 4
 #include "../../master/keyidx.c"
 
-#include "testlib.h"
+#include "objtab_model.h"
 
 #define NKEYS 3000
-
-struct mkey {
-	char k[48];
-	size_t n;
-	bool in;
-};
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	rng_state = x;
-	return x;
-}
-
-static int cmp_mkey(const void *a, const void *b)
-{
-	const struct mkey *x = a, *y = b;
-
-	return objtab_keycmp((const uint8_t *)x->k, x->n, (const uint8_t *)y->k, y->n);
-}
-
-static void check_tree(const struct objtab *t)
-{
-	char err[256];
-
-	REQUIRE(kx_check(&t->idx, err, sizeof(err)) == 0, "key index: %s", err);
-	REQUIRE(t->idx.count == t->count, "index %zu, table %zu", t->idx.count, t->count);
-}
 
 /* The walk gives the model's present keys in order; seeks agree. */
 static void check_model(struct objtab *t, const struct mkey *v, size_t n)
 {
-	struct obj *o = objtab_seek(t, (const uint8_t *)"", 0, false);
+	struct obj *o;
 
-	for (size_t i = 0; i < n; i++) {
-		if (!v[i].in)
-			continue;
-		REQUIRE(o && o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
-			"walk lacks '%s'", v[i].k);
-		o = objtab_next(t, o);
-	}
-	REQUIRE(!o, "walk longer than the model");
+	check_order(t, v, n);
 	for (int s = 0; s < 50; s++) {
 		size_t i = rnd() % n, want = i;
 		bool after = rnd() & 1;

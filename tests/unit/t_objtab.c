@@ -16,27 +16,7 @@
  * and the key order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
-#include "testlib.h"
-#include "objtab.h"
-
-struct mkey {
-	char k[80];
-	size_t n;
-	bool in;
-};
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rng_state;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	rng_state = x;
-	return x;
-}
+#include "objtab_model.h"
 
 /* Keys of 1-70 bytes; a common prefix and zero padding for some, as real
  * key schemes have (long equal prefixes are what the key index must tell apart). */
@@ -54,13 +34,6 @@ static void make_key(struct mkey *m, size_t i)
 					(unsigned long long)(rnd() % 1000));
 		break;
 	}
-}
-
-static int cmp_mkey(const void *a, const void *b)
-{
-	const struct mkey *x = a, *y = b;
-
-	return objtab_keycmp((const uint8_t *)x->k, x->n, (const uint8_t *)y->k, y->n);
 }
 
 /* First model key >= k (> k when after) among the present ones; NULL at
@@ -96,8 +69,6 @@ static void check_seek(struct objtab *t, const struct mkey *v, size_t n, const c
 		      "seek '%.*s' after=%d: '%.*s', want '%s'", (int)kn, k, after,
 		      (int)o->key_len, (const char *)obj_key(o), want->k);
 }
-
-static void check_tree(const struct objtab *t);
 
 static void check_all(struct objtab *t, const struct mkey *v, size_t n)
 {
@@ -141,31 +112,6 @@ static void check_all(struct objtab *t, const struct mkey *v, size_t n)
 	}
 	check_seek(t, v, n, "\xff\xff", 2, false);
 	check_seek(t, v, n, "", 0, true);
-}
-
-/* The key index's own invariants (order, fences, heads, leaf chain, count). */
-static void check_tree(const struct objtab *t)
-{
-	char err[256];
-
-	REQUIRE(kx_check(&t->idx, err, sizeof(err)) == 0, "key index: %s", err);
-	REQUIRE(t->idx.count == t->count, "index holds %zu, table %zu", t->idx.count, t->count);
-}
-
-/* The present keys of v, in order, are what a walk of t gives. */
-static void check_order(struct objtab *t, const struct mkey *v, size_t n)
-{
-	struct obj *o = objtab_seek(t, (const uint8_t *)"", 0, false);
-
-	for (size_t i = 0; i < n; i++) {
-		if (!v[i].in)
-			continue;
-		REQUIRE(o && o->key_len == v[i].n && memcmp(obj_key(o), v[i].k, v[i].n) == 0,
-			"walk lacks '%s' in its place", v[i].k);
-		o = objtab_next(t, o);
-	}
-	REQUIRE(!o, "walk longer than the model");
-	check_tree(t);
 }
 
 /* A run v[from, to) in the middle: removed while walked (as a prefix
