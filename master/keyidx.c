@@ -289,8 +289,7 @@ void kx_destroy(struct keyidx *x)
 	free(x->spare_leaf);
 	for (int i = 0; i < x->nspare_inner; i++)
 		free(x->spare_inner[i]);
-	for (int i = 0; i < x->nspare_sep; i++)
-		free(x->spare_sep[i]);
+	free(x->spare_sep);
 	memset(x, 0, sizeof(*x));
 }
 
@@ -306,12 +305,8 @@ int kx_reserve(struct keyidx *x)
 			return -ENOMEM;
 		x->spare_inner[x->nspare_inner++] = in;
 	}
-	while (x->nspare_sep < 1) {
-		uint8_t *b = malloc(KVP_MAX_KEY);
-		if (!b)
-			return -ENOMEM;
-		x->spare_sep[x->nspare_sep++] = b;
-	}
+	if (!x->spare_sep && !(x->spare_sep = malloc(KVP_MAX_KEY)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -343,8 +338,10 @@ static uint8_t *take_sep(struct keyidx *x, const uint8_t *key, size_t n)
 {
 	uint8_t *b = malloc(n ? n : 1);
 
-	if (!b && x->nspare_sep)
-		b = x->spare_sep[--x->nspare_sep];
+	if (!b) {
+		b = x->spare_sep;
+		x->spare_sep = NULL;
+	}
 	if (!b)
 		abort();
 	memcpy(b, key, n);
@@ -566,14 +563,11 @@ static void drop_child(struct keyidx *x, struct kx_path *pa, int d)
 	}
 	in->h.n--;
 	if (in->h.n == 0) {
-		if (d == 0) {	/* the root lost its last child: an empty leaf again */
+		if (d == 0) {	/* the root lost its last child: an empty leaf again
+				 * (not reached: a root of one child hands over) */
 			free(in);
-			x->root = new_leaf();
-			if (!x->root) {	/* keep a spare: reserve made one */
-				x->root = take_leaf(x);
-				if (x->root)
-					x->root->n = 0;
-			}
+			x->root = take_leaf(x);
+			x->root->n = 0;
 			x->height = 1;
 			x->last = x->root;
 		} else {

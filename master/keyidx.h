@@ -32,8 +32,7 @@ struct keyidx {
 	struct kx_node *spare_leaf;
 	struct kx_node *spare_inner[KX_MAX_HEIGHT + 1];
 	int nspare_inner;
-	uint8_t *spare_sep[KX_MAX_HEIGHT + 1];
-	int nspare_sep;
+	uint8_t *spare_sep;		/* a key-sized buffer: the one separator a split copies */
 	/* where the last kx_next / kx_seek ended: the next kx_next from it
 	 * takes one step instead of a descent, unless a leaf was freed since */
 	struct kx_node *it_leaf;
