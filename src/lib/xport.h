@@ -125,7 +125,7 @@ void xp_local_detach(struct client_seg *seg);
  * (a header that does not decode, or a value that does not hash to its
  * checksum: damaged, or changed under the copy). check:
  * the header part only (an exists). nt: streaming stores (see
- * LOCAL_NT_READ_MIN). *raced: the extent was valid before the copy and
+ * xp_local_nt_read). *raced: the extent was valid before the copy and
  * not after it (a free or a reuse met the read). */
 int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		       uint32_t klen);
@@ -133,8 +133,11 @@ int xp_local_opt_check(const struct client_seg *seg, const struct lc_loc *l, con
 void xp_local_opt_prefetch(const struct client_seg *seg, const struct lc_loc *l, uint32_t klen);
 int xp_local_opt_read(const struct client_seg *seg, const struct lc_loc *l, const char *key,
 		      uint32_t klen, void *dst, bool nt, bool *raced);
-/* Reads of a call that together exceed this stream their stores. */
+/* Reads of a call that together reach xp_local_nt_read_min() bytes (4 MiB,
+ * or a quarter of the last-level cache where that is more) stream their
+ * stores. */
 bool xp_local_nt_read(uint64_t call_bytes);
+uint64_t xp_local_nt_read_min(void);
 
 /* TCP helpers (xp_tcp.c): close every pooled connection of the handle. */
 void xp_tcp_close_pools(struct kvp *kvp);

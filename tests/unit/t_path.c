@@ -7,7 +7,8 @@
  * forcing protocol = rdma fails to open with KVP_ENOTSUP, and clients on
  * auto / tcp / local move bytes on the path the counters prove. Device
  * pointers are refused or staged, never memcpy'd, when CUDA is absent: a
- * host buffer still works with the CUDA loader disabled. Exit 0/1/77.
+ * host buffer still works with the CUDA loader disabled. Local reads
+ * stream their stores from the size the rule names. Exit 0/1/77.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -198,6 +199,24 @@ static void roundtrip(struct kvp *k, const char *key, size_t len)
 	free(back);
 }
 
+/* Which local reads stream their stores: from 4 MiB a call, or from a
+ * quarter of the last-level cache where the CPU says it has a larger one
+ * (a batch that stays in cache lands faster with plain stores). */
+static void t_nt_read(void)
+{
+	long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+	uint64_t want = 4u << 20;
+
+	if (llc > 0 && (uint64_t)llc / 4 > want)
+		want = (uint64_t)llc / 4;
+	CHECK(xp_local_nt_read_min() == want);
+	CHECK(!xp_local_nt_read(1u << 20));
+	CHECK(!xp_local_nt_read((4u << 20) - 1));
+	CHECK(!xp_local_nt_read(want - 1));
+	CHECK(xp_local_nt_read(want));
+	CHECK(xp_local_nt_read(UINT64_MAX));
+}
+
 int main(void)
 {
 	struct tc_pool *p;
@@ -209,6 +228,7 @@ int main(void)
 	 * then not exist and host buffers must take the usual paths. */
 	setenv("KVP_CUDA_LIB", "none", 1);
 	t_choose();
+	t_nt_read();
 	p = tc_start(2, 64, "[rdma]\nenabled = true\n[node]\nnuma_node = auto\n");
 
 	t_node_connect(p->dport[0]);
