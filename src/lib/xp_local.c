@@ -25,7 +25,7 @@
 /* Bytes copied per progress() call, so that network transfers of the same
  * call are serviced between chunks of a large local copy. */
 #define LOCAL_BUDGET (2u << 20)
-/* Reads of a call that together exceed the larger of these land with
+/* Reads of a call that together reach the larger of these land with
  * non-temporal stores: the caller's buffers would not stay in cache
  * anyway, and streaming stores skip reading each destination line first.
  * Below it a destination (one value read again and again into the same
