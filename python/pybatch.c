@@ -19,6 +19,20 @@
 #include "pystore.h"
 #include "pytypes.h"
 
+/* The optional keyword pred=KEY of the batch puts: the key the first value
+ * extends (a chain: the values extend one another in key order, pred
+ * names the cached block before them). 0, or -1 with an exception. */
+static int pred_in(struct store *self, PyObject *pred, struct conv_keys *pk, struct putopt *po)
+{
+	memset(pk, 0, sizeof(*pk));
+	if (!pred || pred == Py_None)
+		return 0;
+	if (conv_keys_in(pred, true, self->tenant, pk) < 0)
+		return -1;
+	po->pred = pk->k[0];
+	return 0;
+}
+
 /* Batch puts from (ptr, len) pairs; results are Mooncake codes. Called
  * without the GIL. */
 static void batch_put_nogil(struct store *self, const struct putopt *opt,
@@ -36,21 +50,25 @@ static void batch_put_nogil(struct store *self, const struct putopt *opt,
  * failure's code. */
 static PyObject *do_put_batch(struct store *self, PyObject *args, PyObject *kw, bool upsert)
 {
-	static char *kwlist[] = { "keys", "values", "config", NULL };
-	PyObject *keys, *values, *cfg = NULL, *fast = NULL;
+	static char *kwlist[] = { "keys", "values", "config", "pred", NULL };
+	PyObject *keys, *values, *cfg = NULL, *fast = NULL, *pred = NULL;
 	Py_buffer *views = NULL;
 	const void **bufs = NULL;
 	size_t *lens = NULL;
 	int *res = NULL, first = 0;
 	Py_ssize_t got = 0;
 	struct putopt opt;
-	struct conv_keys ks = { 0 };
+	struct conv_keys ks = { 0 }, pk = { 0 };
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O:upsert_batch" : "OO|O:put_batch",
-					 kwlist, &keys, &values, &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OO|O$O:upsert_batch" :
+					 "OO|O$O:put_batch", kwlist, &keys, &values, &cfg, &pred))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || pred_in(self, pred, &pk, &opt) < 0)
 		return NULL;
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0) {
+		conv_keys_free(&pk);
+		return NULL;
+	}
 	opt.upsert = upsert;
 	fast = PySequence_Fast(values, "values must be a list of bytes-like objects");
 	if (!fast)
@@ -88,6 +106,7 @@ out:
 	free(res);
 	Py_XDECREF(fast);
 	conv_keys_free(&ks);
+	conv_keys_free(&pk);
 	if (PyErr_Occurred())
 		return NULL;
 	return PyLong_FromLong(first);
@@ -103,23 +122,29 @@ static PyObject *store_upsert_batch(struct store *self, PyObject *args, PyObject
 	return do_put_batch(self, args, kw, true);
 }
 
-/* batch_put_from(keys, buffer_ptrs, sizes, config=None) / batch_upsert_from. */
+/* batch_put_from(keys, buffer_ptrs, sizes, config=None, *, pred=None) /
+ * batch_upsert_from. */
 static PyObject *do_batch_put_from(struct store *self, PyObject *args, PyObject *kw,
 				   bool upsert)
 {
-	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", "config", NULL };
-	PyObject *keys, *pl, *sl, *cfg = NULL, *r = NULL;
+	static char *kwlist[] = { "keys", "buffer_ptrs", "sizes", "config", "pred", NULL };
+	PyObject *keys, *pl, *sl, *cfg = NULL, *pred = NULL, *r = NULL;
 	struct putopt opt;
-	struct conv_keys ks;
+	struct conv_keys ks, pk;
 	void **bufs = NULL;
 	size_t *lens = NULL;
 	int *res = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OOO|O:batch_upsert_from" :
-					 "OOO|O:batch_put_from", kwlist, &keys, &pl, &sl, &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, upsert ? "OOO|O$O:batch_upsert_from" :
+					 "OOO|O$O:batch_put_from", kwlist, &keys, &pl, &sl, &cfg,
+					 &pred))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || pred_in(self, pred, &pk, &opt) < 0)
 		return NULL;
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0) {
+		conv_keys_free(&pk);
+		return NULL;
+	}
 	opt.upsert = upsert;
 	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens) < 0)
 		goto out;
@@ -137,6 +162,7 @@ out:
 	free(lens);
 	free(res);
 	conv_keys_free(&ks);
+	conv_keys_free(&pk);
 	return r;
 }
 
@@ -313,20 +339,25 @@ static int mbufs_iov(struct mbuf *mb, size_t n, struct kvp_iov **iov, size_t **f
 static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject *args,
 						    PyObject *kw)
 {
-	static char *kwlist[] = { "keys", "all_buffer_ptrs", "all_sizes", "config", NULL };
-	PyObject *keys, *allp, *alls, *cfg = NULL, *r = NULL;
+	static char *kwlist[] = { "keys", "all_buffer_ptrs", "all_sizes", "config", "pred",
+				  NULL };
+	PyObject *keys, *allp, *alls, *cfg = NULL, *pred = NULL, *r = NULL;
 	struct mbuf *mb = NULL;
 	struct putopt opt;
-	struct conv_keys ks;
+	struct conv_keys ks, pk;
 	struct kvp_iov *iov = NULL;
 	size_t *first = NULL;
 	int *res = NULL, rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:batch_put_from_multi_buffers", kwlist,
-					 &keys, &allp, &alls, &cfg))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O$O:batch_put_from_multi_buffers",
+					 kwlist, &keys, &allp, &alls, &cfg, &pred))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || pred_in(self, pred, &pk, &opt) < 0)
 		return NULL;
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0) {
+		conv_keys_free(&pk);
+		return NULL;
+	}
 	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
 		goto out;
 	res = calloc(ks.n + 1, sizeof(*res));
@@ -346,6 +377,7 @@ out:
 	free(first);
 	free(res);
 	conv_keys_free(&ks);
+	conv_keys_free(&pk);
 	return r;
 }
 
@@ -638,20 +670,24 @@ out:
  * tensor calls' path: [TensorMetadata][data] without a copy in Python. */
 static PyObject *store_batch_put_parts(struct store *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "keys", "all_parts", "config", "upsert", NULL };
-	PyObject *keys, *all, *cfg = NULL, *fast = NULL, *r = NULL;
-	struct conv_keys ks = { 0 };
+	static char *kwlist[] = { "keys", "all_parts", "config", "upsert", "pred", NULL };
+	PyObject *keys, *all, *cfg = NULL, *fast = NULL, *pred = NULL, *r = NULL;
+	struct conv_keys ks = { 0 }, pk = { 0 };
 	struct putopt opt;
 	struct kvp_iov *iov = NULL;
 	Py_buffer *views = NULL;
 	size_t *first = NULL, niov = 0, nviews = 0, cap = 0;
 	int *res = NULL, upsert = 0, rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Op:_batch_put_parts", kwlist, &keys, &all,
-					 &cfg, &upsert))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OpO:_batch_put_parts", kwlist, &keys, &all,
+					 &cfg, &upsert, &pred))
 		return NULL;
-	if (putopt_get(cfg, &opt) < 0 || conv_keys_in(keys, false, self->tenant, &ks) < 0)
+	if (putopt_get(cfg, &opt) < 0 || pred_in(self, pred, &pk, &opt) < 0)
 		return NULL;
+	if (conv_keys_in(keys, false, self->tenant, &ks) < 0) {
+		conv_keys_free(&pk);
+		return NULL;
+	}
 	opt.upsert = upsert;
 	fast = PySequence_Fast(all, "all_parts must be a list of lists");
 	if (!fast)
@@ -720,30 +756,33 @@ out:
 	free(res);
 	Py_XDECREF(fast);
 	conv_keys_free(&ks);
+	conv_keys_free(&pk);
 	return r;
 }
 
 PyMethodDef batch_methods[] = {
 	{ "put_batch", METH(store_put_batch), KW,
-	  "put_batch(keys, values, config=None) -> int (0, or the first failure)" },
+	  "put_batch(keys, values, config=None, *, pred=None) -> int (0, or the first failure)" },
 	{ "upsert_batch", METH(store_upsert_batch), KW,
-	  "upsert_batch(keys, values, config=None) -> int (0, or the first failure)" },
+	  "upsert_batch(keys, values, config=None, *, pred=None) -> int (0, or the first failure)" },
 	{ "get_batch", METH(store_get_batch), METH_O, "get_batch(keys) -> [bytes]" },
 	{ "_batch_put_parts", METH(store_batch_put_parts), KW,
-	  "_batch_put_parts(keys, all_parts, config=None, upsert=False) -> [int]" },
+	  "_batch_put_parts(keys, all_parts, config=None, upsert=False, pred=None) -> [int]" },
 	{ "batch_get_buffer", METH(store_batch_get_buffer), METH_O,
 	  "batch_get_buffer(keys) -> [BufferHandle or None]" },
 	{ "batch_is_exist", METH(store_batch_is_exist), METH_O,
 	  "batch_is_exist(keys) -> [1, 0 or -1]" },
 	{ "batch_remove", METH(store_batch_remove), KW, "batch_remove(keys, force=False) -> [int]" },
 	{ "batch_put_from", METH(store_batch_put_from), KW,
-	  "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> [int]" },
+	  "batch_put_from(keys, buffer_ptrs, sizes, config=None, *, pred=None) -> [int]; "
+	  "the values are a chain in key order; pred names the key the first extends" },
 	{ "batch_upsert_from", METH(store_batch_upsert_from), KW,
-	  "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> [int]" },
+	  "batch_upsert_from(keys, buffer_ptrs, sizes, config=None, *, pred=None) -> [int]" },
 	{ "batch_get_into", METH(store_batch_get_into), KW,
 	  "batch_get_into(keys, buffer_ptrs, sizes) -> [bytes read or negative code]" },
 	{ "batch_put_from_multi_buffers", METH(store_batch_put_from_multi_buffers), KW,
-	  "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> [int]" },
+	  "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None, *, "
+	  "pred=None) -> [int]" },
 	{ "batch_get_into_multi_buffers", METH(store_batch_get_into_multi_buffers), KW,
 	  "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, "
 	  "prefer_alloc_in_same_node=False) -> [bytes read or negative code]" },

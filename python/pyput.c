@@ -119,13 +119,14 @@ static int put_raw(struct store *s, struct kvp *k, const struct putopt *po, size
 		.flags = (po->upsert ? KVP_PUT_UPSERT : 0) | (po->soft_pin ? KVP_PUT_SOFT_PIN : 0),
 		.replicas = (uint32_t)po->replicas,
 		.pin_ttl_ms = po->soft_pin_ttl_ms,
+		.pred = po->pred,
 	};
 
 	pref_node(s, k, po, pref, sizeof(pref));
 	o.preferred_segment = pref[0] ? pref : NULL;
 	if (!bufs)
 		return kvp_batch_put_iov(k, n, keys, iov, first, &o, res);
-	if (n == 1) {
+	if (n == 1 && !po->pred) {
 		res[0] = kvp_put_opts(k, keys[0], bufs[0], lens[0], &o);
 		return 0;
 	}

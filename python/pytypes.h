@@ -28,6 +28,7 @@ struct putopt {
 	char preferred[PUTOPT_SEG];	/* preferred_segments[0] or preferred_segment, "" none */
 	Py_ssize_t ngroups;		/* len(group_ids), -1 when None */
 	bool upsert;			/* set by the method: replace an existing value */
+	const char *pred;		/* pred=: the key value 0 extends (chains), NULL none */
 	bool valid;			/* false: the put fails with KVP_EINVAL */
 };
 

@@ -59,6 +59,10 @@
  *                 {u32 segment_id u64 off u64 alloc_len u8 grant[16]}}
  *            WIRE_PUT_UPSERT: an existing key is not EEXIST; the new value
  *            replaces it at this put's PUT_END (docs/master.md "Upsert").
+ *            WIRE_PUT_CHAIN: the items are a chain (a request's prefix
+ *            blocks): item i > 0 extends item i - 1, and after the items
+ *            comes str pred, the key item 0 extends ("" none); eviction
+ *            never drops a block while one that extends it is kept.
  * PUT_END    req: n x {str key u64 generation u64 checksum}   rep: n x {i32}
  * PUT_REVOKE req: n x {str key u64 generation}                rep: n x {i32}
  * GET        req: n x {str key}
@@ -162,6 +166,7 @@
 enum wire_put_flag {
 	WIRE_PUT_UPSERT = 1,		/* = KVP_PUT_UPSERT */
 	WIRE_PUT_SOFT_PIN = 2,		/* = KVP_PUT_SOFT_PIN */
+	WIRE_PUT_CHAIN = 4,		/* the items are a chain; str pred follows them */
 };
 
 enum wire_flag {

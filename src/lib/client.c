@@ -902,6 +902,8 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->node_connects = LD(node_connects);
 	out->rdma_bytes = LD(rdma_bytes);
 	out->lease_releases = LD(lease_releases);
+	out->disk_gets = LD(disk_gets);
+	out->disk_bytes = LD(disk_bytes);
 #undef LD
 	struct lc_stats ls;
 

@@ -127,7 +127,7 @@ struct kvp {
 		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes, rdma_bytes;
 		atomic_uint_fast64_t checksum_mismatches, retries;
 		atomic_uint_fast64_t segment_refreshes, master_connects, node_connects;
-		atomic_uint_fast64_t lease_releases;
+		atomic_uint_fast64_t lease_releases, disk_gets, disk_bytes;
 	} st;
 };
 

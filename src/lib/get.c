@@ -140,6 +140,10 @@ static void get_op_done(struct xp_op *op)
 			}
 			it->result = (int64_t)it->vlen;
 			client_count(kvp, gets, 1);
+			if (op->tier == KVP_TIER_DISK) {
+				client_count(kvp, disk_gets, 1);
+				client_count(kvp, disk_bytes, it->vlen);
+			}
 			if (op->kind == XP_LOCAL ||
 			    (op->kind == XP_TCP && op->tier == KVP_TIER_MEM))
 				get_remember(it);

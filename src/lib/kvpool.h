@@ -107,12 +107,20 @@ int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len);
 /* Put options (kvp_put_opts, kvp_batch_put_opts; NULL = all defaults). */
 #define KVP_PUT_UPSERT   1u   /* replace an existing value instead of KVP_EEXIST */
 #define KVP_PUT_SOFT_PIN 2u   /* pin against eviction for pin_ttl_ms (0: [master] default) */
+#define KVP_PUT_NOCHAIN  4u   /* the values of a batch are independent, not a chain */
 struct kvp_put_opts {
 	uint32_t flags;             /* KVP_PUT_* */
 	uint32_t replicas;          /* 0: [client] replicas */
 	uint64_t pin_ttl_ms;        /* with KVP_PUT_SOFT_PIN */
 	const char *preferred_segment;  /* node name to place the first replica on, or NULL */
+	const char *pred;           /* the key the first value extends (chains), or NULL */
 };
+/* Chains (docs/master.md "Eviction"): the values of one batch put are a
+ * chain in key order, as an engine sends a request's prefix blocks: value
+ * i extends value i - 1, and pred (when set) names the block value 0
+ * extends. Eviction never drops a block while a block that extends it is
+ * kept: a chain's tail leaves before its head. KVP_PUT_NOCHAIN puts
+ * unrelated values. */
 /* kvp_put_from with options. An upsert's new value becomes visible at once
  * when the call returns 0; the old value's space is freed once readers that
  * hold it are done. Two upserts racing on a key: the one whose write
@@ -291,6 +299,8 @@ struct kvp_stats {
 	uint64_t optimistic_raced;	/* ... of which the extent changed during the copy
 					 * (freed or reused under the reader) */
 	uint64_t read_touches;		/* optimistic reads reported to the master (LRU) */
+	uint64_t disk_gets;		/* objects read from a spill (disk tier) replica */
+	uint64_t disk_bytes;		/* value bytes of those reads */
 };
 int kvp_stats(struct kvp *kvp, struct kvp_stats *out);
 

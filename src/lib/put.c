@@ -54,6 +54,8 @@ struct put_item {
 struct put_ctx {
 	uint64_t deadline;		/* of the whole call */
 	uint8_t prefix[WIRE_PUT_PREFIX];	/* PUT_START's fields before the count */
+	bool chain;			/* the items are a chain (WIRE_PUT_CHAIN) */
+	const char *pred;		/* the key item 0 extends, NULL none */
 	struct put_item *items;
 	size_t *todo;			/* items in this round */
 	size_t ntodo;
@@ -522,6 +524,39 @@ static void put_early_csums(void *arg)
 	}
 }
 
+/* The chain of a PUT_START frame (WIRE_PUT_CHAIN): its items extend one
+ * another when they are consecutive in the caller's order, and its first
+ * item extends the caller's item before it (the batch's pred for the
+ * first). A frame whose items are not consecutive (a retry of some items,
+ * items refused before sending) goes out unchained rather than linking
+ * blocks that do not extend each other. */
+static void put_chain_frame(struct put_ctx *pc, struct mcall *m)
+{
+	const size_t *t = pc->todo + m->first;
+	uint32_t flags;
+	bool linked = true;
+
+	for (uint32_t j = 1; j < m->count && linked; j++)
+		linked = t[j] == t[j - 1] + 1;
+	if (!linked) {
+		memcpy(&flags, m->body.p + 5, 4);
+		flags &= ~(uint32_t)WIRE_PUT_CHAIN;
+		memcpy(m->body.p + 5, &flags, 4);
+		return;
+	}
+	const char *pred = NULL;
+	uint32_t plen = 0;
+
+	if (t[0] == 0 && pc->pred) {
+		pred = pc->pred;
+		plen = (uint32_t)strlen(pred);
+	} else if (t[0] > 0 && pc->items[t[0] - 1].valid) {
+		pred = pc->items[t[0] - 1].key;
+		plen = pc->items[t[0] - 1].klen;
+	}
+	wb_str(&m->body, pred, plen);
+}
+
 static int put_round(struct kvp *kvp, struct put_ctx *pc)
 {
 	struct xp_run run = { .kvp = kvp, .deadline = pc->deadline };
@@ -534,6 +569,13 @@ static int put_round(struct kvp *kvp, struct put_ctx *pc)
 		     put_enc_start, pc, &nc);
 	if (!c)
 		return KVP_ENOMEM;
+	for (size_t i = 0; pc->chain && i < nc; i++) {
+		put_chain_frame(pc, &c[i]);
+		if (c[i].body.oom) {
+			mc_free(c, nc);
+			return KVP_ENOMEM;
+		}
+	}
 	rc = mc_call_during(kvp, c, nc, pc->deadline, pc->early_csums ? &early : NULL);
 	if (rc < 0) {
 		mc_free(c, nc);
@@ -549,25 +591,36 @@ static int put_round(struct kvp *kvp, struct put_ctx *pc)
 
 /* PUT_START's prefix from the options: replicas, the preferred segment
  * (the named node's first segment, else one on this host when there is
- * one we can write by memcpy), flags and pin TTL. */
-static int put_prefix(struct kvp *kvp, const struct kvp_put_opts *o, struct put_ctx *pc)
+ * one we can write by memcpy), flags and pin TTL; and whether the n items
+ * go as a chain (a batch does unless KVP_PUT_NOCHAIN; one value only
+ * when it names its pred). */
+static int put_prefix(struct kvp *kvp, const struct kvp_put_opts *o, size_t n,
+		      struct put_ctx *pc)
 {
 	int64_t want = o && o->replicas ? (int64_t)o->replicas : kvp->conf.client.replicas;
 	uint32_t flags = o ? o->flags : 0, pref = 0;
 	uint64_t ttl = o && (flags & KVP_PUT_SOFT_PIN) ? o->pin_ttl_ms : 0;
 	uint8_t replicas;
+	uint32_t plen;
 
-	if (flags & ~(KVP_PUT_UPSERT | KVP_PUT_SOFT_PIN))
+	if (flags & ~(KVP_PUT_UPSERT | KVP_PUT_SOFT_PIN | KVP_PUT_NOCHAIN))
 		return KVP_EINVAL;
 	if (o && o->replicas > KVP_MAX_REPLICAS)
 		return KVP_EINVAL;
+	if (o && o->pred && mc_key_check(o->pred, &plen))
+		return KVP_EKEY;
+	pc->pred = o && o->pred && !(flags & KVP_PUT_NOCHAIN) ? o->pred : NULL;
+	pc->chain = !(flags & KVP_PUT_NOCHAIN) && (n > 1 || pc->pred);
+	flags &= ~KVP_PUT_NOCHAIN;
+	if (pc->chain)
+		flags |= WIRE_PUT_CHAIN;
 	replicas = want < 1 ? 1 : want > KVP_MAX_REPLICAS ? KVP_MAX_REPLICAS : (uint8_t)want;
 	if (o && o->preferred_segment && *o->preferred_segment) {
-		int n = segtab_by_name(kvp, o->preferred_segment, &pref, 1, pc->deadline);
+		int found = segtab_by_name(kvp, o->preferred_segment, &pref, 1, pc->deadline);
 
-		if (n < 0)
-			return n;
-		if (n == 0)
+		if (found < 0)
+			return found;
+		if (found == 0)
 			pref = 0;	/* a preference only */
 	}
 	if (!pref && segtab_have_local_rw(kvp))
@@ -641,7 +694,7 @@ static int put_batch(struct kvp *kvp, size_t n, const char *const *keys,
 		return KVP_EINVAL;
 	if (!n)
 		return 0;
-	rc = put_prefix(kvp, o, &pc);
+	rc = put_prefix(kvp, o, n, &pc);
 	if (rc < 0)
 		return rc;
 	pc.items = calloc(n, sizeof(*pc.items));
