@@ -1,14 +1,18 @@
-/* evict: approximate-LRU eviction and demotion of the master's objects,
- * per segment, in bounded steps on the loop thread (master_step), so
- * requests are never stalled behind a large round: a step lasts about
- * 20 us. A memory round starts when a segment's usage goes above
- * eviction_high_watermark and ends once eviction_ratio of its capacity has
- * been evicted (or nothing evictable is left); a PUT_START that finds no
- * room forces one. Leased, pinned and incomplete objects are skipped.
- * A cold memory replica is demoted (DEMOTE to the node, which copies it to
- * its spill file) while the node's spill tier has room, else evicted:
- * dropped, the FREE goes to the node, and an object goes with its last
- * replica. A disk round does the same to spill (tier 1) replicas when the
+/* evict: eviction and demotion of the master's objects, per segment, in
+ * bounded steps on the loop thread (master_step), so requests are never
+ * stalled behind a large round: a step lasts about 20 us. A memory round
+ * starts when a segment's usage goes above eviction_high_watermark and
+ * ends once eviction_ratio of its capacity has been evicted (or nothing
+ * evictable is left); a PUT_START that finds no room forces one for what
+ * it needs. Victims come from the segment's evictable regions (mchain.h:
+ * the tails of chains, never a block something kept extends), the lowest
+ * reuse priority first (mpolicy.h; orphans before all): exact on small
+ * regions, the lowest of random samples on large ones. Leased, pinned and
+ * incomplete objects are skipped. A cold memory replica is demoted
+ * (DEMOTE to the node, which copies it to its spill file) while the
+ * node's spill tier has room, else evicted: dropped, the FREE goes to the
+ * node, and an object goes with its last replica, its priority kept as a
+ * ghost. A disk round does the same to spill (tier 1) replicas when the
  * spill tier passes the watermark. Replicas the node is copying (DEMOTE,
  * PROMOTE) are left alone; promotion itself never evicts (mtier.c).
  */
@@ -16,11 +20,14 @@
 
 #include "log.h"
 #include "master_i.h"
+#include "mchain.h"
 #include "mlease.h"
+#include "mpolicy.h"
 
-#define EXACT_MAX 256		/* segments with fewer replicas are scanned whole */
-#define SAMPLES 16
-#define SAMPLE_TRIES 4
+#define EXACT_MAX 256		/* regions with fewer replicas are scanned whole */
+#define SAMPLES 16		/* replicas looked at together (their misses overlap) */
+#define SAMPLE_ROUNDS 2		/* rounds of SAMPLES compared for one victim */
+#define SAMPLE_TRIES 8		/* rounds at most while none qualifies */
 #define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
 
 /* pinned: soft-pinned objects may go too (evict_soft_pinned, when nothing
@@ -41,31 +48,58 @@ static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 	return -1;
 }
 
-static struct obj *better(const struct master *m, struct obj *best, struct obj *o, uint32_t seg,
-			  unsigned tier, bool pinned)
+/* Eviction order: orphans first, then the lowest reuse priority. */
+static int64_t victim_score(const struct master *m, const struct obj *o)
 {
-	if (!evict_candidate(m, o, pinned) || tier_replica(o, seg, tier) < 0)
-		return best;
-	return !best || obj_age(m, o) > obj_age(m, best) ? o : best;
+	if (mchain_orphan(m, o))
+		return INT64_MIN;
+	return mpol_score(m, o);
 }
 
-static struct obj *pick_among(struct master *m, struct seg *s, unsigned tier, bool pinned)
-{
-	struct obj *best = NULL;
+/* What a round may take: drop_only (no spill room) rules out an object
+ * that still has spill replicas extending it. */
+struct pick {
+	uint32_t seg;
+	unsigned tier;
+	bool pinned;			/* soft-pinned objects too (evict_soft_pinned) */
+	bool drop_only;
+	struct obj *best;
+	int64_t score;
+};
 
-	if (s->nobjs <= EXACT_MAX) {
-		for (size_t i = 0; i < s->nobjs; i++)
-			best = better(m, best, s->objs[i], s->id, tier, pinned);
-		return best;
+static void consider(const struct master *m, struct pick *p, struct obj *o)
+{
+	if (!evict_candidate(m, o, p->pinned) || tier_replica(o, p->seg, p->tier) < 0 ||
+	    (p->drop_only && o->nchild))
+		return;
+	int64_t sc = victim_score(m, o);
+
+	if (!p->best || sc < p->score) {
+		p->best = o;
+		p->score = sc;
+	}
+}
+
+static struct obj *pick_among(struct master *m, struct seg *s, struct pick *p)
+{
+	size_t lo, hi;
+
+	seg_rgn_range(s, p->tier ? SEG_RGN_DISK : SEG_RGN_MEM, &lo, &hi);
+	size_t n = hi - lo;
+	p->best = NULL;
+	if (n <= EXACT_MAX) {
+		for (size_t i = lo; i < hi; i++)
+			consider(m, p, s->objs[i]);
+		return p->best;
 	}
 	/* A sample is three cache misses (its slot in s->objs, the object, its
 	 * replicas on the next line): issued for all samples at once, they
 	 * overlap; one after another they cost 1.5-2.5 us a victim. */
-	for (int t = 0; t < SAMPLE_TRIES && !best; t++) {
+	for (int t = 0; t < SAMPLE_TRIES && (t < SAMPLE_ROUNDS || !p->best); t++) {
 		struct obj **slot[SAMPLES], *o[SAMPLES];
 
 		for (int i = 0; i < SAMPLES; i++) {
-			slot[i] = &s->objs[master_rand(m) % s->nobjs];
+			slot[i] = &s->objs[lo + master_rand(m) % n];
 			__builtin_prefetch(slot[i]);
 		}
 		for (int i = 0; i < SAMPLES; i++) {
@@ -74,21 +108,38 @@ static struct obj *pick_among(struct master *m, struct seg *s, unsigned tier, bo
 			__builtin_prefetch(o[i]->rep);
 		}
 		for (int i = 0; i < SAMPLES; i++)
-			best = better(m, best, o[i], s->id, tier, pinned);
+			consider(m, p, o[i]);
+	}
+	return p->best;
+}
+
+/* The object to evict from s's tier: the lowest priority among the
+ * evictable ones; a soft-pinned one only when none other is found and
+ * evict_soft_pinned. */
+static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier, bool drop_only)
+{
+	struct pick p = { .seg = s->id, .tier = tier, .drop_only = drop_only };
+	struct obj *best = pick_among(m, s, &p);
+
+	if (!best && m->conf.master.evict_soft_pinned) {
+		p.pinned = true;
+		best = pick_among(m, s, &p);
 	}
 	return best;
 }
 
-/* The least recently read evictable object with a tier replica on s:
- * exact on small segments, the oldest of random samples otherwise; a
- * soft-pinned one only when none other is found and evict_soft_pinned. */
-static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier)
+void evict_drop(struct master *m, struct obj *o, unsigned ri)
 {
-	struct obj *best = pick_among(m, s, tier, false);
+	uint64_t len = rep_len(&o->rep[ri]);
 
-	if (!best && m->conf.master.evict_soft_pinned)
-		best = pick_among(m, s, tier, true);
-	return best;
+	if (o->nrep == 1) {
+		if (mchain_orphan(m, o))
+			m->orphans_evicted++;
+		mpol_forget(m, o);
+	}
+	mobj_drop_replica(m, o, ri, true);
+	m->evictions++;
+	m->evicted_bytes += len;
 }
 
 static bool demote_ok(const struct seg *s, uint64_t len)
@@ -158,7 +209,8 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 	unsigned n = 0;
 
 	while (more(s->evict_done, s->evict_goal, n, deadline_ns)) {
-		struct obj *o = pick_victim(m, s, 0);
+		bool spill = demote_ok(s, s->align);
+		struct obj *o = pick_victim(m, s, 0, !spill);
 		if (!o) {
 			s->evicting = false;	/* everything left is leased, pinned or pending */
 			break;
@@ -169,10 +221,20 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 							  rep_off(&o->rep[ri]), o->generation,
 							  len) == 0) {
 			o->rep[ri].demoting = 1;	/* answered in mtier_demoted() */
+			mchain_changed(m, o);	/* what it extends may follow now */
 		} else {
-			mobj_drop_replica(m, o, (unsigned)ri, true);
-			m->evictions++;
-			m->evicted_bytes += len;
+			if (o->nchild) {
+				/* Spill replicas extend it and it cannot follow them
+				 * there: drop one that nothing extends instead. */
+				o = pick_victim(m, s, 0, true);
+				if (!o) {
+					s->evicting = false;
+					break;
+				}
+				ri = tier_replica(o, s->id, 0);
+				len = rep_len(&o->rep[ri]);
+			}
+			evict_drop(m, o, (unsigned)ri);
 		}
 		s->evict_done += len;
 		n++;
@@ -182,20 +244,18 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 	return n;
 }
 
-/* Disk round: drops the coldest spill replicas of s. */
+/* Disk round: drops the spill replicas of s least worth keeping. */
 static void evict_disk(struct master *m, struct seg *s, uint64_t deadline_ns)
 {
 	unsigned n = 0;
 
 	while (more(s->disk_done, s->disk_goal, n, deadline_ns)) {
-		struct obj *o = pick_victim(m, s, 1);
+		struct obj *o = pick_victim(m, s, 1, true);
 		if (!o)
 			break;
 		int ri = tier_replica(o, s->id, 1);
 		uint64_t len = rep_len(&o->rep[ri]);
-		mobj_drop_replica(m, o, (unsigned)ri, true);	/* counts spill_dropped */
-		m->evictions++;
-		m->evicted_bytes += len;
+		evict_drop(m, o, (unsigned)ri);		/* counts spill_dropped */
 		s->disk_done += len;
 		n++;
 	}
@@ -222,17 +282,27 @@ bool evict_step(struct master *m, unsigned budget_us)
 	return active;
 }
 
-bool evict_force(struct master *m, uint64_t need)
+bool evict_force(struct master *m, uint64_t need, uint64_t total)
 {
 	uint64_t start = evict_clock_ns();
+	size_t nseg = 0;
 	bool any = false;
 
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
+		nseg += s && s->online && !s->draining && s->client && s->capacity >= need;
+	}
+	for (size_t i = 1; i < m->segs.n && nseg; i++) {
+		struct seg *s = m->segs.v[i];
 		if (!s || !s->online || s->draining || !s->client || s->capacity < need)
 			continue;
+		/* the rest of the batch spread over the segments, at least one
+		 * item, at least a normal round */
+		uint64_t share = total / nseg + (total % nseg != 0);
 		uint64_t goal = (uint64_t)(m->conf.master.eviction_ratio * (double)s->capacity);
-		round_start(m, s, goal > need ? goal : need);
+		if (share < need)
+			share = need;
+		round_start(m, s, goal > share ? goal : share);
 		/* One bounded step now: if nothing can be evicted the put fails
 		 * at once instead of waiting. */
 		if (evict_seg(m, s, evict_clock_ns() + EVICT_FORCE_US * 1000ull))

@@ -1,5 +1,5 @@
-/* evict: approximate-LRU eviction and demotion rounds per segment, in
- * bounded steps (see evict.c). It picks victims and hands them to the
+/* evict: eviction and demotion rounds per segment, in bounded steps, the
+ * tails of chains with the lowest reuse priority first (see evict.c). It picks victims and hands them to the
  * modules below it (mobj drops a replica, segreg queues a DEMOTE); it never
  * calls a request handler. Loop thread only; no locks.
  */
@@ -10,13 +10,17 @@
 #include <stdint.h>
 
 struct master;
+struct obj;
 struct seg;
 
 /* Starts a round on s if its usage is above the high watermark. */
 void evict_check(struct master *m, struct seg *s);
-/* Starts rounds on every allocatable segment, freeing at least need bytes
- * each (a PUT_START found no room). Returns true if any round started. */
-bool evict_force(struct master *m, uint64_t need);
+/* Starts rounds on every allocatable segment that could hold need bytes (a
+ * PUT_START item found no room), freeing together at least total bytes
+ * (what the rest of its batch needs). Returns true if any evicted. */
+bool evict_force(struct master *m, uint64_t need, uint64_t total);
+/* Drops replica ri of o for room (an object that goes leaves a ghost). */
+void evict_drop(struct master *m, struct obj *o, unsigned ri);
 /* Evicts for about budget_us across the segments in a round (at least one
  * object each). Returns true while rounds remain. */
 bool evict_step(struct master *m, unsigned budget_us);

@@ -83,6 +83,10 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		goto out_vers;
 	}
+	if (mpol_init(m)) {
+		snprintf(err, errlen, "out of memory");
+		goto out_segs;
+	}
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mono_ns() | 1;
 	m->epoch = master_clock_ns(CLOCK_REALTIME);
@@ -94,6 +98,8 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 	wb_init(&m->scratch);
 	return m;
 
+out_segs:
+	segreg_destroy(&m->segs);
 out_vers:
 	mver_destroy(&m->vers);
 out_objs:
@@ -112,6 +118,7 @@ void master_destroy(struct master *m)
 	objtab_destroy(&m->objs);
 	mver_destroy(&m->vers);
 	segreg_destroy(&m->segs);
+	mpol_destroy(m);
 	free(m->leased.v);
 	free(m->pending.v);
 	free(m->cand);
@@ -520,6 +527,7 @@ void master_reload(struct master *m, const struct kvp_conf *nc)
 	int lvl = log_level_parse(m->conf.log.level);
 	if (lvl >= 0)
 		log_level = lvl;
+	mpol_configure(m);
 	if (restart)
 		log_warn("reload: %d changed key(s) take effect after a restart", restart);
 	/* New watermarks apply to the next usage change; look now as well. */

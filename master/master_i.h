@@ -11,6 +11,7 @@
 
 #include "master.h"
 #include "mobj.h"
+#include "mpolicy.h"
 #include "mver.h"
 #include "objtab.h"
 #include "segreg.h"
@@ -71,6 +72,9 @@ struct master {
 	size_t nclients;
 	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
+	struct mpol pol;		/* reuse priorities, half-life, ghosts (mpolicy.c) */
+	uint64_t orphaned;		/* objects left extending one that went (mchain.c) */
+	uint64_t orphans_evicted;
 	bool evict_active;
 	uint64_t evictions;		/* replicas dropped for room */
 	uint64_t evicted_bytes;
@@ -133,7 +137,8 @@ static inline uint32_t m_now32(const struct master *m)
 	return (uint32_t)(m->now_ms - m->start_ms);
 }
 
-/* ms since the last GET (or the put), modulo 2^32. */
+
+/* ms since the last access (GET, EXISTS or the put), modulo 2^32. */
 static inline uint32_t obj_age(const struct master *m, const struct obj *o)
 {
 	return m_now32(m) - o->atime;

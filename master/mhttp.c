@@ -15,6 +15,7 @@
 #include "log.h"
 #include "madmin.h"
 #include "master_i.h"
+#include "mpolicy.h"
 #include "mlease.h"
 
 /* Metadata store: chained hash of key -> value, bounded in count and bytes. */
@@ -142,6 +143,25 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	     "Time the loop spent choosing and dropping victims (paced steps and the part of "
 	     "a PUT_START that evicts).");
 	sb_printf(b, "kvpool_master_eviction_seconds_total %.6f\n", (double)m->evict_ns / 1e9);
+	counter(b, "kvpool_master_evicted_ghosts_total",
+		"Evicted keys remembered with their reuse priority (eviction_policy = reuse).",
+		m->pol.ghost_inserts);
+	counter(b, "kvpool_master_ghost_hits_total",
+		"Puts of a key eviction had taken that resumed its priority from a ghost.",
+		m->pol.ghost_hits);
+	counter(b, "kvpool_master_first_puts_total",
+		"Puts of keys the master had not seen (no ghost).", m->pol.first_puts);
+	counter(b, "kvpool_master_orphans_evicted_total",
+		"Objects evicted first because what they extend was gone (removed, its node "
+		"dead, replaced).", m->orphans_evicted);
+	head(b, "kvpool_master_eviction_half_life_seconds", "gauge",
+	     "Half-life of a read's weight in the reuse priority (eviction_half_life, or the "
+	     "90th percentile of the reuse intervals seen).");
+	sb_printf(b, "kvpool_master_eviction_half_life_seconds %.3f\n",
+		  (double)m->pol.half_ms / 1e3);
+	head(b, "kvpool_master_ghost_slots", "gauge", "Entries the ghost table can hold.");
+	sb_printf(b, "kvpool_master_ghost_slots %llu\n",
+		  (unsigned long long)mpol_ghost_slots(m));
 	counter(b, "kvpool_master_demotions_total",
 		"Memory replicas moved to their node's spill tier.", m->demotions);
 	counter(b, "kvpool_master_promotions_total",

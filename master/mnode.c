@@ -15,6 +15,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mbatch.h"
+#include "mpolicy.h"
 #include "mrecover.h"
 #include "mtier.h"
 
@@ -285,6 +286,7 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 	o->checksum = csum;
 	o->put_time_ns = put_ns;
 	o->atime = m_now32(m);
+	o->pkey = mpol_admit(m, o->hash);
 	o->flags = OBJ_COMPLETE;
 	m->keys++;
 	if (mobj_attach(m, s, &o, tier, off, alloc_len)) {

@@ -7,6 +7,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "master_i.h"
+#include "mchain.h"
 
 int mobj_arr_push(struct objarr *a, struct obj *o)
 {
@@ -42,6 +43,7 @@ static struct objarr *obj_arr(struct master *m, const struct obj *o)
 
 void mobj_unlink(struct master *m, struct obj *o)
 {
+	mchain_unlink(m, o);
 	if (o->slot != OBJ_NOSLOT)
 		mobj_arr_del(obj_arr(m, o), o);
 	if (o->flags & OBJ_VERSION) {
@@ -82,6 +84,7 @@ struct obj *mobj_read_gen(struct master *m, struct rbuf *r, uint64_t *gen, int *
 
 void mobj_set_aside(struct master *m, struct obj *o)
 {
+	mchain_detach_key(m, o);
 	objtab_unlink(&m->objs, o);
 	if (obj_complete(o))
 		m->keys--;
@@ -102,8 +105,10 @@ bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_e
 			s->spill_dropped += rep_len(&rp);
 	}
 	o->rep[ri] = o->rep[--o->nrep];
-	if (o->nrep)
+	if (o->nrep) {
+		mchain_changed(m, o);
 		return false;
+	}
 	mobj_unlink(m, o);
 	return true;
 }
@@ -134,9 +139,12 @@ int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, 
 	}
 	unsigned ri = o->nrep;
 	o->rep[ri] = rep_make(s->id, tier, off, len);
-	if (seg_attach(s, o, ri))
+	o->nrep++;	/* first: seg_attach's moves look the replica up */
+	if (seg_attach(s, o, ri, mchain_rgn(o, ri))) {
+		o->nrep--;
 		return KVP_ENOMEM;
-	o->nrep++;
+	}
+	mchain_changed(m, o);
 	return 0;
 }
 

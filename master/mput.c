@@ -14,7 +14,9 @@
 #include "extent.h"
 #include "kvpool.h"
 #include "mbatch.h"
+#include "mchain.h"
 #include "mlease.h"
+#include "mpolicy.h"
 
 #define PARK_MAX_MS 2000		/* a parked PUT_START retries by then at the latest */
 
@@ -140,16 +142,19 @@ static bool put_ghost(const struct master *m, const struct obj *o)
  * *need_evict is set when no segment had room for even one replica. An
  * upsert of a key that exists (complete or pending), or a put of a
  * ghost's key, becomes a version (mver) that replaces the key's object at
- * its PUT_END. */
+ * its PUT_END. The new object extends prev (a chain; NULL none); *self is
+ * the object the key names afterwards (the new one, or the one that was
+ * there: the next item of a chain extends it), NULL on failure. */
 static int put_one(struct master *m, struct master_client *c, const struct put_args *a,
 		   const uint8_t *key, size_t klen, uint64_t vlen, struct wbuf *b,
-		   bool *need_evict)
+		   bool *need_evict, struct obj *prev, struct obj **self)
 {
 	int status = 0;
 	struct obj *old = NULL;
 	uint32_t h = objtab_hash(key, klen);	/* once: lookup, tag and slot */
 
 	*need_evict = false;
+	*self = NULL;
 	if (a->want > KVP_MAX_REPLICAS || !vlen)
 		status = KVP_EINVAL;
 	else if (!wire_key_ok(key, klen))
@@ -160,6 +165,11 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		 !(a->flags & WIRE_PUT_UPSERT) && !put_ghost(m, old))
 		status = KVP_EEXIST;
 	if (status) {
+		if (status == KVP_EEXIST) {
+			*self = old;
+			if (obj_complete(old))
+				mpol_touch(m, old);	/* the engine needed it again */
+		}
 		put_fail(b, status);
 		return status;
 	}
@@ -194,6 +204,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		return KVP_ENOMEM;
 	}
 	o->generation = ++m->gen;
+	if (!old)
+		o->pkey = mpol_admit(m, h);	/* a version's is set at its PUT_END */
 	if (old) {
 		mver_add(&m->vers, o);
 		if (!(a->flags & WIRE_PUT_UPSERT))
@@ -212,8 +224,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		struct seg *s = segreg_get(&m->segs, (uint32_t)reps[k].seg);
 		uint8_t grant[WIRE_GRANT_LEN];
 		o->rep[k] = reps[k];
-		seg_attach(s, o, k);	/* room made by seg_grow above */
-		o->nrep++;
+		o->nrep++;	/* first: seg_attach's moves look the replica up */
+		seg_attach(s, o, k, SEG_RGN_MEM);	/* room made by seg_grow above */
 		seg_grant(s, o->generation, rep_off(&reps[k]), rep_len(&reps[k]), m->epoch, grant);
 		wb_u32(b, s->id);
 		wb_u64(b, rep_off(&reps[k]));
@@ -221,6 +233,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		wb_bytes(b, grant, sizeof(grant));
 		evict_check(m, s);
 	}
+	mchain_link(m, o, prev);
+	*self = o;
 	return 0;
 }
 
@@ -260,6 +274,42 @@ static bool demotes_in_flight(const struct master *m)
 	return false;
 }
 
+/* Bytes the items of a PUT_START still need from item i on (r stands
+ * after item i, whose key and value lengths are given). */
+static uint64_t put_rest_bytes(struct rbuf r, uint32_t i, uint32_t n, size_t klen, uint64_t vlen)
+{
+	uint64_t total = ext_size((uint32_t)klen, vlen);
+
+	for (uint32_t j = i + 1; j < n && rb_ok(&r); j++) {
+		size_t kl;
+
+		rb_str(&r, &kl);
+		uint64_t vl = rb_u64(&r);
+		if (vl <= (1ull << 41))	/* larger ones fail on their own */
+			total += ext_size((uint32_t)kl, vl);
+	}
+	return total;
+}
+
+/* The object item 0 of a chained PUT_START extends: the str pred after
+ * the items (when the request is a chain and the key is there). */
+static struct obj *put_pred(struct master *m, const struct put_args *a, struct rbuf r,
+			    uint32_t n)
+{
+	size_t klen;
+
+	if (!(a->flags & WIRE_PUT_CHAIN))
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		rb_str(&r, &klen);
+		rb_u64(&r);
+	}
+	const uint8_t *key = rb_str(&r, &klen);
+	if (!rb_ok(&r) || !klen || !wire_key_ok(key, klen))
+		return NULL;
+	return objtab_find(&m->objs, key, klen);
+}
+
 /* Runs the PUT_START items of body from item `from` on, appending their
  * results to out. Returns the item count when done, or the index of the
  * item that found no room and started an eviction (not final: the caller
@@ -281,34 +331,45 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 	struct put_args a;
 	put_args_read(m, &r, &a);
 	uint32_t n = rb_u32(&r);
+	struct obj *prev = from ? NULL : put_pred(m, &a, r, n);
 	for (uint32_t i = 0; i < n; i++) {
 		size_t klen;
 		const uint8_t *key = rb_str(&r, &klen);
 		uint64_t vlen = rb_u64(&r);
-		if (i < from)
+		if (i < from) {
+			/* resumed: the chain goes on from the item before */
+			if (i + 1 == from && (a.flags & WIRE_PUT_CHAIN))
+				prev = objtab_find(&m->objs, key, klen);
 			continue;
+		}
 		bool need_evict;
 		size_t mark = out->len;
-		int rc = put_one(m, c, &a, key, klen, vlen, out, &need_evict);
+		struct obj *self;
+		int rc = put_one(m, c, &a, key, klen, vlen, out, &need_evict,
+				 (a.flags & WIRE_PUT_CHAIN) ? prev : NULL, &self);
 		/* no room now, but room coming: park and try again (a segment
 		 * still reporting counts, so a put right after a node's mount
 		 * waits for it instead of failing) */
 		if (rc == KVP_ENOSPC && !final &&
-		    ((need_evict && (evict_force(m, ext_size((uint32_t)klen, vlen)) ||
+		    ((need_evict && (evict_force(m, ext_size((uint32_t)klen, vlen),
+						 put_rest_bytes(r, i, n, klen, vlen)) ||
 				     frees_in_flight(m) || demotes_in_flight(m))) ||
 		     reports_in_flight(m))) {
 			out->len = mark;
 			return i;
 		}
 		mbatch_item(st, rc);
+		prev = self;
 	}
 	return n;
 }
 
-/* PUT_START. An item that finds no room starts an eviction; the request is
- * then parked (a heap copy) until the evicted extents' FREEs are acked (or
- * PARK_MAX_MS), and that item is retried once. Likewise when FREEs are
- * already in flight: their space is about to come back. */
+/* PUT_START. An item that finds no room starts an eviction for what the
+ * rest of the batch needs; the request is then parked (a heap copy) until
+ * the evicted extents' FREEs are acked, and goes on from that item —
+ * parked again if it runs short again, until PARK_MAX_MS after it first
+ * waited. Likewise when FREEs are already in flight: their space is about
+ * to come back. A put fails for room only when nothing is evictable. */
 int mput_start(struct master *m, struct master_client *c, const struct wire_hdr *h,
 	       const uint8_t *body, struct wbuf *b, bool *parked)
 {
@@ -365,12 +426,15 @@ static bool eviction_pending(const struct master *m)
 	       reports_in_flight(m);
 }
 
-/* Finishes the parked PUT_STARTs whose eviction is done or whose wait
- * (PARK_MAX_MS) is over. Each is unlinked before its reply goes out, so a
- * client freed meanwhile (master_client_free) finds a consistent list. */
+/* Goes on with the parked PUT_STARTs whose eviction is done or whose wait
+ * (PARK_MAX_MS) is over: each runs from the item that waited; one that
+ * runs short again (and has time left) is parked again, the others are
+ * answered. Each is unlinked before its reply goes out, so a client freed
+ * meanwhile (master_client_free) finds a consistent list. */
 void mput_retry(struct master *m)
 {
 	bool waiting = eviction_pending(m);
+	struct parked *again = NULL;
 
 	for (;;) {
 		struct parked **pp = &m->parked;
@@ -378,14 +442,22 @@ void mput_retry(struct master *m)
 			pp = &(*pp)->next;
 		struct parked *p = *pp;
 		if (!p)
-			return;
+			break;
 		*pp = p->next;
 		struct rbuf r;
 		rb_init(&r, p->body, p->h.body_len);
 		rb_take(&r, WIRE_PUT_PREFIX);
+		uint32_t n = rb_u32(&r);
 		int status = 0;
-		if (put_run(m, p->c, p->body, p->h.body_len, p->next_item, true,
-			    &p->reply) != rb_u32(&r) || p->reply.oom) {
+		uint32_t done = put_run(m, p->c, p->body, p->h.body_len, p->next_item,
+					m->now_ms >= p->deadline_ms, &p->reply);
+		if (done < n && !p->reply.oom) {
+			p->next_item = done;
+			p->next = again;
+			again = p;
+			continue;
+		}
+		if (done != n || p->reply.oom) {
 			status = KVP_ENOMEM;	/* could not finish: a bare error frame */
 			wb_reset(&p->reply);
 			wire_begin(&p->reply);
@@ -394,6 +466,13 @@ void mput_retry(struct master *m)
 		if (!p->reply.oom)
 			p->c->send(p->c->arg, p->reply.p, p->reply.len);
 		parked_free(p);
+	}
+	while (again) {
+		struct parked *p = again;
+
+		again = p->next;
+		p->next = m->parked;
+		m->parked = p;
 	}
 }
 
@@ -411,6 +490,7 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 	o->deadline = 0;
 	if (o->flags & OBJ_VERSION) {
 		struct obj *old = objtab_find(&m->objs, obj_key(o), o->key_len);
+		uint32_t pkey = old ? old->pkey : 0;	/* the key's priority carries over */
 		mver_del(&m->vers, o);
 		if (old) {
 			if (obj_complete(old) && obj_pinned(m, old) && old->pin_s > o->pin_s)
@@ -420,6 +500,7 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 				mobj_destroy(m, old, true);
 		}
 		objtab_link(&m->objs, o);
+		o->pkey = old ? pkey : mpol_admit(m, o->hash);
 	}
 	m->keys++;
 }

@@ -12,6 +12,7 @@
 #include "extent.h"
 #include "kvpool.h"
 #include "log.h"
+#include "mchain.h"
 #include "mlease.h"
 
 /* Room in s's memory for a promoted copy of len bytes: the segment stays
@@ -121,6 +122,7 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 			uint64_t sidx = o->rep[ri].sidx;
 			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
 			o->rep[ri].sidx = sidx;
+			mchain_changed(m, o);
 			m->promotions++;
 			continue;
 		}
@@ -175,10 +177,12 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 			 * may demote the object again). */
 			seg_queue_free(s, soff, e->generation, KVP_TIER_DISK, true);
 			s->spill_dropped += slen;
+			mchain_changed(m, o);
 		} else if (placed) {
 			uint64_t sidx = o->rep[ri].sidx;
 			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
 			o->rep[ri].sidx = sidx;
+			mchain_changed(m, o);
 			seg_queue_free(s, e->off, e->generation, 0, false);
 			s->spill_added += slen;
 			m->demotions++;
@@ -186,9 +190,7 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 			if (st != KVP_ENOSPC && st != KVP_ENOTSUP)
 				log_info("segment %u: DEMOTE of '%.*s' failed (%s); evicting it", s->id,
 					 (int)e->key_len, e->key, kvp_strerror(st));
-			mobj_drop_replica(m, o, (unsigned)ri, true);
-			m->evictions++;
-			m->evicted_bytes += e->len;
+			evict_drop(m, o, (unsigned)ri);
 		}
 	}
 	evict_check(m, s);

@@ -78,6 +78,23 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 	}
 }
 
+struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32)
+{
+	uint64_t tag = objtab_slot_tag(h);
+	size_t mask = t->nslots - 1;
+
+	for (size_t i = h & mask;; i = (i + 1) & mask) {
+		uint64_t s = t->slots[i];
+		if (!s)
+			return NULL;
+		if ((s & ~OBJTAB_SLOT_PTR) == tag) {
+			const struct obj *o = slot_obj(s);
+			if (o->hash == h && (uint32_t)o->generation == gen32)
+				return (struct obj *)o;
+		}
+	}
+}
+
 /* Puts o (hash h) into the first empty slot from its home. */
 static void slot_put(uint64_t *slots, size_t mask, struct obj *o, uint32_t h)
 {

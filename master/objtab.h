@@ -58,27 +58,42 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 64 bytes of fields, then rep[cap_rep], then the key:
- * one million 64-byte keys with one replica take about 150 bytes per
+/* 80 bytes of fields, then rep[cap_rep], then the key:
+ * one million 64-byte keys with one replica take about 170 bytes per
  * object besides the key (docs/master.md). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
  * 2^32, and deadline is only meaningful while the object sits in the
  * master's lease (complete) or pending array, which a sweep empties long
- * before a wrap. */
+ * before a wrap.
+ * Chains (mchain.h): an object put as extending another (a batch put's
+ * previous key, or its pred) names it by its key's hash and generation
+ * (phash, pgen: no pointer, which a move or a removal would leave
+ * dangling) and is counted in its nchild (and nchild_mem while it has a
+ * memory replica): eviction takes an object only when nothing that
+ * extends it is kept. */
 struct obj {
 	union {
 		struct obj *hnext;	/* a version's chain (mver.c): not in the table */
-		uint32_t hash;		/* in the table: objtab_hash of the key */
+		struct {
+			uint32_t hash;	/* in the table: objtab_hash of the key */
+			uint32_t pkey;	/* reuse priority (mpolicy.h); set again at a version's commit */
+		};
 	};
 	uint64_t value_len;
 	uint64_t generation;
 	uint64_t checksum;
 	uint64_t put_time_ns;		/* CLOCK_REALTIME of PUT_END / adoption */
-	uint32_t atime;			/* last GET (LRU) */
+	uint32_t atime;			/* last access (GET, EXISTS, put) */
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
 	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint16_t key_len : 11, spare : 5;	/* key <= KVP_MAX_KEY */
+	uint32_t phash, pgen;		/* with chained: the object this one extends */
+	uint32_t nchild;		/* objects counted as extending this one */
+	uint32_t nchild_mem;		/* ... of which have a memory replica */
+	uint16_t key_len : 11;		/* key <= KVP_MAX_KEY */
+	uint16_t chained : 1;		/* counted in the nchild of (phash, pgen) */
+	uint16_t counted_mem : 1;	/* ... and in its nchild_mem */
+	uint16_t spare : 3;
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
 	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
@@ -86,7 +101,7 @@ struct obj {
 };
 
 #define OBJ_LEASES_MAX UINT16_MAX
-_Static_assert(sizeof(struct obj) == 64, "struct obj is one cache line");
+_Static_assert(sizeof(struct obj) == 80, "struct obj: 64 bytes of fields, 16 of chain links");
 _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
@@ -121,6 +136,9 @@ uint32_t objtab_hash(const uint8_t *key, size_t n);
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h);
+/* The object whose key hashes to h and whose generation's low 32 bits are
+ * gen32 (generations are unique: the chain link of mchain.h), or NULL. */
+struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32);
 
 /* The tag of a hash: its own 16 bits, mixed from all 32 (the slot index
  * already tells apart hashes that differ in the low bits). */

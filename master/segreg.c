@@ -198,6 +198,7 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	free(s->objs);
 	s->objs = NULL;
 	s->nobjs = s->capobjs = 0;
+	s->rend[0] = s->rend[1] = 0;
 	s->used = 0;
 	s->freeing = 0;
 	s->online = false;
@@ -262,17 +263,77 @@ int seg_grow(struct seg *s)
 	return 0;
 }
 
-int seg_attach(struct seg *s, struct obj *o, unsigned ri)
+/* Points the entry at index i (o's replica on s) at i. */
+static void seg_set_idx(struct seg *s, size_t i)
+{
+	struct obj *o = s->objs[i];
+
+	for (unsigned k = 0; k < o->nrep; k++)
+		if (o->rep[k].seg == s->id) {
+			o->rep[k].sidx = i;
+			return;
+		}
+}
+
+static void seg_swap(struct seg *s, size_t i, size_t j)
+{
+	struct obj *t = s->objs[i];
+
+	if (i == j)
+		return;
+	s->objs[i] = s->objs[j];
+	s->objs[j] = t;
+	seg_set_idx(s, i);
+	seg_set_idx(s, j);
+}
+
+static enum seg_rgn seg_rgn_of(const struct seg *s, size_t i)
+{
+	return i < s->rend[0] ? SEG_RGN_MEM : i < s->rend[1] ? SEG_RGN_DISK : SEG_RGN_OTHER;
+}
+
+/* Moves the entry at index i one region up or down; returns its new
+ * index. Regions stay contiguous: it changes places with the last entry
+ * of its region (up) or the first (down), and the boundary moves over it. */
+static size_t seg_step(struct seg *s, size_t i, bool up)
+{
+	enum seg_rgn r = seg_rgn_of(s, i);
+	size_t j;
+
+	if (up) {
+		j = s->rend[r] - 1;
+		seg_swap(s, i, j);
+		s->rend[r]--;
+	} else {
+		j = s->rend[r - 1];
+		seg_swap(s, i, j);
+		s->rend[r - 1]++;
+	}
+	return j;
+}
+
+void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
+{
+	size_t i = o->rep[ri].sidx;
+
+	while (seg_rgn_of(s, i) != rgn)
+		i = seg_step(s, i, seg_rgn_of(s, i) < rgn);
+}
+
+int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 {
 	if (seg_grow(s))
 		return -ENOMEM;
 	o->rep[ri].sidx = (uint32_t)s->nobjs;
 	s->objs[s->nobjs++] = o;
+	seg_place(s, o, ri, rgn);
 	return 0;
 }
 
 void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 {
+	seg_place(s, o, ri, SEG_RGN_OTHER);
+
 	uint32_t i = o->rep[ri].sidx;
 	struct obj *last = s->objs[--s->nobjs];
 

@@ -116,9 +116,13 @@ struct seg {
 	struct master_client *client;	/* the node's connection, NULL while away */
 	uint64_t last_seen_ms;
 
-	/* replicas of objects living here (memory tier); rep.sidx indexes this */
+	/* replicas of objects living here (both tiers); rep.sidx indexes this.
+	 * Three regions, in this order: SEG_RGN_MEM [0, rend[0]), SEG_RGN_DISK
+	 * [rend[0], rend[1]), SEG_RGN_OTHER [rend[1], nobjs) (mchain.h says
+	 * which replica belongs where): eviction samples a region. */
 	struct obj **objs;
 	size_t nobjs, capobjs;
+	size_t rend[2];
 
 	struct fvec fq;			/* FREEs to send */
 	struct fbatch *inflight;	/* FREEs sent, not acked */
@@ -219,10 +223,23 @@ static inline uint64_t seg_spill_used(const struct seg *s)
 
 /* Replica array membership (every replica, any tier; at most one replica
  * of an object per segment). seg_grow makes room for one more entry, after
- * which seg_attach cannot fail. */
+ * which seg_attach cannot fail. seg_attach puts the replica in region
+ * rgn; seg_place moves it to another. */
+enum seg_rgn {
+	SEG_RGN_MEM,			/* memory replicas eviction may take */
+	SEG_RGN_DISK,			/* spill replicas eviction may take */
+	SEG_RGN_OTHER,			/* replicas of objects others extend */
+};
 int seg_grow(struct seg *s);
-int seg_attach(struct seg *s, struct obj *o, unsigned ri);
+int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
 void seg_detach(struct seg *s, struct obj *o, unsigned ri);
+void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
+/* The index range [*lo, *hi) of region rgn in s->objs. */
+static inline void seg_rgn_range(const struct seg *s, enum seg_rgn rgn, size_t *lo, size_t *hi)
+{
+	*lo = rgn == SEG_RGN_MEM ? 0 : s->rend[rgn - 1];
+	*hi = rgn == SEG_RGN_OTHER ? s->nobjs : s->rend[rgn];
+}
 /* o moved (objtab_regrow): re-point the entries of its replicas. */
 void seg_repoint(struct segreg *r, struct obj *o);
 

@@ -115,6 +115,18 @@ const struct conf_key conf_table[] = {
 	    "cold objects.", .live = true),
 	NUM("master", "eviction_ratio", CONF_T_RATIO, master.eviction_ratio, 0, 1, "0.05",
 	    "Fraction of a segment's capacity freed by one eviction pass.", .live = true),
+	STR("master", "eviction_policy", master.eviction_policy, "reuse",
+	    "What eviction keeps. reuse: the blocks read most, lately, counting reads "
+	    "before an eviction (ghosts), the tails of chains first; lru: the blocks read last "
+	    "(Mooncake's policy), the tails of chains first.",
+	    .choices = "reuse|lru", .live = true),
+	NUM("master", "eviction_half_life", CONF_T_DURATION, master.eviction_half_life, 0,
+	    6 * HOUR, "0",
+	    "How fast a read's weight in the reuse priority halves. 0: the 90th percentile of "
+	    "the reuse intervals the pool sees (it adapts to the traffic).", .live = true),
+	NUM("master", "eviction_ghosts", CONF_T_INT, master.eviction_ghosts, 0, 1 << 30, "0",
+	    "Evicted keys whose reuse priority the master remembers (12 bytes each), so a block "
+	    "that comes back resumes its count. 0: twice the objects held, at least 65536."),
 	STR("master", "allocation_strategy", master.allocation_strategy, "free_ratio",
 	    "How the master picks segments for a new object's replicas: free_ratio prefers "
 	    "the emptiest segments, random spreads uniformly.",

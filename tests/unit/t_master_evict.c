@@ -55,21 +55,6 @@ static int count_exist(struct tl_conn *c, int from, int to)
 	return n;
 }
 
-/* Answers FREEs until INFO shows no eviction progress for a while. */
-static void settle(struct tl_conn *node, struct tl_conn *c)
-{
-	struct tl_info a, b;
-
-	tl_info(c, &a);
-	for (int i = 0; i < 100; i++) {
-		tl_drain_frees(node, 50);
-		tl_info(c, &b);
-		if (b.evictions == a.evictions && i > 3)
-			break;
-		a = b;
-	}
-}
-
 static void test_lru(void)
 {
 	struct tl_master m;
@@ -91,7 +76,7 @@ static void test_lru(void)
 
 	/* cross the watermark: a round evicts 50% of the capacity */
 	CHECK_EQ(put_range(c, 200, 240), 0);
-	settle(node, c);
+	tl_settle_evictions(node, c);
 	CHECK_EQ(tl_info(c, &info), 0);
 	CHECK(info.evictions >= 127, "evictions %llu", (unsigned long long)info.evictions);
 	CHECK_EQ(count_exist(c, 0, 50), 50);		/* recently read: all kept */
@@ -139,7 +124,7 @@ static void test_leased_pinned(void)
 	}
 	tl_sleep_ms(10);
 	CHECK_EQ(put_range(c, 200, 231), 0);		/* over 90% */
-	settle(node, c);
+	tl_settle_evictions(node, c);
 	struct tl_info info;
 	CHECK_EQ(tl_info(c, &info), 0);
 	CHECK(info.evictions >= 50, "evictions %llu", (unsigned long long)info.evictions);
@@ -176,7 +161,7 @@ static void test_evict_pinned(void)
 		CHECK_EQ(tl_pin(c, k, 60000), 0);
 	}
 	CHECK_EQ(put_range(c, 200, 231), 0);		/* over 90%: 31 unpinned */
-	settle(node, c);
+	tl_settle_evictions(node, c);
 	struct tl_info info;
 	CHECK_EQ(tl_info(c, &info), 0);
 	CHECK(info.evictions > 31, "evictions %llu", (unsigned long long)info.evictions);
@@ -257,7 +242,7 @@ static void test_sampled(void)
 	CHECK_EQ(get_range(c, 0, 400), 0);		/* read 0..399: recently used */
 	tl_sleep_ms(150);				/* leases end */
 	CHECK_EQ(put_range(c, 1800, 1900), 0);		/* over 90%: 819 blocks go */
-	settle(node, c);
+	tl_settle_evictions(node, c);
 	struct tl_info info;
 	CHECK_EQ(tl_info(c, &info), 0);
 	CHECK(info.evictions >= 800, "evictions %llu", (unsigned long long)info.evictions);

@@ -1069,6 +1069,22 @@ static inline int tl_info(struct tl_conn *c, struct tl_info *i)
 	return st;
 }
 
+/* Answers FREEs on node until c's INFO shows no eviction progress for a
+ * while (an eviction round is over). */
+static inline void tl_settle_evictions(struct tl_conn *node, struct tl_conn *c)
+{
+	struct tl_info a, b;
+
+	tl_info(c, &a);
+	for (int i = 0; i < 100; i++) {
+		tl_drain_frees(node, 50);
+		tl_info(c, &b);
+		if (b.evictions == a.evictions && i > 3)
+			break;
+		a = b;
+	}
+}
+
 /* MOUNT a fake segment with a spill tier of spill bytes: its id (> 0) or a
  * negative status. secret may be NULL. Like kvpool-node, it then sends a
  * HEARTBEAT, which tells the master its REPORTs are in (none here; REPORTs

@@ -1,0 +1,92 @@
+/* mchain: chain links, child counts and eviction regions; see mchain.h. */
+#include "mchain.h"
+
+#include "master_i.h"
+
+/* A memory replica on its way to the spill tier (DEMOTE queued) counts as
+ * gone already: what o extends may follow it in the same round. */
+static bool has_mem(const struct obj *o)
+{
+	for (unsigned k = 0; k < o->nrep; k++)
+		if (o->rep[k].tier == 0 && !o->rep[k].demoting)
+			return true;
+	return false;
+}
+
+/* The object o extends, if it is still there (the same generation). */
+static struct obj *parent_of(const struct master *m, const struct obj *o)
+{
+	return o->chained ? objtab_find_hg(&m->objs, o->phash, o->pgen) : NULL;
+}
+
+/* Puts each replica of o in the region its counts call for. */
+static void place(struct master *m, struct obj *o)
+{
+	for (unsigned k = 0; k < o->nrep; k++) {
+		struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[k].seg);
+
+		if (s)
+			seg_place(s, o, k, mchain_rgn(o, k));
+	}
+}
+
+void mchain_link(struct master *m, struct obj *o, struct obj *parent)
+{
+	/* A version is not in the table, where the link is looked up. */
+	if (!parent || parent == o || (parent->flags & OBJ_VERSION))
+		return;
+	o->phash = parent->hash;
+	o->pgen = (uint32_t)parent->generation;
+	o->chained = 1;
+	parent->nchild++;
+	if (has_mem(o)) {
+		o->counted_mem = 1;
+		parent->nchild_mem++;
+	}
+	place(m, parent);
+}
+
+void mchain_changed(struct master *m, struct obj *o)
+{
+	bool mem = has_mem(o);
+
+	if (o->chained && mem != o->counted_mem) {
+		struct obj *p = parent_of(m, o);
+
+		if (p) {
+			if (mem)
+				p->nchild_mem++;
+			else
+				p->nchild_mem--;
+			place(m, p);
+		}
+		o->counted_mem = mem;
+	}
+	place(m, o);
+}
+
+void mchain_unlink(struct master *m, struct obj *o)
+{
+	if (o->chained) {
+		struct obj *p = parent_of(m, o);
+
+		if (p) {
+			p->nchild--;
+			if (o->counted_mem)
+				p->nchild_mem--;
+			place(m, p);
+		}
+		o->chained = o->counted_mem = 0;
+	}
+	m->orphaned += o->nchild;
+}
+
+void mchain_detach_key(struct master *m, const struct obj *o)
+{
+	m->orphaned += o->nchild;
+}
+
+bool mchain_orphan(const struct master *m, const struct obj *o)
+{
+	return m->orphaned && o->chained && !parent_of(m, o);
+}
