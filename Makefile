@@ -167,12 +167,14 @@ $(BUILD)/kvpool-master: $(BUILD)/master/master_main.o $(ARCHIVES) $(CONFIG_MK)
 $(BUILD)/kvpool-node: $(BUILD)/src/node/node_main.o $(ARCHIVES) $(CONFIG_MK)
 	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
 
+# zlib (gzip-compressed traces of `kvpool replay`) is the tool's alone; the
+# tests and fuzz targets of src/cli/trace.c link it too.
 $(BUILD)/kvpool: $(BUILD)/src/cli/cli_main.o $(ARCHIVES) $(CONFIG_MK)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
 
 $(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
@@ -188,7 +190,7 @@ fuzz-targets: $(FUZZERS)
 
 $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
+	$(QLD)$(CC) -fsanitize=fuzzer,address,undefined $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
 
 # Runs every fuzz target for FUZZ_SECONDS each (default 60).
 fuzz-run: fuzz

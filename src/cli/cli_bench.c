@@ -85,31 +85,13 @@ static void bench_on_sigint(int sig)
 	bench_stop = 1;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	/* splitmix64's finalizer */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
-
 static uint64_t hash_key(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a */
 
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return mix64(h);
+	return cli_mix64(h);
 }
 
 /* Where in the pattern the value of (key, version) starts and how long it
@@ -118,14 +100,14 @@ static void bench_value(const struct bench *b, const char *key, uint64_t ver,
 			size_t *off, size_t *len)
 {
 	const struct bench_cfg *c = &b->cfg;
-	uint64_t h = mix64(hash_key(key) ^ mix64(ver + c->seed));
+	uint64_t h = cli_mix64(hash_key(key) ^ cli_mix64(ver + c->seed));
 
 	*off = (size_t)(h % (BENCH_SLACK / 8)) * 8;
 	if (c->size_min == c->size_max) {
 		*len = (size_t)c->size_min;
 	} else {
 		/* log-uniform: most values small, a few near the maximum */
-		double u = (double)(mix64(h ^ 0x9e3779b97f4a7c15ULL) >> 11) * 0x1.0p-53;
+		double u = (double)(cli_mix64(h ^ 0x9e3779b97f4a7c15ULL) >> 11) * 0x1.0p-53;
 		double lmin = log((double)c->size_min), lmax = log((double)c->size_max + 1.0);
 		double v = exp(lmin + u * (lmax - lmin));
 
@@ -211,7 +193,7 @@ static void bench_range(struct bench_thr *t)
 			bench_value(b, keys[j], 0, &off, &lens[j]);
 			vbufs[j] = b->pattern + off;
 		}
-		s = now_ns();
+		s = cli_now_ns();
 		switch (t->op) {
 		case BENCH_PUT:
 			if (n == 1)
@@ -234,7 +216,7 @@ static void bench_range(struct bench_thr *t)
 		case BENCH_MIXED:
 			break;
 		}
-		t->lat[t->nlat++] = now_ns() - s;
+		t->lat[t->nlat++] = cli_now_ns() - s;
 		for (size_t j = 0; j < n; j++) {
 			int rj = r ? r : res[j];
 
@@ -292,7 +274,7 @@ static void bench_mixed(struct bench_thr *t)
 {
 	struct bench *b = t->b;
 	const struct bench_cfg *c = &b->cfg;
-	uint64_t rng = mix64(c->seed * 1000003u + t->idx + 1) | 1;
+	uint64_t rng = cli_mix64(c->seed * 1000003u + t->idx + 1) | 1;
 	char *key = bench_key(t, 0);
 
 	for (uint64_t i = 0; i < t->hi && !bench_stop; i++) {
@@ -303,12 +285,12 @@ static void bench_mixed(struct bench_thr *t)
 		uint64_t s;
 
 		snprintf(key, b->keylen, "%sm%u-%06" PRIu64, c->prefix, t->idx, k);
-		s = now_ns();
+		s = cli_now_ns();
 		if (!t->present[k] && dice < 80) {
 			t->ver[k]++;
 			bench_value(b, key, t->ver[k], &off, &len);
 			r = kvp_put_from(b->kvp, key, b->pattern + off, len);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			if (r == 0) {
 				t->present[k] = 1;
 				t->ok++;
@@ -319,7 +301,7 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (!t->present[k] && dice < 90) {
 			r = kvp_get_into(b->kvp, key, t->buf, (size_t)c->size_max);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			if (r == KVP_ENOTFOUND) {
 				t->ok++;
 			} else if (r >= 0) {
@@ -331,7 +313,7 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (!t->present[k]) {
 			r = kvp_exists(b->kvp, key);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			if (r == 0) {
 				t->ok++;
 			} else if (r == 1) {
@@ -343,13 +325,13 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (dice < 50) {
 			r = kvp_get_into(b->kvp, key, t->buf, (size_t)c->size_max);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			bench_check_get(t, key, t->ver[k], r, t->buf, false);
 			if (r == KVP_ENOTFOUND)
 				t->present[k] = 0;
 		} else if (dice < 70) {
 			r = kvp_exists(b->kvp, key);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			if (r == 1) {
 				t->ok++;
 			} else if (r == 0) {
@@ -362,7 +344,7 @@ static void bench_mixed(struct bench_thr *t)
 		} else {
 			/* Force: our own recent get may still hold a read lease. */
 			r = kvp_remove(b->kvp, key, KVP_REMOVE_FORCE);
-			t->lat[t->nlat++] = now_ns() - s;
+			t->lat[t->nlat++] = cli_now_ns() - s;
 			if (r == 0) {
 				t->ok++;
 			} else if (r == KVP_ENOTFOUND) {
@@ -382,12 +364,12 @@ static void *bench_thread(void *arg)
 {
 	struct bench_thr *t = arg;
 
-	t->t0 = now_ns();
+	t->t0 = cli_now_ns();
 	if (t->op == BENCH_MIXED)
 		bench_mixed(t);
 	else
 		bench_range(t);
-	t->t1 = now_ns();
+	t->t1 = cli_now_ns();
 	atomic_fetch_add(&t->b->finished, 1);
 	return NULL;
 }
@@ -396,7 +378,7 @@ static void bench_progress(struct bench *b, const char *what, uint64_t total, ui
 			   bool final)
 {
 	uint64_t done = atomic_load(&b->done);
-	double secs = (double)(now_ns() - t0) / 1e9;
+	double secs = (double)(cli_now_ns() - t0) / 1e9;
 	int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
 
 	fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %" PRIu64 "/%" PRIu64 "  %.0f ops/s ", what,
@@ -412,7 +394,7 @@ static uint64_t bench_phase(struct bench *b, enum bench_op op, const char *what)
 {
 	const struct bench_cfg *c = &b->cfg;
 	bool tty = isatty(STDERR_FILENO);
-	uint64_t t0 = now_ns(), first = UINT64_MAX, last = 0;
+	uint64_t t0 = cli_now_ns(), first = UINT64_MAX, last = 0;
 	unsigned started = 0;
 
 	atomic_store(&b->done, 0);
@@ -500,7 +482,7 @@ static double bench_memcpy_gbs(struct bench *b)
 	}
 	memset(far, 1, nslots * slot);
 	memset(near, 2, nbuf * slot);
-	t0 = now_ns();
+	t0 = cli_now_ns();
 	for (uint64_t i = 0; total < (256u << 20) && i < 1000000; i++) {
 		char *f = far + (i % nslots) * slot, *n = near + (i % nbuf) * slot;
 
@@ -513,7 +495,7 @@ static double bench_memcpy_gbs(struct bench *b)
 		total += len;
 		__asm__ volatile("" : : "r"(f), "r"(n) : "memory");
 	}
-	t0 = now_ns() - t0;
+	t0 = cli_now_ns() - t0;
 	free(far);
 	free(near);
 	return t0 ? (double)total / (double)t0 : 0;	/* bytes/ns = GB/s */
@@ -772,7 +754,7 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
  * nothing about the pool's speed, so the run stops with the reason. */
 static int bench_wait_capacity(struct bench *b, const struct kvp_conf *conf)
 {
-	uint64_t end = now_ns() + b->cfg.wait_ms * 1000000u;
+	uint64_t end = cli_now_ns() + b->cfg.wait_ms * 1000000u;
 	int last = 0;
 	size_t nodes = 0;
 
@@ -792,7 +774,7 @@ static int bench_wait_capacity(struct bench *b, const struct kvp_conf *conf)
 				return 0;
 		}
 		last = rc;
-		if (now_ns() >= end || bench_stop)
+		if (cli_now_ns() >= end || bench_stop)
 			break;
 		usleep(100 * 1000);
 	}
@@ -846,7 +828,7 @@ int cli_bench_main(const struct kvp_conf *conf, int argc, char **argv)
 		cli_error("bench", NULL, KVP_ENOMEM, NULL);
 		goto out_free;
 	}
-	rng = mix64(b.cfg.seed) | 1;
+	rng = cli_mix64(b.cfg.seed) | 1;
 	for (size_t i = 0; i + 8 <= pattern_len; i += 8) {
 		uint64_t x = xorshift(&rng);
 

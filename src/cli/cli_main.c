@@ -1,7 +1,8 @@
 /* kvpool: the command-line tool — put/get/ls/rm/stat/info/pin/exists on a
  * pool through libkvpool, offline `scan` of a segment file, `mount` (the
- * FUSE view, fuse/kvfs.c) and `bench` (cli_bench.c). Single-threaded except
- * bench. Exit codes: 0 ok, 1 error, 2 usage/configuration, 3 not found.
+ * FUSE view, fuse/kvfs.c), `bench` (cli_bench.c) and `replay` of a request
+ * trace (replay.c). Single-threaded except bench; replay forks clients.
+ * Exit codes: 0 ok, 1 error, 2 usage/configuration, 3 not found.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include "kvpool.h"
 #include "kvpool_i.h"
 #include "log.h"
+#include "replay.h"
 #include "scan.h"
 #include "selftest.h"
 
@@ -968,6 +970,15 @@ static int cmd_bench(struct cli *c, int argc, char **argv)
 	return cli_bench_main(&c->conf, argc, argv);
 }
 
+static int cmd_replay(struct cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return cli_cmd_help("replay");
+	cli_getopt_reset();
+	return replay_main(&c->conf, argc, argv);
+}
+
 static int cmd_token(struct cli *c, int argc, char **argv)
 {
 	(void)c;
@@ -1068,6 +1079,39 @@ static const struct cli_cmd cli_cmds[] = {
 	  "      --json         one JSON object instead of text\n"
 	  "Exit 1 when any value was wrong or any call failed (a failed untimed put\n"
 	  "counts as an error); keys that are gone (evicted) are counted as missing.\n" },
+	{ "replay", cmd_replay, "replay [--block-bytes N | --bytes-per-token N] [--tokens-per-block N]\n"
+	  "              [--limit N] [--clients N] [--timestamps [--speed F]] [--json]\n"
+	  "              [--sweep CAPS [--plot FILE.svg]] TRACE",
+	  "Replays a request trace (Mooncake's JSON lines, plain or .gz: timestamp,\n"
+	  "input_length, hash_ids of prefix blocks) against the pool as an engine's\n"
+	  "prefix cache does: per request batch_exists of its block keys, batch_get_into\n"
+	  "of the leading run that is there (every value verified), batch_put of the\n"
+	  "rest as a chain. Prints the token hit rate (memory and spill tier), what\n"
+	  "unlimited capacity, exact LRU and the offline optimum hit at the pool's\n"
+	  "capacity (computed from the same requests), req/s, GB/s, p50/p99 per request,\n"
+	  "failed puts and wrong values.\n"
+	  "\n"
+	  "  -b, --block-bytes N      value of one block (default 64K; K/M/G)\n"
+	  "      --bytes-per-token N  block = tokens per block x N (LLaMA3-70B in bf16:\n"
+	  "                           320K per token, a 160 MiB block)\n"
+	  "      --tokens-per-block N the trace's block size (default 512)\n"
+	  "  -n, --limit N            only the first N requests\n"
+	  "      --clients N          N client processes, requests spread round-robin\n"
+	  "      --timestamps         keep the trace's arrival times (default: as fast as\n"
+	  "                           possible); --speed F runs them F times faster\n"
+	  "      --key-prefix P       keys are P<hash id> (default replay-<host>-<pid>-)\n"
+	  "      --seed S             seed of the values (default 1)\n"
+	  "      --keep               leave the keys in the pool (default: removed)\n"
+	  "      --wait D             wait up to D for a node's segment (default\n"
+	  "                           [client] timeout)\n"
+	  "      --capacity N         simulate at N blocks instead of the pool's capacity\n"
+	  "      --sim-only           no pool: only the simulations (--capacity or --sweep)\n"
+	  "      --sweep CAPS         once per capacity in blocks (e.g. 1000,2000,6000), each\n"
+	  "                           against a private master and node started here\n"
+	  "      --plot FILE.svg      with --sweep: hit rate vs capacity (kvpool, LRU,\n"
+	  "                           optimum, unlimited)\n"
+	  "      --json               one JSON object on stdout\n"
+	  "Exit 1 on wrong values, failed puts, other errors, a bad trace or Ctrl-C.\n" },
 	{ "token", cmd_token, "token new [FILE] [--force]",
 	  "Writes a new random cluster token (64 hex digits) to FILE, created with\n"
 	  "mode 0600 (default: /etc/kvpool/token as root, else ~/.config/kvpool/token),\n"

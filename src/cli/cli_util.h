@@ -45,6 +45,20 @@ size_t cli_utf8_len(const unsigned char *s, size_t n);
  * everything else \xNN (and a backslash as \\). */
 void cli_print_key(FILE *out, const char *key);
 
+/* CLOCK_MONOTONIC in ns. */
+uint64_t cli_now_ns(void);
+/* splitmix64's finalizer: a well-mixed 64-bit hash of x (the benchmarks'
+ * and the replay's keys and values; tests/bench/trace_mooncake.py has the
+ * same in Python). */
+static inline uint64_t cli_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
 /* "1.5 GiB" style (binary units, 3 significant digits); buf >= 16 bytes. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t len);
 /* "2024-05-01 12:34:56" local time of a CLOCK_REALTIME ns stamp ("-" if 0). */
