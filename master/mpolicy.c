@@ -46,7 +46,6 @@ struct gbucket {
 
 struct mpol_ghosts {
 	struct gbucket *b;
-	uint32_t shift;			/* bucket = (fp * golden) >> shift */
 	size_t nb;			/* power of two */
 };
 
@@ -55,9 +54,11 @@ static uint32_t g_fp(uint32_t h)
 	return h ? h : 1;
 }
 
+/* The fingerprint mixed, then scaled to [0, nb): the bucket follows from
+ * the fingerprint alone, so a bigger table is filled from the old one. */
 static size_t g_bucket(const struct mpol_ghosts *g, uint32_t fp)
 {
-	return (size_t)((fp * 0x9e3779b1u) >> g->shift) & (g->nb - 1);
+	return (size_t)(((uint64_t)(fp * 0x9e3779b1u) * g->nb) >> 32);
 }
 
 static struct mpol_ghosts *g_new(size_t entries)
@@ -75,9 +76,6 @@ static struct mpol_ghosts *g_new(size_t entries)
 		return NULL;
 	}
 	g->nb = nb;
-	g->shift = 32;
-	for (size_t n = nb; n > 1; n /= 2)
-		g->shift--;
 	return g;
 }
 
