@@ -110,7 +110,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 		if (!o) {
 			wb_bytes(b, (const uint8_t[33]){ 0 }, 33);	/* 4 x u64 + nrep */
 		} else {
-			mpol_touch(m, o);
+			mpol_touch(&m->pol, o, m_now32(m));
 			wb_u64(b, o->value_len);
 			wb_u64(b, o->generation);
 			wb_u64(b, o->checksum);
@@ -138,7 +138,7 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 		if (o) {
 			/* A read as far as eviction goes: clients that read
 			 * optimistically report their reads this way. */
-			mpol_touch(m, o);
+			mpol_touch(&m->pol, o, m_now32(m));
 			s = 1;
 		} else if (s == KVP_ENOTFOUND)
 			s = 0;

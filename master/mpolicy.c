@@ -17,8 +17,8 @@
 #include "log.h"
 #include "master_i.h"
 
-#define TAB_STEP 64			/* entries of the increment table per unit of d / H */
-#define TAB_N (16 * TAB_STEP)		/* past 16 H apart an access adds < 2^-16 H */
+#define TAB_STEP MPOL_TAB_STEP
+#define TAB_N MPOL_TAB_N
 #define HALF_MIN_MS 100u
 #define HALF_MAX_MS (6u * 3600u * 1000u)
 /* Before enough reuse intervals were seen: a short H errs towards LRU,
@@ -28,13 +28,10 @@
 #define HALF_QUANTILE 0.9		/* H = the 90th percentile of reuse intervals */
 #define HIST_UPDATE 1024u		/* new intervals between two H updates */
 #define HIST_HALVE 65536u		/* older intervals weigh half past this many */
-#define KEY_AHEAD_MAX (1u << 30)	/* ms: keeps keys far from the 2^32 wrap */
 #define GHOSTS_MIN 65536u
 #define WAYS 4
 
-/* tab[i] = 2^16 log2(1 + 2^(-i / TAB_STEP)): what an access at distance
- * d = i H / TAB_STEP from the key adds, in units of H / 2^16. */
-static uint32_t tab[TAB_N];
+uint32_t mpol_tab[MPOL_TAB_N];
 
 /* A bucket of the ghost table: WAYS keys' hashes (0: empty), their
  * priorities and last accesses. 48 bytes. */
@@ -122,14 +119,21 @@ static void g_grow(struct master *m)
 	m->pol.g = g;
 }
 
+/* H, and the reciprocal mpol_combine multiplies by. */
+static void set_half(struct mpol *p, uint32_t h)
+{
+	p->half_ms = h;
+	p->inv = ((uint64_t)TAB_STEP << 32) / h;
+}
+
 int mpol_init(struct master *m)
 {
 	struct mpol *p = &m->pol;
 
 	for (unsigned i = 0; i < TAB_N; i++)
-		tab[i] = (uint32_t)lround(65536.0 * log2(1.0 + exp2(-(double)i / TAB_STEP)));
+		mpol_tab[i] = (uint32_t)lround(65536.0 * log2(1.0 + exp2(-(double)i / TAB_STEP)));
 	memset(p, 0, sizeof(*p));
-	p->half_ms = HALF_START_MS;
+	set_half(p, HALF_START_MS);
 	p->ghost_cap = (uint64_t)m->conf.master.eviction_ghosts;
 	p->g = g_new(p->ghost_cap ? p->ghost_cap : GHOSTS_MIN);
 	if (!p->g)
@@ -152,28 +156,12 @@ void mpol_configure(struct master *m)
 	p->lru = strcmp(m->conf.master.eviction_policy, "lru") == 0;
 	p->fixed_ms = fixed > HALF_MAX_MS ? HALF_MAX_MS : (uint32_t)fixed;
 	if (p->fixed_ms)
-		p->half_ms = p->fixed_ms < HALF_MIN_MS ? HALF_MIN_MS : p->fixed_ms;
+		set_half(p, p->fixed_ms < HALF_MIN_MS ? HALF_MIN_MS : p->fixed_ms);
 }
 
 uint64_t mpol_ghost_slots(const struct master *m)
 {
 	return m->pol.g ? m->pol.g->nb * WAYS : 0;
-}
-
-/* key combined with one access at now: H log2(2^(key/H) + 2^(now/H)). */
-static uint32_t combine(const struct mpol *p, uint32_t key, uint32_t now)
-{
-	int32_t d = (int32_t)(key - now);
-	uint32_t hi = d >= 0 ? key : now;
-	uint64_t ad = d >= 0 ? (uint64_t)d : (uint64_t)(-(int64_t)d);
-	uint64_t i = ad * TAB_STEP / p->half_ms;
-	uint32_t r = hi;
-
-	if (i < TAB_N)
-		r += (uint32_t)(((uint64_t)p->half_ms * tab[i]) >> 16);
-	if ((int32_t)(r - now) > (int32_t)KEY_AHEAD_MAX)
-		r = now + KEY_AHEAD_MAX;
-	return r;
 }
 
 /* Quarter-octave bucket of a reuse interval of iv ms; its upper edge. */
@@ -193,9 +181,7 @@ static uint64_t hist_edge(unsigned b)
 	return (uint64_t)(4 + (b & 3) + 1) << (b / 4 - 2);
 }
 
-/* One reuse interval seen; every HIST_UPDATE of them H moves to their
- * 90th percentile (intervals seen long ago weigh less). */
-static void observe(struct mpol *p, uint32_t iv)
+void mpol_observe(struct mpol *p, uint32_t iv)
 {
 	p->hist[hist_bucket(iv)]++;
 	p->hist_n++;
@@ -216,7 +202,7 @@ static void observe(struct mpol *p, uint32_t iv)
 	while (b < MPOL_NHIST - 1 && (acc += p->hist[b]) < want)
 		b++;
 	uint64_t h = hist_edge(b);
-	p->half_ms = h < HALF_MIN_MS ? HALF_MIN_MS : h > HALF_MAX_MS ? HALF_MAX_MS : (uint32_t)h;
+	set_half(p, h < HALF_MIN_MS ? HALF_MIN_MS : h > HALF_MAX_MS ? HALF_MAX_MS : (uint32_t)h);
 }
 
 uint32_t mpol_admit(struct master *m, uint32_t h)
@@ -229,20 +215,12 @@ uint32_t mpol_admit(struct master *m, uint32_t h)
 		if (b->fp[w] == fp) {
 			b->fp[w] = 0;
 			p->ghost_hits++;
-			observe(p, now - b->at[w]);
-			return combine(p, b->key[w], now);
+			if (!(p->nobs++ & 7))	/* sampled as mpol_touch does */
+				mpol_observe(p, now - b->at[w]);
+			return mpol_combine(p, b->key[w], now);
 		}
 	p->first_puts++;
 	return now;
-}
-
-void mpol_touch(struct master *m, struct obj *o)
-{
-	uint32_t now = m_now32(m);
-
-	observe(&m->pol, now - o->atime);
-	o->atime = now;
-	o->pkey = combine(&m->pol, o->pkey, now);
 }
 
 void mpol_forget(struct master *m, const struct obj *o)

@@ -14,16 +14,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "objtab.h"
+
 struct master;
-struct obj;
 
 #define MPOL_NHIST 128			/* quarter-octave buckets of reuse intervals (ms) */
+#define MPOL_TAB_STEP 64		/* entries of the increment table per unit of d / H */
+#define MPOL_TAB_N (16 * MPOL_TAB_STEP)	/* past 16 H apart an access adds < 2^-16 H */
+#define MPOL_KEY_AHEAD_MAX (1u << 30)	/* ms: keys stay far from the 2^32 wrap */
 
 struct mpol_ghosts;
 
 struct mpol {
 	bool lru;			/* eviction_policy = lru: the last access alone */
 	uint32_t half_ms;		/* H in use */
+	uint64_t inv;			/* 2^32 TAB_STEP / half_ms: divides by H with a multiply */
+	uint32_t nobs;			/* reads seen: the interval of one in 8 is kept */
 	uint32_t fixed_ms;		/* eviction_half_life, 0 = adapt */
 	uint32_t hist[MPOL_NHIST];	/* reuse intervals seen (hits and ghost hits) */
 	uint32_t hist_n, hist_new;
@@ -41,11 +47,43 @@ void mpol_configure(struct master *m);
 /* The priority of a new object whose key hashes to h: a ghost's, brought
  * up to now, or now's (first sight). */
 uint32_t mpol_admit(struct master *m, uint32_t h);
-/* o was accessed: a GET, an EXISTS (clients report their optimistic
- * reads that way), a put that found it there. Each counts once: an
- * engine's EXISTS and GET of a hit count twice, the same for every block
- * it hits, which keeps the order among them. */
-void mpol_touch(struct master *m, struct obj *o);
+/* mpol_tab[i] = 2^16 log2(1 + 2^(-i / MPOL_TAB_STEP)): what a read at
+ * distance d = i H / MPOL_TAB_STEP from a key adds, in units of H / 2^16. */
+extern uint32_t mpol_tab[MPOL_TAB_N];
+/* A reuse interval of iv ms seen: into the histogram H follows. */
+void mpol_observe(struct mpol *p, uint32_t iv);
+
+/* key combined with one read at now: H log2(2^(key/H) + 2^(now/H)), with
+ * a multiply and a table look-up (every read does it). */
+static inline uint32_t mpol_combine(const struct mpol *p, uint32_t key, uint32_t now)
+{
+	int32_t d = (int32_t)(key - now);
+	uint32_t hi = d >= 0 ? key : now;
+	uint64_t ad = d >= 0 ? (uint64_t)d : (uint64_t)(-(int64_t)d);
+	uint32_t r = hi;
+
+	if (ad < (uint64_t)p->half_ms * (MPOL_TAB_N / MPOL_TAB_STEP)) {
+		uint64_t i = (ad * p->inv) >> 32;	/* < 2^42 before the shift */
+		r += (uint32_t)(((uint64_t)p->half_ms * mpol_tab[i < MPOL_TAB_N ? i : MPOL_TAB_N - 1]) >> 16);
+	}
+	if ((int32_t)(r - now) > (int32_t)MPOL_KEY_AHEAD_MAX)
+		r = now + MPOL_KEY_AHEAD_MAX;
+	return r;
+}
+
+/* o was read at now (m_now32): a GET, an EXISTS (clients report their
+ * optimistic reads that way), a put that found it there. Each counts
+ * once: an engine's EXISTS and GET of a hit count twice, the same for
+ * every block it hits, which keeps the order among them. The interval
+ * since the last read goes to the histogram for one read in 8 (a sample
+ * is as good for a percentile, and the read path stays short). */
+static inline void mpol_touch(struct mpol *p, struct obj *o, uint32_t now)
+{
+	if (!(p->nobs++ & 7))
+		mpol_observe(p, now - o->atime);
+	o->atime = now;
+	o->pkey = mpol_combine(p, o->pkey, now);
+}
 /* o leaves by eviction: remember its priority under its key's hash. */
 void mpol_forget(struct master *m, const struct obj *o);
 /* How much eviction wants to keep o, relative to now: lower goes first. */

@@ -168,7 +168,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		if (status == KVP_EEXIST) {
 			*self = old;
 			if (obj_complete(old))
-				mpol_touch(m, old);	/* the engine needed it again */
+				mpol_touch(&m->pol, old, m_now32(m));	/* the engine needed it again */
 		}
 		put_fail(b, status);
 		return status;
