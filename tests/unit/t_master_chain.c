@@ -16,7 +16,7 @@
 
 static void ckey(char *k, int chain, int i)
 {
-	snprintf(k, 16, "c%03d-%03d", chain, i);
+	snprintf(k, 16, "c%03u-%03u", (unsigned)chain % 1000u, (unsigned)i % 1000u);
 }
 
 /* A chained PUT_START of keys[0..n) (item i extends item i - 1, item 0
