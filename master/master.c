@@ -15,6 +15,7 @@
 #include "evict.h"
 #include "kvpool.h"
 #include "log.h"
+#include "mchain.h"
 #include "mkeys.h"
 #include "mlease.h"
 #include "mnode.h"
@@ -142,6 +143,11 @@ void master_status(struct master *m, char *buf, size_t len)
 	snprintf(buf, len, "%llu keys, %zu pending puts, %u segments, %llu/%llu MiB used, "
 		 "%zu connections", (unsigned long long)m->keys, m->pending.n, m->segs.online,
 		 (unsigned long long)(used >> 20), (unsigned long long)(cap >> 20), m->nclients);
+}
+
+bool master_check(const struct master *m)
+{
+	return mchain_check(m);
 }
 
 void master_set_generation(struct master *m, uint64_t gen)

@@ -90,3 +90,29 @@ bool mchain_orphan(const struct master *m, const struct obj *o)
 {
 	return m->orphaned && o->chained && !parent_of(m, o);
 }
+
+bool mchain_check(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+
+		if (!s || !s->online)
+			continue;
+		if (s->rend[0] > s->rend[1] || s->rend[1] > s->nobjs)
+			return false;
+		for (size_t j = 0; j < s->nobjs; j++) {
+			const struct obj *o = s->objs[j];
+			unsigned k = 0;
+
+			while (k < o->nrep && o->rep[k].seg != s->id)
+				k++;
+			if (k == o->nrep || o->rep[k].sidx != j)
+				return false;
+			size_t lo, hi;
+			seg_rgn_range(s, mchain_rgn(o, k), &lo, &hi);
+			if (j < lo || j >= hi)
+				return false;
+		}
+	}
+	return true;
+}

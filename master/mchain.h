@@ -40,6 +40,10 @@ void mchain_unlink(struct master *m, struct obj *o);
 /* o's key is about to leave the table (an upsert sets it aside): what
  * extended it becomes an orphan. */
 void mchain_detach_key(struct master *m, const struct obj *o);
+/* Walks every online segment's replica array: each entry's object points
+ * back at it and sits in the region its counts call for. False at the
+ * first that does not (the fuzz target aborts on it). */
+bool mchain_check(const struct master *m);
 /* True if o extends an object that is gone (checked only after something
  * left with children: the loop pays nothing otherwise). */
 bool mchain_orphan(const struct master *m, const struct obj *o);

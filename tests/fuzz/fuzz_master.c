@@ -190,6 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			     body, len, &reply);
 		}
 		free(body);
+		if (!master_check(m))
+			abort();	/* a replica array or eviction region out of step */
 		data += len;
 		size -= len;
 	}
