@@ -274,6 +274,33 @@ class ApiTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.s.batch_get_into(keys[:1], ["x"], [sz])
 
+    def test_chain_pred(self):
+        # A batch put is a chain in key order; pred= names the block the
+        # first one extends (eviction keeps a chain's head while its tail
+        # is kept: t_master_chain tests the order). Every put form takes it.
+        sz = 4096
+        src = mmap.mmap(-1, 4 * sz)
+        ps = addr(src)
+        head = self.key("chain-0")
+        self.assertEqual(self.s.put(head, b"h" * sz), 0)
+        keys = [self.key("chain-%d" % i) for i in (1, 2)]
+        self.assertEqual(self.s.batch_put_from(keys, [ps, ps + sz], [sz, sz], pred=head),
+                         [0, 0])
+        more = [self.key("chain-%d" % i) for i in (3, 4)]
+        self.assertEqual(self.s.put_batch(more, [b"a" * sz, b"b" * sz], pred=keys[-1]), 0)
+        last = [self.key("chain-5")]
+        self.assertEqual(self.s.batch_put_from_multi_buffers(last, [[ps]], [[sz]],
+                                                             pred=more[-1]), [0])
+        self.assertEqual(self.s.batch_is_exist([head] + keys + more + last), [1] * 6)
+        # None is no pred; a pred that is not there links nothing but puts
+        self.assertEqual(self.s.batch_put_from([self.key("solo")], [ps], [sz], pred=None), [0])
+        self.assertEqual(self.s.batch_put_from([self.key("orphan")], [ps], [sz],
+                                               pred=self.key("nowhere")), [0])
+        with self.assertRaises(TypeError):
+            self.s.batch_put_from([self.key("bad")], [ps], [sz], pred=42)
+        with self.assertRaises(TypeError):
+            self.s.batch_put_from([self.key("bad")], [ps], [sz], None, head)  # keyword only
+
     def test_multi_buffers(self):
         # Each key's value is made of several buffers: contiguous ones (the
         # layer-by-layer layout of a block) and scattered ones.
