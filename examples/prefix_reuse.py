@@ -385,14 +385,19 @@ def warm_up(e):
     e.sync()
 
 
-def role_a(args, log):
-    store = open_store(args, log)
-    e = Engine(args, store, log)
-    tokens, _ = prompts(e.cfg, args.prefix_tokens, args.suffix_tokens, args.seed)
-    tokens = tokens.to(e.device)
+def start_role(args, log, role):
+    """An engine on the pool, its prompt (A's or B's), its page keys, warmed up."""
+    e = Engine(args, open_store(args, log), log)
+    a_tokens, b_tokens = prompts(e.cfg, args.prefix_tokens, args.suffix_tokens, args.seed)
+    tokens = (a_tokens if role == "A" else b_tokens).to(e.device)
     ns, keys = page_keys(e.fp, tokens.cpu(), e.T)
-    describe(e, log, "A", tokens)
+    describe(e, log, role, tokens)
     warm_up(e)
+    return e, tokens, ns, keys
+
+
+def role_a(args, log):
+    e, tokens, ns, keys = start_role(args, log, "A")
     kv = e.new_kv()
     r = e.prefill_with_pool(tokens, keys, kv)
     log("[A] prefill: %d tokens in %.3f s (%d reused from the pool), first token %d",
@@ -405,13 +410,13 @@ def role_a(args, log):
     man = {"fingerprint": e.fp, "page_tokens": e.T, "page_bytes": e.page_bytes,
            "pages": [[k, d] for k, d in zip(keys, e.page_digests(kv, len(keys)))]}
     mkey = ns + "/manifest/" + keys[-1].rsplit("/", 1)[1] if keys else ns + "/manifest/empty"
-    rc = store.upsert(mkey, json.dumps(man).encode())
+    rc = e.store.upsert(mkey, json.dumps(man).encode())
     if rc != 0:
-        log("[A] manifest upsert failed: %d %s", rc, store.last_error())
+        log("[A] manifest upsert failed: %d %s", rc, e.store.last_error())
         return 1, {}
     log("[A] manifest: %s (%d pages, SHA-256 each)", mkey, len(keys))
     e.close()
-    store.close()
+    e.store.close()
     return 0, {"role": "a", "device": str(e.device), "fingerprint": e.fp,
                "prompt_tokens": len(tokens), "pages": len(keys), "stored_pages": stored,
                "reused_tokens": r["reused_tokens"], "prefill_s": r["prefill_s"],
@@ -452,13 +457,7 @@ def check_kv_against_manifests(e, store, kv, keys, n, manifests):
 
 
 def role_b(args, log):
-    store = open_store(args, log)
-    e = Engine(args, store, log)
-    _, tokens = prompts(e.cfg, args.prefix_tokens, args.suffix_tokens, args.seed)
-    tokens = tokens.to(e.device)
-    _, keys = page_keys(e.fp, tokens.cpu(), e.T)
-    describe(e, log, "B", tokens)
-    warm_up(e)
+    e, tokens, _, keys = start_role(args, log, "B")
     kv_pool, kv_full = e.new_kv(), e.new_kv()
     n = len(tokens)
 
@@ -484,7 +483,7 @@ def role_b(args, log):
 
     ok = True
     kv_verdict, verified, detail = check_kv_against_manifests(
-        e, store, kv_pool, keys, r["loaded_pages"], args.manifest)
+        e, e.store, kv_pool, keys, r["loaded_pages"], args.manifest)
     if kv_verdict == "fail":
         ok = False
     log("[B] check kv bytes: %s (%s)", kv_verdict.upper() if kv_verdict == "fail" else
@@ -521,7 +520,7 @@ def role_b(args, log):
     log("[B] stored its %d new pages; pred: %s", stored, pred)
     log("[B] verdict: %s", "PASS" if ok else "FAIL")
     e.close()
-    store.close()
+    e.store.close()
     return (0 if ok else 1), {
         "role": "b", "device": str(e.device), "fingerprint": e.fp, "prompt_tokens": n,
         "pages": len(keys), "cached_pages": r["cached_pages"],
