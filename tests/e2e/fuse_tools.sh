@@ -5,7 +5,8 @@
 # directory), sed -i, append, truncate, O_TRUNC rewrites, ln -s (refused),
 # shared mmap (Python and a C reader; local and remote values; a mapped
 # object removed and its space reused: its bytes or SIGBUS, never others;
-# writable shared maps stored at the last close, or ENODEV on old kernels),
+# writable shared maps stored at the last close or msync, also numpy's w+
+# that closes before the first write, or ENODEV on old kernels),
 # nested empty directories until rmdir, rm right after a get, write-behind
 # and `sync`, and readers of a key while it is renamed over or rewritten:
 # whole old or whole new bytes.
