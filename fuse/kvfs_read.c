@@ -270,9 +270,14 @@ static void do_read(fuse_req_t req, struct kvfs *fs, struct kvfs_fh *fh, size_t 
 		reply_slice(req, fh->text, fh->textlen, size, off);
 		return;
 	case FH_WRITE:
-		/* O_RDWR: what was written so far */
+		/* O_RDWR: what was written so far; after the close that
+		 * stored it, the stored value (never the freed buffer) */
 		pthread_mutex_lock(&fh->lock);
-		reply_slice(req, fh->w.buf, fh->w.len, size, off);
+		rc = kvfs_wbuf_reload_locked(fs, fh);
+		if (rc)
+			fuse_reply_err(req, rc);
+		else
+			reply_slice(req, fh->w.buf, fh->w.len, size, off);
 		pthread_mutex_unlock(&fh->lock);
 		return;
 	case FH_READ:

@@ -305,6 +305,13 @@ static int wbuf_reopen(struct kvfs *fs, struct kvfs_fh *fh)
 	return 0;
 }
 
+int kvfs_wbuf_reload_locked(struct kvfs *fs, struct kvfs_fh *fh)
+{
+	if (!fh->w.done)
+		return 0;
+	return fh->w.err ? fh->w.err : wbuf_reopen(fs, fh);
+}
+
 void kvfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {

@@ -40,6 +40,12 @@ void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struc
  * nothing (touch, `: > f`). */
 bool kvfs_pending_settle(struct kvfs *fs, struct kvfs_node *n);
 
+/* A read on a write handle whose buffer was stored and freed by a close
+ * (a shared mapping faulting a page in after numpy.memmap closed its
+ * descriptor): the buffer takes the stored value again, as a page written
+ * back then does, and the release stores what the mapping changes. No-op
+ * while the buffer is there; fh->lock held. An errno or 0. */
+int kvfs_wbuf_reload_locked(struct kvfs *fs, struct kvfs_fh *fh);
 /* ftruncate on a write handle: the buffer's new length. An errno or 0. */
 int kvfs_wbuf_resize(struct kvfs *fs, struct kvfs_fh *fh, uint64_t size);
 /* n (key) is empty now: the value goes from the pool (existed) and n

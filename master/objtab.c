@@ -1,4 +1,5 @@
-/* objtab: hash table + embedded skip list of the master's objects; see objtab.h. */
+/* objtab: the master's objects by key (an open-addressing hash table of
+ * tagged pointers) and in key order (the B+tree of keyidx.c); see objtab.h. */
 #include "objtab.h"
 
 #include <errno.h>

@@ -3,7 +3,8 @@
 # (BUILD/tests/t_*), the end-to-end scripts (tests/e2e/*.sh), every
 # benchmark in its smoke mode (tests/bench/*.sh with BENCH_SMOKE=1, named
 # bench:NAME: seconds each, so a benchmark that broke fails here instead of
-# rotting) and, when built, each fuzz target for a few seconds. One line per
+# rotting) and, when built, each fuzz target for a few seconds (through
+# tests/fuzz/run.sh, the runner `make fuzz-run` uses). One line per
 # test, then "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
 # Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10).
 set -u
@@ -46,16 +47,10 @@ for t in "${tests[@]}"; do
 	case "$t" in
 	fuzz:*)
 		f=${t#fuzz:}
-		corpus="tests/fuzz/corpus/${name#fuzz_}"
-		work=$(mktemp -d)
-		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
-		# -timeout: an input that runs 30 s is reported with its stack
-		# and saved (-artifact_prefix), not just killed by the outer timeout
-		timeout -k 10 $((fuzz_s + 60)) "$f" -max_total_time="$fuzz_s" -rss_limit_mb=2048 \
-			-timeout=30 -artifact_prefix="$logdir/$name-" \
-			-print_final_stats=1 "$work" >"$log" 2>&1
+		# a failing input and the target's log go to $logdir/fuzz-artifacts/NAME/
+		FUZZ_ARTIFACTS="$logdir/fuzz-artifacts" FUZZ_MERGE= \
+			tests/fuzz/run.sh "$(dirname "$f")" "$fuzz_s" "$name" >"$log" 2>&1
 		rc=$?
-		rm -rf "$work"
 		;;
 	bench:*)
 		BENCH_SMOKE=1 timeout -k 10 "$timeout_s" bash "${t#bench:}" >"$log" 2>&1

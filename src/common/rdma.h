@@ -214,7 +214,8 @@ struct rdma_qps {
 };
 
 /* Creates the set (QPs in INIT with remote read/write access). A completion
- * channel is made when events is set (rdma_qps_wait). 0 or -errno. */
+ * channel is made when events is set (rdma_poll with a timeout sleeps on
+ * it). 0 or -errno. */
 int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool events,
 		    struct rdma_qps **out, char *err, size_t errlen);
 /* Fills rec with this side's addresses (dev name, port, lid, gid, mtu,

@@ -556,14 +556,9 @@ int kvp_pin(struct kvp *kvp, const char *key, uint64_t ttl_ms)
 
 /* ---- stat, list, info, remove_prefix -------------------------------------- */
 
-struct stat_res {
-	struct kvp_stat st;
-	int status;
-};
-
-static bool parse_stat(struct rbuf *r, size_t i, void *arg)
+bool client_stat_parse(struct rbuf *r, size_t i, void *arg)
 {
-	struct stat_res *sr = arg;
+	struct client_stat_res *sr = arg;
 	struct kvp_stat *st = &sr->st;
 	uint8_t nrep;
 
@@ -594,12 +589,12 @@ static bool parse_stat(struct rbuf *r, size_t i, void *arg)
 static void fail_stat(size_t i, int rc, void *arg)
 {
 	(void)i;
-	((struct stat_res *)arg)->status = rc;
+	((struct client_stat_res *)arg)->status = rc;
 }
 
 int kvp_stat(struct kvp *kvp, const char *key, struct kvp_stat *st)
 {
-	struct stat_res sr = { .status = KVP_EPROTO };
+	struct client_stat_res sr = { .status = KVP_EPROTO };
 	struct kb kb;
 	int rc;
 
@@ -613,7 +608,7 @@ int kvp_stat(struct kvp *kvp, const char *key, struct kvp_stat *st)
 		free(kb.idx);
 		return KVP_EKEY;
 	}
-	rc = kb_run(kvp, &kb, WIRE_OP_STAT, NULL, 0, parse_stat, fail_stat, &sr);
+	rc = kb_run(kvp, &kb, WIRE_OP_STAT, NULL, 0, client_stat_parse, fail_stat, &sr);
 	free(kb.idx);
 	if (rc < 0)
 		return rc;
@@ -643,9 +638,7 @@ void kvp_list_free(struct kvp_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* Decodes a LIST reply (untrusted) into out: 0, KVP_EPROTO or KVP_ENOMEM;
- * on error the caller frees out with kvp_list_free. */
-static int list_parse(const uint8_t *body, size_t len, struct kvp_list *out)
+int client_list_parse(const uint8_t *body, size_t len, struct kvp_list *out)
 {
 	struct rbuf r;
 	uint32_t n;
@@ -706,7 +699,7 @@ int kvp_list(struct kvp *kvp, const char *prefix, char delimiter, const char *cu
 	rc = mc_call1(kvp, &m, sock_deadline(kvp));
 	if (rc < 0)
 		goto out_free;
-	rc = list_parse(m.rep, m.rep_len, out);
+	rc = client_list_parse(m.rep, m.rep_len, out);
 	if (rc)
 		kvp_list_free(out);
 out_free:
@@ -912,35 +905,5 @@ int kvp_stats(struct kvp *kvp, struct kvp_stats *out)
 	out->optimistic_fallbacks = ls.fallbacks;
 	out->optimistic_raced = ls.raced;
 	out->read_touches = ls.touches;
-	return 0;
-}
-
-/* ---- fuzzing ---------------------------------------------------------------- */
-
-int client_fuzz_replies(const uint8_t *p, size_t n)
-{
-	struct mcall m = { .got = true, .rep = (uint8_t *)p, .rep_len = (uint32_t)n };
-	struct client_seg **v = NULL;
-	struct kvp_list l = { 0 };
-	struct rbuf r;
-	size_t nv = 0;
-	uint32_t cnt;
-
-	if (n > UINT32_MAX)
-		return 0;
-	if (segtab_parse(&m, &v, &nv) == 0)
-		segtab_parsed_free(v, nv);
-	list_parse(p, n, &l);
-	kvp_list_free(&l);
-	get_fuzz_replies(p, n);
-	put_fuzz_replies(p, n);
-	rb_init(&r, p, n);
-	cnt = rb_count(&r, 65);
-	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
-		struct stat_res sr;
-
-		if (!parse_stat(&r, i, &sr))
-			break;
-	}
 	return 0;
 }

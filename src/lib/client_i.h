@@ -134,11 +134,20 @@ struct kvp {
 #define client_count(kvp, field, n) \
 	atomic_fetch_add_explicit(&(kvp)->st.field, (n), memory_order_relaxed)
 
-/* Fuzzing entry points (tests/fuzz/fuzz_client.c): run every decoder of
- * master replies (client.c, segtab.c, put.c, get.c) and of the node reply
- * stream (xp_tcp.c) over arbitrary bytes. Always 0; a bug shows as a crash
- * or sanitizer report. */
-int client_fuzz_replies(const uint8_t *p, size_t n);
-int xp_tcp_fuzz_stream(const uint8_t *p, size_t n);
+/* Decoders of master replies (untrusted bytes), in client.c; also what
+ * tests/fuzz/fuzz_client.c runs. */
+struct client_stat_res {
+	struct kvp_stat st;
+	int status;
+};
+
+struct rbuf;
+
+/* One STAT reply item at index i into arg (a struct client_stat_res):
+ * false when the bytes are malformed. */
+bool client_stat_parse(struct rbuf *r, size_t i, void *arg);
+/* A LIST reply into out: 0, KVP_EPROTO or KVP_ENOMEM; on error the caller
+ * frees out with kvp_list_free. */
+int client_list_parse(const uint8_t *body, size_t len, struct kvp_list *out);
 
 #endif

@@ -31,14 +31,6 @@ static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); re
 #define HA_READ_WAIT_MS 300
 #define HA_DOWN_MS 1000
 
-struct get_rep {
-	uint32_t id;
-	uint8_t tier;
-	uint64_t off, alloc_len;
-	struct client_seg *seg;
-	enum xp_kind kind;
-};
-
 struct get_item {
 	const char *key;
 	uint32_t klen;
@@ -245,18 +237,10 @@ static void get_order(struct kvp *kvp, struct get_item *it)
 	}
 }
 
-/* One GET reply item, decoded and checked (untrusted bytes). */
-struct get_reply {
-	int status;
-	uint64_t vlen, gen, csum, lease_ms;
-	uint8_t nrep;
-	struct get_rep rep[KVP_MAX_REPLICAS];
-};
-
 /* 0 (g filled), the item's own error status, or KVP_EPROTO when the bytes
  * are malformed (a status out of range, a length the pool cannot hold, no
  * replica, or a short frame). */
-static int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
+int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->status = rb_i32(r);
@@ -852,20 +836,4 @@ int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len)
 		free(gc.items[0].dst);
 	get_teardown(&gc, 1);
 	return res < 0 ? (int)res : 0;
-}
-
-int get_fuzz_replies(const uint8_t *p, size_t n)
-{
-	struct rbuf r;
-	uint32_t cnt;
-
-	rb_init(&r, p, n);
-	cnt = rb_count(&r, 33);
-	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
-		struct get_reply g;
-
-		if (get_reply_item(&r, 1ull << 30, &g) == 0 && g.vlen > (1ull << 30))
-			abort();	/* must have been refused */
-	}
-	return 0;
 }

@@ -122,21 +122,9 @@ static void put_op_done(struct xp_op *op)
 	}
 }
 
-/* One PUT_START reply item, decoded and checked (untrusted bytes). */
-struct put_reply {
-	int status;
-	uint64_t gen;
-	uint8_t nrep;
-	struct {
-		uint32_t id;
-		uint64_t off, alloc_len;
-		uint8_t grant[WIRE_GRANT_LEN];
-	} rep[KVP_MAX_REPLICAS];
-};
-
 /* 0 (p filled), the item's own error status, or KVP_EPROTO (malformed: a
  * status out of range, no replica or more than asked for, a short frame). */
-static int put_reply_item(struct rbuf *r, struct put_reply *p)
+int put_reply_item(struct rbuf *r, struct put_reply *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->status = rb_i32(r);
@@ -823,20 +811,4 @@ int kvp_put_from(struct kvp *kvp, const char *key, const void *buf, size_t len)
 int kvp_put(struct kvp *kvp, const char *key, const void *buf, size_t len)
 {
 	return kvp_put_from(kvp, key, buf, len);
-}
-
-int put_fuzz_replies(const uint8_t *p, size_t n)
-{
-	struct rbuf r;
-	uint32_t cnt;
-
-	rb_init(&r, p, n);
-	cnt = rb_count(&r, 13);
-	for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
-		struct put_reply pr;
-
-		if (put_reply_item(&r, &pr) == 0 && (!pr.nrep || pr.nrep > KVP_MAX_REPLICAS))
-			abort();
-	}
-	return 0;
 }

@@ -9,8 +9,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Fuzzing (client_fuzz_replies): decodes PUT_START reply items, a u32
- * count then the items, from arbitrary bytes. Always 0. */
-int put_fuzz_replies(const uint8_t *p, size_t n);
+#include "kvpool.h"
+#include "wire.h"
+
+/* One PUT_START reply item, decoded and checked (untrusted bytes). */
+struct put_reply {
+	int status;
+	uint64_t gen;
+	uint8_t nrep;
+	struct {
+		uint32_t id;
+		uint64_t off, alloc_len;
+		uint8_t grant[WIRE_GRANT_LEN];
+	} rep[KVP_MAX_REPLICAS];
+};
+
+/* Decodes the next item of a PUT_START reply from r (untrusted bytes):
+ * 0 (p filled), the item's own error status, or KVP_EPROTO (malformed).
+ * Also the decoder tests/fuzz/fuzz_client.c runs. */
+int put_reply_item(struct rbuf *r, struct put_reply *p);
 
 #endif

@@ -19,10 +19,10 @@
 #include "log.h"
 #include "net.h"
 #include "sock.h"
+#include "xp_tcp_i.h"
 #include "xport.h"
 
 #define MAX_INFLIGHT 64			/* frames awaiting a reply per connection */
-#define RX_CAP (256u << 10)		/* receive buffer for headers and small payloads */
 #define DIRECT_MIN (64u << 10)		/* larger payload remainders go straight to dst */
 #define DIRECT_MAX (256u << 10)		/* ... at most this much per recv, so it is hashed hot */
 #define RECV_BUDGET (8u << 20)		/* per connection per progress() call: fairness */
@@ -48,42 +48,6 @@ static uint64_t op_spread(const struct xp_op *op)
  * the stream stays in step. */
 #define OP_EARLY (1u << 16)
 #define OP_REPLIED (1u << 17)
-
-enum rstate { R_HDR, R_BODY, R_PAY };
-
-struct tconn {
-	struct tcp_run *run;
-	struct client_node *node;
-	struct node_conn *nc;		/* lent by the pool; NULL once failed */
-	int fd;				/* nc->fd, -1 once failed */
-	struct xp_op *sq, *sq_tail;	/* not completely sent; head may be partial */
-	struct xp_op *wq, *wq_tail;	/* sent, awaiting the reply */
-	size_t nwait;
-	uint64_t queued;		/* bytes on sq and wq: spreads ops over conns */
-	uint64_t next_reqid;
-	/* receive side */
-	uint8_t *rx;
-	size_t rlo, rhi;
-	enum rstate rs;
-	struct wire_hdr rh;
-	uint64_t rleft;			/* body or payload bytes still to come */
-	uint64_t rdone;			/* payload bytes consumed */
-	struct xp_op *rop;		/* op the reply belongs to */
-	bool rsink;			/* payload is discarded (mismatch, error) */
-};
-
-struct tcp_run {
-	struct kvp *kvp;
-	struct tconn **conns;
-	size_t nconns, cap;
-	struct pollfd *pfd;
-	size_t pfd_cap;
-	size_t pending;
-	struct xp_op *done, *done_tail;	/* finished, callbacks not yet run */
-	struct xp_op *parked;		/* waiting for a pooled connection */
-	uint64_t max_payload;
-	uint64_t deadline;		/* of the call: pending ops fail after it */
-};
 
 static inline void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -233,7 +197,7 @@ void xp_tcp_close_pools(struct kvp *kvp)
 
 /* ---- run ---------------------------------------------------------------- */
 
-static void *tcp_begin(struct kvp *kvp, uint64_t deadline)
+void *xp_tcp_begin(struct kvp *kvp, uint64_t deadline)
 {
 	struct tcp_run *r = calloc(1, sizeof(*r));
 
@@ -245,7 +209,7 @@ static void *tcp_begin(struct kvp *kvp, uint64_t deadline)
 	return r;
 }
 
-static uint64_t op_total(const struct xp_op *op)
+uint64_t xp_tcp_op_total(const struct xp_op *op)
 {
 	if (op->dir == XP_WRITE)
 		return op->tx_len + (uint64_t)op->h.key_len + op->h.value_len;
@@ -439,7 +403,7 @@ static void conn_queue(struct tconn *c, struct xp_op *op)
 	else
 		c->sq = op;
 	c->sq_tail = op;
-	c->queued += op_total(op) + (op->dir == XP_READ ? op->hdr_len + op->len : 0);
+	c->queued += xp_tcp_op_total(op) + (op->dir == XP_READ ? op->hdr_len + op->len : 0);
 }
 
 static void tcp_add(void *st, struct xp_op *op)
@@ -553,7 +517,7 @@ static void conn_sent(struct tconn *c, size_t k)
 {
 	while (k && c->sq) {
 		struct xp_op *op = c->sq;
-		uint64_t rem = op_total(op) - op->sent;
+		uint64_t rem = xp_tcp_op_total(op) - op->sent;
 
 		if (k < rem) {
 			op->sent += k;
@@ -639,7 +603,7 @@ static struct xp_op *wq_take(struct tconn *c, uint64_t reqid)
 static void conn_reply_done(struct tconn *c)
 {
 	struct xp_op *op = c->rop;
-	uint64_t q = op_total(op) + (op->dir == XP_READ ? op->hdr_len + op->len : 0);
+	uint64_t q = xp_tcp_op_total(op) + (op->dir == XP_READ ? op->hdr_len + op->len : 0);
 	int status = op->status;
 
 	c->rop = NULL;
@@ -756,7 +720,7 @@ static void conn_sink(struct tconn *c, const uint8_t *p, size_t n)
 }
 
 /* Parses what is buffered. 0 or KVP_EPROTO. */
-static int conn_parse(struct tconn *c)
+int xp_tcp_conn_parse(struct tconn *c)
 {
 	for (;;) {
 		size_t avail = c->rhi - c->rlo;
@@ -849,7 +813,7 @@ static int conn_recv(struct tconn *c)
 			if (k > 0) {
 				c->rhi += (size_t)k;
 				budget -= (size_t)k < budget ? (size_t)k : budget;
-				if (conn_parse(c) < 0)
+				if (xp_tcp_conn_parse(c) < 0)
 					return KVP_EPROTO;
 				if (conn_drained(c))
 					return 0;
@@ -998,98 +962,8 @@ static void tcp_end(void *st)
 
 const struct xport_ops xp_tcp_ops = {
 	.name = "tcp",
-	.begin = tcp_begin,
+	.begin = xp_tcp_begin,
 	.add = tcp_add,
 	.progress = tcp_progress,
 	.end = tcp_end,
 };
-
-/* ---- fuzzing -------------------------------------------------------------- */
-
-int xp_tcp_fuzz_stream(const uint8_t *p, size_t n)
-{
-	enum { NOPS = 6, KLEN = 8 };
-	struct kvp *kvp = calloc(1, sizeof(*kvp));
-	struct client_node node = { .endpoint = "fuzz" };
-	struct client_seg seg = { .id = 1, .node = &node };
-	struct xp_op *ops = calloc(NOPS, sizeof(*ops));
-	uint8_t *hdrs = calloc(NOPS, EXT_HDR_SIZE + KLEN);
-	struct tcp_run *r;
-	struct tconn *c = calloc(1, sizeof(*c));
-	size_t off = 0, chunk = 1 + n % 97;
-
-	if (!kvp || !ops || !hdrs || !c)
-		goto out;
-	kvp->conf.cluster.max_object_size = 1 << 20;
-	r = tcp_begin(kvp, UINT64_MAX);
-	if (!r)
-		goto out;
-	c->rx = malloc(RX_CAP);
-	c->run = r;
-	c->node = &node;
-	if (!c->rx)
-		goto out_run;
-	/* Four READs and a WRITE awaiting replies, one WRITE still sending. */
-	for (int i = 0; i < NOPS; i++) {
-		struct xp_op *op = &ops[i];
-
-		op->dir = i < 4 ? XP_READ : XP_WRITE;
-		op->seg = &seg;
-		op->hdr = hdrs + (size_t)i * (EXT_HDR_SIZE + KLEN);
-		op->hdr_len = EXT_HDR_SIZE + KLEN;
-		op->len = (uint64_t)(i + 1) * 100;
-		op->dst = malloc(op->len);
-		op->h.key_len = KLEN;
-		op->h.value_len = op->len;
-		op->tx_len = 100;
-		op->reqid = (uint64_t)i + 1;
-		op->sent = i == NOPS - 1 ? 10 : op_total(op);
-		r->pending++;
-		if (!op->dst)
-			continue;
-		if (i == NOPS - 1) {
-			c->sq = c->sq_tail = op;
-			continue;
-		}
-		if (c->wq_tail)
-			c->wq_tail->next = op;
-		else
-			c->wq = op;
-		c->wq_tail = op;
-		c->nwait++;
-	}
-	while (off < n) {
-		size_t k = n - off < chunk ? n - off : chunk;
-
-		if (c->rlo == c->rhi) {
-			c->rlo = c->rhi = 0;
-		} else if (c->rlo > RX_CAP / 2 || RX_CAP - c->rhi < k) {
-			memmove(c->rx, c->rx + c->rlo, c->rhi - c->rlo);
-			c->rhi -= c->rlo;
-			c->rlo = 0;
-		}
-		if (k > RX_CAP - c->rhi)
-			k = RX_CAP - c->rhi;
-		memcpy(c->rx + c->rhi, p + off, k);
-		c->rhi += k;
-		off += k;
-		if (conn_parse(c) < 0)
-			break;
-	}
-	for (int i = 0; i < NOPS; i++) {
-		if (ops[i].cs_on)
-			ext_csum_final(&ops[i].cs);
-		free(ops[i].dst);
-	}
-	free(c->rx);
-out_run:
-	free(r->conns);
-	free(r->pfd);
-	free(r);
-out:
-	free(c);
-	free(hdrs);
-	free(ops);
-	free(kvp);
-	return 0;
-}

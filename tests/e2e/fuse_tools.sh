@@ -5,7 +5,8 @@
 # directory), sed -i, append, truncate, O_TRUNC rewrites, ln -s (refused),
 # shared mmap (Python and a C reader; local and remote values; a mapped
 # object removed and its space reused: its bytes or SIGBUS, never others;
-# writable shared maps stored at the last close, or ENODEV on old kernels),
+# writable shared maps stored at the last close or msync, also numpy's w+
+# that closes before the first write, or ENODEV on old kernels),
 # nested empty directories until rmdir, rm right after a get, write-behind
 # and `sync`, and readers of a key while it is renamed over or rewritten:
 # whole old or whole new bytes.
@@ -240,6 +241,87 @@ if [ "$wmap" = works ]; then
 	rm -f "$mnt/wmap"
 fi
 ok "writable MAP_SHARED (w+ and r+, written after the close too): $wmap"
+
+# numpy.memmap(mode="w+") on a new file: create, one byte at size-1, map
+# MAP_SHARED, close the descriptor, then the first write through the map
+# faults a page in from a handle whose close stored the file (SIGBUS once).
+# A C writer does the same (for hosts without numpy); msync stores the
+# value at once, a munmap without it at the release that follows. Both
+# read back through the mount (a C mmap reader) and from the pool.
+cat >mapwrite.c <<'EOF'
+/* mapwrite FILE SIZE SYNC: creates FILE as numpy.memmap(mode="w+") does,
+ * closes it, writes i*7+1 (mod 256) at every byte through the mapping,
+ * then msync (SYNC=1) and munmap. Exit 10: mmap ENODEV. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	size_t n = strtoul(argv[2], NULL, 0);
+	int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || pwrite(fd, "", 1, n - 1) != 1) { perror(argv[1]); return 2; }
+	unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) { perror("mmap"); return errno == ENODEV ? 10 : 3; }
+	if (close(fd)) { perror("close"); return 4; }
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(i * 7 + 1);
+	if (atoi(argv[3]) && msync(p, n, MS_SYNC)) { perror("msync"); return 5; }
+	return munmap(p, n) ? 6 : 0;
+}
+EOF
+cc -O2 -o mapwrite mapwrite.c || fail "cc mapwrite.c"
+# same_value NAME WANT: the mount's bytes (read through a mapping) and the pool's
+same_value() { ./mapread "$mnt/$1" got.m && cmp -s got.m "$2" && kv get "$1" >got.p && cmp -s got.p "$2"; }
+python3 -c 'import sys; n = int(sys.argv[1]); sys.stdout.buffer.write(bytes((i * 7 + 1) % 256 for i in range(n)))' \
+	3000001 >mw.want
+head -c 4000 mw.want >mw-small.want
+mkdir -p "$mnt/mw" "$mnt/np" || fail "mkdir mw np"
+if [ "$wmap" = works ]; then
+	./mapwrite "$mnt/mw/small" 4000 1 || fail "C writer (4000 bytes, msync): exit $?"
+	sync "$mnt" && same_value mw/small mw-small.want || fail "C writer, msync: the value read back differs"
+	./mapwrite "$mnt/mw/big" 3000001 1 || fail "C writer (3000001 bytes, msync): exit $?"
+	same_value mw/big mw.want || fail "C writer, 3 MB, msync: the value read back differs"
+	./mapwrite "$mnt/mw/nosync" 4000 0 || fail "C writer (munmap, no msync): exit $?"
+	waitfor 30 same_value mw/nosync mw-small.want || fail "C writer, munmap: the value was not stored"
+	rm -f "$mnt/mw/small" "$mnt/mw/big" "$mnt/mw/nosync"
+else
+	./mapwrite "$mnt/mw/small" 4000 1
+	[ $? = 10 ] || fail "C writer: expected mmap ENODEV on this kernel"
+fi
+np=skipped
+if [ "$wmap" = works ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+	/usr/bin/python3 - "$mnt" <<'EOF' || fail "numpy.memmap(mode=\"w+\") on a new file"
+import numpy as np, sys
+mnt = sys.argv[1]
+for name, shape in (("np/w2.bin", (1000,)), ("np/big.bin", (750001,))):
+    w = np.memmap(mnt + "/" + name, dtype=np.float32, mode="w+", shape=shape)
+    w[0] = 7                            # SIGBUS here once
+    w[-1] = 11
+    w.flush()                           # msync: stored now
+    del w
+    want = np.zeros(shape, dtype=np.float32)
+    want[0], want[-1] = 7, 11
+    open(name.replace("/", "-") + ".want", "wb").write(want.tobytes())
+    r = np.memmap(mnt + "/" + name, dtype=np.float32, mode="r")
+    assert r.shape == shape and r[0] == 7 and r[-1] == 11 and not r[1:-1].any(), name
+    del r
+w = np.memmap(mnt + "/np/nosync.bin", dtype=np.float32, mode="w+", shape=(1000,))
+w[3] = 5
+del w                                   # no flush: stored at the release
+want = np.zeros(1000, dtype=np.float32)
+want[3] = 5
+open("np-nosync.bin.want", "wb").write(want.tobytes())
+EOF
+	sync "$mnt" && same_value np/w2.bin np-w2.bin.want && same_value np/big.bin np-big.bin.want ||
+		fail "numpy.memmap w+ with flush: the value read back differs"
+	waitfor 30 same_value np/nosync.bin np-nosync.bin.want || fail "numpy.memmap w+ without flush: not stored"
+	rm -f "$mnt"/np/*.bin
+	np=checked
+fi
+ok "writable MAP_SHARED of a new file closed before the first write (C, numpy $np): stored, read back"
 
 # ---- emptied directories stay at every level until rmdir ------------------------------
 mkdir -p "$mnt/n1/n2/n3" && cp blk "$mnt/n1/n2/n3/k" && rm "$mnt/n1/n2/n3/k" || fail "mkdir -p, cp, rm"

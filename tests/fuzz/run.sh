@@ -1,16 +1,22 @@
 #!/bin/bash
-# tests/fuzz/run.sh [DIR] [SECONDS] [NAME...] — `make fuzz-run`: runs every
-# libFuzzer target in DIR (default build-fuzz/fuzz) for SECONDS each
-# (default 60), one after the other, starting from its seed corpus
+# tests/fuzz/run.sh [DIR] [SECONDS] [NAME...] — the one fuzz runner, for
+# `make fuzz-run` and for tests/run.sh (each built target as a test, a few
+# seconds each): runs every libFuzzer target in DIR (default
+# build-fuzz/fuzz), or those NAME selects (a target's exact name, else any
+# whose name contains NAME), for SECONDS each (default 60), one after the
+# other, starting from its seed corpus
 # tests/fuzz/corpus/<NAME without fuzz_>. The seed corpus is not modified:
 # each run works on a copy; FUZZ_MERGE=1 merges the new inputs that add
 # coverage back into it (-merge=1, minimised). A crash, leak, timeout or
 # sanitizer report fails the target; its input is kept under
-# DIR/../artifacts/NAME/ and named in the report.
+# $FUZZ_ARTIFACTS/NAME/ (default DIR/../artifacts/NAME/) and named in the
+# report, with the target's log.
 # Prints one line per target (runs, coverage, corpus growth) and
 # "N passed, N failed". Exit 0 when every target passed, 1 otherwise, 77
 # when there is no target. Env: FUZZ_ARGS (extra libFuzzer flags),
-# FUZZ_RSS_MB (default 2048), FUZZ_TIMEOUT (per-input seconds, default 10).
+# FUZZ_RSS_MB (default 2048), FUZZ_TIMEOUT (per-input seconds, default 30:
+# an input that runs that long is reported with its stack and saved, not
+# just killed by the outer limit of SECONDS + 120), FUZZ_ARTIFACTS.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-build-fuzz/fuzz}
@@ -24,14 +30,20 @@ for t in "$dir"/fuzz_*; do
 	[ -x "$t" ] && [ -f "$t" ] || continue
 	if [ $# -gt 0 ]; then
 		sel=0
-		for n in "$@"; do case $(basename "$t") in *"$n"*) sel=1 ;; esac; done
+		for n in "$@"; do
+			if [ -x "$dir/$n" ]; then	# an exact name: that target alone
+				[ "$(basename "$t")" = "$n" ] && sel=1
+			else
+				case $(basename "$t") in *"$n"*) sel=1 ;; esac
+			fi
+		done
 		[ $sel = 1 ] || continue
 	fi
 	targets+=("$t")
 done
 [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets in $dir (make fuzz)"; exit 77; }
 
-art_root=$(cd "$dir/.." && pwd)/artifacts
+art_root=${FUZZ_ARTIFACTS:-$(cd "$dir/.." && pwd)/artifacts}
 work_root=$(mktemp -d /tmp/kvp-fuzzrun.XXXXXX)
 trap 'rm -rf "$work_root"' EXIT
 pass=0 fail=0 failed=()
@@ -50,7 +62,7 @@ for t in "${targets[@]}"; do
 	fi
 	# shellcheck disable=SC2086
 	timeout -k 10 $((secs + 120)) "$t" -max_total_time="$secs" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" \
-		-timeout="${FUZZ_TIMEOUT:-10}" -print_final_stats=1 -artifact_prefix="$art/" \
+		-timeout="${FUZZ_TIMEOUT:-30}" -print_final_stats=1 -artifact_prefix="$art/" \
 		${FUZZ_ARGS:-} "$work" >"$log" 2>&1
 	rc=$?
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
