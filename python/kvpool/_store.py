@@ -385,7 +385,7 @@ class StoreMixin:
 
 def _without_groups(cfg):
     c = ReplicateConfig()
-    for name in ReplicateConfig.__slots__:
+    for name in ReplicateConfig.FIELDS:
         if name != "group_ids" and hasattr(cfg, name):
             setattr(c, name, getattr(cfg, name))
     return c

@@ -6,6 +6,7 @@ Mooncake's host-memory allocator and NVMe-oF register classes.
 """
 import enum
 import mmap
+import operator
 import threading
 
 NOT_SUPPORTED = -1012
@@ -68,10 +69,13 @@ class ReplicateConfig:
     host_id: accepted and recorded (kvpool has no NVMe-oF or DFS replicas).
     """
 
-    __slots__ = ("replica_num", "nof_replica_num", "dfs_replica_num", "soft_pin_action",
-                 "soft_pin_ttl_ms", "with_hard_pin", "preferred_segments",
-                 "preferred_nof_segments", "preferred_segment", "prefer_alloc_in_same_node",
-                 "data_type", "host_id", "group_ids")
+    # Mooncake's attributes, in its order; soft_pin_ttl_ms is a property
+    # over the _ttl slot.
+    FIELDS = ("replica_num", "nof_replica_num", "dfs_replica_num", "soft_pin_action",
+              "soft_pin_ttl_ms", "with_hard_pin", "preferred_segments",
+              "preferred_nof_segments", "preferred_segment", "prefer_alloc_in_same_node",
+              "data_type", "host_id", "group_ids")
+    __slots__ = tuple(f for f in FIELDS if f != "soft_pin_ttl_ms") + ("_ttl",)
 
     def __init__(self, replica_num=1, with_soft_pin=None, with_hard_pin=False,
                  preferred_segment="", preferred_segments=None,
@@ -94,6 +98,27 @@ class ReplicateConfig:
         self.group_ids = group_ids
         if with_soft_pin is not None:
             self.with_soft_pin = with_soft_pin
+
+    # Mooncake's field is std::optional<uint64_t>: pybind11 refuses
+    # anything else with TypeError when it is set, and so does this.
+    @property
+    def soft_pin_ttl_ms(self):
+        return self._ttl
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, v):
+        if v is not None:
+            try:
+                if isinstance(v, float):
+                    raise TypeError
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64), not %s"
+                                % type(v).__name__) from None
+            if not 0 <= v < 1 << 64:
+                raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64), not %d"
+                                % v)
+        self._ttl = v
 
     # Mooncake before SoftPinAction had a bool; it maps onto the action.
     @property
