@@ -15,7 +15,7 @@ import time
 import uuid
 
 from . import _kvpool
-from ._types import (Descriptor, DiskDescriptor, MemoryDescriptor, QueryTaskResponse,
+from ._types import (Descriptor, LocalDiskDescriptor, MemoryDescriptor, QueryTaskResponse,
                      ReplicaDescriptor, ReplicaStatus, ReplicateConfig, TaskStatus, TaskType)
 
 OK = 0
@@ -103,8 +103,10 @@ class StoreMixin:
         out = []
         for r in st["replicas"]:
             if r["tier"] == "disk":
-                d = DiskDescriptor("%s:spill@%d" % (r["node"], r["offset"]), st["size"])
-                out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, disk=d, node=r["node"]))
+                # the node's own spill file: Mooncake's LOCAL_DISK replica
+                d = LocalDiskDescriptor((0, 0), st["size"], endpoints.get(r["node"], r["node"]))
+                out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, local_disk=d,
+                                             node=r["node"]))
             else:
                 b = Descriptor(st["size"], r["offset"], endpoints.get(r["node"], r["node"]))
                 out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, memory=MemoryDescriptor(b),

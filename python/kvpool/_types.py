@@ -177,14 +177,32 @@ class DiskDescriptor:
         self.object_size = object_size
 
 
+class LocalDiskDescriptor:
+    """A replica in the spill file of the node that holds it: Mooncake's
+    LocalDiskDescriptor (its client's own SSD tier, read through that
+    client). client_id is (0, 0): a kvpool node has no client UUID."""
+
+    def __init__(self, client_id=(0, 0), object_size=0, transport_endpoint=""):
+        self.client_id = client_id
+        self.object_size = object_size
+        self.transport_endpoint = transport_endpoint
+
+    def __repr__(self):
+        return "<LocalDiskDescriptor object_size=%d transport_endpoint=%s>" % (
+            self.object_size, self.transport_endpoint)
+
+
 class ReplicaDescriptor:
     """One replica of an object (get_replica_desc). A memory replica lives in a
-    node's /dev/shm segment, a disk replica in its spill file."""
+    node's /dev/shm segment; a replica a node spilled to its own file is
+    Mooncake's LOCAL_DISK kind (is_local_disk_replica(), not
+    is_disk_replica(), which is Mooncake's shared-filesystem tier)."""
 
-    def __init__(self, status, memory=None, disk=None, node=""):
+    def __init__(self, status, memory=None, disk=None, node="", local_disk=None):
         self._status = ReplicaStatus(status)
         self._memory = memory
         self._disk = disk
+        self._local_disk = local_disk
         self.segment_name = node
 
     @property
@@ -198,20 +216,27 @@ class ReplicaDescriptor:
         return self._disk is not None
 
     def is_local_disk_replica(self):
-        return False
+        return self._local_disk is not None
 
     def get_memory_descriptor(self):
         if self._memory is None:
-            raise RuntimeError("not a memory replica")
+            raise RuntimeError("Expected MemoryDescriptor")
         return self._memory
 
     def get_disk_descriptor(self):
         if self._disk is None:
-            raise RuntimeError("not a disk replica")
+            raise RuntimeError("Expected DiskDescriptor")
         return self._disk
 
+    def get_local_disk_descriptor(self):
+        """kvpool: Mooncake's C++ descriptor has it, its binding does not."""
+        if self._local_disk is None:
+            raise RuntimeError("Expected LocalDiskDescriptor")
+        return self._local_disk
+
     def __repr__(self):
-        kind = "memory" if self._memory is not None else "disk"
+        kind = ("memory" if self._memory is not None else
+                "local_disk" if self._local_disk is not None else "disk")
         return "<ReplicaDescriptor %s %s on %s>" % (kind, self._status.name, self.segment_name)
 
 
@@ -343,6 +368,7 @@ def _get_pyclient_from_wrapper(wrapper):
 
 __all__ = ["SoftPinAction", "ObjectDataType", "ReplicaStatus", "TaskType", "TaskStatus",
            "ReplicateConfig", "Descriptor", "MemoryDescriptor", "DiskDescriptor",
+           "LocalDiskDescriptor",
            "ReplicaDescriptor", "QueryTaskResponse", "ParallelAxis", "TensorParallelism",
            "ReadTarget", "MooncakeHostMemAllocator", "MooncakeDistributedNoFRegister",
            "_get_pyclient_from_wrapper"]
