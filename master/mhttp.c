@@ -286,6 +286,42 @@ static void text(struct http_resp *r, int status, const char *msg)
 	r->body_len = r->body ? strlen(msg) : 0;
 }
 
+/* Every /metadata answer, errors included, is application/json, as
+ * Mooncake's metadata servers send it (transfer engines do not parse the
+ * error bodies; a proxy or client that goes by the type sees one). */
+static void md_text(struct http_resp *r, int status, const char *msg)
+{
+	text(r, status, msg);
+	r->content_type = "application/json";
+}
+
+/* The key as Mooncake's metadata server (mooncake_http_metadata_server)
+ * takes it: surrounding whitespace stripped, so " seg1 " and "seg1" are one
+ * key; NULL for a blank one. @buf holds KVP_MAX_KEY + 1 bytes; a longer
+ * key sets *too_long. */
+static const char *md_key(const char *raw, char *buf, bool *too_long)
+{
+	static const char ws[] = " \t\n\r\v\f";
+	size_t n;
+
+	*too_long = false;
+	if (!raw)
+		return NULL;
+	raw += strspn(raw, ws);
+	n = strlen(raw);
+	while (n && strchr(ws, raw[n - 1]))
+		n--;
+	if (!n)
+		return NULL;
+	if (n > KVP_MAX_KEY) {
+		*too_long = true;
+		return NULL;
+	}
+	memcpy(buf, raw, n);
+	buf[n] = '\0';
+	return buf;
+}
+
 /* PUT: as Mooncake's, a key naming "rpc_meta" (an RPC endpoint's record)
  * cannot be overwritten with a different value. */
 static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
@@ -296,16 +332,16 @@ static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 
 	if (e && strstr(key, "rpc_meta")) {
 		if (e->len == req->body_len && !memcmp(e->val, req->body, e->len))
-			return text(resp, 200, "metadata unchanged");
-		return text(resp, 400, "Duplicate rpc_meta key not allowed");
+			return md_text(resp, 200, "metadata unchanged");
+		return md_text(resp, 400, "Duplicate rpc_meta key not allowed");
 	}
 	if (!e && h->md_keys >= MHTTP_MD_MAX_KEYS)
-		return text(resp, 507, "metadata store full (keys)");
+		return md_text(resp, 507, "metadata store full (keys)");
 	if (h->md_bytes - old + req->body_len > MHTTP_MD_MAX_TOTAL)
-		return text(resp, 507, "metadata store full (bytes)");
+		return md_text(resp, 507, "metadata store full (bytes)");
 	char *val = malloc(req->body_len ? req->body_len : 1);
 	if (!val)
-		return text(resp, 500, "out of memory");
+		return md_text(resp, 500, "out of memory");
 	if (req->body_len)
 		memcpy(val, req->body, req->body_len);
 	if (!e) {
@@ -313,7 +349,7 @@ static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 		e = malloc(sizeof(*e) + kl + 1);
 		if (!e) {
 			free(val);
-			return text(resp, 500, "out of memory");
+			return md_text(resp, 500, "out of memory");
 		}
 		memcpy(e->key, key, kl + 1);
 		e->val = NULL;
@@ -326,42 +362,44 @@ static void md_put(struct mhttp *h, const char *key, const struct http_req *req,
 	e->val = val;
 	e->len = req->body_len;
 	h->md_bytes = h->md_bytes - old + req->body_len;
-	text(resp, 200, "metadata updated");
+	md_text(resp, 200, "metadata updated");
 }
 
 static void md_handle(struct mhttp *h, const struct http_req *req, struct http_resp *resp)
 {
-	const char *key = http_query(req, "key");
+	char kb[KVP_MAX_KEY + 1];
+	bool too_long;
+	const char *key = md_key(http_query(req, "key"), kb, &too_long);
 
 	/* Mooncake's answers, word for word (http_metadata_server.cpp) */
-	if (!key || !*key)
-		return text(resp, 400, "Missing key parameter");
-	if (strlen(key) > KVP_MAX_KEY)
-		return text(resp, 400, "key longer than 1024 bytes");
+	if (too_long)
+		return md_text(resp, 400, "key longer than 1024 bytes");
+	if (!key)
+		return md_text(resp, 400, "Missing key parameter");
 	struct md_ent **p = md_slot(h, key), *e = *p;
 	if (strcmp(req->method, "GET") == 0) {
 		if (!e)
-			return text(resp, 404, "metadata not found");
+			return md_text(resp, 404, "metadata not found");
 		resp->status = 200;
 		resp->content_type = "application/json";
 		resp->body = malloc(e->len ? e->len : 1);
 		if (!resp->body)
-			return text(resp, 500, "out of memory");
+			return md_text(resp, 500, "out of memory");
 		memcpy(resp->body, e->val, e->len);
 		resp->body_len = e->len;
 	} else if (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0) {
 		md_put(h, key, req, resp);
 	} else if (strcmp(req->method, "DELETE") == 0) {
 		if (!e)
-			return text(resp, 404, "metadata not found");
+			return md_text(resp, 404, "metadata not found");
 		*p = e->next;
 		h->md_keys--;
 		h->md_bytes -= e->len;
 		free(e->val);
 		free(e);
-		text(resp, 200, "metadata deleted");
+		md_text(resp, 200, "metadata deleted");
 	} else {
-		text(resp, 405, "Method not allowed");
+		md_text(resp, 405, "Method not allowed");
 	}
 }
 

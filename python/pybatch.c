@@ -146,8 +146,13 @@ static PyObject *do_batch_put_from(struct store *self, PyObject *args, PyObject 
 		return NULL;
 	}
 	opt.upsert = upsert;
-	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens) < 0)
+	switch (conv_ptr_lists(pl, sl, ks.n, &bufs, &lens)) {
+	case -1:
 		goto out;
+	case 1:		/* lists of other lengths: Mooncake's per-key INVALID_PARAMS */
+		r = conv_code_list(ks.n, mc_put(KVP_EINVAL));
+		goto out;
+	}
 	res = calloc(ks.n + 1, sizeof(*res));
 	if (!res) {
 		PyErr_NoMemory();
@@ -190,8 +195,13 @@ static PyObject *store_batch_get_into(struct store *self, PyObject *args, PyObje
 		return NULL;
 	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
-	if (conv_ptr_lists(pl, sl, ks.n, &bufs, &caps) < 0)
+	switch (conv_ptr_lists(pl, sl, ks.n, &bufs, &caps)) {
+	case -1:
 		goto out;
+	case 1:
+		r = conv_code_list(ks.n, (int)mc(KVP_EINVAL));
+		goto out;
+	}
 	res = calloc(ks.n + 1, sizeof(*res));
 	if (!res) {
 		PyErr_NoMemory();
@@ -226,6 +236,9 @@ struct mbuf {
 	size_t stage_cap;
 };
 
+/* The keys' buffers: 0; 1 (no exception) when the lists do not hold one
+ * list per key (Mooncake answers INVALID_PARAMS for every key); -1 with an
+ * exception. */
 static int mbufs_get(PyObject *allp, PyObject *alls, size_t nkeys, struct mbuf **out)
 {
 	PyObject *fp = NULL, *fs = NULL;
@@ -243,7 +256,7 @@ static int mbufs_get(PyObject *allp, PyObject *alls, size_t nkeys, struct mbuf *
 		goto out;
 	if ((size_t)PySequence_Fast_GET_SIZE(fp) != nkeys ||
 	    (size_t)PySequence_Fast_GET_SIZE(fs) != nkeys) {
-		PyErr_SetString(PyExc_ValueError, "all_buffer_ptrs and all_sizes need one list per key");
+		rc = 1;		/* Mooncake: INVALID_PARAMS for every key */
 		goto out;
 	}
 	for (size_t i = 0; i < nkeys; i++) {
@@ -358,8 +371,13 @@ static PyObject *store_batch_put_from_multi_buffers(struct store *self, PyObject
 		conv_keys_free(&pk);
 		return NULL;
 	}
-	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
+	switch (mbufs_get(allp, alls, ks.n, &mb)) {
+	case -1:
 		goto out;
+	case 1:
+		r = conv_code_list(ks.n, mc_put(KVP_EINVAL));
+		goto out;
+	}
 	res = calloc(ks.n + 1, sizeof(*res));
 	if (!res || mbufs_iov(mb, ks.n, &iov, &first) < 0) {
 		PyErr_NoMemory();
@@ -402,8 +420,13 @@ static PyObject *store_batch_get_into_multi_buffers(struct store *self, PyObject
 		return NULL;
 	if (conv_keys_in(keys, false, self->tenant, &ks) < 0)
 		return NULL;
-	if (mbufs_get(allp, alls, ks.n, &mb) < 0)
+	switch (mbufs_get(allp, alls, ks.n, &mb)) {
+	case -1:
 		goto out;
+	case 1:
+		r = conv_code_list(ks.n, mc(KVP_EINVAL));
+		goto out;
+	}
 	bufs = calloc(ks.n + 1, sizeof(*bufs));
 	caps = calloc(ks.n + 1, sizeof(*caps));
 	res = calloc(ks.n + 1, sizeof(*res));

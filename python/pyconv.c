@@ -210,13 +210,18 @@ out:
 int conv_ptr_lists(PyObject *pl, PyObject *sl, size_t n, void ***bufs, size_t **lens)
 {
 	uint64_t *ptrs = NULL, *sizes = NULL;
+	Py_ssize_t np = 0, ns = 0;
 	int rc = -1;
 
 	*bufs = NULL;
 	*lens = NULL;
-	if (conv_u64s(pl, (Py_ssize_t)n, &ptrs, NULL, "buffer_ptrs") < 0 ||
-	    conv_u64s(sl, (Py_ssize_t)n, &sizes, NULL, "sizes") < 0)
+	if (conv_u64s(pl, -1, &ptrs, &np, "buffer_ptrs") < 0 ||
+	    conv_u64s(sl, -1, &sizes, &ns, "sizes") < 0)
 		goto out;
+	if ((size_t)np != n || (size_t)ns != n) {
+		rc = 1;
+		goto out;
+	}
 	*bufs = calloc(n + 1, sizeof(**bufs));
 	*lens = calloc(n + 1, sizeof(**lens));
 	if (!*bufs || !*lens) {
@@ -232,6 +237,22 @@ out:
 	free(ptrs);
 	free(sizes);
 	return rc;
+}
+
+PyObject *conv_code_list(size_t n, int code)
+{
+	PyObject *l = PyList_New((Py_ssize_t)n);
+
+	for (size_t i = 0; l && i < n; i++) {
+		PyObject *x = PyLong_FromLong(code);
+
+		if (!x) {
+			Py_CLEAR(l);
+			break;
+		}
+		PyList_SET_ITEM(l, (Py_ssize_t)i, x);
+	}
+	return l;
 }
 
 /* A list of the n results in @iv, or (iv NULL) in @lv. */

@@ -46,8 +46,12 @@ int conv_u64(PyObject *o, uint64_t *out, const char *what);
  * malloc'd *out. */
 int conv_u64s(PyObject *seq, Py_ssize_t n, uint64_t **out, Py_ssize_t *got, const char *what);
 /* buffer_ptrs and sizes lists of @n items each into malloc'd arrays (the
- * caller frees both, also after a failure). */
+ * caller frees both, also after a failure). 0; 1 (no exception) when a list
+ * does not have @n items, which Mooncake answers with INVALID_PARAMS for
+ * every key; -1 with an exception. */
 int conv_ptr_lists(PyObject *pl, PyObject *sl, size_t n, void ***bufs, size_t **lens);
+/* A new list of @n copies of @code; NULL with an exception. */
+PyObject *conv_code_list(size_t n, int code);
 /* A new list of the @n ints in @iv, or (iv NULL) in @lv; NULL with an
  * exception. */
 PyObject *conv_int_list(size_t n, const int *iv, const int64_t *lv);

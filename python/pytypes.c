@@ -56,6 +56,32 @@ static int attr_int(PyObject *o, const char *name, long long *v, bool *has)
 	return 0;
 }
 
+/* soft_pin_ttl_ms: None (absent) or an int Mooncake's std::optional<uint64_t>
+ * holds; anything else is the TypeError pybind11 raises. */
+static int attr_ttl(PyObject *o, uint64_t *v, bool *has)
+{
+	PyObject *a;
+
+	*has = false;
+	if (attr(o, "soft_pin_ttl_ms", &a) < 0)
+		return -1;
+	if (!a)
+		return 0;
+	PyObject *n = PyFloat_Check(a) ? NULL : PyNumber_Index(a);
+
+	if (n) {
+		*v = PyLong_AsUnsignedLongLong(n);
+		*has = !(*v == (uint64_t)-1 && PyErr_Occurred());
+		Py_DECREF(n);
+	}
+	PyErr_Clear();
+	Py_DECREF(a);
+	if (*has)
+		return 0;
+	PyErr_SetString(PyExc_TypeError, "soft_pin_ttl_ms must be None or an int in [0, 2**64)");
+	return -1;
+}
+
 /* A str, or the first str of a sequence, into @out ("" when empty). */
 static int attr_seg(PyObject *o, const char *name, char *out, size_t cap)
 {
@@ -92,6 +118,7 @@ out:
 int putopt_get(PyObject *cfg, struct putopt *po)
 {
 	long long v;
+	uint64_t ttl;
 	bool has;
 	PyObject *g;
 
@@ -122,13 +149,15 @@ int putopt_get(PyObject *cfg, struct putopt *po)
 		else if (v != SOFT_PIN_PRESERVE)
 			po->soft_pin = v == SOFT_PIN_ENABLE;
 	}
-	if (attr_int(cfg, "soft_pin_ttl_ms", &v, &has) < 0)
+	if (attr_ttl(cfg, &ttl, &has) < 0)
 		return -1;
 	if (has) {
-		if (v < 0)
+		/* Mooncake's master: a TTL only goes with ENABLE (PRESERVE and
+		 * DISABLE with one are INVALID_PARAMS, not a TTL ignored) */
+		if (!po->soft_pin)
 			po->valid = false;
 		else
-			po->soft_pin_ttl_ms = (uint64_t)v;
+			po->soft_pin_ttl_ms = ttl;
 	}
 	if (attr_int(cfg, "prefer_alloc_in_same_node", &v, &has) < 0)
 		return -1;

@@ -15,7 +15,7 @@ import time
 import uuid
 
 from . import _kvpool
-from ._types import (Descriptor, DiskDescriptor, MemoryDescriptor, QueryTaskResponse,
+from ._types import (Descriptor, LocalDiskDescriptor, MemoryDescriptor, QueryTaskResponse,
                      ReplicaDescriptor, ReplicaStatus, ReplicateConfig, TaskStatus, TaskType)
 
 OK = 0
@@ -103,8 +103,10 @@ class StoreMixin:
         out = []
         for r in st["replicas"]:
             if r["tier"] == "disk":
-                d = DiskDescriptor("%s:spill@%d" % (r["node"], r["offset"]), st["size"])
-                out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, disk=d, node=r["node"]))
+                # the node's own spill file: Mooncake's LOCAL_DISK replica
+                d = LocalDiskDescriptor((0, 0), st["size"], endpoints.get(r["node"], r["node"]))
+                out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, local_disk=d,
+                                             node=r["node"]))
             else:
                 b = Descriptor(st["size"], r["offset"], endpoints.get(r["node"], r["node"]))
                 out.append(ReplicaDescriptor(ReplicaStatus.COMPLETE, memory=MemoryDescriptor(b),
@@ -198,31 +200,58 @@ class StoreMixin:
                         all_sizes):
         """results[i][j][k]: bytes copied from all_keys[i][j] at
         all_src_offsets[i][j][k] into buffer_ptrs[i] + all_dst_offsets[i][j][k],
-        or an error code (OBJECT_NOT_FOUND, INVALID_PARAMS past the end)."""
+        or an error code (OBJECT_NOT_FOUND, INVALID_PARAMS past the end).
+
+        The shape is Mooncake's whatever the lists hold: one row per key
+        and, in it, one result per dst offset (one when the key has no dst
+        list). Lists that do not line up are not read: INVALID_PARAMS for
+        every range of every key when the five top-level lists differ in
+        length, of a buffer's keys when its key and offset lists do, of a
+        key when its dst, src and size lists do (as Mooncake's client)."""
         buffer_ptrs = _seq(buffer_ptrs)
-        keys = sorted({k for row in all_keys for k in row})
-        values = dict(zip(keys, self.batch_get_buffer(keys))) if keys else {}
-        out, dsts, srcs, lens = [], [], [], []
+        all_keys = [_seq(row) for row in all_keys]
+        all_dst_offsets = [[_seq(d) for d in row] for row in all_dst_offsets]
+        all_src_offsets = [[_seq(d) for d in row] for row in all_src_offsets]
+        all_sizes = [[_seq(d) for d in row] for row in all_sizes]
+        nbuf = len(buffer_ptrs)
+        # Mooncake's error shape: buffers x keys x dst offsets, each INVALID_PARAMS
+        out = []
+        for i in range(nbuf):
+            keys_i = all_keys[i] if i < len(all_keys) else [None]
+            dst_i = all_dst_offsets[i] if i < len(all_dst_offsets) else []
+            out.append([[INVALID_PARAMS] * (len(dst_i[j]) if j < len(dst_i) else 1)
+                        for j in range(len(keys_i))])
+        if not (nbuf == len(all_keys) == len(all_dst_offsets) == len(all_src_offsets)
+                == len(all_sizes)):
+            return out
+        work = []
         for i, base in enumerate(buffer_ptrs):
-            rows = []
-            for j, key in enumerate(all_keys[i] if i < len(all_keys) else []):
-                dst = all_dst_offsets[i][j]
-                src = all_src_offsets[i][j]
-                size = all_sizes[i][j]
-                v = values.get(key)
-                frag = []
-                for k in range(len(size)):
-                    if v is None:
-                        frag.append(OBJECT_NOT_FOUND)
-                    elif src[k] < 0 or size[k] < 0 or src[k] + size[k] > len(v):
-                        frag.append(INVALID_PARAMS)
-                    else:
-                        dsts.append(base + dst[k])
-                        srcs.append(v.ptr() + src[k])
-                        lens.append(size[k])
-                        frag.append(size[k])
-                rows.append(frag)
-            out.append(rows)
+            keys = all_keys[i]
+            if not base or not (len(keys) == len(all_dst_offsets[i]) == len(all_src_offsets[i])
+                                == len(all_sizes[i])):
+                continue
+            for j, key in enumerate(keys):
+                dst, src, size = all_dst_offsets[i][j], all_src_offsets[i][j], all_sizes[i][j]
+                if len(dst) == len(src) == len(size):
+                    work.append((i, j, key))
+        keys = sorted({key for _i, _j, key in work})
+        values = dict(zip(keys, self.batch_get_buffer(keys))) if keys else {}
+        dsts, srcs, lens = [], [], []
+        for i, j, key in work:
+            base = buffer_ptrs[i]
+            dst, src, size = all_dst_offsets[i][j], all_src_offsets[i][j], all_sizes[i][j]
+            v = values.get(key)
+            frag = out[i][j]
+            for k in range(len(size)):
+                if v is None:
+                    frag[k] = OBJECT_NOT_FOUND
+                elif src[k] < 0 or size[k] < 0 or dst[k] < 0 or src[k] + size[k] > len(v):
+                    frag[k] = INVALID_PARAMS
+                else:
+                    dsts.append(base + dst[k])
+                    srcs.append(v.ptr() + src[k])
+                    lens.append(size[k])
+                    frag[k] = size[k]
         _kvpool._memcpy_many(dsts, srcs, lens)
         return out
 
@@ -358,7 +387,7 @@ class StoreMixin:
 
 def _without_groups(cfg):
     c = ReplicateConfig()
-    for name in ReplicateConfig.__slots__:
+    for name in ReplicateConfig.FIELDS:
         if name != "group_ids" and hasattr(cfg, name):
             setattr(c, name, getattr(cfg, name))
     return c

@@ -6,6 +6,7 @@ Mooncake's host-memory allocator and NVMe-oF register classes.
 """
 import enum
 import mmap
+import operator
 import threading
 
 NOT_SUPPORTED = -1012
@@ -68,10 +69,13 @@ class ReplicateConfig:
     host_id: accepted and recorded (kvpool has no NVMe-oF or DFS replicas).
     """
 
-    __slots__ = ("replica_num", "nof_replica_num", "dfs_replica_num", "soft_pin_action",
-                 "soft_pin_ttl_ms", "with_hard_pin", "preferred_segments",
-                 "preferred_nof_segments", "preferred_segment", "prefer_alloc_in_same_node",
-                 "data_type", "host_id", "group_ids")
+    # Mooncake's attributes, in its order; soft_pin_ttl_ms is a property
+    # over the _ttl slot.
+    FIELDS = ("replica_num", "nof_replica_num", "dfs_replica_num", "soft_pin_action",
+              "soft_pin_ttl_ms", "with_hard_pin", "preferred_segments",
+              "preferred_nof_segments", "preferred_segment", "prefer_alloc_in_same_node",
+              "data_type", "host_id", "group_ids")
+    __slots__ = tuple(f for f in FIELDS if f != "soft_pin_ttl_ms") + ("_ttl",)
 
     def __init__(self, replica_num=1, with_soft_pin=None, with_hard_pin=False,
                  preferred_segment="", preferred_segments=None,
@@ -94,6 +98,27 @@ class ReplicateConfig:
         self.group_ids = group_ids
         if with_soft_pin is not None:
             self.with_soft_pin = with_soft_pin
+
+    # Mooncake's field is std::optional<uint64_t>: pybind11 refuses
+    # anything else with TypeError when it is set, and so does this.
+    @property
+    def soft_pin_ttl_ms(self):
+        return self._ttl
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, v):
+        if v is not None:
+            try:
+                if isinstance(v, float):
+                    raise TypeError
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64), not %s"
+                                % type(v).__name__) from None
+            if not 0 <= v < 1 << 64:
+                raise TypeError("soft_pin_ttl_ms must be None or an int in [0, 2**64), not %d"
+                                % v)
+        self._ttl = v
 
     # Mooncake before SoftPinAction had a bool; it maps onto the action.
     @property
@@ -152,14 +177,32 @@ class DiskDescriptor:
         self.object_size = object_size
 
 
+class LocalDiskDescriptor:
+    """A replica in the spill file of the node that holds it: Mooncake's
+    LocalDiskDescriptor (its client's own SSD tier, read through that
+    client). client_id is (0, 0): a kvpool node has no client UUID."""
+
+    def __init__(self, client_id=(0, 0), object_size=0, transport_endpoint=""):
+        self.client_id = client_id
+        self.object_size = object_size
+        self.transport_endpoint = transport_endpoint
+
+    def __repr__(self):
+        return "<LocalDiskDescriptor object_size=%d transport_endpoint=%s>" % (
+            self.object_size, self.transport_endpoint)
+
+
 class ReplicaDescriptor:
     """One replica of an object (get_replica_desc). A memory replica lives in a
-    node's /dev/shm segment, a disk replica in its spill file."""
+    node's /dev/shm segment; a replica a node spilled to its own file is
+    Mooncake's LOCAL_DISK kind (is_local_disk_replica(), not
+    is_disk_replica(), which is Mooncake's shared-filesystem tier)."""
 
-    def __init__(self, status, memory=None, disk=None, node=""):
+    def __init__(self, status, memory=None, disk=None, node="", local_disk=None):
         self._status = ReplicaStatus(status)
         self._memory = memory
         self._disk = disk
+        self._local_disk = local_disk
         self.segment_name = node
 
     @property
@@ -173,20 +216,27 @@ class ReplicaDescriptor:
         return self._disk is not None
 
     def is_local_disk_replica(self):
-        return False
+        return self._local_disk is not None
 
     def get_memory_descriptor(self):
         if self._memory is None:
-            raise RuntimeError("not a memory replica")
+            raise RuntimeError("Expected MemoryDescriptor")
         return self._memory
 
     def get_disk_descriptor(self):
         if self._disk is None:
-            raise RuntimeError("not a disk replica")
+            raise RuntimeError("Expected DiskDescriptor")
         return self._disk
 
+    def get_local_disk_descriptor(self):
+        """kvpool: Mooncake's C++ descriptor has it, its binding does not."""
+        if self._local_disk is None:
+            raise RuntimeError("Expected LocalDiskDescriptor")
+        return self._local_disk
+
     def __repr__(self):
-        kind = "memory" if self._memory is not None else "disk"
+        kind = ("memory" if self._memory is not None else
+                "local_disk" if self._local_disk is not None else "disk")
         return "<ReplicaDescriptor %s %s on %s>" % (kind, self._status.name, self.segment_name)
 
 
@@ -318,6 +368,7 @@ def _get_pyclient_from_wrapper(wrapper):
 
 __all__ = ["SoftPinAction", "ObjectDataType", "ReplicaStatus", "TaskType", "TaskStatus",
            "ReplicateConfig", "Descriptor", "MemoryDescriptor", "DiskDescriptor",
+           "LocalDiskDescriptor",
            "ReplicaDescriptor", "QueryTaskResponse", "ParallelAxis", "TensorParallelism",
            "ReadTarget", "MooncakeHostMemAllocator", "MooncakeDistributedNoFRegister",
            "_get_pyclient_from_wrapper"]

@@ -106,6 +106,30 @@ static int check_prometheus(char *text)
 	return samples;
 }
 
+/* The Content-Type of the answer to a bodiless request, "" when it has none. */
+static void http_type(int port, const char *method, const char *path, char *out, size_t cap)
+{
+	int fd = tl_connect(port);
+	char buf[4096];
+	size_t len = 0;
+
+	out[0] = '\0';
+	REQUIRE(fd >= 0, "connect");
+	int n = snprintf(buf, sizeof(buf), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+			 "Content-Length: 0\r\n\r\n", method, path);
+	REQUIRE(tl_send_all(fd, buf, (size_t)n) == 0, "send");
+	for (ssize_t r; len < sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0;)
+		len += (size_t)r;
+	close(fd);
+	buf[len] = '\0';
+	char *t = strcasestr(buf, "\r\nContent-Type:");
+	if (t) {
+		t += strlen("\r\nContent-Type:");
+		t += strspn(t, " ");
+		snprintf(out, cap, "%.*s", (int)strcspn(t, "\r\n"), t);
+	}
+}
+
 static void test_metrics_health_metadata(void)
 {
 	struct tl_master m;
@@ -167,6 +191,26 @@ static void test_metrics_health_metadata(void)
 	CHECK_EQ(tl_http(md, "GET", "/metadata?key=seg1", NULL, 0, NULL, NULL), 404);
 	CHECK_EQ(tl_http(md, "DELETE", "/metadata?key=seg1", NULL, 0, NULL, NULL), 404);
 	CHECK_EQ(tl_http(md, "GET", "/metadata", NULL, 0, NULL, NULL), 400);
+	/* keys as Mooncake's metadata server takes them: a blank one is
+	 * missing, surrounding whitespace is stripped; its answers, errors too,
+	 * are application/json */
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=", "x", 1, NULL, NULL), 400);
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=%20%09%20", "x", 1, &body, NULL), 400);
+	CHECK(body && strcmp(body, "Missing key parameter") == 0, "blank key: '%s'", body);
+	free(body);
+	CHECK_EQ(tl_http(md, "PUT", "/metadata?key=%20%20sp%20", "v", 1, NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=sp", NULL, 0, &body, NULL), 200);
+	CHECK(body && strcmp(body, "v") == 0, "a stripped key's value: '%s'", body);
+	free(body);
+	CHECK_EQ(tl_http(md, "DELETE", "/metadata?key=sp%20", NULL, 0, NULL, NULL), 200);
+	CHECK_EQ(tl_http(md, "GET", "/metadata?key=sp", NULL, 0, NULL, NULL), 404);
+	char ctype[128];
+	http_type(md, "GET", "/metadata", ctype, sizeof(ctype));
+	CHECK(strncmp(ctype, "application/json", 16) == 0, "400's type '%s'", ctype);
+	http_type(md, "GET", "/metadata?key=nope", ctype, sizeof(ctype));
+	CHECK(strncmp(ctype, "application/json", 16) == 0, "404's type '%s'", ctype);
+	http_type(md, "GET", "/metadata?key=other/key", ctype, sizeof(ctype));
+	CHECK(strncmp(ctype, "application/json", 16) == 0, "200's type '%s'", ctype);
 	/* values are bounded */
 	size_t big = (4u << 20) + 1;
 	char *huge = malloc(big);
