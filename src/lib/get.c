@@ -259,7 +259,7 @@ struct get_reply {
 static int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
 {
 	memset(g, 0, sizeof(*g));
-	g->status = rb_i32(r);
+	g->status = rb_status(r);
 	g->vlen = rb_u64(r);
 	g->gen = rb_u64(r);
 	g->csum = rb_u64(r);
@@ -276,7 +276,7 @@ static int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *
 		if (g->nrep < KVP_MAX_REPLICAS)
 			g->rep[g->nrep++] = rp;
 	}
-	if (!rb_ok(r) || g->status > 0 || g->status < KVP_ERR_MIN)
+	if (!rb_ok(r) || g->status > 0)
 		return KVP_EPROTO;
 	if (g->status)
 		return g->status;
