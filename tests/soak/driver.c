@@ -773,7 +773,7 @@ static const char *err_name(int e)
 /* Error kinds a healthy pool may return to racing clients (--strict). */
 static bool allowed(enum op op, int e)
 {
-	int rc = -e;
+	int rc = KVP_ERR_BASE - e;	/* the index back to its code */
 
 	if (rc == KVP_ENOTFOUND || rc == KVP_EBUSY)
 		return true;
