@@ -20,8 +20,9 @@ SYSCONFDIR ?= /etc
 SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
 PYTHON ?= python3
 
-VERSION := 0.1.0
-SOVERSION := 0
+VERSION := 0.2.0
+# 1 since 0.2.0: the KVP_E* codes moved to -5001..-5023 (kvpool.h)
+SOVERSION := 1
 
 ifdef SANITIZE
 BUILD ?= build-san
@@ -221,10 +222,10 @@ ha-figures: all
 	tests/soak/ha_figures.sh $(BUILD)
 
 install: all
-	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)"
+	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)" "$(SOVERSION)"
 
 uninstall:
-	tools/install.sh --uninstall "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)"
+	tools/install.sh --uninstall "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)" "$(SOVERSION)"
 
 clean:
 	rm -rf build build-san build-fuzz build-tsan

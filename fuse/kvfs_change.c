@@ -61,9 +61,9 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	d = kvfs_dir_for_change(req, fs, parent, EACCES);
 	if (!d)
 		return;
-	rc = kvfs_resolve(d, name, &c);
-	if (rc || c.kind != KN_FILE) {
-		err = rc == -ENAMETOOLONG ? ENAMETOOLONG : rc ? ENOENT : EISDIR;
+	err = kvfs_resolve(d, name, &c);
+	if (err || c.kind != KN_FILE) {
+		err = err == ENAMETOOLONG ? ENAMETOOLONG : err ? ENOENT : EISDIR;
 		goto out;
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -86,9 +86,9 @@ void kvfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out_node;
 	if (n)
 		kvfs_commit_wait(fs, n);	/* a queued put lands first */
-	k = kvfs_kvp(fs, &err);
+	k = kvfs_kvp(fs, &rc);
 	if (!k) {
-		err = kvp_to_errno(err);
+		err = kvp_to_errno(rc);
 		goto out_node;
 	}
 	/* no force: an object a reader is reading right now answers EBUSY */
@@ -132,14 +132,12 @@ void kvfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		err = EEXIST;
 		goto out;
 	}
-	rc = kvfs_resolve(d, name, &c);
-	if (rc) {
-		err = -rc;
+	err = kvfs_resolve(d, name, &c);
+	if (err)
 		goto out;
-	}
-	k = kvfs_kvp(fs, &err);
+	k = kvfs_kvp(fs, &rc);
 	if (!k) {
-		err = kvp_to_errno(err);
+		err = kvp_to_errno(rc);
 		goto out;
 	}
 	if (c.kind == KN_FILE) {
@@ -201,9 +199,9 @@ void kvfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	d = kvfs_dir_for_change(req, fs, parent, ENOTDIR);
 	if (!d)
 		return;
-	rc = kvfs_resolve(d, name, &c);
-	if (rc) {
-		err = rc == -ENAMETOOLONG ? ENAMETOOLONG : ENOENT;
+	err = kvfs_resolve(d, name, &c);
+	if (err) {
+		err = err == ENAMETOOLONG ? ENAMETOOLONG : ENOENT;
 		goto out;
 	}
 	if (c.kind == KN_FILE) {

@@ -411,12 +411,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t pos = off < 0 ? 0 : (uint64_t)off;
 	char name[KVFS_NAME_BUF], *raw = NULL;
 	bool pool = d->kind == KN_DIR || d->kind == KN_PIECE;
-	int rc = 0;
+	int rc, err = 0;	/* rc: KVP_E* codes; err: the reply's errno */
 
 	b.p = malloc(size);
 	raw = malloc(KVP_MAX_KEY + 2);
 	if (!b.p || !raw) {
-		rc = ENOMEM;
+		err = ENOMEM;
 		goto out_free;
 	}
 	pthread_mutex_lock(&dh->lock);
@@ -464,15 +464,12 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 			rc = dh_seek(fs, dh, j);
 			if (rc < 0) {
-				rc = kvp_to_errno(rc);
-				if (b.len)	/* what fits is still good */
-					rc = 0;
+				if (!b.len)	/* else what fits is still good */
+					err = kvp_to_errno(rc);
 				goto out_reply;
 			}
-			if (rc == 1) {
-				rc = 0;
+			if (rc == 1)
 				break;
-			}
 			i = (size_t)(j - dh->page_base);
 			if (dh_show(fs, dh, i, name, &kind, raw, &rawlen) == 0 &&
 			    !dh_emit(req, fs, &b, plus, name, kind, raw, rawlen, d->ino,
@@ -490,11 +487,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (pos < MEMDIR_OFF)
 		pos = MEMDIR_OFF;
-	rc = dh_names(fs, dh);
-	if (rc < 0) {
-		rc = -rc;
+	err = -dh_names(fs, dh);	/* 0 or -errno */
+	if (err) {
 		if (b.len)
-			rc = 0;
+			err = 0;
 		goto out_reply;
 	}
 	for (uint64_t j = pos - MEMDIR_OFF; j < dh->nnames; j++) {
@@ -530,8 +526,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 out_reply:
 	pthread_mutex_unlock(&dh->lock);
 out_free:
-	if (rc)
-		fuse_reply_err(req, rc);
+	if (err)
+		fuse_reply_err(req, err);
 	else
 		fuse_reply_buf(req, b.p, b.len);
 	free(b.p);

@@ -134,7 +134,7 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct kvfs_node *d, *n;
 	struct kvfs_probe p;
 	struct kvfs_child c;
-	int rc;
+	int rc, err;
 
 	d = kvfs_node_ref(fs, parent);
 	if (!d) {
@@ -152,9 +152,9 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_fixed(req, fs, n);
 		goto out;
 	}
-	rc = kvfs_resolve(d, name, &c);
-	if (rc) {
-		fuse_reply_err(req, rc == -ENAMETOOLONG ? ENAMETOOLONG : ENOENT);
+	err = kvfs_resolve(d, name, &c);
+	if (err) {
+		fuse_reply_err(req, err == ENAMETOOLONG ? ENAMETOOLONG : ENOENT);
 		goto out;
 	}
 

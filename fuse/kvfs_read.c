@@ -64,7 +64,7 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool replacing = false;
 	uint64_t version;
 	struct kvp *k;
-	int rc = 0, e = 0;
+	int rc = 0, e = 0;	/* rc: the reply's errno; e: a KVP_E* code */
 
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -84,11 +84,9 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			rc = ENOMEM;
 			goto out_err;
 		}
-		rc = open_text(fs, n, fh);
-		if (rc < 0) {
-			rc = -rc;
+		rc = -open_text(fs, n, fh);	/* 0 or -errno */
+		if (rc)
 			goto out_err;
-		}
 		/* generated now, size unknown to stat: bypass the page cache */
 		fi->direct_io = 1;
 		fi->noflush = 1;	/* nothing to store at close (FOPEN_NOFLUSH) */
@@ -133,9 +131,10 @@ void kvfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		goto out_err;
 	}
 	k = kvfs_kvp(fs, &e);
-	rc = k ? kvp_stat(k, fh->key, &st) : e;
-	if (rc < 0) {
-		rc = kvp_to_errno(rc);
+	if (k)
+		e = kvp_stat(k, fh->key, &st);
+	if (e < 0) {
+		rc = kvp_to_errno(e);
 		goto out_err;
 	}
 	fh->size = st.size;

@@ -33,6 +33,13 @@
 #define RENAME_NOREPLACE (1 << 0)
 #endif
 
+/* The move_* steps return 0, the positive errno of the reply, or RN_AGAIN:
+ * the source changed state meanwhile (a close, a put that started, a value
+ * replaced or removed), so do_rename looks at it again. Neither an errno
+ * nor a KVP_E* code: a pool error (KVP_EAUTH...) is converted with
+ * kvp_to_errno() where it happens and never read as "again". */
+#define RN_AGAIN (-1)
+
 struct rn {
 	struct kvfs *fs;
 	struct kvfs_node *d, *nd;	/* source and target directories, referenced */
@@ -117,7 +124,7 @@ static int remove_key(struct kvfs *fs, const char *key)
 }
 
 /* The source is being written: its close commits under the new name.
- * -EAGAIN when that close happened meanwhile. */
+ * RN_AGAIN when that close happened meanwhile. */
 static int move_pending(struct rn *r, struct kvfs_node *n, struct kvfs_fh *fh)
 {
 	struct kvfs *fs = r->fs;
@@ -126,7 +133,7 @@ static int move_pending(struct rn *r, struct kvfs_node *n, struct kvfs_fh *fh)
 	pthread_mutex_lock(&fh->lock);
 	if (fh->w.done) {
 		pthread_mutex_unlock(&fh->lock);
-		return -EAGAIN;
+		return RN_AGAIN;
 	}
 	pthread_mutex_lock(&fs->lock);
 	err = rekey_locked(r, n);
@@ -140,7 +147,7 @@ static int move_pending(struct rn *r, struct kvfs_node *n, struct kvfs_fh *fh)
 	return err;
 }
 
-/* The source's put is queued: re-address it. -EAGAIN when it started. */
+/* The source's put is queued: re-address it. RN_AGAIN when it started. */
 static int move_queued(struct rn *r, struct kvfs_node *n)
 {
 	struct kvfs *fs = r->fs;
@@ -149,7 +156,7 @@ static int move_queued(struct rn *r, struct kvfs_node *n)
 	int err;
 
 	if (!kvfs_commit_take(fs, n, &b, &replace))
-		return -EAGAIN;		/* stored by now */
+		return RN_AGAIN;	/* stored by now */
 	pthread_mutex_lock(&fs->lock);
 	err = rekey_locked(r, n);
 	pthread_mutex_unlock(&fs->lock);
@@ -186,7 +193,7 @@ static int move_mem(struct rn *r, struct kvfs_node *n)
 	}
 	pthread_mutex_lock(&fs->lock);
 	if (!n->memdir || n->pending || n->queued)
-		err = -EAGAIN;
+		err = RN_AGAIN;
 	else
 		err = rekey_locked(r, n);
 	pthread_mutex_unlock(&fs->lock);
@@ -214,12 +221,14 @@ static int not_a_file(struct rn *r)
 	return rc > 0 ? EXDEV : ENOENT;
 }
 
-/* The source is stored: copy, then remove. n may be NULL. */
+/* The source is stored: copy, then remove. n may be NULL. rc holds KVP_E*
+ * codes only. */
 static int move_stored(struct rn *r, struct kvfs_node *n)
 {
 	struct kvfs *fs = r->fs;
 	struct kvp_stat st, st2;
 	uint64_t mt, at, sum;
+	bool changed = false;
 	struct kvp *k;
 	int64_t got;
 	char *buf;
@@ -240,13 +249,13 @@ static int move_stored(struct rn *r, struct kvfs_node *n)
 	/* the bytes are of the generation stat saw (generations only grow) */
 	rc = got < 0 ? (int)got : kvp_stat(k, r->c.raw, &st2);
 	if (rc == 0 && ((uint64_t)got != st.size || st2.generation != st.generation))
-		rc = -EAGAIN;
-	if (rc == 0)
+		changed = true;
+	if (rc == 0 && !changed)
 		rc = kvfs_store(fs, r->nc.raw, buf, st.size, !(r->flags & RENAME_NOREPLACE));
 	sum = rc == 0 ? XXH3_64bits(buf, st.size) : 0;
 	free(buf);
-	if (rc == -EAGAIN || rc == KVP_ENOTFOUND)
-		return -EAGAIN;		/* replaced or removed meanwhile: again */
+	if (changed || rc == KVP_ENOTFOUND)
+		return RN_AGAIN;	/* replaced or removed meanwhile: again */
 	if (rc < 0)
 		return rc == KVP_EEXIST ? EEXIST : kvp_to_errno(rc);
 	/* the renamed file keeps the times it showed, as a rename does */
@@ -288,9 +297,9 @@ static int move_stored(struct rn *r, struct kvfs_node *n)
 static int do_rename(struct rn *r)
 {
 	struct kvfs *fs = r->fs;
-	int err = -EAGAIN;
+	int err = RN_AGAIN;
 
-	for (int tries = 0; tries < 8 && err == -EAGAIN; tries++) {
+	for (int tries = 0; tries < 8 && err == RN_AGAIN; tries++) {
 		struct kvfs_node *n;
 		struct kvfs_fh *fh = NULL;
 		bool queued = false, mem = false;
@@ -323,7 +332,7 @@ static int do_rename(struct rn *r)
 		if (n)
 			kvfs_node_unref(fs, n);
 	}
-	return err == -EAGAIN ? EBUSY : err;
+	return err == RN_AGAIN ? EBUSY : err;
 }
 
 void kvfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -331,7 +340,7 @@ void kvfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct rn *r;
-	int rc, err = 0;
+	int err = 0;
 
 	if (flags & ~(unsigned)RENAME_NOREPLACE) {
 		/* RENAME_EXCHANGE would need two values swapped at once */
@@ -352,25 +361,23 @@ void kvfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t
 	r->nd = kvfs_dir_for_change(req, fs, newparent, ENOTDIR);
 	if (!r->nd)
 		goto out_d;
-	rc = kvfs_resolve(r->d, name, &r->c);
-	if (rc || r->c.rawlen == 0) {
-		err = rc == -ENAMETOOLONG ? ENAMETOOLONG : ENOENT;
+	err = kvfs_resolve(r->d, name, &r->c);
+	if (err || r->c.rawlen == 0) {
+		err = err == ENAMETOOLONG ? ENAMETOOLONG : ENOENT;
 		goto out;
 	}
 	if (r->c.kind != KN_FILE) {
 		err = EXDEV;		/* a directory name (NAME%%, chain pieces) */
 		goto out;
 	}
-	rc = kvfs_resolve(r->nd, newname, &r->nc);
-	if (rc == 0 && r->nc.kind != KN_FILE)
-		rc = -EISDIR;
-	if (rc == 0 && (r->nc.rawlen == 0 ||
-			(r->nd->ino == FUSE_ROOT_ID && !strcmp(newname, ".kvpool"))))
-		rc = -EINVAL;
-	if (rc) {
-		err = -rc;
+	err = kvfs_resolve(r->nd, newname, &r->nc);
+	if (!err && r->nc.kind != KN_FILE)
+		err = EISDIR;
+	if (!err && (r->nc.rawlen == 0 ||
+		     (r->nd->ino == FUSE_ROOT_ID && !strcmp(newname, ".kvpool"))))
+		err = EINVAL;
+	if (err)
 		goto out;
-	}
 	if (r->c.rawlen == r->nc.rawlen && !memcmp(r->c.raw, r->nc.raw, r->c.rawlen))
 		goto out;		/* the same name: nothing to do */
 	err = do_rename(r);

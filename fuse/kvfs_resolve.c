@@ -19,9 +19,8 @@ size_t kvfs_dir_part(const char *raw, size_t len)
 	return len;
 }
 
-/* Parses name inside directory node d. Errors: -ENAMETOOLONG, -EINVAL (not
- * the canonical spelling of any key: the caller answers ENOENT for a lookup,
- * EINVAL for a create). */
+/* Parses name inside directory node d: 0, ENAMETOOLONG or EINVAL (positive:
+ * what the caller replies; kvfs_name's codec speaks -errno). */
 int kvfs_resolve(const struct kvfs_node *d, const char *name, struct kvfs_child *c)
 {
 	size_t nlen = strlen(name), dl = kvfs_dir_part(d->raw, d->rawlen), off = d->rawlen - dl;
@@ -31,19 +30,19 @@ int kvfs_resolve(const struct kvfs_node *d, const char *name, struct kvfs_child 
 	int rc;
 
 	if (nlen > KVFS_NAME_MAX || d->rawlen >= KVP_MAX_KEY)
-		return -ENAMETOOLONG;
+		return ENAMETOOLONG;
 	room = sizeof(c->raw) - 1 - d->rawlen;
 	memcpy(c->raw, d->raw, d->rawlen);
 	c->alias = false;
 	if (kvfs_is_piece(name, nlen)) {
 		rc = kvfs_piece_decode(name, c->raw + d->rawlen, room, &got);
 		if (rc)
-			return rc == -ENAMETOOLONG ? rc : -EINVAL;
+			return rc == -ENAMETOOLONG ? ENAMETOOLONG : EINVAL;
 		c->kind = KN_PIECE;
 		c->rawlen = d->rawlen + got;
 		c->raw[c->rawlen] = 0;
 		/* the chain's later names prove the cut; here only the size */
-		return c->rawlen >= KVP_MAX_KEY ? -ENAMETOOLONG : 0;
+		return c->rawlen >= KVP_MAX_KEY ? ENAMETOOLONG : 0;
 	}
 	if (kvfs_is_alias(name, nlen)) {
 		memcpy(base, name, nlen - 2);
@@ -53,26 +52,26 @@ int kvfs_resolve(const struct kvfs_node *d, const char *name, struct kvfs_child 
 	}
 	rc = kvfs_unescape(name, c->raw + d->rawlen, room, &got);
 	if (rc)
-		return rc == -ENAMETOOLONG ? rc : -EINVAL;
+		return rc == -ENAMETOOLONG ? ENAMETOOLONG : EINVAL;
 	/* %2F is how kvfs_escape writes a '/' it is given, but a '/' in a
 	 * key is always a directory level: no name stands for one */
 	if (memchr(c->raw + d->rawlen, '/', got))
-		return -EINVAL;
+		return EINVAL;
 	c->rawlen = d->rawlen + got;
 	/* the name must be the last piece of its component's chain, as
 	 * kvfs_key_to_path writes it */
 	if (kvfs_piece_at(c->raw + dl, c->rawlen - dl, off, &plen, &last) || !last ||
 	    plen != got)
-		return -EINVAL;
+		return EINVAL;
 	if (c->alias) {
 		if (c->rawlen + 1 >= KVP_MAX_KEY)
-			return -ENAMETOOLONG;
+			return ENAMETOOLONG;
 		c->raw[c->rawlen++] = '/';
 		c->kind = KN_DIR;
 	} else {
 		c->kind = KN_FILE;
 		if (c->rawlen > KVP_MAX_KEY)
-			return -ENAMETOOLONG;
+			return ENAMETOOLONG;
 	}
 	c->raw[c->rawlen] = 0;
 	return 0;

@@ -27,9 +27,9 @@ struct kvfs_child {
  * '/' (a KN_PIECE prefix continues a component after that). */
 size_t kvfs_dir_part(const char *raw, size_t len);
 
-/* Parses name inside directory node d. Errors: -ENAMETOOLONG, -EINVAL (not
- * the canonical spelling of any key: the caller answers ENOENT for a lookup,
- * EINVAL for a create). */
+/* Parses name inside directory node d. 0, or the positive errno of a FUSE
+ * reply: ENAMETOOLONG, EINVAL (not the canonical spelling of any key: the
+ * caller answers ENOENT for a lookup, EINVAL for a create). */
 int kvfs_resolve(const struct kvfs_node *d, const char *name, struct kvfs_child *c);
 
 /* 1 when at least one complete key starts with prefix, 0 when none, < 0. */

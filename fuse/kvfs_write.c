@@ -113,9 +113,10 @@ static int wbuf_load(struct kvfs *fs, struct kvfs_node *n, const char *key, stru
 		return 0;		/* gone meanwhile: a new value */
 	if (rc < 0)
 		return kvp_to_errno(rc);
-	rc = wbuf_reserve(fs, w, st.size);
-	if (rc)
-		return rc;
+	int err = wbuf_reserve(fs, w, st.size);
+
+	if (err)
+		return err;
 	got = kvp_get_into(k, key, w->buf, w->cap);
 	if (got == KVP_ENOTFOUND)
 		return 0;
@@ -224,19 +225,17 @@ void kvfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		err = EEXIST;
 		goto out;
 	}
-	rc = kvfs_resolve(d, name, &c);
-	if (rc == 0 && c.kind != KN_FILE)
-		rc = -EINVAL;		/* NAME% and NAME%% are directories */
-	if (rc) {
-		err = -rc;
+	err = kvfs_resolve(d, name, &c);
+	if (!err && c.kind != KN_FILE)
+		err = EINVAL;		/* NAME% and NAME%% are directories */
+	if (err)
 		goto out;
-	}
 	/* the kernel creates after a negative lookup: a name this view just
 	 * found absent needs no second question */
 	if (!kvfs_neg_absent(fs, d, c.raw, c.rawlen)) {
-		k = kvfs_kvp(fs, &err);
+		k = kvfs_kvp(fs, &rc);
 		if (!k) {
-			err = kvp_to_errno(err);
+			err = kvp_to_errno(rc);
 			goto out;
 		}
 		rc = kvp_exists(k, c.raw);

@@ -102,9 +102,10 @@ void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size
 		goto out_err;
 	}
 	k = kvfs_kvp(fs, &e);
-	rc = k ? kvp_stat(k, key, &st) : e;
-	if (rc < 0) {
-		rc = kvp_to_errno(rc);
+	if (k)
+		e = kvp_stat(k, key, &st);
+	if (e < 0) {
+		rc = kvp_to_errno(e);
 		goto out_err;
 	}
 	if (xattr_value(&st, name, val, sizeof(val)) < 0) {

@@ -106,7 +106,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 			o = NULL;
 			s = KVP_ENOMEM;
 		}
-		wb_i32(b, s);
+		wb_status(b, s);
 		if (!o) {
 			wb_bytes(b, (const uint8_t[33]){ 0 }, 33);	/* 4 x u64 + nrep */
 		} else {
@@ -142,7 +142,7 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 			s = 1;
 		} else if (s == KVP_ENOTFOUND)
 			s = 0;
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;
@@ -159,7 +159,7 @@ int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
-		wb_i32(b, s);
+		wb_status(b, s);
 		wb_u64(b, o ? o->value_len : 0);
 		mbatch_item(st, s);
 	}
@@ -178,7 +178,7 @@ int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], &s);
-		wb_i32(b, s);
+		wb_status(b, s);
 		if (!o) {
 			wb_bytes(b, (const uint8_t[57]){ 0 }, 57);	/* 7 x u64 + nrep */
 		} else {
@@ -211,7 +211,7 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 		struct obj *o = find_visible(m, &keys[i], &s);
 		if (o)
 			o->pin_s = mlease_pin_until(m, ttl);	/* hard pins too: no cap */
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;
@@ -234,7 +234,7 @@ int mkeys_lease_release(struct master *m, struct rbuf *r, struct wbuf *b, struct
 			mlease_release(m, o);
 		else if (s != KVP_EKEY)
 			s = KVP_ENOTFOUND;	/* that generation is gone */
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;
@@ -264,7 +264,7 @@ int mkeys_replica_clear(struct master *m, struct rbuf *r, struct wbuf *b, struct
 			s = KVP_ELEASED;
 		else if (o && k < o->nrep)
 			mobj_drop_replica(m, o, k, true);	/* one per segment; o may go */
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;
@@ -286,7 +286,7 @@ int mkeys_remove(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 			s = KVP_ELEASED;
 		else if (o)
 			mobj_destroy(m, o, true);
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;

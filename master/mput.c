@@ -98,7 +98,7 @@ static void unalloc(struct master *m, const struct rep *reps, unsigned n)
 
 static void put_fail(struct wbuf *b, int status)
 {
-	wb_i32(b, status);
+	wb_status(b, status);
 	wb_u64(b, 0);
 	wb_u8(b, 0);
 }
@@ -217,7 +217,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	o->pin_s = a->pin_s;
 	o->atime = m_now32(m);
 	o->deadline = m_now32(m) + (uint32_t)m->conf.master.put_timeout;
-	wb_i32(b, 0);
+	wb_status(b, 0);
 	wb_u64(b, o->generation);
 	wb_u8(b, (uint8_t)got);
 	for (unsigned k = 0; k < got; k++) {
@@ -532,7 +532,7 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 		} else if (o) {
 			commit(m, o, csum, now_ns);
 		}
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;
@@ -555,7 +555,7 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 			s = KVP_EINVAL;		/* finished puts are REMOVEd */
 		else if (o)
 			mobj_destroy(m, o, true);
-		wb_i32(b, s);
+		wb_status(b, s);
 		mbatch_item(st, s);
 	}
 	return 0;

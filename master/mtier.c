@@ -106,7 +106,7 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 	bool ok = h->status == 0 && rb_u32(&r) == d->n;
 	for (uint32_t i = 0; i < d->n; i++) {
 		const struct dent *e = d->e[i];
-		int st = ok ? rb_i32(&r) : h->status ? h->status : KVP_EPROTO;
+		int st = ok ? rb_status(&r) : h->status ? h->status : KVP_EPROTO;
 		if (!rb_ok(&r))
 			st = KVP_EPROTO;
 		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
@@ -151,7 +151,7 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 	bool ok = h->status == 0 && rb_u32(&r) == d->n;
 	for (uint32_t i = 0; i < d->n; i++) {
 		const struct dent *e = d->e[i];
-		int st = ok ? rb_i32(&r) : KVP_EPROTO;
+		int st = ok ? rb_status(&r) : KVP_EPROTO;
 		uint64_t soff = ok ? rb_u64(&r) : 0, slen = ok ? rb_u64(&r) : 0;
 		if (!rb_ok(&r))
 			st = KVP_EPROTO;

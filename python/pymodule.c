@@ -139,7 +139,9 @@ PyMODINIT_FUNC PyInit__kvpool(void)
 	    PyModule_AddObjectRef(m, "BufferHandle", (PyObject *)&pybuf_type) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", KVP_VERSION) < 0)
 		goto out_err;
-	for (int e = 0; e >= KVP_ERR_MIN; e--)
+	if (PyModule_AddIntConstant(m, kvp_errname(KVP_OK), KVP_OK) < 0)
+		goto out_err;
+	for (int e = KVP_ERR_MAX; e >= KVP_ERR_MIN; e--)
 		if (PyModule_AddIntConstant(m, kvp_errname(e), e) < 0)
 			goto out_err;
 	/* ERROR_NAMES: Mooncake code -> name, for messages. */

@@ -199,8 +199,8 @@ struct emb *emb_start(const struct kvp_conf *c, char *err, size_t errlen, int *r
 		nrc = e->rc;
 		pthread_mutex_unlock(&e->lock);
 		snprintf(err, errlen, "embedded node stopped during start-up (%s)",
-			 kvp_errname(nrc < 0 ? nrc : KVP_EINTERNAL));
-		*rc = nrc < 0 && nrc >= KVP_ERR_MIN ? nrc : KVP_EINTERNAL;
+			 kvp_errname(kvp_is_err(nrc) ? nrc : KVP_EINTERNAL));
+		*rc = kvp_is_err(nrc) ? nrc : KVP_EINTERNAL;
 		break;
 	}
 	emb_stop(e);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# install.sh [--uninstall] DESTDIR PREFIX BUILD VERSION — called by
+# install.sh [--uninstall] DESTDIR PREFIX BUILD VERSION [SOVERSION] — called by
 # `make install` / `make uninstall`: binaries, libkvpool (.so, .a, header,
 # kvpool.pc), man pages (kvpool.ini(5) generated from conf/kvpool.ini), the
 # systemd units, sysusers.d and tmpfiles.d entries, and conf/kvpool.ini as
@@ -12,10 +12,12 @@
 set -eu
 uninstall=0
 if [ "${1:-}" = "--uninstall" ]; then uninstall=1; shift; fi
-[ $# = 4 ] || { echo "usage: $0 [--uninstall] DESTDIR PREFIX BUILD VERSION" >&2; exit 2; }
+[ $# = 4 ] || [ $# = 5 ] ||
+	{ echo "usage: $0 [--uninstall] DESTDIR PREFIX BUILD VERSION [SOVERSION]" >&2; exit 2; }
 destdir=$1 prefix=$2 build=$3 version=$4
 # paths below (src/, systemd/, conf/, a relative BUILD) are the repository's
 cd "$(dirname "$0")/.."
+soversion=${5:-$(sed -n 's/^SOVERSION := //p' Makefile)}
 bindir=${BINDIR:-$prefix/bin}
 libdir=${LIBDIR:-$prefix/lib}
 incdir=${INCLUDEDIR:-$prefix/include}
@@ -34,7 +36,7 @@ $bindir/kvpool
 $bindir/kvpool-master
 $bindir/kvpool-node
 $libdir/libkvpool.so.$version
-$libdir/libkvpool.so.0
+$libdir/libkvpool.so.$soversion
 $libdir/libkvpool.so
 $libdir/libkvpool.a
 $libdir/pkgconfig/kvpool.pc
@@ -95,7 +97,7 @@ subst() {
 
 for b in kvpool kvpool-master kvpool-node; do inst 0755 "$build/$b" "$bindir/$b"; done
 inst 0755 "$build/libkvpool.so.$version" "$libdir/libkvpool.so.$version"
-ln -sf "libkvpool.so.$version" "$D$libdir/libkvpool.so.0"
+ln -sf "libkvpool.so.$version" "$D$libdir/libkvpool.so.$soversion"
 ln -sf "libkvpool.so.$version" "$D$libdir/libkvpool.so"
 inst 0644 "$build/libkvpool.a" "$libdir/libkvpool.a"
 inst 0644 src/lib/kvpool.h "$incdir/kvpool.h"

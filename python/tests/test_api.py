@@ -42,8 +42,14 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(kvpool.INVALID_PARAMS, -600)
         self.assertEqual(kvpool.BUFFER_OVERFLOW, -10)
         self.assertEqual(kvpool.KVP_OK, 0)
-        self.assertEqual(kvpool.KVP_ENOTFOUND, -1)
-        self.assertEqual(kvpool.KVP_ESTALE, -22)
+        # kvpool's own codes sit below the errno range and Mooncake's codes
+        # (0.2.0); a Python caller sees Mooncake's codes from the store.
+        self.assertEqual(kvpool.KVP_ENOTFOUND, -5001)
+        self.assertEqual(kvpool.KVP_ESTALE, -5022)
+        codes = [getattr(kvpool, n) for n in dir(kvpool) if n.startswith("KVP_E")]
+        self.assertEqual(len(codes), 23)
+        self.assertTrue(all(c < -4095 for c in codes), codes)
+        self.assertFalse(set(codes) & set(kvpool.ERROR_NAMES))
         self.assertEqual(kvpool.to_mooncake(kvpool.KVP_ENOTFOUND), kvpool.OBJECT_NOT_FOUND)
         self.assertEqual(kvpool.errname(kvpool.KVP_ENOTFOUND), "KVP_ENOTFOUND")
         self.assertEqual(kvpool.strerror(kvpool.KVP_ENOTFOUND), "object not found")

@@ -51,13 +51,39 @@ static uint32_t get32(const uint8_t *p)
 }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
+/* The wire's codes: KVP_ERR_BASE - n travels as -n. */
+#define WIRE_ERR_N (KVP_ERR_BASE - KVP_ERR_MIN)
+
+bool wire_status_ok(int32_t v)
+{
+	return v >= -WIRE_ERR_N;
+}
+
+int32_t wire_status_encode(int rc)
+{
+	if (rc >= 0)
+		return rc;
+	if (!kvp_is_err(rc))
+		rc = KVP_EINTERNAL;
+	return rc - KVP_ERR_BASE;
+}
+
+int wire_status_decode(int32_t v)
+{
+	if (v >= 0)
+		return v;
+	if (!wire_status_ok(v))
+		return KVP_EPROTO;
+	return KVP_ERR_BASE + v;
+}
+
 void wire_hdr_encode(const struct wire_hdr *h, uint8_t out[WIRE_HDR_SIZE])
 {
 	put32(out, h->magic);
 	out[4] = h->version;
 	out[5] = h->flags;
 	put16(out + 6, h->opcode);
-	put32(out + 8, (uint32_t)h->status);
+	put32(out + 8, (uint32_t)wire_status_encode(h->status));
 	put32(out + 12, h->body_len);
 	put64(out + 16, h->reqid);
 	put64(out + 24, h->payload_len);
@@ -70,7 +96,9 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
 	h->version = in[4];
 	h->flags = in[5];
 	h->opcode = get16(in + 6);
-	h->status = (int32_t)get32(in + 8);
+	int32_t status = (int32_t)get32(in + 8);
+
+	h->status = wire_status_decode(status);
 	h->body_len = get32(in + 12);
 	h->reqid = get64(in + 16);
 	h->payload_len = get64(in + 24);
@@ -78,7 +106,7 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h,
 		return KVP_EPROTO;
 	if (h->flags & ~(unsigned)WIRE_F_REPLY)
 		return KVP_EPROTO;
-	if (h->status > 0 || h->status < KVP_ERR_MIN)
+	if (status > 0 || !wire_status_ok(status))
 		return KVP_EPROTO;
 	if (h->body_len > max_body || h->payload_len > max_payload)
 		return KVP_ETOOBIG;

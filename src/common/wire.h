@@ -8,6 +8,15 @@
  * 0 or a frame-level KVP_E* code (EAUTH, EPROTO, ETOOBIG); per-key results are
  * in the body.
  *
+ * Status encoding: every status, in the header and in a body (i32 status),
+ * is 0, a positive value an opcode defines (EXISTS: 1), or -n for the code
+ * KVP_ERR_BASE - n (n = 1..23: KVP_ENOTFOUND -1 ... KVP_ENOTLEADER -23).
+ * These are the numbers kvpool's codes had before 0.2.0; the wire kept them
+ * when the library's codes moved below the errno range, so the wire version
+ * did not change. wire_status_encode/decode (wb_status, rb_status) are the
+ * only way a status enters or leaves a frame; a decoded wire status outside
+ * -23..-1 is a protocol error.
+ *
  * Every connection starts with HELLO; anything else first -> EAUTH and close.
  * Every key opcode is a batch: the body carries n items, the reply n results.
  * Body layouts (u8/u16/u32/u64/i32/i64 little-endian; str = u16 len + bytes;
@@ -216,7 +225,7 @@ struct wire_hdr {
 	uint8_t version;
 	uint8_t flags;
 	uint16_t opcode;
-	int32_t status;
+	int32_t status;		/* 0 or a KVP_E* code; wire_hdr_encode/decode convert */
 	uint32_t body_len;
 	uint64_t reqid;
 	uint64_t payload_len;
@@ -328,6 +337,27 @@ uint32_t rb_count(struct rbuf *r, size_t min_item);
 
 static inline bool rb_ok(const struct rbuf *r) { return !r->err; }
 static inline bool rb_done(const struct rbuf *r) { return !r->err && r->p == r->end; }
+
+/* Status on the wire (see the top of this file). encode: 0 and positive
+ * values pass, a KVP_E* code becomes -1..-23, anything else (a -errno that
+ * leaked: a bug) becomes KVP_EINTERNAL's. decode: 0 and positive values
+ * pass, -1..-23 become the KVP_E* code, anything else KVP_EPROTO. */
+int32_t wire_status_encode(int rc);
+int wire_status_decode(int32_t v);
+/* True when v is a status a frame may carry (0, positive, or -1..-23). */
+bool wire_status_ok(int32_t v);
+
+static inline void wb_status(struct wbuf *b, int rc) { wb_i32(b, wire_status_encode(rc)); }
+/* A body status, decoded; one outside the wire's range sets err (the frame
+ * is malformed) and reads as KVP_EPROTO. */
+static inline int rb_status(struct rbuf *r)
+{
+	int32_t v = rb_i32(r);
+
+	if (!wire_status_ok(v))
+		r->err = true;
+	return wire_status_decode(v);
+}
 
 /* Key validity: 1..KVP_MAX_KEY bytes, no NUL. */
 bool wire_key_ok(const uint8_t *key, size_t n);

@@ -287,8 +287,8 @@ static bool parse_i32(struct rbuf *r, size_t i, void *arg)
 {
 	int *res = arg;
 
-	res[i] = rb_i32(r);
-	return rb_ok(r) && res[i] <= 1 && res[i] >= KVP_ERR_MIN;
+	res[i] = rb_status(r);
+	return rb_ok(r) && res[i] <= 1;
 }
 
 static void fail_i32(size_t i, int rc, void *arg)
@@ -445,11 +445,11 @@ int kvp_batch_remove(struct kvp *kvp, size_t n, const char *const *keys, int fla
 static bool parse_size(struct rbuf *r, size_t i, void *arg)
 {
 	int64_t *res = arg;
-	int32_t st = rb_i32(r);
+	int32_t st = rb_status(r);
 	uint64_t sz = rb_u64(r);
 
 	res[i] = st ? st : sz > INT64_MAX ? KVP_EPROTO : (int64_t)sz;
-	return rb_ok(r) && st <= 0 && st >= KVP_ERR_MIN;
+	return rb_ok(r) && st <= 0;
 }
 
 static void fail_size(size_t i, int rc, void *arg)
@@ -564,7 +564,7 @@ bool client_stat_parse(struct rbuf *r, size_t i, void *arg)
 
 	(void)i;
 	memset(st, 0, sizeof(*st));
-	sr->status = rb_i32(r);
+	sr->status = rb_status(r);
 	st->size = rb_u64(r);
 	st->generation = rb_u64(r);
 	st->checksum = rb_u64(r);
@@ -583,7 +583,7 @@ bool client_stat_parse(struct rbuf *r, size_t i, void *arg)
 		if (st->nreplicas < KVP_MAX_REPLICAS)
 			st->replicas[st->nreplicas++] = rp;
 	}
-	return rb_ok(r) && sr->status <= 0 && sr->status >= KVP_ERR_MIN;
+	return rb_ok(r) && sr->status <= 0;
 }
 
 static void fail_stat(size_t i, int rc, void *arg)

@@ -49,14 +49,21 @@ static const struct err_row err_rows[] = {
 		 { 0 } },	/* UNAVAILABLE_IN_CURRENT_STATUS */
 };
 
-_Static_assert(sizeof(err_rows) / sizeof(err_rows[0]) == 1 - KVP_ERR_MIN,
-	       "one row per KVP_E* code");
+#define NROWS (sizeof(err_rows) / sizeof(err_rows[0]))
+
+_Static_assert(NROWS == 1 + KVP_ERR_BASE - KVP_ERR_MIN, "one row per KVP_E* code");
+_Static_assert(KVP_ERR_MAX == KVP_ERR_BASE - 1, "the codes start right below KVP_ERR_BASE");
+/* The kernel's -errno values are -1..-4095 (MAX_ERRNO), Mooncake's
+ * ErrorCode values -1..-1702: the codes keep clear of both (kvpool.h). */
+_Static_assert(KVP_ERR_MAX < -4095, "KVP_E* codes meet the errno range");
 
 static const struct err_row *err_row(int err)
 {
-	if (err > 0 || err < KVP_ERR_MIN)
+	if (err == KVP_OK)
+		return &err_rows[0];
+	if (!kvp_is_err(err))
 		return NULL;
-	return &err_rows[-err];
+	return &err_rows[KVP_ERR_BASE - err];
 }
 
 const char *kvp_strerror(int err)
@@ -91,9 +98,11 @@ int err_from_errno(int err)
 {
 	if (err >= 0)
 		return 0;
-	for (size_t i = 1; i < sizeof(err_rows) / sizeof(err_rows[0]); i++)
+	if (kvp_is_err(err))	/* already converted: the ranges are disjoint */
+		return err;
+	for (size_t i = 1; i < NROWS; i++)
 		for (int j = 0; j < ERRNOS_MAX && err_rows[i].from[j]; j++)
 			if (err_rows[i].from[j] == -err)
-				return -(int)i;
+				return KVP_ERR_BASE - (int)i;
 	return KVP_EIO;
 }

@@ -1,9 +1,11 @@
 /* errors: the one error convention of kvpool, and its one table (errors.c).
  *
  * Two domains exist and never mix in one variable:
- *  - KVP_E* codes (kvpool.h): what every kvpool function returns (0 or a
- *    negative KVP_E*, or a documented non-negative value) and what travels
- *    on the wire. Variables holding one are named rc (or ret, status).
+ *  - KVP_E* codes (kvpool.h, -5001..-5023): what every kvpool function
+ *    returns (0 or a negative KVP_E*, or a documented non-negative value).
+ *    On the wire they travel in the wire's own encoding (wire.h
+ *    wire_status_encode/decode). Variables holding one are named rc (or
+ *    ret, status).
  *  - negative errno values: only inside code that talks to the kernel
  *    (shm/, the spill tier, sockets, the event loop), saved at once as
  *    `int err = -errno;`. Variables holding one are named err.
@@ -19,9 +21,8 @@
 
 #include "kvpool.h"
 
-/* The KVP_E* code for a negative errno (0 stays 0; a value already in
- * the KVP_E* range is returned as is only when it is no errno: never pass
- * one). Unknown errnos become KVP_EIO. */
+/* The KVP_E* code for a negative errno (0 stays 0; a KVP_E* code, which
+ * cannot be an errno, is returned as is). Unknown errnos become KVP_EIO. */
 int err_from_errno(int err);
 
 #endif

@@ -243,7 +243,7 @@ static void get_order(struct kvp *kvp, struct get_item *it)
 int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
 {
 	memset(g, 0, sizeof(*g));
-	g->status = rb_i32(r);
+	g->status = rb_status(r);
 	g->vlen = rb_u64(r);
 	g->gen = rb_u64(r);
 	g->csum = rb_u64(r);
@@ -260,7 +260,7 @@ int get_reply_item(struct rbuf *r, uint64_t max_value, struct get_reply *g)
 		if (g->nrep < KVP_MAX_REPLICAS)
 			g->rep[g->nrep++] = rp;
 	}
-	if (!rb_ok(r) || g->status > 0 || g->status < KVP_ERR_MIN)
+	if (!rb_ok(r) || g->status > 0)
 		return KVP_EPROTO;
 	if (g->status)
 		return g->status;

@@ -25,8 +25,9 @@
  *    node restart reconnects transparently.
  *
  * Errors: every call returns 0 (or a documented non-negative value) or a
- * negative KVP_E* code; kvp_strerror() names it. The same codes travel on the
- * wire, become CLI exit messages and Python exceptions.
+ * negative KVP_E* code (-5001..-5023, never a -errno); kvp_strerror() names
+ * it. They travel on the wire (in the wire's own encoding), become CLI exit
+ * messages and Python exceptions (as Mooncake's codes).
  *
  * Keys: 1..1024 bytes, NUL-terminated, no NUL inside. A plain put of an
  * existing key fails with KVP_EEXIST (first writer wins); engines that put
@@ -47,33 +48,51 @@ extern "C" {
 
 #define KVP_MAX_KEY 1024
 
+/* Error convention. kvpool's codes have a range of their own, below the
+ * errno range (the kernel's -errno values are -1..-4095) and below
+ * Mooncake's ErrorCode values (-1..-1702): a KVP_E* code can never be
+ * mistaken for either, and a variable holds one kind only. Code that talks
+ * to the kernel keeps -errno and converts where it crosses into the library
+ * (errors.h); the FUSE view and Python convert with kvp_to_errno() or
+ * kvp_to_mooncake() only at their boundary. The numbers changed in 0.2.0
+ * (soname libkvpool.so.1; before: -1..-23); the wire keeps its own stable
+ * encoding (wire.h: -1..-23), so peers of either version read a status alike. */
+#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..23 */
+
 enum kvp_err {
 	KVP_OK = 0,
-	KVP_ENOTFOUND = -1,	/* no such object */
-	KVP_EEXIST = -2,	/* object already exists (or a put of it is in progress) */
-	KVP_ENOSPC = -3,	/* no segment has room, even after eviction */
-	KVP_EINVAL = -4,	/* invalid argument */
-	KVP_EKEY = -5,		/* invalid key (empty, too long, contains NUL) */
-	KVP_ELEASED = -6,	/* object has a read lease (remove refused) */
-	KVP_ELEASE = -7,	/* read lease expired before the read completed */
-	KVP_ENOSEG = -8,	/* segment not found (node gone) */
-	KVP_ECHECKSUM = -9,	/* value or header checksum mismatch on every replica */
-	KVP_ETIMEDOUT = -10,	/* operation timed out */
-	KVP_EAUTH = -11,	/* wrong or missing cluster token */
-	KVP_EPROTO = -12,	/* malformed frame or protocol violation */
-	KVP_EINTERNAL = -13,	/* internal error */
-	KVP_EIO = -14,		/* transfer failed (node I/O error) */
-	KVP_ECONN = -15,	/* cannot connect / connection lost */
-	KVP_ENOTSUP = -16,	/* not supported here (no CUDA, no RDMA, ...) */
-	KVP_EBUSY = -17,	/* object not complete yet (put in progress) */
-	KVP_ETOOBIG = -18,	/* value, frame or buffer too large / too small */
-	KVP_ENOMEM = -19,	/* out of memory */
-	KVP_EGRANT = -20,	/* write without a valid grant from the master */
-	KVP_ELIMIT = -21,	/* resource limit (connections, batch size) */
-	KVP_ESTALE = -22,	/* extent was reused or put revoked */
-	KVP_ENOTLEADER = -23,	/* no leader master answers yet (HA failover): retry */
-	KVP_ERR_MIN = -23,
+	KVP_ENOTFOUND = -5001,	/* no such object */
+	KVP_EEXIST = -5002,	/* object already exists (or a put of it is in progress) */
+	KVP_ENOSPC = -5003,	/* no segment has room, even after eviction */
+	KVP_EINVAL = -5004,	/* invalid argument */
+	KVP_EKEY = -5005,	/* invalid key (empty, too long, contains NUL) */
+	KVP_ELEASED = -5006,	/* object has a read lease (remove refused) */
+	KVP_ELEASE = -5007,	/* read lease expired before the read completed */
+	KVP_ENOSEG = -5008,	/* segment not found (node gone) */
+	KVP_ECHECKSUM = -5009,	/* value or header checksum mismatch on every replica */
+	KVP_ETIMEDOUT = -5010,	/* operation timed out */
+	KVP_EAUTH = -5011,	/* wrong or missing cluster token */
+	KVP_EPROTO = -5012,	/* malformed frame or protocol violation */
+	KVP_EINTERNAL = -5013,	/* internal error */
+	KVP_EIO = -5014,	/* transfer failed (node I/O error) */
+	KVP_ECONN = -5015,	/* cannot connect / connection lost */
+	KVP_ENOTSUP = -5016,	/* not supported here (no CUDA, no RDMA, ...) */
+	KVP_EBUSY = -5017,	/* object not complete yet (put in progress) */
+	KVP_ETOOBIG = -5018,	/* value, frame or buffer too large / too small */
+	KVP_ENOMEM = -5019,	/* out of memory */
+	KVP_EGRANT = -5020,	/* write without a valid grant from the master */
+	KVP_ELIMIT = -5021,	/* resource limit (connections, batch size) */
+	KVP_ESTALE = -5022,	/* extent was reused or put revoked */
+	KVP_ENOTLEADER = -5023,	/* no leader master answers yet (HA failover): retry */
+	KVP_ERR_MIN = KVP_ENOTLEADER,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
+	KVP_ERR_MAX = KVP_ENOTFOUND,
 };
+
+/* True for a KVP_E* code (not for KVP_OK, a length or a -errno). */
+static inline int kvp_is_err(long long rc)
+{
+	return rc >= KVP_ERR_MIN && rc <= KVP_ERR_MAX;
+}
 
 /* Name of a KVP_E* code ("not found"); never NULL. */
 const char *kvp_strerror(int err);

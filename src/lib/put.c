@@ -127,7 +127,7 @@ static void put_op_done(struct xp_op *op)
 int put_reply_item(struct rbuf *r, struct put_reply *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->status = rb_i32(r);
+	p->status = rb_status(r);
 	p->gen = rb_u64(r);
 	uint8_t nrep = rb_u8(r);
 
@@ -144,7 +144,7 @@ int put_reply_item(struct rbuf *r, struct put_reply *p)
 		memcpy(p->rep[p->nrep].grant, g, WIRE_GRANT_LEN);
 		p->nrep++;
 	}
-	if (!rb_ok(r) || p->status > 0 || p->status < KVP_ERR_MIN || nrep > KVP_MAX_REPLICAS)
+	if (!rb_ok(r) || p->status > 0 || nrep > KVP_MAX_REPLICAS)
 		return KVP_EPROTO;
 	if (p->status)
 		return p->status;
@@ -452,9 +452,9 @@ static int put_finish(struct kvp *kvp, struct put_ctx *pc)
 
 		for (uint32_t k = 0; k < c[f].count; k++) {
 			struct put_item *it = &pc->items[ends[c[f].first + k]];
-			int st = frc ? frc : rb_i32(&r);
+			int st = frc ? frc : rb_status(&r);
 
-			if (!frc && (!rb_ok(&r) || st > 0 || st < KVP_ERR_MIN))
+			if (!frc && (!rb_ok(&r) || st > 0))
 				st = frc = KVP_EPROTO;
 			/* The master no longer knows the put (put_timeout, or a new
 			 * leader that did not find it complete): it is to be done

@@ -407,7 +407,7 @@ static int rconn_open(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	if (h.status) {
 		log_info("kvpool: node %s refused RDMA on %s: %s", p->endpoint, p->ndev,
 			 kvp_strerror(h.status));
-		rc = h.status < 0 && h.status >= KVP_ERR_MIN ? h.status : KVP_EPROTO;
+		rc = kvp_is_err(h.status) ? h.status : KVP_EPROTO;
 		goto out_body;
 	}
 	if (rdma_qp_rec_decode(body, h.body_len, &theirs, err, sizeof(err)) < 0) {

@@ -189,7 +189,7 @@ static void dreq_reply(struct node_dreq *r)
 	wb_init(&b);
 	wb_u32(&b, r->count);
 	for (uint32_t i = 0; i < r->count; i++) {
-		wb_i32(&b, r->res[i].status);
+		wb_status(&b, r->res[i].status);
 		if (r->req.opcode == WIRE_OP_DEMOTE) {
 			wb_u64(&b, r->res[i].off);
 			wb_u64(&b, r->res[i].len);

@@ -271,7 +271,7 @@ static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx
 			const uint8_t *body = pc_next(p, &h);
 			rb_init(&r, body, h.body_len);
 			rb_u32(&r);
-			REQUIRE(h.status == 0 && rb_i32(&r) == 0, "PUT_END");
+			REQUIRE(h.status == 0 && rb_status(&r) == 0, "PUT_END");
 		}
 		for (unsigned j = 0; j < d; j++) {
 			struct wire_hdr h;
@@ -279,7 +279,7 @@ static double bench_put(struct pc *p, uint64_t n, uint64_t vlen, const char *pfx
 			const uint8_t *body = pc_next(p, &h);
 			rb_init(&r, body, h.body_len);
 			rb_u32(&r);
-			int st = rb_i32(&r);
+			int st = rb_status(&r);
 			REQUIRE(h.status == 0 && st == 0, "PUT_START %s: %d/%d", k[cur][j], h.status, st);
 			gens[cur][j] = rb_u64(&r);
 		}
@@ -324,7 +324,7 @@ static double bench_lookup(struct pc *p, uint16_t op, uint64_t n, unsigned per_f
 			const uint8_t *body = pc_next(p, &h);
 			rb_init(&r, body, h.body_len);
 			REQUIRE(h.status == 0 && rb_u32(&r) == per_frame, "lookup reply");
-			int st = rb_i32(&r);
+			int st = rb_status(&r);
 			REQUIRE(op == WIRE_OP_EXISTS ? st == 1 : st == 0, "lookup status %d", st);
 		}
 	}

@@ -43,7 +43,7 @@ make "${mkargs[@]}" install >"$E2E_TMP/install.log" 2>&1 || { cat "$E2E_TMP/inst
 # ---- 1. files ----
 units="kvpool-master.service kvpool-node.service kvpool-node@.service kvpool-fuse@.service"
 want="usr/bin/kvpool usr/bin/kvpool-master usr/bin/kvpool-node
-usr/lib/libkvpool.so usr/lib/libkvpool.so.0 usr/lib/libkvpool.a usr/lib/pkgconfig/kvpool.pc
+usr/lib/libkvpool.so usr/lib/libkvpool.so.1 usr/lib/libkvpool.a usr/lib/pkgconfig/kvpool.pc
 usr/include/kvpool.h usr/lib/sysusers.d/kvpool.conf usr/lib/tmpfiles.d/kvpool.conf
 usr/share/man/man1/kvpool.1 usr/share/man/man5/kvpool.ini.5
 usr/share/man/man8/kvpool-master.8 usr/share/man/man8/kvpool-node.8 etc/kvpool/kvpool.ini"
@@ -181,18 +181,18 @@ EOF
 # shellcheck disable=SC2046
 cc "${san[@]}" -std=c99 -Wall -Werror -o "$E2E_TMP/t" "$E2E_TMP/t.c" $(pkg-config --cflags --libs kvpool) 2>"$E2E_TMP/cc.log" ||
 	{ cat "$E2E_TMP/cc.log"; fail "a program does not compile and link with pkg-config's flags"; }
-readelf -d "$E2E_TMP/t" | grep -q 'NEEDED.*\[libkvpool.so.0\]' || fail "the program does not need libkvpool.so.0"
+readelf -d "$E2E_TMP/t" | grep -q 'NEEDED.*\[libkvpool.so.1\]' || fail "the program does not need libkvpool.so.1"
 out=$(LD_LIBRARY_PATH="$D/usr/lib" "$E2E_TMP/t") || fail "the program fails: $out"
 [ "$out" = "KVP_ECONN|object not found" ] || fail "the program printed '$out'"
-LD_LIBRARY_PATH="$D/usr/lib" ldd "$E2E_TMP/t" | grep -q "$D/usr/lib/libkvpool.so.0" ||
-	fail "the program did not load the installed libkvpool.so.0"
+LD_LIBRARY_PATH="$D/usr/lib" ldd "$E2E_TMP/t" | grep -q "$D/usr/lib/libkvpool.so.1" ||
+	fail "the program did not load the installed libkvpool.so.1"
 # shellcheck disable=SC2046
 cc "${san[@]}" -o "$E2E_TMP/ts" "$E2E_TMP/t.c" $(pkg-config --cflags kvpool) -Wl,-Bstatic -lkvpool -Wl,-Bdynamic \
 	$(pkg-config --static --libs kvpool | sed 's/ -lkvpool / /') 2>"$E2E_TMP/cc.log" ||
 	{ cat "$E2E_TMP/cc.log"; fail "static link against libkvpool.a with pkg-config --static"; }
 [ "$("$E2E_TMP/ts")" = "KVP_ECONN|object not found" ] || fail "the static program"
 extra=$(nm -D --defined-only "$D/usr/lib/libkvpool.so" | awk '$2 ~ /[TDBRVW]/ && $3 !~ /^kvp_/ { print $3 }' |
-	grep -v '^KVPOOL_0$' | head -5)
+	grep -v '^KVPOOL_1$' | head -5)
 [ -z "$extra" ] || fail "libkvpool.so exports more than kvp_*: $extra"
 ok "pkg-config (sysroot): shared and static programs build and run; only kvp_* exported"
 unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR

@@ -26,7 +26,7 @@ static void fuzz_header(const uint8_t *in, size_t n)
 		wire_hdr_encode(&h, again);
 		if (memcmp(hb, again, sizeof(hb)) != 0)
 			FAIL();
-		if (!wire_op_name(h.opcode) || h.status > 0 || h.status < KVP_ERR_MIN)
+		if (!wire_op_name(h.opcode) || (h.status && !kvp_is_err(h.status)))
 			FAIL();
 		/* tighter limits only ever add ETOOBIG */
 		struct wire_hdr h2;
@@ -56,7 +56,7 @@ static void fuzz_reader(const uint8_t *ops, size_t nops, const uint8_t *data, si
 	rb_init(&r, body, ndata);
 	wb_init(&w);
 	for (size_t i = 0; i + 1 < nops; i += 2) {
-		uint8_t op = ops[i] % 11, arg = ops[i + 1];
+		uint8_t op = ops[i] % 12, arg = ops[i + 1];
 		bool was_err = r.err;
 		const uint8_t *before = r.p;
 		size_t n = 0;
@@ -121,6 +121,17 @@ static void fuzz_reader(const uint8_t *ops, size_t nops, const uint8_t *data, si
 				FAIL();
 			}
 			break;
+		case 11: {	/* a status: 0, positive or a KVP_E* code, else err */
+			int v = rb_status(&r);
+			if (!r.err) {
+				if (v < 0 && !kvp_is_err(v))
+					FAIL();
+				wb_status(&w, v);
+			} else if (v && v != KVP_EPROTO) {
+				FAIL();
+			}
+			break;
+		}
 		}
 		if (r.p < body || r.p > r.end || r.end != body + ndata)
 			FAIL();

@@ -38,7 +38,8 @@
 #define MAX_CLIENTS 64
 #define MAX_OVERRIDES 32
 #define MAX_BATCH 32
-#define NERR (2 - KVP_ERR_MIN)	/* index -rc for KVP_E*, NERR-1: anything else */
+#define NERR (2 + KVP_ERR_BASE - KVP_ERR_MIN)	/* index KVP_ERR_BASE - rc for KVP_E*,
+						 * NERR-1: anything else */
 #define MAX_DAEMONS 16
 #define MAX_REPORTED 10		/* mismatch lines printed, then only counted */
 
@@ -238,7 +239,7 @@ struct client {
 
 static void count_rc(struct client *c, enum op op, long long rc)
 {
-	int i = rc < 0 && rc > -NERR + 1 ? (int)-rc : NERR - 1;
+	int i = kvp_is_err(rc) ? KVP_ERR_BASE - (int)rc : NERR - 1;
 
 	if (rc < 0)
 		atomic_fetch_add(&c->sl->err[op][i], 1);
@@ -766,13 +767,13 @@ static void sum(struct totals *t)
 
 static const char *err_name(int e)
 {
-	return e == NERR - 1 ? "other" : kvp_errname(-e);
+	return e == NERR - 1 ? "other" : kvp_errname(KVP_ERR_BASE - e);
 }
 
 /* Error kinds a healthy pool may return to racing clients (--strict). */
 static bool allowed(enum op op, int e)
 {
-	int rc = -e;
+	int rc = KVP_ERR_BASE - e;	/* the index back to its code */
 
 	if (rc == KVP_ENOTFOUND || rc == KVP_EBUSY)
 		return true;

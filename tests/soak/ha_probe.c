@@ -34,7 +34,7 @@
 
 #define MAX_FAULTS 64
 #define MAX_PUTS (1u << 20)
-#define NERR (1 - KVP_ERR_MIN)
+#define NERR (1 + KVP_ERR_BASE - KVP_ERR_MIN)	/* errs[KVP_ERR_BASE - rc], errs[NERR]: other */
 
 #define WINDOW_MS 20000		/* what follows a mark counts for it this long */
 #define STUCK_MS 500		/* no put succeeded for this long: puts are down */
@@ -126,7 +126,7 @@ static void fill(const char *key, uint8_t *v, size_t n)
 
 static void count_err(int rc)
 {
-	errs[rc < 0 && rc >= KVP_ERR_MIN ? -rc : NERR]++;
+	errs[kvp_is_err(rc) ? KVP_ERR_BASE - rc : NERR]++;
 }
 
 /* Every read_ms: a get of a key put before, verified; counted against the
@@ -353,7 +353,7 @@ int main(int argc, char **argv)
 	for (int e = 1; e <= NERR; e++)
 		if (errs[e]) {
 			fprintf(out, "%s\"%s\": %" PRIu64, first ? "" : ", ",
-				e == NERR ? "other" : kvp_errname(-e), errs[e]);
+				e == NERR ? "other" : kvp_errname(KVP_ERR_BASE - e), errs[e]);
 			first = false;
 		}
 	fprintf(out, "}, \"faults\": [");

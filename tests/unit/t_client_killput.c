@@ -70,7 +70,7 @@ static void raw_child(const struct tc_pool *p, int wfd)
 			struct rbuf rb;
 
 			rb_init(&rb, body, h.body_len);
-			if (rb_u32(&rb) != RAW_KEYS || rb_i32(&rb) != 0)
+			if (rb_u32(&rb) != RAW_KEYS || rb_status(&rb) != 0)
 				_exit(4);	/* first item must have been granted */
 		}
 		free(body);

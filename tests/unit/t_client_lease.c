@@ -64,7 +64,7 @@ static void dead_reader(const struct tc_pool *p, const char *key)
 	REQUIRE(raw_reply(fd, &r, &body) == 0);		/* HELLO */
 	free(body);
 	REQUIRE(raw_reply(fd, &r, &body) == 0);		/* GET */
-	CHECK(rb_u32(&r) == 1 && rb_i32(&r) == 0);
+	CHECK(rb_u32(&r) == 1 && rb_status(&r) == 0);
 	free(body);
 	close(fd);
 }

@@ -49,7 +49,7 @@ static int put_chain(struct tl_conn *c, size_t n, const char *const *keys, const
 		struct tl_obj o;
 
 		memset(&o, 0, sizeof(o));
-		st[i] = rb_i32(&r);
+		st[i] = rb_status(&r);
 		gen[i] = rb_u64(&r);
 		tl_rb_reps(&r, &o, true);
 	}

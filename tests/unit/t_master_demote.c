@@ -39,7 +39,7 @@ static void serve(struct fake_node *fn, unsigned ms)
 			for (uint32_t i = 0; i < n; i++) {
 				rb_u64(&r);		/* off */
 				rb_u64(&r);		/* generation */
-				wb_i32(&b, fn->demote_status);
+				wb_status(&b, fn->demote_status);
 				wb_u64(&b, fn->next_spill);
 				wb_u64(&b, ALIGN);
 				if (fn->demote_status == 0 && fn->nspill < 1024)

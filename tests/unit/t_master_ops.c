@@ -102,11 +102,11 @@ static void test_put_get(struct tl_conn *c, const uint8_t *secret, uint32_t seg1
 	struct rbuf r;
 	rb_init(&r, f->body, f->h.body_len);
 	CHECK_EQ(rb_u32(&r), 3);
-	CHECK_EQ(rb_i32(&r), 0);
+	CHECK_EQ(rb_status(&r), 0);
 	CHECK_EQ(rb_u64(&r), 1000);
-	CHECK_EQ(rb_i32(&r), KVP_ENOTFOUND);
+	CHECK_EQ(rb_status(&r), KVP_ENOTFOUND);
 	CHECK_EQ(rb_u64(&r), 0);
-	CHECK_EQ(rb_i32(&r), KVP_EKEY);
+	CHECK_EQ(rb_status(&r), KVP_EKEY);
 	CHECK_EQ(rb_u64(&r), 0);
 	CHECK(rb_done(&r), "SIZE body");
 	tl_frame_free(f);

@@ -55,7 +55,7 @@ static void answer_promote(struct fake_node *fn, struct tl_frame *f, int32_t sta
 	uint32_t n = rb_u32(&r);
 	wb_u32(&b, n);
 	for (uint32_t i = 0; i < n; i++)
-		wb_i32(&b, status);
+		wb_status(&b, status);
 	tl_reply(fn->c, f, 0, b.p, b.len);
 	wb_free(&b);
 }
@@ -104,7 +104,7 @@ static void serve_q(struct fake_node *fn, unsigned ms, unsigned quiet_ms)
 			for (uint32_t i = 0; i < n; i++) {
 				rb_u64(&r);
 				rb_u64(&r);
-				wb_i32(&b, 0);
+				wb_status(&b, 0);
 				wb_u64(&b, fn->next_spill);
 				wb_u64(&b, ALIGN);
 				fn->next_spill += ALIGN;

@@ -206,7 +206,7 @@ static void test_free_and_remount(void)
 	struct rbuf r;
 	rb_init(&r, rep->body, rep->h.body_len);
 	CHECK_EQ(rb_u32(&r), 1);
-	CHECK_EQ(rb_i32(&r), 0);
+	CHECK_EQ(rb_status(&r), 0);
 	uint64_t gen_b = rb_u64(&r);
 	CHECK_EQ(rb_u8(&r), 1);
 	CHECK_EQ(rb_u32(&r), s);
@@ -286,7 +286,7 @@ static void test_alloc_after_reports(void)
 	REQUIRE(f, "no PUT_START reply after the HEARTBEAT");
 	struct rbuf r;
 	rb_init(&r, f->body, f->h.body_len);
-	CHECK(f->h.status == 0 && rb_u32(&r) == 1 && rb_i32(&r) == 0, "PUT_START after the HEARTBEAT");
+	CHECK(f->h.status == 0 && rb_u32(&r) == 1 && rb_status(&r) == 0, "PUT_START after the HEARTBEAT");
 	rb_u64(&r);
 	CHECK_EQ(rb_u8(&r), 1);
 	uint32_t seg = rb_u32(&r);

@@ -146,7 +146,7 @@ static void demote_reply(struct fmaster *m, uint64_t id, struct obj **v, int n, 
 	rb_init(&r, m->body, m->h.body_len);
 	CHECK(rb_u32(&r) == (uint32_t)n);
 	for (int i = 0; i < n; i++) {
-		st[i] = rb_i32(&r);
+		st[i] = rb_status(&r);
 		uint64_t off = rb_u64(&r), len = rb_u64(&r);
 		if (st[i] == 0) {
 			v[i]->spill_off = off;
@@ -192,7 +192,7 @@ static int32_t promote(struct fmaster *m, uint64_t spill_off, uint64_t gen, uint
 	struct rbuf r;
 	rb_init(&r, m->body, m->h.body_len);
 	CHECK(rb_u32(&r) == 1);
-	int32_t st = rb_i32(&r);
+	int32_t st = rb_status(&r);
 	CHECK(rb_done(&r));
 	return st;
 }
@@ -303,7 +303,7 @@ int main(void)
 	CHECK(m->h.opcode == WIRE_OP_DEMOTE && m->h.reqid == did);
 	struct rbuf r;
 	rb_init(&r, m->body, m->h.body_len);
-	CHECK(rb_u32(&r) == 1 && rb_i32(&r) == 0);
+	CHECK(rb_u32(&r) == 1 && rb_status(&r) == 0);
 	D.spill_off = rb_u64(&r);
 	D.spill_len = rb_u64(&r);
 	REQUIRE(fm_next(m) == 0);

@@ -1,5 +1,7 @@
 /* t_wire: the frame header codec, the bounds-checked body reader/writer,
- * write grants and key validation (src/common/wire.c). */
+ * the error convention (KVP_E* codes apart from errno, and their stable
+ * wire encoding), write grants and key validation (src/common/wire.c). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include "errors.h"
 #include "kvpool.h"
 #include "wire.h"
 
@@ -58,8 +61,19 @@ static void m_op_huge(struct wire_hdr *h) { h->opcode = 0xffff; }
 static void m_flag(struct wire_hdr *h) { h->flags |= 2; }
 static void m_flag_hi(struct wire_hdr *h) { h->flags = 0x80; }
 static void m_status_pos(struct wire_hdr *h) { h->status = 1; }
-static void m_status_low(struct wire_hdr *h) { h->status = KVP_ERR_MIN - 1; }
 static void m_status_min(struct wire_hdr *h) { h->status = KVP_ERR_MIN; }
+
+/* Decodes a good header whose status bytes are raw (the wire's numbers). */
+static int decode_raw_status(int32_t raw, struct wire_hdr *out)
+{
+	struct wire_hdr h = good_hdr();
+	uint8_t b[WIRE_HDR_SIZE];
+
+	wire_hdr_encode(&h, b);
+	for (int i = 0; i < 4; i++)
+		b[8 + i] = (uint8_t)((uint32_t)raw >> (8 * i));
+	return wire_hdr_decode(b, out, UINT32_MAX, UINT64_MAX);
+}
 static void m_body_big(struct wire_hdr *h) { h->body_len = 4097; }
 static void m_body_edge(struct wire_hdr *h) { h->body_len = 4096; }
 static void m_payload_big(struct wire_hdr *h) { h->payload_len = (1ull << 20) + 1; }
@@ -108,8 +122,20 @@ static void test_header(void)
 	CHECK(decode_mod(m_flag, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
 	CHECK(decode_mod(m_flag_hi, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
 	CHECK(decode_mod(m_status_pos, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
-	CHECK(decode_mod(m_status_low, UINT32_MAX, UINT64_MAX) == KVP_EPROTO);
 	CHECK(decode_mod(m_status_min, UINT32_MAX, UINT64_MAX) == 0);
+	/* the header's status bytes are the wire's numbers, bounds-checked */
+	CHECK(decode_raw_status(0, &out) == 0 && out.status == 0);
+	CHECK(decode_raw_status(-1, &out) == 0 && out.status == KVP_ENOTFOUND);
+	CHECK(decode_raw_status(-11, &out) == 0 && out.status == KVP_EAUTH);
+	CHECK(decode_raw_status(-23, &out) == 0 && out.status == KVP_ENOTLEADER);
+	CHECK(decode_raw_status(-24, &out) == KVP_EPROTO);
+	CHECK(decode_raw_status(KVP_ENOTFOUND, &out) == KVP_EPROTO);
+	CHECK(decode_raw_status(INT32_MIN, &out) == KVP_EPROTO);
+	CHECK(decode_raw_status(1, &out) == KVP_EPROTO);
+	h = good_hdr();
+	h.status = KVP_EAUTH;
+	wire_hdr_encode(&h, b);
+	CHECK(b[8] == (uint8_t)-11 && b[9] == 0xff && b[10] == 0xff && b[11] == 0xff);
 	CHECK(decode_mod(m_body_big, mb, UINT64_MAX) == KVP_ETOOBIG);
 	CHECK(decode_mod(m_body_edge, mb, UINT64_MAX) == 0);
 	CHECK(decode_mod(m_payload_big, UINT32_MAX, mp) == KVP_ETOOBIG);
@@ -271,6 +297,76 @@ static void test_wb_rb(void)
 	wb_free(&w);
 }
 
+/* The convention of kvpool.h and errors.h: library codes apart from every
+ * -errno (and from Mooncake's codes), a name, a message and a positive errno
+ * for each, and a wire encoding that kept the numbers of before 0.2.0. */
+static void test_codes(void)
+{
+	int n = 0;
+
+	CHECK(KVP_ERR_MAX == KVP_ERR_BASE - 1 && KVP_ERR_MIN == KVP_ERR_BASE - 23);
+	CHECK(KVP_ENOTFOUND == KVP_ERR_MAX && KVP_ENOTLEADER == KVP_ERR_MIN);
+	CHECK(KVP_EAUTH == KVP_ERR_BASE - 11 && KVP_ELIMIT == KVP_ERR_BASE - 21);
+	CHECK(!kvp_is_err(KVP_OK) && !kvp_is_err(KVP_ERR_MIN - 1) && !kvp_is_err(KVP_ERR_MAX + 1));
+	for (int e = KVP_ERR_MAX; e >= KVP_ERR_MIN; e--, n++) {
+		CHECK(e < -4095 || e > -1);	/* never inside the errno range */
+		CHECK(e < -1702);		/* nor among Mooncake's ErrorCode values */
+		CHECK(kvp_is_err(e));
+		int en = kvp_to_errno(e);
+		CHECK(en > 0 && en < 4096);
+		CHECK(strcmp(kvp_strerror(e), "unknown error") != 0);
+		CHECK(strncmp(kvp_errname(e), "KVP_E", 5) == 0 && strcmp(kvp_errname(e), "KVP_E?") != 0);
+		for (int f = KVP_ERR_MAX; f > e; f--)
+			CHECK(strcmp(kvp_errname(e), kvp_errname(f)) != 0);
+		int mc = kvp_to_mooncake(e);
+		CHECK(mc < 0 && !kvp_is_err(mc));
+		CHECK(kvp_is_err(err_from_errno(-en)));
+		CHECK(err_from_errno(e) == e);
+		/* the wire: -1..-23 in the order of the codes, and back */
+		CHECK(wire_status_encode(e) == e - KVP_ERR_BASE);
+		CHECK(wire_status_ok(wire_status_encode(e)));
+		CHECK(wire_status_decode(wire_status_encode(e)) == e);
+	}
+	CHECK(n == 23);
+	CHECK(kvp_to_errno(KVP_OK) == 0 && strcmp(kvp_errname(KVP_OK), "KVP_OK") == 0);
+	CHECK(kvp_to_errno(KVP_EAUTH) == EACCES && kvp_to_errno(KVP_ENOTFOUND) == ENOENT);
+	/* no -errno is a code; each maps to one; the table does not take them */
+	for (int en = 1; en <= 4095; en++) {
+		CHECK(!kvp_is_err(-en));
+		CHECK(kvp_is_err(err_from_errno(-en)));
+		CHECK(strcmp(kvp_errname(-en), "KVP_E?") == 0);
+	}
+	CHECK(err_from_errno(-EACCES) == KVP_EAUTH && err_from_errno(-EAGAIN) == KVP_ELIMIT);
+	CHECK(err_from_errno(0) == 0 && err_from_errno(5) == 0);
+	CHECK(kvp_to_errno(-EAGAIN) == EIO && strcmp(kvp_strerror(-EAGAIN), "unknown error") == 0);
+	/* the wire's numbers are those of before 0.2.0 */
+	CHECK(wire_status_encode(KVP_ENOTFOUND) == -1 && wire_status_encode(KVP_EAUTH) == -11);
+	CHECK(wire_status_encode(KVP_ENOTLEADER) == -23);
+	CHECK(wire_status_encode(0) == 0 && wire_status_encode(1) == 1);
+	/* a -errno that leaked into a status goes out as an internal error */
+	CHECK(wire_status_encode(-EAGAIN) == wire_status_encode(KVP_EINTERNAL));
+	CHECK(wire_status_decode(0) == 0 && wire_status_decode(1) == 1);
+	CHECK(wire_status_decode(-24) == KVP_EPROTO && wire_status_decode(INT32_MIN) == KVP_EPROTO);
+	CHECK(!wire_status_ok(-24) && !wire_status_ok(KVP_EAUTH) && wire_status_ok(-23));
+
+	/* body statuses: rb_status decodes, a bad one makes the body malformed */
+	struct wbuf w;
+	struct rbuf r;
+
+	wb_init(&w);
+	wb_status(&w, KVP_EEXIST);
+	wb_status(&w, 1);
+	wb_status(&w, 0);
+	wb_i32(&w, -24);
+	CHECK(!w.oom && w.len == 16);
+	CHECK(w.p[0] == (uint8_t)-2 && w.p[3] == 0xff);
+	rb_init(&r, w.p, w.len);
+	CHECK(rb_status(&r) == KVP_EEXIST && rb_status(&r) == 1 && rb_status(&r) == 0);
+	CHECK(rb_ok(&r));
+	CHECK(rb_status(&r) == KVP_EPROTO && !rb_ok(&r));
+	wb_free(&w);
+}
+
 static void test_grant(void)
 {
 	uint8_t secret[WIRE_SECRET_LEN], other[WIRE_SECRET_LEN];
@@ -366,6 +462,7 @@ int main(void)
 	test_header();
 	test_frames();
 	test_wb_rb();
+	test_codes();
 	test_grant();
 	test_siphash();
 	test_keys();

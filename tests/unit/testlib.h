@@ -834,7 +834,7 @@ static inline int tl_i32_reply(struct tl_frame *f, size_t n, int *out)
 		if (rb_u32(&r) != n)
 			st = KVP_EPROTO;
 		for (size_t i = 0; i < n && st == 0; i++)
-			out[i] = rb_i32(&r);
+			out[i] = rb_status(&r);
 		if (!rb_done(&r))
 			st = KVP_EPROTO;
 	}
@@ -935,7 +935,7 @@ static inline int tl_put_start_flags(struct tl_conn *c, unsigned replicas, uint3
 			st = KVP_EPROTO;
 		for (size_t i = 0; i < n && st == 0; i++) {
 			memset(&out[i], 0, sizeof(out[i]));
-			out[i].status = rb_i32(&r);
+			out[i].status = rb_status(&r);
 			out[i].generation = rb_u64(&r);
 			tl_rb_reps(&r, &out[i], true);
 		}
@@ -1013,7 +1013,7 @@ static inline int tl_get_stat1(struct tl_conn *c, const char *key, struct tl_obj
 		rb_init(&r, f->body, f->h.body_len);
 		if (rb_u32(&r) != 1)
 			st = KVP_EPROTO;
-		o->status = rb_i32(&r);
+		o->status = rb_status(&r);
 		o->size = rb_u64(&r);
 		o->generation = rb_u64(&r);
 		o->checksum = rb_u64(&r);
