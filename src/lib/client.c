@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "get.h"
 #include "kvpool.h"
 #include "kvpool_i.h"
@@ -336,7 +337,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 {
 	struct ex_item *x = malloc((n ? n : 1) * sizeof(*x));
 	struct lc_segs o = { .kvp = kvp };
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	struct client_seg *seg;
 	uint64_t hits = 0, stale = 0;
 

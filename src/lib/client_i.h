@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "kvpool.h"
 #include "net.h"
@@ -35,7 +36,7 @@ struct node_conn {
 	int fd;
 	bool pooled;			/* counted in node->nconns, else closed on return */
 	uint8_t *rx;			/* xp_tcp's receive buffer */
-	uint64_t idle_ms;		/* net_now_ms() when it went back to the pool */
+	uint64_t idle_ms;		/* clock_now_ms() when it went back to the pool */
 	struct node_conn *next;
 };
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "cuda.h"
 #include "extent.h"
 #include "get.h"
@@ -16,7 +17,6 @@
 #include "lcache.h"
 #include "loccache.h"
 #include "mcall.h"
-#include "net.h"
 #include "segtab.h"
 #include "sock.h"
 #include "xp_rdma.h"
@@ -160,7 +160,7 @@ static void get_op_done(struct xp_op *op)
 		}
 		client_count(kvp, checksum_mismatches, 1);
 		it->mismatch = true;
-		if (net_now_ms() > it->lease_end)
+		if (clock_now_ms() > it->lease_end)
 			it->lease_lost = true;
 	} else {
 		it->xerr = op->status;
@@ -289,7 +289,7 @@ static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_
 		     struct xp_run *run)
 {
 	bool refreshed = false;
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 
 	for (size_t f = 0; f < nc; f++) {
 		struct rbuf r;
@@ -387,7 +387,7 @@ static void get_enc_release(struct wbuf *b, size_t i, void *arg)
  * its lease_ttl. Takes over gc->todo's order (restored by the caller). */
 static void get_release_leases(struct kvp *kvp, struct get_ctx *gc)
 {
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	size_t *keep = gc->todo, n = gc->ntodo, nrel = 0;
 	size_t *rel = malloc((n ? n : 1) * sizeof(*rel));
 	struct mcall *c;
@@ -500,7 +500,7 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 
 	/* HA: no master answered a moment ago: what loccache knows is read
 	 * from where it was, the rest still asks. */
-	if (kvp->locs && net_now_ms() < atomic_load(&kvp->master_down_until))
+	if (kvp->locs && clock_now_ms() < atomic_load(&kvp->master_down_until))
 		get_cached(kvp, gc);
 	for (int attempt = 0; attempt < 2 && gc->ntodo; attempt++) {
 		struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
@@ -510,8 +510,8 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 
 		/* a master that does not answer soon is in an election: keys
 		 * read before are not kept waiting for it (see get_cached) */
-		if (kvp->locs && !waited && net_now_ms() + HA_READ_WAIT_MS < dl)
-			dl = net_now_ms() + HA_READ_WAIT_MS;
+		if (kvp->locs && !waited && clock_now_ms() + HA_READ_WAIT_MS < dl)
+			dl = clock_now_ms() + HA_READ_WAIT_MS;
 		c = mc_batch(kvp, WIRE_OP_GET, NULL, 0, gc->ntodo, get_enc, gc, &nc);
 		if (!c)
 			return KVP_ENOMEM;
@@ -519,7 +519,7 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 		if (rc < 0 && kvp->locs && master_failed(rc) && !waited) {
 			mc_free(c, nc);
 			waited = true;
-			atomic_store(&kvp->master_down_until, net_now_ms() + HA_DOWN_MS);
+			atomic_store(&kvp->master_down_until, clock_now_ms() + HA_DOWN_MS);
 			get_cached(kvp, gc);
 			attempt--;	/* the rest waits the whole deadline */
 			continue;
@@ -618,7 +618,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 	struct { struct lc_loc l; uint64_t hash; bool hit, touch, tcp; } *h;
 	struct lc_segs o = { .kvp = kvp };
 	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
-	uint64_t bytes = 0, now = net_now_ms();
+	uint64_t bytes = 0, now = clock_now_ms();
 	size_t keep = 0, ntcp = 0;
 	bool nt;
 

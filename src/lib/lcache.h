@@ -43,7 +43,7 @@ uint64_t lc_token_h(struct lcache *c, uint64_t h);	/* h: lc_key_hash() */
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc);
 /* True with *loc filled when key has a fresh entry (younger than
- * location_ttl at now, net_now_ms()): a hint; the extent header, not the
+ * location_ttl at now, clock_now_ms()): a hint; the extent header, not the
  * cache, proves it is key's. *touch says the master has not heard of a read
  * of the key for a while: the caller passes it to lc_touch after a
  * verified read. Takes no lock. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "cuda.h"
 #include "extent.h"
 #include "kvpool.h"
@@ -20,7 +21,6 @@
 #include "loccache.h"
 #include "mcall.h"
 #include "mlocate.h"
-#include "net.h"
 #include "put.h"
 #include "segtab.h"
 #include "sock.h"
@@ -225,7 +225,7 @@ static int put_device(struct put_item *it)
 static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t nc,
 		    struct xp_run *run)
 {
-	uint64_t now_ns = net_realtime_ns();
+	uint64_t now_ns = clock_realtime_ns();
 	bool refreshed = false;
 	uint64_t epoch_now;
 

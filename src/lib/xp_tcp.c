@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "log.h"
 #include "net.h"
 #include "sock.h"
@@ -146,7 +147,7 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 			node->idle = nc->next;
 			pthread_mutex_unlock(&kvp->lock);
 			nc->next = NULL;
-			if (net_now_ms() - nc->idle_ms < POOL_FRESH_MS || sock_alive(nc->fd)) {
+			if (clock_now_ms() - nc->idle_ms < POOL_FRESH_MS || sock_alive(nc->fd)) {
 				*out = nc;
 				return 0;
 			}
@@ -181,7 +182,7 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 			return rc;
 		}
 		struct timespec ts;
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 
 		if (now >= deadline) {
 			pthread_mutex_unlock(&kvp->lock);
@@ -206,7 +207,7 @@ static void pool_give(struct kvp *kvp, struct client_node *node, struct node_con
 
 	pthread_mutex_lock(&kvp->lock);
 	if (keep) {
-		nc->idle_ms = net_now_ms();
+		nc->idle_ms = clock_now_ms();
 		nc->next = node->idle;
 		node->idle = nc;
 	} else if (nc->pooled) {
@@ -916,7 +917,7 @@ static size_t tcp_progress(void *st, bool wait)
 		if (rc < 0)
 			conn_fail(c, rc);
 	}
-	now = net_now_ms();
+	now = clock_now_ms();
 	for (size_t i = 0; i < r->nconns; i++) {
 		struct tconn *c = r->conns[i];
 
@@ -953,7 +954,7 @@ static size_t tcp_progress(void *st, bool wait)
 			if (err)
 				conn_fail(c, err);
 		}
-		now = net_now_ms();
+		now = clock_now_ms();
 		for (size_t i = 0; i < r->nconns; i++) {
 			struct tconn *c = r->conns[i];
 

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "net.h"
 #include "t_client_lib.h"
 #include "wire.h"
@@ -54,17 +55,17 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		wb_u64(&b, 4096);
 	}
 	wire_finish(&b, at, WIRE_OP_PUT_START, 0, 0, 2, 0);
-	if (b.oom || net_send_all(fd, b.p, b.len, net_now_ms() + 5000) < 0)
+	if (b.oom || net_send_all(fd, b.p, b.len, clock_now_ms() + 5000) < 0)
 		_exit(2);
 	/* two replies: HELLO and PUT_START; then tell the parent and wait */
 	for (int r = 0; r < 2; r++) {
 		uint8_t *body;
 
-		if (net_recv_all(fd, hb, sizeof(hb), net_now_ms() + 5000) < 0 ||
+		if (net_recv_all(fd, hb, sizeof(hb), clock_now_ms() + 5000) < 0 ||
 		    wire_hdr_decode(hb, &h, 1 << 20, 0) < 0 || h.status != 0)
 			_exit(3);
 		body = malloc(h.body_len + 1);
-		if (!body || net_recv_all(fd, body, h.body_len, net_now_ms() + 5000) < 0)
+		if (!body || net_recv_all(fd, body, h.body_len, clock_now_ms() + 5000) < 0)
 			_exit(3);
 		if (h.opcode == WIRE_OP_PUT_START) {
 			struct rbuf rb;
@@ -76,7 +77,7 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		free(body);
 	}
 	/* the moment the puts started, for the parent's in-progress check */
-	uint64_t t = net_now_ms();
+	uint64_t t = clock_now_ms();
 
 	if (write(wfd, &t, sizeof(t)) != sizeof(t))
 		_exit(5);
@@ -184,7 +185,7 @@ int main(void)
 
 		/* In progress: refused, invisible. Unless this host stalled
 		 * past put_timeout meanwhile (then the put may have won). */
-		if (net_now_ms() - t0 < 1000) {
+		if (clock_now_ms() - t0 < 1000) {
 			CHECK_RC(put, KVP_EEXIST);
 			CHECK_RC(ex, 0);
 			CHECK_RC(get, KVP_ENOTFOUND);

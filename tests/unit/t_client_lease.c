@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "net.h"
 #include "t_client_lib.h"
 #include "wire.h"
@@ -25,11 +26,11 @@ static int raw_reply(int fd, struct rbuf *r, uint8_t **body)
 	uint8_t hb[WIRE_HDR_SIZE];
 	struct wire_hdr h;
 
-	if (net_recv_all(fd, hb, sizeof(hb), net_now_ms() + 5000) < 0 ||
+	if (net_recv_all(fd, hb, sizeof(hb), clock_now_ms() + 5000) < 0 ||
 	    wire_hdr_decode(hb, &h, 1 << 20, 0) < 0)
 		return -1;
 	*body = malloc(h.body_len + 1);
-	if (!*body || net_recv_all(fd, *body, h.body_len, net_now_ms() + 5000) < 0)
+	if (!*body || net_recv_all(fd, *body, h.body_len, clock_now_ms() + 5000) < 0)
 		return -1;
 	rb_init(r, *body, h.body_len);
 	return h.status;
@@ -59,7 +60,7 @@ static void dead_reader(const struct tc_pool *p, const char *key)
 	wb_u32(&b, 1);
 	wb_cstr(&b, key);
 	wire_finish(&b, at, WIRE_OP_GET, 0, 0, 2, 0);
-	REQUIRE(!b.oom && net_send_all(fd, b.p, b.len, net_now_ms() + 5000) == 0);
+	REQUIRE(!b.oom && net_send_all(fd, b.p, b.len, clock_now_ms() + 5000) == 0);
 	wb_free(&b);
 	REQUIRE(raw_reply(fd, &r, &body) == 0);		/* HELLO */
 	free(body);
@@ -159,15 +160,15 @@ int main(void)
 
 	/* a dead reader's lease blocks removal until lease_ttl */
 	CHECK_RC(kvp_put(k, "l/dead", v, 1000), 0);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	dead_reader(p, "l/dead");
 	CHECK_RC(kvp_remove(k, "l/dead", 0), KVP_ELEASED);
 	CHECK_RC(kvp_replica_clear(k, "l/dead", "n0", 0), KVP_ELEASED);
 	/* a finished get of the same object does not end the dead one's lease */
 	CHECK(kvp_get_into(k, "l/dead", out, BIG) == 1000);
-	if (net_now_ms() < t0 + LEASE_MS - 500)
+	if (clock_now_ms() < t0 + LEASE_MS - 500)
 		CHECK_RC(kvp_remove(k, "l/dead", 0), KVP_ELEASED);
-	while (net_now_ms() < t0 + LEASE_MS + 200)
+	while (clock_now_ms() < t0 + LEASE_MS + 200)
 		usleep(50000);
 	CHECK_RC(kvp_remove(k, "l/dead", 0), 0);
 

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "http.h"
 #include "log.h"
@@ -135,7 +136,7 @@ static int http_do(int port, const char *req, size_t req_len, const void *extra,
 {
 	char addr[64], err[256];
 	size_t cap = 1 << 16, len = 0;
-	uint64_t dl = net_now_ms() + 20000;
+	uint64_t dl = clock_now_ms() + 20000;
 
 	memset(r, 0, sizeof(*r));
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
