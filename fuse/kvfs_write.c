@@ -32,21 +32,15 @@ void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struc
 
 bool kvfs_pending_settle(struct kvfs *fs, struct kvfs_node *n)
 {
-	struct timespec ts;
+	uint64_t deadline = clock_now_ms() + KVFS_SETTLE_MS;
 	bool settled;
 
 	/* a close happened and the release that stores the file is on its
 	 * way (the kernel sends it after close returns): wait for it, so that
 	 * `touch f; cat f` and `: > f; cat f` see the file as closed */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += KVFS_SETTLE_MS * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&fs->lock);
 	while (n->pending && n->pending->closed &&
-	       pthread_cond_timedwait(&fs->pending_done, &fs->lock, &ts) == 0)
+	       clock_cond_wait_until(&fs->pending_done, &fs->lock, deadline) == 0)
 		;
 	settled = !n->pending;
 	pthread_mutex_unlock(&fs->lock);

@@ -162,21 +162,6 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 	return true;
 }
 
-static void cond_wait_until(struct kvp *kvp, uint64_t deadline)
-{
-	struct timespec ts;
-	uint64_t now = clock_now_ms(), left = deadline > now ? deadline - now : 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(left / 1000);
-	ts.tv_nsec += (long)(left % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&kvp->cond, &kvp->lock, &ts);
-}
-
 static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool *reused)
 {
 	uint64_t epoch = 0;
@@ -217,7 +202,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			pthread_mutex_unlock(&kvp->lock);
 			return KVP_ETIMEDOUT;
 		}
-		cond_wait_until(kvp, deadline);
+		clock_cond_wait_until(&kvp->cond, &kvp->lock, deadline);
 	}
 	kvp->mconns++;
 	pthread_mutex_unlock(&kvp->lock);

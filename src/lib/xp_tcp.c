@@ -181,21 +181,11 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 				(*out)->pooled = false;
 			return rc;
 		}
-		struct timespec ts;
-		uint64_t now = clock_now_ms();
-
-		if (now >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			pthread_mutex_unlock(&kvp->lock);
 			return KVP_ETIMEDOUT;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)((deadline - now) / 1000);
-		ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&kvp->cond, &kvp->lock, &ts);
+		clock_cond_wait_until(&kvp->cond, &kvp->lock, deadline);
 	}
 }
 
