@@ -18,7 +18,7 @@
 #include "kvpool_i.h"
 #include "lcache.h"
 #include "log.h"
-#include "loccache.h"
+#include "haloc.h"
 #include "mcall.h"
 #include "mlocate.h"
 #include "net.h"
@@ -84,7 +84,7 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 	kvp->mmax = MASTER_CONNS_MAX;
 	rc = mlocate_open(kvp);
 	if (rc == 0 && mlocate_ha(kvp))
-		rc = loccache_open(kvp);
+		rc = haloc_open(kvp);
 	if (rc < 0) {
 		mlocate_close(kvp);
 		goto out_free;
@@ -185,7 +185,7 @@ void kvp_close(struct kvp *kvp)
 	lc_destroy(kvp->lc);
 	mc_pool_close(kvp);
 	mlocate_close(kvp);
-	loccache_close(kvp);
+	haloc_close(kvp);
 	xp_tcp_close_pools(kvp);
 	xp_rdma_close(kvp);
 	segtab_close(kvp);
@@ -433,10 +433,10 @@ int kvp_batch_remove(struct kvp *kvp, size_t n, const char *const *keys, int fla
 		return KVP_EINVAL;
 	if (!kvp || (n && (!keys || !results)))
 		return KVP_EINVAL;
-	/* HA: a removed key is not read from where it was (loccache.h) */
-	for (size_t i = 0; kvp->locs && i < n; i++)
+	/* HA: a removed key is not read from where it was (haloc.h) */
+	for (size_t i = 0; kvp->haloc && i < n; i++)
 		if (keys[i])
-			loccache_drop(kvp, keys[i], (uint32_t)strnlen(keys[i], KVP_MAX_KEY + 1));
+			haloc_drop(kvp, keys[i], (uint32_t)strnlen(keys[i], KVP_MAX_KEY + 1));
 	lc_invalidate_keys(kvp, n, keys);
 	rc = batch_i32(kvp, WIRE_OP_REMOVE, &force, 1, n, keys, results);
 	lc_invalidate_keys(kvp, n, keys);

@@ -22,7 +22,7 @@
 #include "wire.h"
 
 struct lcache;
-struct loccache;
+struct haloc;
 struct mconn;
 struct mlocate;
 struct rdma_info;
@@ -107,7 +107,7 @@ struct kvp {
 	uint64_t epoch;			/* server_epoch of the last HELLO */
 	bool epoch_known;
 	struct mlocate *loc;		/* where the master is (mlocate.c); NULL: fixed */
-	struct loccache *locs;		/* reads without a master (loccache.c); HA only */
+	struct haloc *haloc;		/* reads without a master (haloc.c); HA only */
 	_Atomic uint64_t master_down_until;	/* HA: no master answered; until then (ms)
 						 * cached reads do not wait for one */
 

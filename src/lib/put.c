@@ -18,7 +18,7 @@
 #include "extent.h"
 #include "kvpool.h"
 #include "lcache.h"
-#include "loccache.h"
+#include "haloc.h"
 #include "mcall.h"
 #include "mlocate.h"
 #include "put.h"
@@ -348,23 +348,24 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 }
 
 /* HA: where a stored object lives, for gets while no master answers
- * (loccache.h): the replica a get would read first, the local one. */
+ * (haloc.h): the replica a get would read first, the local one. */
 static void put_remember_ha(struct kvp *kvp, const struct put_item *it)
 {
 	const struct xp_op *best = NULL;
 
-	if (!kvp->locs)
+	if (!kvp->haloc)
 		return;
 	for (uint8_t i = 0; i < it->nrep; i++)
 		if (it->ops[i].seg && (!best || it->ops[i].kind == XP_LOCAL))
 			best = &it->ops[i];
 	if (!best)
 		return;
-	struct loc_ent e = {
-		.seg_uuid = best->seg->seg_uuid, .tier = KVP_TIER_MEM, .off = best->off,
-		.alloc_len = best->alloc_len, .vlen = it->len, .gen = it->gen, .csum = it->csum,
+	struct lc_loc e = {
+		.seg_id = best->seg->id, .seg_uuid = best->seg->seg_uuid, .tier = KVP_TIER_MEM,
+		.off = best->off, .alloc_len = best->alloc_len,
+		.vlen = it->len, .gen = it->gen, .csum = it->csum,
 	};
-	loccache_put(kvp, it->key, it->klen, &e);
+	haloc_put(kvp, it->key, it->klen, &e);
 }
 
 /* A put that completed: this handle's optimistic reads must not find what
