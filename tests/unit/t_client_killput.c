@@ -16,14 +16,14 @@
 
 #include "clock.h"
 #include "net.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 #include "wire.h"
 
 #define RAW_KEYS 40
 #define LIB_KEYS 64
 #define LIB_LEN (1 << 20)
 
-static void raw_child(const struct tc_pool *p, int wfd)
+static void raw_child(const struct tl_pool *p, int wfd)
 {
 	char addr[64], key[64];
 	uint8_t hb[WIRE_HDR_SIZE];
@@ -85,10 +85,10 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		pause();
 }
 
-static void lib_child(const struct tc_pool *p, int wfd)
+static void lib_child(const struct tl_pool *p, int wfd)
 {
 	const char *ov[] = { "client.protocol=tcp", NULL };
-	struct kvp *k = tc_open(p, ov, NULL);
+	struct kvp *k = tl_pool_open(p, ov, NULL);
 	char *keys[8];
 	void *bufs[8];
 	size_t lens[8];
@@ -106,7 +106,7 @@ static void lib_child(const struct tc_pool *p, int wfd)
 	for (int i = 0; i < LIB_KEYS; i += 8) {
 		for (int j = 0; j < 8; j++) {
 			snprintf(keys[j], 32, "kp/lib-%02d", i + j);
-			tc_fill(bufs[j], LIB_LEN, keys[j]);
+			tl_fill(bufs[j], LIB_LEN, keys[j]);
 		}
 		if (write(wfd, "B", 1) != 1)
 			_exit(5);
@@ -130,14 +130,14 @@ static int settle(struct kvp *k, const char *key, size_t len, int seconds)
 	for (int t = 0; t < seconds * 10 && !done; t++) {
 		int rc;
 
-		tc_fill(v, len, key);
+		tl_fill(v, len, key);
 		rc = kvp_put(k, key, v, len);
 		if (rc == 0) {
 			done = 1;
 		} else if (rc == KVP_EEXIST && kvp_exists(k, key) == 1) {
 			int64_t g = kvp_get_into(k, key, v, len);
 
-			if (g != (int64_t)len || !tc_check_fill(v, len, key)) {
+			if (g != (int64_t)len || !tl_check_fill(v, len, key)) {
 				fprintf(stderr, "%s: complete but wrong (%lld)\n", key, (long long)g);
 				break;
 			}
@@ -155,13 +155,13 @@ static int settle(struct kvp *k, const char *key, size_t len, int seconds)
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(1, 256, "[master]\nput_timeout = 2s\n");
+	struct tl_pool *p = tl_pool_start(1, 256, "[master]\nput_timeout = 2s\n");
 	struct kvp *k;
 	int pfd[2], err;
 	char c;
 	pid_t child;
 
-	k = tc_open(p, NULL, &err);
+	k = tl_pool_open(p, NULL, &err);
 	REQUIRE(k);
 
 	/* (a) wire-level child */
@@ -227,5 +227,5 @@ int main(void)
 		CHECK(settle(k, key, LIB_LEN, 30));
 	}
 	kvp_close(k);
-	return tc_exit();
+	return tl_done();
 }

@@ -14,7 +14,7 @@
 
 #include "clock.h"
 #include "net.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 #include "wire.h"
 
 #define LEASE_MS 3000
@@ -38,7 +38,7 @@ static int raw_reply(int fd, struct rbuf *r, uint8_t **body)
 
 /* A reader that dies mid-read: HELLO and GET of key on its own connection,
  * then the connection closes without a LEASE_RELEASE. */
-static void dead_reader(const struct tc_pool *p, const char *key)
+static void dead_reader(const struct tl_pool *p, const char *key)
 {
 	char addr[64];
 	struct wbuf b;
@@ -83,13 +83,13 @@ int main(void)
 	char extra[256];
 
 	snprintf(extra, sizeof(extra), "[master]\nlease_ttl = %dms\n", LEASE_MS);
-	struct tc_pool *p = tc_start(1, 8, extra);
+	struct tl_pool *p = tl_pool_start(1, 8, extra);
 	int err, res[4];
 	int64_t res64[4];
 	/* Every get through the master (the ones this test is about), none
 	 * answered from a remembered location without a lease (see the end). */
 	const char *plain[] = { "client.optimistic_reads=false", NULL };
-	struct kvp *k = tc_open(p, plain, &err);
+	struct kvp *k = tl_pool_open(p, plain, &err);
 	uint8_t *v = malloc(BIG), *out = malloc(BIG);
 	void *g = NULL;
 	size_t glen = 0;
@@ -102,10 +102,10 @@ int main(void)
 	CHECK_RC(kvp_get(k, "l/get", &g, &glen), 0);
 	kvp_free(g);
 	CHECK_RC(kvp_remove(k, "l/get", 0), 0);
-	tc_fill(v, 1000, "l/into");
+	tl_fill(v, 1000, "l/into");
 	CHECK_RC(kvp_put(k, "l/into", v, 1000), 0);
 	CHECK(kvp_get_into(k, "l/into", out, BIG) == 1000);
-	CHECK(tc_check_fill(out, 1000, "l/into"));
+	CHECK(tl_check_fill(out, 1000, "l/into"));
 	memset(v, 'x', BIG);
 	CHECK_RC(kvp_remove(k, "l/into", 0), 0);
 	CHECK_RC(kvp_put(k, "l/small", v, 1000), 0);
@@ -130,7 +130,7 @@ int main(void)
 	/* an optimistic read (keys this handle just put) takes no lease and
 	 * so releases none: no frame at all */
 	{
-		struct kvp *ko = tc_open(p, NULL, &err);
+		struct kvp *ko = tl_pool_open(p, NULL, &err);
 
 		REQUIRE(ko);
 		CHECK_RC(kvp_batch_put_from(ko, 4, keys, bufs, lens, res), 0);
@@ -176,5 +176,5 @@ int main(void)
 	kvp_close(k);
 	free(v);
 	free(out);
-	return tc_exit();
+	return tl_done();
 }

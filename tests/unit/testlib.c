@@ -4,11 +4,20 @@
 #include "clock.h"
 
 int tl_failures;
+/* The pool of tl_pool_start, if any: static, so that the exit handler
+ * still finds it after main's frame is gone. */
+static struct tl_pool tl_the_pool;
+static struct tl_pool *tl_pool_cur;
+
+static void tl_pool_stop(void);
+static void tl_pool_logs(const struct tl_pool *p);
 
 int tl_done(void)
 {
 	if (tl_failures) {
 		fprintf(stderr, "FAIL: %d check(s) failed\n", tl_failures);
+		if (tl_pool_cur)
+			tl_pool_logs(tl_pool_cur);
 		return 1;
 	}
 	printf("PASS\n");
@@ -60,6 +69,7 @@ static void tl_dir_remove(int i)
 
 static void tl_cleanup(void)
 {
+	tl_pool_stop();		/* its nodes before its master */
 	for (int i = 0; i < TL_MAX_PROCS; i++)
 		if (tl_procs[i] > 0)
 			kill(tl_procs[i], SIGTERM);
@@ -78,8 +88,13 @@ static void tl_cleanup(void)
 		}
 		tl_procs[i] = 0;
 	}
-	for (int i = 0; i < TL_MAX_DIRS; i++)
+	for (int i = 0; i < TL_MAX_DIRS; i++) {
+		if (tl_dirs[i][0] && getenv("TL_KEEP")) {
+			fprintf(stderr, "kept %s (TL_KEEP)\n", tl_dirs[i]);
+			continue;
+		}
 		tl_dir_remove(i);
+	}
 }
 
 static void tl_on_signal(int sig)
@@ -257,7 +272,7 @@ pid_t tl_spawn(char *const argv[], const char *log)
 	return -1;
 }
 
-static void tl_forget(pid_t pid)
+void tl_forget(pid_t pid)
 {
 	for (int i = 0; i < TL_MAX_PROCS; i++)
 		if (tl_procs[i] == pid)
@@ -1131,4 +1146,186 @@ void tl_dump_log(const char *path)
 
 	fprintf(stderr, "---- %s ----\n%s\n----\n", path, log ? log : "(none)");
 	free(log);
+}
+
+/* ---- a pool for libkvpool tests ---- */
+
+void tl_pool_kill(pid_t *pid, int sig)
+{
+	if (*pid > 0)
+		tl_kill(*pid, sig, 1000);
+	*pid = 0;
+}
+
+static void tl_pool_stop(void)
+{
+	struct tl_pool *p = tl_pool_cur;
+	char path[4096];
+
+	if (!p)
+		return;
+	tl_pool_cur = NULL;
+	for (int i = 0; i < p->nnodes; i++)
+		tl_pool_kill(&p->node[i], SIGTERM);
+	tl_pool_kill(&p->master, SIGTERM);
+	for (int i = 0; i < p->nnodes; i++) {
+		snprintf(path, sizeof(path), "/dev/shm/%s-n%d", p->tag, i);
+		unlink(path);
+	}
+}
+
+/* Dumps the tail of the daemons' logs (on failure). */
+static void tl_pool_logs(const struct tl_pool *p)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "for f in '%s'/*.log; do echo \"--- $f\"; tail -n 15 \"$f\"; done >&2",
+		 p->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(no logs)\n");
+}
+
+static void tl_pool_write_common(const struct tl_pool *p, FILE *f)
+{
+	fprintf(f, "[cluster]\nmaster = 127.0.0.1:%d\n"
+		"[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
+		"metadata_server = false\n"
+		"[log]\nlevel = notice\n%s\n",
+		p->mport, p->mport, p->mhttp, p->extra);
+}
+
+static pid_t tl_pool_spawn(const struct tl_pool *p, const char *prog, const char *conf,
+			   const char *log)
+{
+	char exe[4096], lpath[4096];
+	char *argv[] = { exe, (char *)"-c", (char *)conf, NULL };
+
+	tl_fmt(exe, sizeof(exe), "%s/%s", p->bin, prog);
+	tl_fmt(lpath, sizeof(lpath), "%s/%s", p->dir, log);
+	return tl_spawn(argv, lpath);
+}
+
+void tl_pool_start_master(struct tl_pool *p)
+{
+	p->master = tl_pool_spawn(p, "kvpool-master", p->conf, "master.log");
+}
+
+void tl_pool_start_node(struct tl_pool *p, int i)
+{
+	char conf[256], log[32];
+
+	tl_fmt(conf, sizeof(conf), "%.127s/n%d.ini", p->dir, i);
+	tl_fmt(log, sizeof(log), "n%d.log", i);
+	p->node[i] = tl_pool_spawn(p, "kvpool-node", conf, log);
+}
+
+struct kvp *tl_pool_open(const struct tl_pool *p, const char *const *overrides, int *err)
+{
+	struct kvp_open_opts o = { .config_file = p->conf, .overrides = overrides };
+
+	return kvp_open(&o, err);
+}
+
+int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds)
+{
+	for (int i = 0; i < seconds * 20; i++) {
+		struct kvp *k = tl_pool_open(p, NULL, NULL);
+
+		if (k) {
+			struct kvp_info info;
+
+			if (kvp_info(k, &info) == 0) {
+				size_t n = info.nnodes;
+
+				kvp_info_free(&info);
+				if (n == want) {
+					kvp_close(k);
+					return 1;
+				}
+			}
+			kvp_close(k);
+		}
+		tl_sleep_ms(50);
+	}
+	return 0;
+}
+
+struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra)
+{
+	struct tl_pool *p = &tl_the_pool;
+	char path[4096];
+	FILE *f;
+
+	memset(p, 0, sizeof(*p));
+	REQUIRE(n <= TL_POOL_MAX_NODES);
+	tl_fmt(p->bin, sizeof(p->bin), "%s", tl_build());
+	tl_fmt(path, sizeof(path), "%.255s/kvpool-master", p->bin);
+	if (access(path, X_OK) != 0)
+		TL_SKIP("%s is not built", path);
+	tl_fmt(path, sizeof(path), "%.255s/kvpool-node", p->bin);
+	if (access(path, X_OK) != 0)
+		TL_SKIP("%s is not built", path);
+	tl_fmt(p->dir, sizeof(p->dir), "%s", tl_tmpdir("client"));
+	tl_fmt(p->tag, sizeof(p->tag), "kvpt-cl-%d", (int)getpid());
+	tl_fmt(p->extra, sizeof(p->extra), "%s", extra ? extra : "");
+	p->mport = tl_free_port();
+	p->mhttp = tl_free_port();
+	p->nnodes = n;
+	tl_pool_cur = p;
+
+	tl_fmt(p->conf, sizeof(p->conf), "%.127s/pool.ini", p->dir);
+	f = fopen(p->conf, "w");
+	REQUIRE(f);
+	tl_pool_write_common(p, f);
+	fclose(f);
+	for (int i = 0; i < n; i++) {
+		p->dport[i] = tl_free_port();
+		p->hport[i] = tl_free_port();
+		tl_fmt(path, sizeof(path), "%.127s/n%d.ini", p->dir, i);
+		f = fopen(path, "w");
+		REQUIRE(f);
+		tl_pool_write_common(p, f);
+		fprintf(f, "[node]\nname = n%d\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
+			"segment = %s-n%d\nsegment_size = %uM\nheartbeat_interval = 300ms\n"
+			"remove_segment_on_exit = true\n",
+			i, p->dport[i], p->hport[i], p->tag, i, seg_mb);
+		fclose(f);
+	}
+	tl_pool_start_master(p);
+	for (int i = 0; i < n; i++)
+		tl_pool_start_node(p, i);
+	if (!tl_pool_wait_nodes(p, (size_t)n, 30)) {
+		fprintf(stderr, "pool did not come up\n");
+		tl_pool_logs(p);
+		exit(1);
+	}
+	return p;
+}
+
+void tl_fill(void *buf, size_t len, const char *key)
+{
+	uint64_t x = 1469598103934665603ull;
+	uint8_t *b = buf;
+
+	for (const char *k = key; *k; k++)
+		x = (x ^ (uint8_t)*k) * 1099511628211ull;
+	x ^= len;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)x;
+	}
+}
+
+int tl_check_fill(const void *buf, size_t len, const char *key)
+{
+	uint8_t *want = malloc(len ? len : 1);
+	int ok;
+
+	REQUIRE(want);
+	tl_fill(want, len, key);
+	ok = memcmp(buf, want, len) == 0;
+	free(want);
+	return ok;
 }

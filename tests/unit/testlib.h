@@ -6,8 +6,11 @@
  * tl_start_master() for a kvpool-master on private ports.
  * Built once (testlib.c) and linked into every unit test.
  *
+ * tl_pool_start() for a master and nodes that libkvpool tests open.
+ *
  * Single-threaded use (the cleanup lists are plain globals). Binaries are
- * looked up in $KVP_BUILD (tests/run.sh sets it), else ./build.
+ * looked up in $KVP_BUILD (tests/run.sh sets it), else ./build. TL_KEEP=1
+ * keeps the temp dirs (configs, logs) for a look afterwards.
  * Exit codes: 0 pass, 1 fail, 77 skip.
  */
 #ifndef KVP_TESTLIB_H
@@ -70,6 +73,19 @@ extern int tl_failures;
 			TL_MSG(__VA_ARGS__)                                      \
 			fputc('\n', stderr);                                     \
 			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+/* rc == want (KVP_E* codes named when negative): counts a failure. */
+#define CHECK_RC(rc, want)                                                       \
+	do {                                                                     \
+		long long tl_r_ = (long long)(rc), tl_w_ = (long long)(want);    \
+		if (tl_r_ != tl_w_) {                                            \
+			fprintf(stderr, "%s:%d: CHECK_RC: %s = %lld (%s), "      \
+				"expected %lld (%s)\n", __FILE__, __LINE__, #rc,  \
+				tl_r_, tl_r_ < 0 ? kvp_errname((int)tl_r_) : "", \
+				tl_w_, tl_w_ < 0 ? kvp_errname((int)tl_w_) : ""); \
+			tl_failures++;                                           \
 		}                                                                \
 	} while (0)
 
@@ -141,6 +157,8 @@ bool tl_wait_port(int port, unsigned timeout_ms);
 /* Starts argv[0] (a path) with stdout+stderr appended to log (NULL: inherit);
  * killed at exit. Returns the pid. */
 pid_t tl_spawn(char *const argv[], const char *log);
+/* Not killed at exit any more (the test reaped it). */
+void tl_forget(pid_t pid);
 
 /* Waits up to timeout_ms for pid to exit: its wait status, or -1 if it is
  * still running. */
@@ -378,5 +396,43 @@ int tl_stop_master(struct tl_master *m);
 
 /* Prints the master's log (for a failed test). */
 void tl_dump_log(const char *path);
+
+/* ---- a pool for libkvpool tests: a master and nodes ---- */
+
+#define TL_POOL_MAX_NODES 4
+
+struct tl_pool {
+	char dir[128];			/* private temp dir: configs, logs */
+	char tag[64];			/* kvpt-cl-<pid>: shm names */
+	char bin[256];			/* directory of the binaries */
+	int mport, mhttp;
+	pid_t master;
+	int nnodes;
+	pid_t node[TL_POOL_MAX_NODES];
+	int dport[TL_POOL_MAX_NODES], hport[TL_POOL_MAX_NODES];
+	char conf[256];			/* the client's (and master's) INI */
+	char extra[1024];		/* extra [master]/[client] lines for every INI */
+};
+
+/* Starts a master and n nodes of seg_mb MiB each (the test's one pool:
+ * stopped, its segments and dir removed at exit; its logs shown when
+ * tl_done fails). extra: INI lines appended to every file (may hold
+ * [master]/[client] sections). Skips (77) when the daemons are not built. */
+struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra);
+/* (Re)starts the master, or node i, of the pool's INI files. */
+void tl_pool_start_master(struct tl_pool *p);
+void tl_pool_start_node(struct tl_pool *p, int i);
+/* Stops *pid with sig (SIGKILL after 1 s) and clears it; nothing if 0. */
+void tl_pool_kill(pid_t *pid, int sig);
+/* A client handle with extra overrides ("section.key=value", NULL
+ * terminated; may be NULL). */
+struct kvp *tl_pool_open(const struct tl_pool *p, const char *const *overrides, int *err);
+/* Until the master lists want nodes (or seconds pass): 1 when it does. */
+int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds);
+
+/* Value bytes derived from the key and a length: any byte that lands in the
+ * wrong place or the wrong object is detected. */
+void tl_fill(void *buf, size_t len, const char *key);
+int tl_check_fill(const void *buf, size_t len, const char *key);
 
 #endif
