@@ -28,15 +28,8 @@
 #include "log.h"
 #include "net.h"
 #include "wire.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 #define BIG (64u << 20)
 #define INFO_REPLY (64u * 1024)
@@ -1038,8 +1031,8 @@ int main(void)
 	test_closing(&s);
 	CHECK(wait_int(&s.open_conns, 0, 20000));
 	srv_stop(&s);
-	if (failures) {
-		fprintf(stderr, "t_ev: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_ev: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_ev: ok\n");

@@ -17,15 +17,8 @@
 #include "http.h"
 #include "log.h"
 #include "net.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 #define MAX_BODY 1024
 
@@ -378,8 +371,8 @@ int main(void)
 	CHECK(s.len == 5000 && s.p[s.len] == '\0' && strncmp(s.p + 4995, "0999,", 5) == 0);
 	sb_free(&s);
 
-	if (failures) {
-		fprintf(stderr, "t_http: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_http: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_http: ok\n");

@@ -19,15 +19,8 @@
 #include "clock.h"
 #include "ev.h"
 #include "net.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 static int accept_one(int lfd)
 {
@@ -493,8 +486,8 @@ int main(void)
 	test_addresses();
 	test_misc();
 	test_busy_poll();
-	if (failures) {
-		fprintf(stderr, "t_net: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_net: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_net: ok\n");
