@@ -74,14 +74,6 @@ static uint64_t boot_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t real_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void notify(struct ha *h)
 {
 	uint64_t one = 1;
@@ -135,7 +127,7 @@ static void saw_leader(struct ha *h, const struct leader_rec *r, uint64_t epoch)
 	pthread_mutex_lock(&h->lock);
 	if (r) {
 		if (!h->st.leader_known || h->st.epoch != epoch) {
-			h->st.last_change_ns = real_ns();
+			h->st.last_change_ns = clock_realtime_ns();
 			log_notice("ha: leader is %s (%s), epoch %llu", r->name, r->rpc,
 				   (unsigned long long)epoch);
 		}
