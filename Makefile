@@ -72,7 +72,7 @@ override LDFLAGS += -Wl,--as-needed
 #  support:   the rest of src/common and shm/ (event loop, HTTP, grants,
 #             allocator, scanner) that daemons and tools share.
 LIB_CLOSURE := src/common/conf.c src/common/conf_parse.c src/common/conf_table.c \
-	src/common/cuda.c src/common/log.c src/common/net.c src/common/rdma.c \
+	src/common/clock.c src/common/cuda.c src/common/log.c src/common/net.c src/common/rdma.c \
 	src/common/rdma_codec.c src/common/rdma_eng.c src/common/wire.c shm/extent.c shm/segment.c shm/segmap.c \
 	src/common/etcd.c src/common/json.c src/common/leader.c
 LIB_SRCS := $(wildcard src/lib/*.c) $(LIB_CLOSURE)
@@ -105,6 +105,8 @@ PROGS := $(BUILD)/kvpool-master $(BUILD)/kvpool-node $(BUILD)/kvpool
 
 TEST_SRCS := $(wildcard tests/unit/t_*.c)
 TESTS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# The C test harness, built once and linked into every test and benchmark.
+TESTLIB_O := $(BUILD)/tests/unit/testlib.o
 BENCH_SRCS := $(wildcard tests/bench/b_*.c)
 BENCHES := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -173,13 +175,13 @@ $(BUILD)/kvpool-node: $(BUILD)/src/node/node_main.o $(ARCHIVES) $(CONFIG_MK)
 $(BUILD)/kvpool: $(BUILD)/src/cli/cli_main.o $(ARCHIVES) $(CONFIG_MK)
 	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(ARCHIVES) $(CONFIG_MK)
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(TESTLIB_O) $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_O) $(LINK_ARCHIVES) $(LIBS) $(LIBS_Z)
 
-$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(ARCHIVES) $(CONFIG_MK)
+$(BUILD)/bench/%: $(BUILD)/tests/bench/%.o $(TESTLIB_O) $(ARCHIVES) $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
-	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(LINK_ARCHIVES) $(LIBS)
+	$(QLD)$(CC) $(LDFLAGS) -o $@ $< $(TESTLIB_O) $(LINK_ARCHIVES) $(LIBS)
 
 # libFuzzer: the same sources built by clang with the fuzzer runtime.
 fuzz:
@@ -232,7 +234,7 @@ clean:
 
 ALL_OBJS := $(call objs,$(LIB_SRCS) $(SUPPORT_SRCS) $(NODE_SRCS) $(CLI_SRCS) $(FUSE_SRCS) \
 	$(MASTER_SRCS)) $(BUILD)/master/master_main.o $(BUILD)/src/node/node_main.o \
-	$(BUILD)/src/cli/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
+	$(BUILD)/src/cli/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(TESTLIB_O) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
 -include python/Makefile.inc
 -include tests/soak/Makefile.inc

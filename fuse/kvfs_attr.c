@@ -7,12 +7,12 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kvfs_attr.h"
 #include "kvfs_commit.h"
 #include "kvfs_fh.h"
 #include "kvfs_node.h"
 #include "kvfs_write.h"
-#include "net.h"
 
 #define TIMES (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW | \
 	       FUSE_SET_ATTR_MTIME_NOW)
@@ -120,7 +120,7 @@ static int set_size(struct kvfs *fs, struct kvfs_node *n, struct kvfs_fh *fh, ui
  * that value (its put time) in fs->times. */
 static int set_times(struct kvfs *fs, struct kvfs_node *n, const struct stat *attr, int to_set)
 {
-	uint64_t now = net_realtime_ns(), mt = 0, at = 0, cur_m, cur_a;
+	uint64_t now = clock_realtime_ns(), mt = 0, at = 0, cur_m, cur_a;
 	char key[KVP_MAX_KEY + 1];
 	struct kvp_stat st;
 	struct kvp *k;

@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "kvfs_commit.h"
 #include "kvfs_ctl.h"
 #include "kvfs_dir.h"
 #include "kvfs_node.h"
 #include "kvfs_resolve.h"
-#include "net.h"
 
 #define MEMDIR_OFF (1ull << 40)	/* readdir offsets of mkdir'd directories */
 
@@ -273,7 +273,7 @@ static bool dh_emit(fuse_req_t req, struct kvfs *fs, struct dbuf *b, bool plus, 
 		}
 	} else if (kind == KN_DIR || kind == KN_PIECE) {
 		n->alias = kind == KN_DIR && kvfs_is_alias(name, strlen(name));
-		n->fresh_until = net_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
+		n->fresh_until = clock_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
 	}
 	kvfs_fill_entry_locked(fs, n, &e);
 	if (plus) {

@@ -1,8 +1,8 @@
 /* kvfs_fs: the view's pool handle, opened lazily and reopened after the
  * master was unreachable (kvfs_fs.h).
  */
+#include "clock.h"
 #include "kvfs_fs.h"
-#include "net.h"
 
 struct kvp *kvfs_kvp(struct kvfs *fs, int *err)
 {
@@ -11,7 +11,7 @@ struct kvp *kvfs_kvp(struct kvfs *fs, int *err)
 	pthread_mutex_lock(&fs->kvp_lock);
 	k = fs->kvp;
 	if (!k) {
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 
 		/* a master that is down is retried at most once a second, so
 		 * that a busy `ls` does not hammer it */

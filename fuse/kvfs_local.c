@@ -18,10 +18,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "clock.h"
 #include "extent.h"
 #include "kvfs_local.h"
 #include "log.h"
-#include "net.h"
 #include "segment.h"
 
 #define LSEG_RETRY_MS 5000	/* after a failed attach */
@@ -55,7 +55,7 @@ static void lseg_attach_locked(struct kvfs *fs, struct kvfs_lseg *l)
 	char err[256];
 	int e = 0;
 
-	l->retry_ms = net_now_ms() + LSEG_RETRY_MS;
+	l->retry_ms = clock_now_ms() + LSEG_RETRY_MS;
 	k = kvfs_kvp(fs, &e);
 	if (!k || kvp_info(k, &info) < 0)
 		return;
@@ -96,7 +96,7 @@ static struct kvfs_lseg *lseg_get_locked(struct kvfs *fs, uint32_t segment_id)
 		l->next = fs->lsegs;
 		fs->lsegs = l;
 	}
-	if (!l->attached && !l->remote && net_now_ms() >= l->retry_ms)
+	if (!l->attached && !l->remote && clock_now_ms() >= l->retry_ms)
 		lseg_attach_locked(fs, l);
 	return l->attached ? l : NULL;
 }

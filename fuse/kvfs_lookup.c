@@ -5,12 +5,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "clock.h"
 #include "kvfs_ctl.h"
 #include "kvfs_lookup.h"
 #include "kvfs_neg.h"
 #include "kvfs_node.h"
 #include "kvfs_resolve.h"
-#include "net.h"
 
 /* Replies an entry for (kind, raw), a directory or a control file,
  * creating the node; counts a lookup. */
@@ -28,7 +28,7 @@ static void reply_node(fuse_req_t req, struct kvfs *fs, enum kvfs_kind kind, con
 		return;
 	}
 	if (kind == KN_DIR || kind == KN_PIECE)
-		n->fresh_until = net_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
+		n->fresh_until = clock_now_ms() + (uint64_t)(fs->entry_timeout * 1000);
 	n->nlookup++;
 	kvfs_fill_entry_locked(fs, n, &e);
 	pthread_mutex_unlock(&fs->lock);
@@ -161,7 +161,7 @@ void kvfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* what the table already knows, while it is fresh */
 	pthread_mutex_lock(&fs->lock);
 	{
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 		struct kvfs_node *f = NULL, *dd;
 		bool hit = false;
 
@@ -281,7 +281,7 @@ void kvfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* a retired node is an inode whose file was replaced or removed: it
 	 * keeps the attributes it had, like an unlinked file */
 	need_stat = n->kind == KN_FILE && !n->pending && !n->queued && !n->memdir &&
-		    !n->retired && n->fresh_until <= net_now_ms();
+		    !n->retired && n->fresh_until <= clock_now_ms();
 	if (need_stat)
 		snprintf(key, sizeof(key), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);

@@ -3,9 +3,9 @@
  */
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kvfs_neg.h"
 #include "kvfs_node.h"
-#include "net.h"
 
 void kvfs_neg_note(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t len)
 {
@@ -13,7 +13,7 @@ void kvfs_neg_note(struct kvfs *fs, struct kvfs_node *d, const char *raw, size_t
 
 	pthread_mutex_lock(&fs->lock);
 	d->neg_hash = h;
-	d->neg_until = net_now_ms() + KVFS_NEG_MS;
+	d->neg_until = clock_now_ms() + KVFS_NEG_MS;
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -23,7 +23,7 @@ bool kvfs_neg_absent(struct kvfs *fs, struct kvfs_node *d, const char *raw, size
 	bool r;
 
 	pthread_mutex_lock(&fs->lock);
-	r = d->neg_hash == h && d->neg_until > net_now_ms();
+	r = d->neg_hash == h && d->neg_until > clock_now_ms();
 	pthread_mutex_unlock(&fs->lock);
 	return r;
 }

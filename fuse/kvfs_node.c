@@ -9,9 +9,9 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kvfs_commit.h"
 #include "kvfs_node.h"
-#include "net.h"
 
 static size_t hash_name(enum kvfs_kind kind, const char *raw, size_t len)
 {
@@ -324,7 +324,7 @@ void kvfs_memdir_set_locked(struct kvfs *fs, struct kvfs_node *n)
 	n->memdir = true;
 	n->mem_next = fs->memdirs;
 	fs->memdirs = n;
-	n->mtime_ns = net_realtime_ns();
+	n->mtime_ns = clock_realtime_ns();
 }
 
 void kvfs_memdir_clear_locked(struct kvfs *fs, struct kvfs_node *n)
@@ -427,7 +427,7 @@ void kvfs_fill_attr_locked(struct kvfs *fs, const struct kvfs_node *n, struct st
 		}
 		break;
 	default:		/* control files: generated at open, size unknown */
-		t = ct = at = net_realtime_ns();
+		t = ct = at = clock_realtime_ns();
 		break;
 	}
 	set_ts(&st->st_mtim, t);
@@ -462,7 +462,7 @@ bool kvfs_node_from_stat_locked(struct kvfs *fs, struct kvfs_node *n, const stru
 	n->size = st->size;
 	n->mtime_ns = st->put_time_ns;
 	n->atime_ns = st->access_time_ns;
-	n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	n->fresh_until = clock_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
 	return true;
 }
 
@@ -475,7 +475,7 @@ bool kvfs_node_from_list_locked(struct kvfs *fs, struct kvfs_node *n, uint64_t s
 		return false;
 	n->size = size;
 	n->mtime_ns = put_ns;
-	n->fresh_until = net_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
+	n->fresh_until = clock_now_ms() + (uint64_t)(fs->attr_timeout * 1000);
 	return true;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "clock.h"
 #include "kvfs_attr.h"
 #include "kvfs_change.h"
 #include "kvfs_dir.h"
@@ -15,13 +16,12 @@
 #include "kvfs_rename.h"
 #include "kvfs_write.h"
 #include "kvfs_xattr.h"
-#include "net.h"
 
 static void kvfs_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct statvfs sv;
-	uint64_t now = net_now_ms(), keys, used, cap, freeb;
+	uint64_t now = clock_now_ms(), keys, used, cap, freeb;
 	bool fetch;
 
 	pthread_mutex_lock(&fs->lock);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kvfs_change.h"
 #include "kvfs_commit.h"
 #include "kvfs_fh.h"
@@ -20,7 +21,6 @@
 #include "kvfs_resolve.h"
 #include "kvfs_write.h"
 #include "log.h"
-#include "net.h"
 
 void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struct kvfs_wbuf *w)
 {
@@ -32,21 +32,15 @@ void kvfs_pending_clear_locked(struct kvfs *fs, struct kvfs_node *n, const struc
 
 bool kvfs_pending_settle(struct kvfs *fs, struct kvfs_node *n)
 {
-	struct timespec ts;
+	uint64_t deadline = clock_now_ms() + KVFS_SETTLE_MS;
 	bool settled;
 
 	/* a close happened and the release that stores the file is on its
 	 * way (the kernel sends it after close returns): wait for it, so that
 	 * `touch f; cat f` and `: > f; cat f` see the file as closed */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += KVFS_SETTLE_MS * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&fs->lock);
 	while (n->pending && n->pending->closed &&
-	       pthread_cond_timedwait(&fs->pending_done, &fs->lock, &ts) == 0)
+	       clock_cond_wait_until(&fs->pending_done, &fs->lock, deadline) == 0)
 		;
 	settled = !n->pending;
 	pthread_mutex_unlock(&fs->lock);
@@ -171,7 +165,7 @@ static int open_wbuf(struct kvfs *fs, struct kvfs_node *n, int flags, bool creat
 		 * from O_TRUNC and the writes itself): stat shows the buffer */
 		n->size = fh->w.len;
 		if (fh->w.dirty || created)
-			n->mtime_ns = net_realtime_ns();
+			n->mtime_ns = clock_realtime_ns();
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (rc) {
@@ -417,7 +411,7 @@ int kvfs_empty_value(struct kvfs *fs, struct kvfs_node *n, const char *key, bool
 			kvfs_node_changed_locked(fs, n);
 		kvfs_times_drop_locked(&fs->times, key, strlen(key));
 		n->size = 0;
-		n->mtime_ns = net_realtime_ns();
+		n->mtime_ns = clock_realtime_ns();
 		if (!n->retired)
 			kvfs_memdir_set_locked(fs, n);
 		d = existed ? kvfs_node_by_ino_locked(fs, n->parent) : NULL;
@@ -472,7 +466,7 @@ static int fh_commit_locked(struct kvfs *fs, struct kvfs_fh *fh)
 			if (changed)
 				kvfs_node_changed_locked(fs, n);
 			n->size = w->len;
-			n->mtime_ns = net_realtime_ns();
+			n->mtime_ns = clock_realtime_ns();
 			pthread_mutex_unlock(&fs->lock);
 			return 0;
 		}

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "etcd.h"
 #include "log.h"
 
@@ -73,14 +74,6 @@ static uint64_t boot_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t real_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void notify(struct ha *h)
 {
 	uint64_t one = 1;
@@ -91,20 +84,14 @@ static void notify(struct ha *h)
 /* Sleeps up to ms unless stop or resign is asked (or ms is 0). */
 static void nap(struct ha *h, uint64_t ms)
 {
-	struct timespec ts;
+	uint64_t deadline;
 
 	if (!ms)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	deadline = clock_now_ms() + ms;
 	pthread_mutex_lock(&h->lock);
 	while (!atomic_load(&h->stop) && !atomic_load(&h->resign) && !atomic_load(&h->lapsed) &&
-	       pthread_cond_timedwait(&h->cond, &h->lock, &ts) == 0)
+	       clock_cond_wait_until(&h->cond, &h->lock, deadline) == 0)
 		;
 	pthread_mutex_unlock(&h->lock);
 }
@@ -140,7 +127,7 @@ static void saw_leader(struct ha *h, const struct leader_rec *r, uint64_t epoch)
 	pthread_mutex_lock(&h->lock);
 	if (r) {
 		if (!h->st.leader_known || h->st.epoch != epoch) {
-			h->st.last_change_ns = real_ns();
+			h->st.last_change_ns = clock_realtime_ns();
 			log_notice("ha: leader is %s (%s), epoch %llu", r->name, r->rpc,
 				   (unsigned long long)epoch);
 		}

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "kvpool.h"
 #include "node.h"
@@ -118,21 +119,8 @@ static enum emb_state emb_wait(struct emb *e, uint64_t deadline)
 	enum emb_state st;
 
 	pthread_mutex_lock(&e->lock);
-	while (e->state == EMB_STARTING) {
-		uint64_t now = mono_ms();
-		struct timespec ts;
-
-		if (now >= deadline)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)((deadline - now) / 1000);
-		ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-	}
+	while (e->state == EMB_STARTING && clock_cond_wait_until(&e->cond, &e->lock, deadline) == 0)
+		;
 	st = e->state;
 	pthread_mutex_unlock(&e->lock);
 	return st;

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <numa.h>
 #include <numaif.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,20 +39,6 @@
 /* A prober (orphan.c) holds a file's lock for microseconds; an open that
  * meets it waits this long before calling the file busy. */
 #define SEG_LOCK_WAIT_MS 1000
-
-static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!errbuf || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* "4.0 GiB", "512.0 MiB", "100 B" */
 static const char *human(uint64_t v, char *buf, size_t len)
@@ -196,11 +181,11 @@ static int owner_block_check(const uint8_t *h, size_t n, struct segment_info *si
 	const uint8_t *b = h + SEG_HDR_BYTES;
 
 	if (n < SEG_HDR2_BYTES) {
-		seterr(errbuf, errlen, "too short for a format 2 segment header (%zu bytes)", n);
+		log_seterr(errbuf, errlen, "too short for a format 2 segment header (%zu bytes)", n);
 		return -EINVAL;
 	}
 	if (XXH3_64bits(b, SEG_CSUM2_OFF - SEG_HDR_BYTES) != ld64(h + SEG_CSUM2_OFF)) {
-		seterr(errbuf, errlen, "segment owner block checksum mismatch (corrupt header)");
+		log_seterr(errbuf, errlen, "segment owner block checksum mismatch (corrupt header)");
 		return -EINVAL;
 	}
 	si->data_off = ld64(b + 0);
@@ -213,9 +198,9 @@ static int owner_block_check(const uint8_t *h, size_t n, struct segment_info *si
 	if (si->data_off != segment_data_off(si->size, si->align) || si->data_off >= si->size ||
 	    si->map_off != SEG_MAP_OFF || si->map_len != si->size >> SEG_MAP_SHIFT ||
 	    ld32(b + 24) != SEG_MAP_SHIFT || ld32(b + 36) != 0 || !memchr(b + 48, 0, SEG_OWNER_MAX)) {
-		seterr(errbuf, errlen, "segment header has impossible map fields "
-		       "(data offset %llu, map %llu+%llu)", (unsigned long long)si->data_off,
-		       (unsigned long long)si->map_off, (unsigned long long)si->map_len);
+		log_seterr(errbuf, errlen, "segment header has impossible map fields "
+		           "(data offset %llu, map %llu+%llu)", (unsigned long long)si->data_off,
+		           (unsigned long long)si->map_off, (unsigned long long)si->map_len);
 		return -EINVAL;
 	}
 	memcpy(si->owner, b + 48, SEG_OWNER_MAX);
@@ -230,21 +215,21 @@ int segment_header_check(const void *p, size_t n, struct segment_info *info,
 	uint32_t version;
 
 	if (n < SEG_HDR_BYTES) {
-		seterr(errbuf, errlen, "too short for a segment header (%zu bytes)", n);
+		log_seterr(errbuf, errlen, "too short for a segment header (%zu bytes)", n);
 		return -EINVAL;
 	}
 	if (ld32(h) != SEG_MAGIC) {
-		seterr(errbuf, errlen, "not a kvpool segment (bad magic)");
+		log_seterr(errbuf, errlen, "not a kvpool segment (bad magic)");
 		return -EINVAL;
 	}
 	version = ld32(h + 4);
 	if (version < SEG_VERSION_MIN || version > SEG_VERSION) {
-		seterr(errbuf, errlen, "segment format version %u, this build reads %u..%u",
-		       version, SEG_VERSION_MIN, SEG_VERSION);
+		log_seterr(errbuf, errlen, "segment format version %u, this build reads %u..%u",
+		           version, SEG_VERSION_MIN, SEG_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (XXH3_64bits(h, SEG_CSUM_OFF) != ld64(h + SEG_CSUM_OFF)) {
-		seterr(errbuf, errlen, "segment header checksum mismatch (corrupt header)");
+		log_seterr(errbuf, errlen, "segment header checksum mismatch (corrupt header)");
 		return -EINVAL;
 	}
 	memset(&si, 0, sizeof(si));
@@ -256,9 +241,9 @@ int segment_header_check(const void *p, size_t n, struct segment_info *info,
 	if (si.size <= SEG_DATA_OFF || si.size % 4096 || !valid_align(si.align) ||
 	    ld32(h + 28) != SEG_DATA_OFF || si.uuid == 0 || si.size > (uint64_t)INT64_MAX ||
 	    !memchr(h + 40, 0, SEG_NAME_MAX)) {
-		seterr(errbuf, errlen, "segment header has impossible fields "
-		       "(size %llu, align %u, data offset %u)",
-		       (unsigned long long)si.size, si.align, ld32(h + 28));
+		log_seterr(errbuf, errlen, "segment header has impossible fields "
+		           "(size %llu, align %u, data offset %u)",
+		           (unsigned long long)si.size, si.align, ld32(h + 28));
 		return -EINVAL;
 	}
 	memcpy(si.name, h + 40, SEG_NAME_MAX);
@@ -297,7 +282,7 @@ static int read_header(int fd, off_t st_size, struct segment_info *info,
 	if (n < 0) {
 		int err = -errno;
 
-		seterr(errbuf, errlen, "cannot read header: %s", strerror(-err));
+		log_seterr(errbuf, errlen, "cannot read header: %s", strerror(-err));
 		return err;
 	}
 	if (n >= SEG_HDR_BYTES && all_zero(buf, SEG_HDR_BYTES))
@@ -316,8 +301,8 @@ static int bind_node(void *base, uint64_t size, int node, char *errbuf, size_t e
 		return 0;
 	}
 	if (node > numa_max_node() || node >= (int)(sizeof(mask) * 8)) {
-		seterr(errbuf, errlen, "numa_node %d: this host has nodes 0..%d",
-		       node, numa_max_node());
+		log_seterr(errbuf, errlen, "numa_node %d: this host has nodes 0..%d",
+		           node, numa_max_node());
 		return -EINVAL;
 	}
 	mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
@@ -325,7 +310,7 @@ static int bind_node(void *base, uint64_t size, int node, char *errbuf, size_t e
 	 * on (the fallocate that follows) come from the node. */
 	if (mbind(base, size, MPOL_BIND, mask, sizeof(mask) * 8, 0) < 0) {
 		err = -errno;
-		seterr(errbuf, errlen, "mbind to NUMA node %d: %s", node, strerror(-err));
+		log_seterr(errbuf, errlen, "mbind to NUMA node %d: %s", node, strerror(-err));
 		return err;
 	}
 	return 0;
@@ -346,8 +331,8 @@ static void nospace(const char *path, int fd, uint64_t size, char *errbuf, size_
 		slash[1] = '\0';
 	if (fstatvfs(fd, &vfs) == 0)
 		avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	seterr(errbuf, errlen, "%s: cannot reserve %s: %s (%s has %s free)", path,
-	       human(size, b1, sizeof(b1)), strerror(ENOSPC), dir, human(avail, b2, sizeof(b2)));
+	log_seterr(errbuf, errlen, "%s: cannot reserve %s: %s (%s has %s free)", path,
+	           human(size, b1, sizeof(b1)), strerror(ENOSPC), dir, human(avail, b2, sizeof(b2)));
 }
 
 /* Fails early (before tmpfs hands out pages it then has to take back, and
@@ -383,8 +368,8 @@ static int reserve_range(const char *path, int fd, uint64_t off, uint64_t len,
 		return -rc;
 	}
 	if (rc) {
-		seterr(errbuf, errlen, "%s: cannot reserve %s: %s", path,
-		       human(len, b1, sizeof(b1)), strerror(rc));
+		log_seterr(errbuf, errlen, "%s: cannot reserve %s: %s", path,
+		           human(len, b1, sizeof(b1)), strerror(rc));
 		return -rc;
 	}
 	return 0;
@@ -458,20 +443,20 @@ int segment_open(struct segment *seg, const struct segment_opts *o, bool reset,
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
 	if (!o->name || !o->name[0]) {
-		seterr(errbuf, errlen, "segment name is empty");
+		log_seterr(errbuf, errlen, "segment name is empty");
 		return -EINVAL;
 	}
 	segment_path(o->name, seg->path, sizeof(seg->path));
 	if (strlen(seg->path) >= sizeof(seg->path) - 1) {
-		seterr(errbuf, errlen, "%s: segment path too long", o->name);
+		log_seterr(errbuf, errlen, "%s: segment path too long", o->name);
 		return -ENAMETOOLONG;
 	}
 	if (o->size <= SEG_DATA_OFF || o->size % 4096 || !valid_align(align) ||
 	    o->size > (uint64_t)INT64_MAX || segment_data_off(o->size, align) >= o->size) {
-		seterr(errbuf, errlen, "%s: bad segment size %llu or alignment %u (size: a "
-		       "multiple of 4096 with room for data past the header, the commit map "
-		       "(1/4096 of it) and one alignment unit; align: a power of two 64..1G)",
-		       seg->path, (unsigned long long)o->size, align);
+		log_seterr(errbuf, errlen, "%s: bad segment size %llu or alignment %u (size: a "
+		           "multiple of 4096 with room for data past the header, the commit map "
+		           "(1/4096 of it) and one alignment unit; align: a power of two 64..1G)",
+		           seg->path, (unsigned long long)o->size, align);
 		return -EINVAL;
 	}
 
@@ -486,26 +471,26 @@ again:
 	}
 	if (fd < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: %s", seg->path, strerror(-rc));
 		return rc;
 	}
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		rc = -EINVAL;
-		seterr(errbuf, errlen, "%s: not a regular file", seg->path);
+		log_seterr(errbuf, errlen, "%s: not a regular file", seg->path);
 		goto out_close;
 	}
 	/* One owner per segment: a second node on the same file would hand
 	 * out the same offsets. Released when the fd closes (or the node dies). */
 	rc = lock_file(fd);
 	if (rc < 0) {
-		seterr(errbuf, errlen, "%s: %s", seg->path, rc == -EBUSY ?
-		       "in use by another process (another kvpool-node on this segment?)" :
-		       strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: %s", seg->path, rc == -EBUSY ?
+		           "in use by another process (another kvpool-node on this segment?)" :
+		           strerror(-rc));
 		goto out_close;
 	}
 	/* An orphan reaper (orphan.c) may have removed the file while we
@@ -533,20 +518,20 @@ again:
 			fresh = true;
 		} else if (rc < 0) {
 			if (!reset) {
-				seterr(errbuf, errlen, "%s: %s; remove the file or start with "
-				       "reset to re-create it (its contents are lost)",
-				       seg->path, why);
+				log_seterr(errbuf, errlen, "%s: %s; remove the file or start with "
+				           "reset to re-create it (its contents are lost)",
+				           seg->path, why);
 				goto out_close;
 			}
 			log_warn("%s: %s; re-creating it", seg->path, why);
 			fresh = true;
 		} else if (info.size != o->size || info.align != align) {
 			if (!reset) {
-				seterr(errbuf, errlen, "%s: existing segment is %s with alignment %u, "
-				       "configured %s with alignment %u; remove the file or start "
-				       "with reset to re-create it (its contents are lost)",
-				       seg->path, human(info.size, b1, sizeof(b1)), info.align,
-				       human(o->size, b2, sizeof(b2)), align);
+				log_seterr(errbuf, errlen, "%s: existing segment is %s with alignment %u, "
+				           "configured %s with alignment %u; remove the file or start "
+				           "with reset to re-create it (its contents are lost)",
+				           seg->path, human(info.size, b1, sizeof(b1)), info.align,
+				           human(o->size, b2, sizeof(b2)), align);
 				rc = -EINVAL;
 				goto out_close;
 			}
@@ -560,15 +545,15 @@ again:
 		/* Drop the old pages so nothing stale survives a re-creation. */
 		if (fresh && ftruncate(fd, 0) < 0) {
 			rc = -errno;
-			seterr(errbuf, errlen, "%s: truncate: %s", seg->path, strerror(-rc));
+			log_seterr(errbuf, errlen, "%s: truncate: %s", seg->path, strerror(-rc));
 			goto out_close;
 		}
 	}
 
 	if (fchmod(fd, mode) < 0 || (o->gid != (gid_t)-1 && fchown(fd, (uid_t)-1, o->gid) < 0)) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: setting mode %o / group %d: %s", seg->path,
-		       (unsigned)mode, (int)o->gid, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: setting mode %o / group %d: %s", seg->path,
+		           (unsigned)mode, (int)o->gid, strerror(-rc));
 		goto out_unlink;
 	}
 	/* A file larger than the free space is refused unless the caller
@@ -581,14 +566,14 @@ again:
 		log_warn("%s (sparse segment: puts fail once it fills)", errbuf);
 	if (ftruncate(fd, (off_t)o->size) < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: ftruncate: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: ftruncate: %s", seg->path, strerror(-rc));
 		goto out_unlink;
 	}
 	base = mmap(NULL, o->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: mmap %s: %s", seg->path,
-		       human(o->size, b1, sizeof(b1)), strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: mmap %s: %s", seg->path,
+		           human(o->size, b1, sizeof(b1)), strerror(-rc));
 		goto out_unlink;
 	}
 	/* Policy first, then allocation: NUMA and huge pages only apply to
@@ -631,7 +616,7 @@ again:
 
 		if (p == MAP_FAILED) {
 			rc = -errno;
-			seterr(errbuf, errlen, "%s: populate: %s", seg->path, strerror(-rc));
+			log_seterr(errbuf, errlen, "%s: populate: %s", seg->path, strerror(-rc));
 			goto out_unmap;
 		}
 	}
@@ -644,7 +629,7 @@ again:
 		do {
 			if (getrandom(&info.uuid, sizeof(info.uuid), 0) != sizeof(info.uuid)) {
 				rc = -errno;
-				seterr(errbuf, errlen, "getrandom: %s", strerror(-rc));
+				log_seterr(errbuf, errlen, "getrandom: %s", strerror(-rc));
 				goto out_unmap;
 			}
 		} while (info.uuid == 0);
@@ -667,7 +652,7 @@ again:
 	}
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
 		goto out_unmap;
 	}
 	fill_seg(seg, fd, base, &info, &st);
@@ -706,18 +691,18 @@ int segment_attach(struct segment *seg, const char *path, bool writable,
 	fd = open(seg->path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: %s", seg->path, strerror(-rc));
 		return rc;
 	}
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: fstat: %s", seg->path, strerror(-rc));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size <= SEG_DATA_OFF) {
 		rc = -EINVAL;
-		seterr(errbuf, errlen, "%s: not a kvpool segment (%s)", seg->path,
-		       S_ISREG(st.st_mode) ? "too small" : "not a regular file");
+		log_seterr(errbuf, errlen, "%s: not a kvpool segment (%s)", seg->path,
+		           S_ISREG(st.st_mode) ? "too small" : "not a regular file");
 		goto out_close;
 	}
 	/* The owner rewrites its block of the header at every open: a read
@@ -738,13 +723,13 @@ int segment_attach(struct segment *seg, const char *path, bool writable,
 			 (unsigned long long)st.st_size, (unsigned long long)info.size);
 	}
 	if (rc < 0) {
-		seterr(errbuf, errlen, "%s: %s", seg->path, why);
+		log_seterr(errbuf, errlen, "%s: %s", seg->path, why);
 		goto out_close;
 	}
 	base = mmap(NULL, info.size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
-		seterr(errbuf, errlen, "%s: mmap: %s", seg->path, strerror(-rc));
+		log_seterr(errbuf, errlen, "%s: mmap: %s", seg->path, strerror(-rc));
 		goto out_close;
 	}
 	fill_seg(seg, fd, base, &info, &st);

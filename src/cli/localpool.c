@@ -10,7 +10,6 @@
 #include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 
 #include "kvpool.h"
 #include "kvpool_i.h"
+#include "log.h"
 #include "segment.h"
 
 #define LP_ALIGN 4096u
@@ -43,17 +43,6 @@ static void lp_sleep_ms(unsigned ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
-}
-
-static void lp_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void lp_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 uint64_t localpool_segment_size(uint64_t nblocks, uint64_t alloc)
@@ -204,9 +193,9 @@ static int lp_check(struct localpool *p, pid_t *pid, const char *name, char *err
 	*pid = 0;
 	lp_log_tail(p, name, tail, sizeof(tail));
 	if (WIFSIGNALED(st))
-		lp_err(err, errlen, "%s died of signal %d: %s", name, WTERMSIG(st), tail);
+		log_seterr(err, errlen, "%s died of signal %d: %s", name, WTERMSIG(st), tail);
 	else
-		lp_err(err, errlen, "%s exited %d: %s", name, WEXITSTATUS(st), tail);
+		log_seterr(err, errlen, "%s exited %d: %s", name, WEXITSTATUS(st), tail);
 	return -1;
 }
 
@@ -257,14 +246,14 @@ static int lp_wait_node(struct localpool *p, char *err, size_t errlen)
 			}
 		}
 		if (lp_now_ms() > end) {
-			lp_err(err, errlen, "the node's segment was not mounted within %u s (logs in %s)",
-			       LP_START_MS / 1000, p->dir);
+			log_seterr(err, errlen, "the node's segment was not mounted within %u s (logs in %s)",
+			           LP_START_MS / 1000, p->dir);
 			break;
 		}
 		lp_sleep_ms(50);
 	}
 	if (rc && lp_stopped(p))
-		lp_err(err, errlen, "interrupted");
+		log_seterr(err, errlen, "interrupted");
 	if (kvp)
 		kvp_close(kvp);
 	return rc;
@@ -285,26 +274,26 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 	p->segment_size = segment_size;
 	if (lp_find_bin("kvpool-master", master_bin, sizeof(master_bin)) < 0 ||
 	    lp_find_bin("kvpool-node", node_bin, sizeof(node_bin)) < 0) {
-		lp_err(err, errlen, "%s not found (kvpool-master and kvpool-node are looked for next "
-		       "to this program)", access(master_bin, X_OK) ? master_bin : node_bin);
+		log_seterr(err, errlen, "%s not found (kvpool-master and kvpool-node are looked for next "
+		           "to this program)", access(master_bin, X_OK) ? master_bin : node_bin);
 		return -1;
 	}
 	snprintf(p->dir, sizeof(p->dir), "/tmp/kvpool-%s-%d-XXXXXX", tag, (int)getpid());
 	if (!mkdtemp(p->dir)) {
-		lp_err(err, errlen, "mkdtemp %s: %s", p->dir, strerror(errno));
+		log_seterr(err, errlen, "mkdtemp %s: %s", p->dir, strerror(errno));
 		p->dir[0] = '\0';
 		return -1;
 	}
 	snprintf(p->ini, sizeof(p->ini), "%s/pool.ini", p->dir);
 	snprintf(p->segment, sizeof(p->segment), "kvpool-%s-%d-%u", tag, (int)getpid(), ++seq);
 	if (lp_free_ports(ports, 4) < 0) {
-		lp_err(err, errlen, "no free loopback port: %s", strerror(errno));
+		log_seterr(err, errlen, "no free loopback port: %s", strerror(errno));
 		goto out_stop;
 	}
 	snprintf(p->master_addr, sizeof(p->master_addr), "127.0.0.1:%d", ports[0]);
 	f = fopen(p->ini, "w");
 	if (!f) {
-		lp_err(err, errlen, "%s: %s", p->ini, strerror(errno));
+		log_seterr(err, errlen, "%s: %s", p->ini, strerror(errno));
 		goto out_stop;
 	}
 	fprintf(f, "# a private pool of the kvpool tool (%s), removed when it ends\n"
@@ -316,22 +305,22 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 		tag, p->master_addr, p->master_addr, ports[1], p->segment, ports[2], ports[3],
 		p->segment, (unsigned long long)segment_size);
 	if (fclose(f) != 0) {
-		lp_err(err, errlen, "%s: %s", p->ini, strerror(errno));
+		log_seterr(err, errlen, "%s: %s", p->ini, strerror(errno));
 		goto out_stop;
 	}
 	snprintf(path, sizeof(path), "%s/kvpool-master.log", p->dir);
 	p->master = lp_spawn(master_bin, p->ini, path);
 	if (p->master < 0) {
 		p->master = 0;
-		lp_err(err, errlen, "fork: %s", strerror(errno));
+		log_seterr(err, errlen, "fork: %s", strerror(errno));
 		goto out_stop;
 	}
 	for (end = lp_now_ms() + LP_START_MS; !lp_accepts(ports[0]); lp_sleep_ms(20)) {
 		if (lp_check(p, &p->master, "kvpool-master", err, errlen) < 0)
 			goto out_stop;
 		if (lp_stopped(p) || lp_now_ms() > end) {
-			lp_err(err, errlen, lp_stopped(p) ? "interrupted" :
-			       "kvpool-master did not listen on %s", p->master_addr);
+			log_seterr(err, errlen, lp_stopped(p) ? "interrupted" :
+			           "kvpool-master did not listen on %s", p->master_addr);
 			goto out_stop;
 		}
 	}
@@ -339,7 +328,7 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 	p->node = lp_spawn(node_bin, p->ini, path);
 	if (p->node < 0) {
 		p->node = 0;
-		lp_err(err, errlen, "fork: %s", strerror(errno));
+		log_seterr(err, errlen, "fork: %s", strerror(errno));
 		goto out_stop;
 	}
 	if (lp_wait_node(p, err, errlen) < 0)

@@ -45,12 +45,12 @@ int conf_set(struct kvp_conf *c, const char *section, const char *key,
 	const struct conf_key *k = conf_find(section, key);
 
 	if (!k) {
-		conf_errf(err, errlen, "[%s] %s: %s", section, key,
-			  conf_section_known(section) ? "unknown key" : "unknown section");
+		log_seterr(err, errlen, "[%s] %s: %s", section, key,
+			   conf_section_known(section) ? "unknown key" : "unknown section");
 		return KVP_EINVAL;
 	}
 	if (!value) {
-		conf_errf(err, errlen, "[%s] %s: no value", section, key);
+		log_seterr(err, errlen, "[%s] %s: no value", section, key);
 		return KVP_EINVAL;
 	}
 	if (conf_set_key(c, k, value, src, err, errlen)) {
@@ -67,7 +67,7 @@ int conf_set_override(struct kvp_conf *c, const char *kv, char *err, size_t errl
 
 	if (!dot || !eq || dot > eq || (size_t)(dot - kv) >= sizeof(section) ||
 	    (size_t)(eq - dot - 1) >= sizeof(key)) {
-		conf_errf(err, errlen, "override \"%s\": expected section.key=value", kv);
+		log_seterr(err, errlen, "override \"%s\": expected section.key=value", kv);
 		return KVP_EINVAL;
 	}
 	snprintf(section, sizeof(section), "%.*s", (int)(dot - kv), kv);
@@ -125,7 +125,7 @@ static void ini_fail(struct ini_ctx *x, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	conf_errf(x->err, x->errlen, "%s:%d: %s", x->name, line, msg);
+	log_seterr(x->err, x->errlen, "%s:%d: %s", x->name, line, msg);
 	x->failed = true;
 }
 
@@ -284,7 +284,7 @@ int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, s
 
 	x = calloc(1, sizeof(*x));
 	if (!x) {
-		conf_errf(err, errlen, "%s: %s", name, strerror(ENOMEM));
+		log_seterr(err, errlen, "%s: %s", name, strerror(ENOMEM));
 		return KVP_ENOMEM;
 	}
 	x->c = c;
@@ -305,12 +305,12 @@ int conf_load_stream(struct kvp_conf *c, FILE *f, const char *name, char *err, s
 		goto out_free;
 	}
 	if (x->read_errno) {
-		conf_errf(err, errlen, "%s: %s", name, strerror(x->read_errno));
+		log_seterr(err, errlen, "%s: %s", name, strerror(x->read_errno));
 		goto out_free;
 	}
 	if (r) {
 		/* our reader should have caught every error; keep inih's word anyway */
-		conf_errf(err, errlen, "%s:%d: cannot parse line", name, r);
+		log_seterr(err, errlen, "%s:%d: cannot parse line", name, r);
 		goto out_free;
 	}
 	ret = 0;
@@ -369,8 +369,8 @@ static int env_check_unknown(char *err, size_t errlen)
 			if (strncmp(*e, canon, strlen(canon)) == 0 && (*e)[strlen(canon)] == '=')
 				continue;
 		}
-		conf_errf(err, errlen, "env %.*s: [%s] %s: unknown key (variables are "
-			  "KVPOOL_<SECTION>_<KEY> in upper case)", (int)(eq - *e), *e, section, key);
+		log_seterr(err, errlen, "env %.*s: [%s] %s: unknown key (variables are "
+			   "KVPOOL_<SECTION>_<KEY> in upper case)", (int)(eq - *e), *e, section, key);
 		return KVP_EINVAL;
 unknown_section:
 		log_warn("ignoring environment variable %.*s: kvpool has no such section",
@@ -411,25 +411,25 @@ static int conf_load_token(struct kvp_conf *c, char *err, size_t errlen)
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
+		log_seterr(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
 		return KVP_EINVAL;
 	}
 	if (fstat(fd, &st) < 0) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
+		log_seterr(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: not a regular file", path);
+		log_seterr(err, errlen, "[cluster] token_file: %s: not a regular file", path);
 		goto out_close;
 	}
 	if (st.st_uid == geteuid() && (st.st_mode & 077)) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: mode %04o lets group or other read "
-			  "the token; run chmod 600 %s", path, (unsigned)(st.st_mode & 07777), path);
+		log_seterr(err, errlen, "[cluster] token_file: %s: mode %04o lets group or other read "
+			   "the token; run chmod 600 %s", path, (unsigned)(st.st_mode & 07777), path);
 		goto out_close;
 	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	if (n < 0) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
+		log_seterr(err, errlen, "[cluster] token_file: %s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	buf[n] = '\0';
@@ -437,7 +437,7 @@ static int conf_load_token(struct kvp_conf *c, char *err, size_t errlen)
 	if (!end)
 		end = buf + n;
 	if (memchr(buf, '\0', (size_t)(end - buf))) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: NUL byte in the token", path);
+		log_seterr(err, errlen, "[cluster] token_file: %s: NUL byte in the token", path);
 		goto out_wipe;
 	}
 	*end = '\0';
@@ -446,12 +446,12 @@ static int conf_load_token(struct kvp_conf *c, char *err, size_t errlen)
 	while (end > p && isspace((unsigned char)end[-1]))
 		*--end = '\0';
 	if (end == p) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: the first line is empty", path);
+		log_seterr(err, errlen, "[cluster] token_file: %s: the first line is empty", path);
 		goto out_wipe;
 	}
 	if ((size_t)(end - p) >= sizeof(c->cluster.token)) {
-		conf_errf(err, errlen, "[cluster] token_file: %s: token longer than %zu bytes", path,
-			  sizeof(c->cluster.token) - 1);
+		log_seterr(err, errlen, "[cluster] token_file: %s: token longer than %zu bytes", path,
+			   sizeof(c->cluster.token) - 1);
 		goto out_wipe;
 	}
 	memcpy(c->cluster.token, p, (size_t)(end - p) + 1);
@@ -475,7 +475,7 @@ static int conf_load_path(struct kvp_conf *c, const char *path, bool must_exist,
 	if (!f) {
 		if (!must_exist && errno == ENOENT)
 			return 0;
-		conf_errf(err, errlen, "%s: %s", path, strerror(errno));
+		log_seterr(err, errlen, "%s: %s", path, strerror(errno));
 		return KVP_EINVAL;
 	}
 	r = conf_load_stream(c, f, path, err, errlen);
@@ -496,8 +496,8 @@ static int conf_load_all(struct kvp_conf *c, const char *const *paths, size_t n,
 
 	conf_defaults(c);
 	if (n > CONF_MAX_FILES) {
-		conf_errf(err, errlen, "%zu configuration files: at most %d can be layered", n,
-			  CONF_MAX_FILES);
+		log_seterr(err, errlen, "%zu configuration files: at most %d can be layered", n,
+			   CONF_MAX_FILES);
 		return KVP_EINVAL;
 	}
 	if (n == 0) {

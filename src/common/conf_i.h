@@ -37,8 +37,6 @@ bool conf_alias_of(const struct conf_alias *a, const struct conf_key *k);
 void conf_env_name(const struct conf_key *k, char *buf, size_t len);
 
 /* conf_parse.c */
-/* Formats a message into err (nothing when err is NULL or len 0). */
-void conf_errf(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *conf_skip_space(const char *s);
 /* "MIN..MAX" of a numeric key, in the key's own units. */
 void conf_fmt_range(const struct conf_key *k, char *buf, size_t len);

@@ -11,20 +11,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-void conf_errf(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 const char *conf_skip_space(const char *s)
 {
@@ -389,7 +377,7 @@ static int set_string(struct kvp_conf *c, const struct conf_key *k, const char *
 	char canon[CONF_STR];
 
 	if (strlen(v) >= CONF_STR) {
-		conf_errf(err, errlen, "value too long (at most %d bytes)", CONF_STR - 1);
+		log_seterr(err, errlen, "value too long (at most %d bytes)", CONF_STR - 1);
 		return KVP_EINVAL;
 	}
 	if (k->flags & CONF_F_LOGLEVEL) {
@@ -399,7 +387,7 @@ static int set_string(struct kvp_conf *c, const struct conf_key *k, const char *
 			char list[128];
 
 			conf_fmt_choices(k->choices, list, sizeof(list));
-			conf_errf(err, errlen, "bad log level \"%s\" (expected %s)", v, list);
+			log_seterr(err, errlen, "bad log level \"%s\" (expected %s)", v, list);
 			return KVP_EINVAL;
 		}
 		snprintf(dst, CONF_STR, "%s", log_level_name(lvl));
@@ -410,14 +398,14 @@ static int set_string(struct kvp_conf *c, const struct conf_key *k, const char *
 			char list[128];
 
 			conf_fmt_choices(k->choices, list, sizeof(list));
-			conf_errf(err, errlen, "bad value \"%s\" (expected %s)", v, list);
+			log_seterr(err, errlen, "bad value \"%s\" (expected %s)", v, list);
 			return KVP_EINVAL;
 		}
 		v = canon;
 	}
 	if ((k->flags & CONF_F_FILENAME) &&
 	    (strchr(v, '/') || strcmp(v, ".") == 0 || strcmp(v, "..") == 0)) {
-		conf_errf(err, errlen, "bad name \"%s\" (a file name: no '/', not . or ..)", v);
+		log_seterr(err, errlen, "bad name \"%s\" (a file name: no '/', not . or ..)", v);
 		return KVP_EINVAL;
 	}
 	memmove(dst, v, strlen(v) + 1);
@@ -432,7 +420,7 @@ static int check_range(const struct conf_key *k, double v, const char *text,
 	if (v >= k->min && v <= k->max)
 		return 0;
 	conf_fmt_range(k, range, sizeof(range));
-	conf_errf(err, errlen, "\"%s\" is out of range (%s)", text, range);
+	log_seterr(err, errlen, "\"%s\" is out of range (%s)", text, range);
 	return KVP_EINVAL;
 }
 
@@ -449,8 +437,8 @@ static int set_int(struct kvp_conf *c, const struct conf_key *k, const char *v,
 	errno = 0;
 	n = strtoll(s, &end, octal ? 8 : 10);
 	if (end == s || *conf_skip_space(end) || !(isdigit((unsigned char)*s) || *s == '-')) {
-		conf_errf(err, errlen, "bad number \"%s\" (expected %s)", v,
-			  octal ? "an octal mode like 0644" : "an integer");
+		log_seterr(err, errlen, "bad number \"%s\" (expected %s)", v,
+			   octal ? "an octal mode like 0644" : "an integer");
 		return KVP_EINVAL;
 	}
 	if (errno == ERANGE) {
@@ -480,7 +468,7 @@ static int set_bool(struct kvp_conf *c, const struct conf_key *k, const char *v,
 			return 0;
 		}
 	}
-	conf_errf(err, errlen, "bad boolean \"%s\" (expected true/false, yes/no, on/off or 1/0)", v);
+	log_seterr(err, errlen, "bad boolean \"%s\" (expected true/false, yes/no, on/off or 1/0)", v);
 	return KVP_EINVAL;
 }
 
@@ -494,10 +482,10 @@ static int set_unsigned(struct kvp_conf *c, const struct conf_key *k, const char
 
 	r = parse_scaled(v, size ? size_unit : duration_unit, &n, &suffix);
 	if (r == -EBADMSG) {
-		conf_errf(err, errlen, size ?
-			  "bad size suffix \"%s\" in \"%s\" (use K, M, G or T, optionally with B or iB)" :
-			  "bad duration unit \"%s\" in \"%s\" (use ms, s, m or h; a bare number is ms)",
-			  suffix, v);
+		log_seterr(err, errlen, size ?
+			   "bad size suffix \"%s\" in \"%s\" (use K, M, G or T, optionally with B or iB)" :
+			   "bad duration unit \"%s\" in \"%s\" (use ms, s, m or h; a bare number is ms)",
+			   suffix, v);
 		return KVP_EINVAL;
 	}
 	if (r == -ERANGE) {
@@ -505,15 +493,15 @@ static int set_unsigned(struct kvp_conf *c, const struct conf_key *k, const char
 		return KVP_EINVAL;
 	}
 	if (r) {
-		conf_errf(err, errlen, size ?
-			  "bad size \"%s\" (expected bytes or a number with K, M, G or T suffix)" :
-			  "bad duration \"%s\" (expected a number with ms, s, m or h)", v);
+		log_seterr(err, errlen, size ?
+			   "bad size \"%s\" (expected bytes or a number with K, M, G or T suffix)" :
+			   "bad duration \"%s\" (expected a number with ms, s, m or h)", v);
 		return KVP_EINVAL;
 	}
 	if (check_range(k, (double)n, v, err, errlen))
 		return KVP_EINVAL;
 	if ((k->flags & CONF_F_POW2) && (n & (n - 1))) {
-		conf_errf(err, errlen, "\"%s\" is not a power of two", v);
+		log_seterr(err, errlen, "\"%s\" is not a power of two", v);
 		return KVP_EINVAL;
 	}
 	*(uint64_t *)(void *)((char *)c + k->off) = n;
@@ -535,7 +523,7 @@ static int set_ratio(struct kvp_conf *c, const struct conf_key *k, const char *v
 	}
 	if (end == s || *conf_skip_space(end) || !isfinite(d) || errno ||
 	    !(isdigit((unsigned char)*s) || *s == '.' || *s == '-' || *s == '+')) {
-		conf_errf(err, errlen, "bad number \"%s\" (expected a ratio like 0.95, or 95%%)", v);
+		log_seterr(err, errlen, "bad number \"%s\" (expected a ratio like 0.95, or 95%%)", v);
 		return KVP_EINVAL;
 	}
 	if (check_range(k, d, v, err, errlen))
@@ -551,8 +539,8 @@ static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
 	int n = 0;
 
 	if (strlen(v) >= CONF_STR) {
-		conf_errf(err, errlen, "etcd endpoint list too long (%zu bytes, at most %d)",
-			  strlen(v), CONF_STR - 1);
+		log_seterr(err, errlen, "etcd endpoint list too long (%zu bytes, at most %d)",
+			   strlen(v), CONF_STR - 1);
 		return KVP_EINVAL;
 	}
 	while (*p) {
@@ -563,8 +551,8 @@ static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
 		memcpy(one, p, l);
 		one[l] = '\0';
 		if (l && (conf_parse_hostport(one, NULL, 0, &port) || port == 0)) {
-			conf_errf(err, errlen, "bad etcd endpoint \"%s\" in \"%s\" (expected "
-				  "etcd://host:port;host:port)", one, v);
+			log_seterr(err, errlen, "bad etcd endpoint \"%s\" in \"%s\" (expected "
+				   "etcd://host:port;host:port)", one, v);
 			return KVP_EINVAL;
 		}
 		n += l != 0;
@@ -573,7 +561,7 @@ static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
 			p++;
 	}
 	if (!n) {
-		conf_errf(err, errlen, "\"%s\" names no etcd endpoint (expected etcd://host:port;...)", v);
+		log_seterr(err, errlen, "\"%s\" names no etcd endpoint (expected etcd://host:port;...)", v);
 		return KVP_EINVAL;
 	}
 	memmove(dst, v, strlen(v) + 1);
@@ -594,11 +582,11 @@ static int set_hostport(struct kvp_conf *c, const struct conf_key *k, const char
 	if ((k->flags & CONF_F_ETCD) && strncmp(v, "etcd://", 7) == 0)
 		return set_etcd_list(dst, v, err, errlen);
 	if (strlen(v) >= CONF_STR || conf_parse_hostport(v, NULL, 0, &port)) {
-		conf_errf(err, errlen, "bad host:port \"%s\" (expected host:port, [ipv6]:port or :port)", v);
+		log_seterr(err, errlen, "bad host:port \"%s\" (expected host:port, [ipv6]:port or :port)", v);
 		return KVP_EINVAL;
 	}
 	if (port < k->min || port > k->max) {
-		conf_errf(err, errlen, "port %u is out of range (%.0f..%.0f)", port, k->min, k->max);
+		log_seterr(err, errlen, "port %u is out of range (%.0f..%.0f)", port, k->min, k->max);
 		return KVP_EINVAL;
 	}
 	memmove(dst, v, strlen(v) + 1);

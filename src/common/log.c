@@ -111,3 +111,14 @@ void fatalx(const char *fmt, ...)
 	va_end(ap);
 	exit(1);
 }
+
+void log_seterr(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}

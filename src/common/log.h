@@ -5,6 +5,7 @@
 #define KVP_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <syslog.h>
 
 extern int log_level;		/* messages above this level are dropped */
@@ -18,6 +19,10 @@ void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Log at LOG_ERR, then exit(1). */
 void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* Prints a message into a caller's error buffer, as the err/errlen
+ * arguments of the pool's calls take it: nothing when err is NULL or len
+ * is 0; truncated to fit. Logs nothing. */
+void log_seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define log_enabled(lvl) ((lvl) <= log_level)
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define NET_BACKLOG 1024
 
 /* "host:port", "[v6]:port", ":port" (host ""). The last ':' splits an
@@ -142,22 +144,6 @@ int net_local_port(int fd)
 	return -EAFNOSUPPORT;
 }
 
-uint64_t net_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t net_realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Waits for events on fd until deadline_ms (0 = forever): 0 or -ETIMEDOUT
  * (EINTR restarts with the time left). */
 static int wait_fd(int fd, short events, uint64_t deadline_ms)
@@ -165,7 +151,7 @@ static int wait_fd(int fd, short events, uint64_t deadline_ms)
 	for (;;) {
 		int timeout = -1;
 		if (deadline_ms) {
-			uint64_t now = net_now_ms();
+			uint64_t now = clock_now_ms();
 			if (now >= deadline_ms)
 				return -ETIMEDOUT;
 			uint64_t left = deadline_ms - now;
@@ -225,7 +211,7 @@ out_close:
 int net_connect(const char *hostport, uint64_t timeout_ms, char *err, size_t errlen)
 {
 	struct addrinfo *res, *ai;
-	uint64_t deadline = timeout_ms ? net_now_ms() + timeout_ms : 0;
+	uint64_t deadline = timeout_ms ? clock_now_ms() + timeout_ms : 0;
 	char dummy[1];
 	int rc;
 

@@ -25,8 +25,6 @@ int net_connect(const char *hostport, uint64_t timeout_ms, char *err, size_t err
 int net_send_all(int fd, const void *p, size_t n, uint64_t deadline_ms);
 int net_sendv_all(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms);
 int net_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms);
-uint64_t net_now_ms(void);	/* CLOCK_MONOTONIC */
-uint64_t net_realtime_ns(void);	/* CLOCK_REALTIME */
 /* This host's identity: /proc/sys/kernel/random/boot_id (36 chars). */
 int net_host_id(char *out, size_t len);
 /* true if the host part of "host:port" is a loopback address or empty-host

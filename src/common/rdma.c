@@ -21,7 +21,6 @@
 
 #include "log.h"
 #include "rdma.h"
-#include "rdma_i.h"
 
 /* ---- pure arithmetic ---------------------------------------------------- */
 
@@ -212,11 +211,11 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	v->ctx = ibv_open_device(d);
 	if (!v->ctx) {
 		rc = -errno;
-		rdma_seterr(note, notelen, "%s: cannot open: %s", v->name, strerror(-rc));
+		log_seterr(note, notelen, "%s: cannot open: %s", v->name, strerror(-rc));
 		return 0;
 	}
 	if ((rc = ibv_query_device(v->ctx, &da)) != 0) {
-		rdma_seterr(note, notelen, "%s: query_device: %s", v->name, strerror(rc));
+		log_seterr(note, notelen, "%s: query_device: %s", v->name, strerror(rc));
 		goto out_close;
 	}
 	for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
@@ -226,7 +225,7 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 		}
 	}
 	if (!v->port) {
-		rdma_seterr(note, notelen, "%s: no active port", v->name);
+		log_seterr(note, notelen, "%s: no active port", v->name);
 		goto out_close;
 	}
 	v->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? RDMA_LINK_ETH : RDMA_LINK_IB;
@@ -236,8 +235,8 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	if (v->link_layer == RDMA_LINK_ETH) {
 		v->gid_index = pick_gid(v->ctx, v->port, pa.gid_tbl_len, v->gid);
 		if (v->gid_index < 0) {
-			rdma_seterr(note, notelen, "%s: RoCE port without a usable GID (no IP address?)",
-			       v->name);
+			log_seterr(note, notelen, "%s: RoCE port without a usable GID (no IP address?)",
+			      v->name);
 			goto out_close;
 		}
 	} else {
@@ -259,7 +258,7 @@ static int dev_open(struct ibv_device *d, struct rdma_dev *v, char *note, size_t
 	v->numa_node = rdma_dev_numa_node(NULL, v->name);
 	v->pd = ibv_alloc_pd(v->ctx);
 	if (!v->pd) {
-		rdma_seterr(note, notelen, "%s: cannot allocate a protection domain", v->name);
+		log_seterr(note, notelen, "%s: cannot allocate a protection domain", v->name);
 		goto out_close;
 	}
 	return 1;
@@ -315,11 +314,11 @@ int rdma_open(struct rdma_ctx *ctx, const char *filter, char *err, size_t errlen
 	}
 	if (!ctx->ndev) {
 		if (!n)
-			rdma_seterr(err, errlen, "no RDMA device (ibverbs lists none)");
+			log_seterr(err, errlen, "no RDMA device (ibverbs lists none)");
 		else if (notes[0])
-			rdma_seterr(err, errlen, "no RDMA device usable: %s", notes);
+			log_seterr(err, errlen, "no RDMA device usable: %s", notes);
 		else
-			rdma_seterr(err, errlen, "no RDMA device matches [rdma] devices = %s", filter);
+			log_seterr(err, errlen, "no RDMA device matches [rdma] devices = %s", filter);
 		return -ENODEV;
 	}
 	return 0;
@@ -373,16 +372,16 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 		int n = rdma_mr_plan((uintptr_t)base, len, v->max_mr_size, page, NULL, 0, &need);
 
 		if (n < 0 && n != -E2BIG) {
-			rdma_seterr(err, errlen, "%s: cannot plan the registration of %llu bytes "
-			       "(max_mr_size %llu)", v->name, (unsigned long long)len,
-			       (unsigned long long)v->max_mr_size);
+			log_seterr(err, errlen, "%s: cannot plan the registration of %llu bytes "
+			      "(max_mr_size %llu)", v->name, (unsigned long long)len,
+			      (unsigned long long)v->max_mr_size);
 			rc = n;
 			goto out_dereg;
 		}
 		if (need > RDMA_MAX_CHUNKS || !need) {
-			rdma_seterr(err, errlen, "%s: %llu bytes need %zu memory regions of at most "
-			       "%llu bytes (limit %u)", v->name, (unsigned long long)len, need,
-			       (unsigned long long)v->max_mr_size, RDMA_MAX_CHUNKS);
+			log_seterr(err, errlen, "%s: %llu bytes need %zu memory regions of at most "
+			      "%llu bytes (limit %u)", v->name, (unsigned long long)len, need,
+			      (unsigned long long)v->max_mr_size, RDMA_MAX_CHUNKS);
 			rc = -E2BIG;
 			goto out_dereg;
 		}
@@ -390,7 +389,7 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 		out->dev[d].mr = calloc(need, sizeof(*out->dev[d].mr));
 		out->ndev = d + 1;
 		if (!out->dev[d].c || !out->dev[d].mr) {
-			rdma_seterr(err, errlen, "out of memory");
+			log_seterr(err, errlen, "out of memory");
 			rc = -ENOMEM;
 			goto out_dereg;
 		}
@@ -405,9 +404,9 @@ int rdma_region_reg(struct rdma_ctx *ctx, void *base, uint64_t len, bool remote,
 				int e = errno;
 
 				memlock_hint(hint, sizeof(hint), e);
-				rdma_seterr(err, errlen, "ibv_reg_mr on %s (%llu bytes, region %zu of %zu):"
-				       " %s%s", v->name, (unsigned long long)c->len, i + 1, need,
-				       strerror(e), hint);
+				log_seterr(err, errlen, "ibv_reg_mr on %s (%llu bytes, region %zu of %zu):"
+				      " %s%s", v->name, (unsigned long long)c->len, i + 1, need,
+				      strerror(e), hint);
 				rc = -e;
 				goto out_dereg;
 			}
@@ -618,8 +617,8 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		q->ch = ibv_create_comp_channel(dev->ctx);
 		if (!q->ch) {
 			rc = -errno;
-			rdma_seterr(err, errlen, "%s: ibv_create_comp_channel: %s", dev->name,
-			       strerror(-rc));
+			log_seterr(err, errlen, "%s: ibv_create_comp_channel: %s", dev->name,
+			      strerror(-rc));
 			goto out_free;
 		}
 		/* rdma_poll polls the fd; reading an event must not block. */
@@ -628,7 +627,7 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 	q->cq = ibv_create_cq(dev->ctx, cqe, NULL, q->ch, 0);
 	if (!q->cq) {
 		rc = -errno;
-		rdma_seterr(err, errlen, "%s: ibv_create_cq(%d): %s", dev->name, cqe, strerror(-rc));
+		log_seterr(err, errlen, "%s: ibv_create_cq(%d): %s", dev->name, cqe, strerror(-rc));
 		goto out_destroy;
 	}
 	for (unsigned i = 0; i < nqp; i++) {
@@ -654,15 +653,15 @@ int rdma_qps_create(struct rdma_dev *dev, unsigned nqp, unsigned depth, bool eve
 		q->qp[i] = ibv_create_qp(dev->pd, &ia);
 		if (!q->qp[i]) {
 			rc = -errno;
-			rdma_seterr(err, errlen, "%s: ibv_create_qp %u of %u: %s", dev->name, i + 1, nqp,
-			       strerror(-rc));
+			log_seterr(err, errlen, "%s: ibv_create_qp %u of %u: %s", dev->name, i + 1, nqp,
+			      strerror(-rc));
 			goto out_destroy;
 		}
 		q->nqp = i + 1;
 		rc = ibv_modify_qp(q->qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				   IBV_QP_ACCESS_FLAGS);
 		if (rc) {
-			rdma_seterr(err, errlen, "%s: QP to INIT: %s", dev->name, strerror(rc));
+			log_seterr(err, errlen, "%s: QP to INIT: %s", dev->name, strerror(rc));
 			rc = -rc;
 			goto out_destroy;
 		}
@@ -714,13 +713,13 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 	if (q->sim)
 		return 0;
 	if (peer->nqp != q->nqp) {
-		rdma_seterr(err, errlen, "peer has %u queue pairs, we have %u", peer->nqp, q->nqp);
+		log_seterr(err, errlen, "peer has %u queue pairs, we have %u", peer->nqp, q->nqp);
 		return -EPROTO;
 	}
 	if (peer->link_layer != v->link_layer) {
-		rdma_seterr(err, errlen, "%s is %s, peer %s is %s", v->name,
-		       v->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand", peer->dev,
-		       peer->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand");
+		log_seterr(err, errlen, "%s is %s, peer %s is %s", v->name,
+		      v->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand", peer->dev,
+		      peer->link_layer == RDMA_LINK_ETH ? "Ethernet" : "InfiniBand");
 		return -EPROTO;
 	}
 	mtu = peer->mtu < v->active_mtu || !v->active_mtu ? peer->mtu : v->active_mtu;
@@ -753,8 +752,8 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 				   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
 				   IBV_QP_MIN_RNR_TIMER);
 		if (rc) {
-			rdma_seterr(err, errlen, "%s: QP %u to RTR (peer %s qpn %u): %s", v->name, i,
-			       peer->dev, peer->qpn[i], strerror(rc));
+			log_seterr(err, errlen, "%s: QP %u to RTR (peer %s qpn %u): %s", v->name, i,
+			      peer->dev, peer->qpn[i], strerror(rc));
 			return -rc;
 		}
 		memset(&a, 0, sizeof(a));
@@ -767,7 +766,7 @@ int rdma_qps_connect(struct rdma_qps *q, const struct rdma_qp_rec *peer, char *e
 		rc = ibv_modify_qp(q->qp[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 				   IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 		if (rc) {
-			rdma_seterr(err, errlen, "%s: QP %u to RTS: %s", v->name, i, strerror(rc));
+			log_seterr(err, errlen, "%s: QP %u to RTS: %s", v->name, i, strerror(rc));
 			return -rc;
 		}
 	}

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "rdma.h"
-#include "rdma_i.h"
 
 static bool name_ok(const uint8_t *p, size_t n)
 {
@@ -76,16 +76,16 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 	ver = rb_u8(&r);
 	ndev = rb_u8(&r);
 	if (!rb_ok(&r)) {
-		rdma_seterr(err, errlen, "rdma_info: truncated");
+		log_seterr(err, errlen, "rdma_info: truncated");
 		return -EPROTO;
 	}
 	if (ver != 1 && ver != 2) {
-		rdma_seterr(err, errlen, "rdma_info: version %u (expected 1..%u)", ver,
-			    RDMA_INFO_VERSION);
+		log_seterr(err, errlen, "rdma_info: version %u (expected 1..%u)", ver,
+			   RDMA_INFO_VERSION);
 		return -EPROTO;
 	}
 	if (ndev < 1 || ndev > RDMA_MAX_DEVS) {
-		rdma_seterr(err, errlen, "rdma_info: %u devices (1..%u)", ndev, RDMA_MAX_DEVS);
+		log_seterr(err, errlen, "rdma_info: %u devices (1..%u)", ndev, RDMA_MAX_DEVS);
 		return -EPROTO;
 	}
 	/* First pass: validate and count the chunks, so one allocation
@@ -99,15 +99,15 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 		const uint8_t *nm = rb_str(&c, &nl);
 
 		if (rb_ok(&c) && !name_ok(nm, nl)) {
-			rdma_seterr(err, errlen, "rdma_info: device %u: bad name", d);
+			log_seterr(err, errlen, "rdma_info: device %u: bad name", d);
 			return -EPROTO;
 		}
 		rb_take(&c, 1 + 1 + 2 + 16);
 		uint32_t nc = rb_count(&c, INFO_CHUNK_BYTES);
 
 		if (rb_ok(&c) && (nc < 1 || nc > RDMA_MAX_CHUNKS)) {
-			rdma_seterr(err, errlen, "rdma_info: device %u: %u chunks (1..%u)", d, nc,
-			       RDMA_MAX_CHUNKS);
+			log_seterr(err, errlen, "rdma_info: device %u: %u chunks (1..%u)", d, nc,
+			      RDMA_MAX_CHUNKS);
 			return -EPROTO;
 		}
 		rb_take(&c, (size_t)nc * INFO_CHUNK_BYTES);
@@ -116,12 +116,12 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 	if (ver == 2)
 		(void)rb_u64(&c);
 	if (!rb_done(&c)) {
-		rdma_seterr(err, errlen, "rdma_info: %s", rb_ok(&c) ? "trailing bytes" : "truncated");
+		log_seterr(err, errlen, "rdma_info: %s", rb_ok(&c) ? "trailing bytes" : "truncated");
 		return -EPROTO;
 	}
 	info = calloc(1, sizeof(*info) + total * sizeof(struct rdma_mr_chunk));
 	if (!info) {
-		rdma_seterr(err, errlen, "rdma_info: out of memory");
+		log_seterr(err, errlen, "rdma_info: out of memory");
 		return -ENOMEM;
 	}
 	struct rdma_mr_chunk *pool = (struct rdma_mr_chunk *)(info + 1);
@@ -130,8 +130,8 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 	info->addr = rb_u64(&r);
 	info->len = rb_u64(&r);
 	if (!info->len || info->addr > UINT64_MAX - info->len) {
-		rdma_seterr(err, errlen, "rdma_info: bad range %#llx+%llu",
-		       (unsigned long long)info->addr, (unsigned long long)info->len);
+		log_seterr(err, errlen, "rdma_info: bad range %#llx+%llu",
+		      (unsigned long long)info->addr, (unsigned long long)info->len);
 		goto out_bad;
 	}
 	for (unsigned d = 0; d < ndev; d++) {
@@ -150,7 +150,7 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 		v->chunks = pool;
 		pool += v->nchunks;
 		if (v->link_layer != RDMA_LINK_IB && v->link_layer != RDMA_LINK_ETH) {
-			rdma_seterr(err, errlen, "rdma_info: %s: link layer %u", v->name, v->link_layer);
+			log_seterr(err, errlen, "rdma_info: %s: link layer %u", v->name, v->link_layer);
 			goto out_bad;
 		}
 		for (uint32_t i = 0; i < v->nchunks; i++) {
@@ -159,9 +159,9 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 			v->chunks[i].rkey = rb_u32(&r);
 			v->chunks[i].lkey = 0;
 			if (o != off || !l || l > info->len - off) {
-				rdma_seterr(err, errlen, "rdma_info: %s: chunk %u at %llu+%llu does "
-				       "not continue the region", v->name, i,
-				       (unsigned long long)o, (unsigned long long)l);
+				log_seterr(err, errlen, "rdma_info: %s: chunk %u at %llu+%llu does "
+				      "not continue the region", v->name, i,
+				      (unsigned long long)o, (unsigned long long)l);
 				goto out_bad;
 			}
 			v->chunks[i].addr = info->addr + o;
@@ -169,21 +169,21 @@ int rdma_info_decode(const void *p, size_t n, struct rdma_info **out, char *err,
 			off += l;
 		}
 		if (off != info->len) {
-			rdma_seterr(err, errlen, "rdma_info: %s: chunks cover %llu of %llu bytes",
-			       v->name, (unsigned long long)off, (unsigned long long)info->len);
+			log_seterr(err, errlen, "rdma_info: %s: chunks cover %llu of %llu bytes",
+			      v->name, (unsigned long long)off, (unsigned long long)info->len);
 			goto out_bad;
 		}
 	}
 	if (ver == 2) {
 		info->map_off = rb_u64(&r);
 		if (!info->map_off || info->map_off >= info->len) {
-			rdma_seterr(err, errlen, "rdma_info: commit map at %llu outside the region",
-				    (unsigned long long)info->map_off);
+			log_seterr(err, errlen, "rdma_info: commit map at %llu outside the region",
+				   (unsigned long long)info->map_off);
 			goto out_bad;
 		}
 	}
 	if (!rb_done(&r)) {
-		rdma_seterr(err, errlen, "rdma_info: malformed");
+		log_seterr(err, errlen, "rdma_info: malformed");
 		goto out_bad;
 	}
 	*out = info;
@@ -235,13 +235,13 @@ int rdma_qp_rec_decode(const void *p, size_t n, struct rdma_qp_rec *r, char *err
 	rb_init(&b, p, n);
 	ver = rb_u8(&b);
 	if (rb_ok(&b) && ver != RDMA_QP_VERSION) {
-		rdma_seterr(err, errlen, "rdma qp record: version %u (expected %u)", ver,
-		       RDMA_QP_VERSION);
+		log_seterr(err, errlen, "rdma qp record: version %u (expected %u)", ver,
+		      RDMA_QP_VERSION);
 		return -EPROTO;
 	}
 	nm = rb_str(&b, &nl);
 	if (rb_ok(&b) && !name_ok(nm, nl)) {
-		rdma_seterr(err, errlen, "rdma qp record: bad device name");
+		log_seterr(err, errlen, "rdma qp record: bad device name");
 		return -EPROTO;
 	}
 	if (nm)
@@ -256,29 +256,29 @@ int rdma_qp_rec_decode(const void *p, size_t n, struct rdma_qp_rec *r, char *err
 	r->rd_atomic = rb_u8(&b);
 	r->nqp = rb_u8(&b);
 	if (!rb_ok(&b)) {
-		rdma_seterr(err, errlen, "rdma qp record: truncated");
+		log_seterr(err, errlen, "rdma qp record: truncated");
 		return -EPROTO;
 	}
 	if (r->link_layer != RDMA_LINK_IB && r->link_layer != RDMA_LINK_ETH) {
-		rdma_seterr(err, errlen, "rdma qp record: link layer %u", r->link_layer);
+		log_seterr(err, errlen, "rdma qp record: link layer %u", r->link_layer);
 		return -EPROTO;
 	}
 	if (r->mtu < 1 || r->mtu > 5 || !r->rd_atomic || r->nqp < 1 || r->nqp > RDMA_MAX_QPS) {
-		rdma_seterr(err, errlen, "rdma qp record: mtu %u, rd_atomic %u, %u qps", r->mtu,
-		       r->rd_atomic, r->nqp);
+		log_seterr(err, errlen, "rdma qp record: mtu %u, rd_atomic %u, %u qps", r->mtu,
+		      r->rd_atomic, r->nqp);
 		return -EPROTO;
 	}
 	for (unsigned i = 0; i < r->nqp; i++) {
 		r->qpn[i] = rb_u32(&b);
 		r->psn[i] = rb_u32(&b);
 		if (rb_ok(&b) && (!r->qpn[i] || r->qpn[i] > 0xffffff || r->psn[i] > 0xffffff)) {
-			rdma_seterr(err, errlen, "rdma qp record: qp %u: qpn %u psn %u", i, r->qpn[i],
-			       r->psn[i]);
+			log_seterr(err, errlen, "rdma qp record: qp %u: qpn %u psn %u", i, r->qpn[i],
+			      r->psn[i]);
 			return -EPROTO;
 		}
 	}
 	if (!rb_done(&b)) {
-		rdma_seterr(err, errlen, "rdma qp record: %s", rb_ok(&b) ? "trailing bytes" : "truncated");
+		log_seterr(err, errlen, "rdma qp record: %s", rb_ok(&b) ? "trailing bytes" : "truncated");
 		return -EPROTO;
 	}
 	return 0;

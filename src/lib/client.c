@@ -12,12 +12,13 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "get.h"
 #include "kvpool.h"
 #include "kvpool_i.h"
 #include "lcache.h"
 #include "log.h"
-#include "loccache.h"
+#include "haloc.h"
 #include "mcall.h"
 #include "mlocate.h"
 #include "net.h"
@@ -83,7 +84,7 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 	kvp->mmax = MASTER_CONNS_MAX;
 	rc = mlocate_open(kvp);
 	if (rc == 0 && mlocate_ha(kvp))
-		rc = loccache_open(kvp);
+		rc = haloc_open(kvp);
 	if (rc < 0) {
 		mlocate_close(kvp);
 		goto out_free;
@@ -184,7 +185,7 @@ void kvp_close(struct kvp *kvp)
 	lc_destroy(kvp->lc);
 	mc_pool_close(kvp);
 	mlocate_close(kvp);
-	loccache_close(kvp);
+	haloc_close(kvp);
 	xp_tcp_close_pools(kvp);
 	xp_rdma_close(kvp);
 	segtab_close(kvp);
@@ -336,7 +337,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 {
 	struct ex_item *x = malloc((n ? n : 1) * sizeof(*x));
 	struct lc_segs o = { .kvp = kvp };
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	struct client_seg *seg;
 	uint64_t hits = 0, stale = 0;
 
@@ -432,10 +433,10 @@ int kvp_batch_remove(struct kvp *kvp, size_t n, const char *const *keys, int fla
 		return KVP_EINVAL;
 	if (!kvp || (n && (!keys || !results)))
 		return KVP_EINVAL;
-	/* HA: a removed key is not read from where it was (loccache.h) */
-	for (size_t i = 0; kvp->locs && i < n; i++)
+	/* HA: a removed key is not read from where it was (haloc.h) */
+	for (size_t i = 0; kvp->haloc && i < n; i++)
 		if (keys[i])
-			loccache_drop(kvp, keys[i], (uint32_t)strnlen(keys[i], KVP_MAX_KEY + 1));
+			haloc_drop(kvp, keys[i], (uint32_t)strnlen(keys[i], KVP_MAX_KEY + 1));
 	lc_invalidate_keys(kvp, n, keys);
 	rc = batch_i32(kvp, WIRE_OP_REMOVE, &force, 1, n, keys, results);
 	lc_invalidate_keys(kvp, n, keys);

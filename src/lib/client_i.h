@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "kvpool.h"
 #include "net.h"
@@ -21,7 +22,7 @@
 #include "wire.h"
 
 struct lcache;
-struct loccache;
+struct haloc;
 struct mconn;
 struct mlocate;
 struct rdma_info;
@@ -35,7 +36,7 @@ struct node_conn {
 	int fd;
 	bool pooled;			/* counted in node->nconns, else closed on return */
 	uint8_t *rx;			/* xp_tcp's receive buffer */
-	uint64_t idle_ms;		/* net_now_ms() when it went back to the pool */
+	uint64_t idle_ms;		/* clock_now_ms() when it went back to the pool */
 	struct node_conn *next;
 };
 
@@ -106,7 +107,7 @@ struct kvp {
 	uint64_t epoch;			/* server_epoch of the last HELLO */
 	bool epoch_known;
 	struct mlocate *loc;		/* where the master is (mlocate.c); NULL: fixed */
-	struct loccache *locs;		/* reads without a master (loccache.c); HA only */
+	struct haloc *haloc;		/* reads without a master (haloc.c); HA only */
 	_Atomic uint64_t master_down_until;	/* HA: no master answered; until then (ms)
 						 * cached reads do not wait for one */
 

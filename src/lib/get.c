@@ -9,14 +9,14 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "cuda.h"
 #include "extent.h"
 #include "get.h"
 #include "kvpool.h"
 #include "lcache.h"
-#include "loccache.h"
+#include "haloc.h"
 #include "mcall.h"
-#include "net.h"
 #include "segtab.h"
 #include "sock.h"
 #include "xp_rdma.h"
@@ -48,7 +48,7 @@ struct get_item {
 	uint8_t norder;
 	int xerr;			/* last transport error */
 	bool mismatch, lease_lost;
-	bool cached;			/* read from loccache, no master asked */
+	bool cached;			/* read from haloc, no master asked */
 	struct xp_op op;
 	struct xp_run *run;
 	struct kvp *kvp;
@@ -98,14 +98,17 @@ static bool get_verify(const struct get_item *it, const struct xp_op *op)
 
 static bool get_next(struct get_item *it);
 
-/* A value just read from a memory extent (local, or over TCP): where the
- * next get of the key can look first (unless this handle removed or
- * replaced the key meanwhile). */
-static void get_remember(const struct get_item *it)
+/* A value just read and verified: where the next get of the key can look
+ * first, for lcache when it came from a memory extent (local, or over TCP;
+ * unless this handle removed or replaced the key meanwhile), and for haloc
+ * (HA) when a master named it. */
+static void get_remember(const struct get_item *it, const struct xp_op *op)
 {
+	struct kvp *kvp = it->kvp;
 	const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
 	struct lc_loc l = {
 		.seg_id = rp->id,
+		.tier = rp->tier,
 		.seg_uuid = rp->seg->seg_uuid,
 		.off = rp->off,
 		.alloc_len = rp->alloc_len,
@@ -114,7 +117,10 @@ static void get_remember(const struct get_item *it)
 		.csum = it->csum,
 	};
 
-	lc_insert(it->kvp->lc, it->key, it->klen, it->lc_token, &l);
+	if (op->kind == XP_LOCAL || (op->kind == XP_TCP && op->tier == KVP_TIER_MEM))
+		lc_insert(kvp->lc, it->key, it->klen, it->lc_token, &l);
+	if (kvp->haloc && !it->cached)
+		haloc_put(kvp, it->key, it->klen, &l);
 }
 
 static void get_op_done(struct xp_op *op)
@@ -136,23 +142,12 @@ static void get_op_done(struct xp_op *op)
 				client_count(kvp, disk_gets, 1);
 				client_count(kvp, disk_bytes, it->vlen);
 			}
-			if (op->kind == XP_LOCAL ||
-			    (op->kind == XP_TCP && op->tier == KVP_TIER_MEM))
-				get_remember(it);
-			if (kvp->locs && !it->cached) {
-				const struct get_rep *rp = &it->rep[it->order[it->next - 1]];
-				struct loc_ent e = {
-					.seg_uuid = rp->seg->seg_uuid, .tier = rp->tier,
-					.off = rp->off, .alloc_len = rp->alloc_len,
-					.vlen = it->vlen, .gen = it->gen, .csum = it->csum,
-				};
-				loccache_put(kvp, it->key, it->klen, &e);
-			}
+			get_remember(it, op);
 			return;
 		}
 		client_count(kvp, checksum_mismatches, 1);
 		it->mismatch = true;
-		if (net_now_ms() > it->lease_end)
+		if (clock_now_ms() > it->lease_end)
 			it->lease_lost = true;
 	} else {
 		it->xerr = op->status;
@@ -273,7 +268,7 @@ static void get_plan(struct kvp *kvp, struct get_ctx *gc, struct mcall *c, size_
 		     struct xp_run *run)
 {
 	bool refreshed = false;
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 
 	for (size_t f = 0; f < nc; f++) {
 		struct rbuf r;
@@ -371,7 +366,7 @@ static void get_enc_release(struct wbuf *b, size_t i, void *arg)
  * its lease_ttl. Takes over gc->todo's order (restored by the caller). */
 static void get_release_leases(struct kvp *kvp, struct get_ctx *gc)
 {
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	size_t *keep = gc->todo, n = gc->ntodo, nrel = 0;
 	size_t *rel = malloc((n ? n : 1) * sizeof(*rel));
 	struct mcall *c;
@@ -402,7 +397,7 @@ static void get_release_leases(struct kvp *kvp, struct get_ctx *gc)
 	free(rel);
 }
 
-/* Reads the items of todo whose location loccache remembers from there,
+/* Reads the items of todo whose location haloc remembers from there,
  * without a master; those read take leave of todo, the others stay (their
  * result reset). Returns how many were tried. */
 static size_t get_cached(struct kvp *kvp, struct get_ctx *gc)
@@ -412,10 +407,10 @@ static size_t get_cached(struct kvp *kvp, struct get_ctx *gc)
 
 	for (size_t t = 0; t < gc->ntodo; t++) {
 		struct get_item *it = &gc->items[gc->todo[t]];
-		struct loc_ent e;
+		struct lc_loc e;
 
 		it->cached = false;
-		if (!loccache_get(kvp, it->key, it->klen, &e))
+		if (!haloc_get(kvp, it->key, it->klen, &e))
 			continue;
 		struct client_seg *s = segtab_get_uuid(kvp, e.seg_uuid);
 		if (!s)
@@ -482,9 +477,9 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 	int rc = 0;
 	bool waited = false;
 
-	/* HA: no master answered a moment ago: what loccache knows is read
+	/* HA: no master answered a moment ago: what haloc knows is read
 	 * from where it was, the rest still asks. */
-	if (kvp->locs && net_now_ms() < atomic_load(&kvp->master_down_until))
+	if (kvp->haloc && clock_now_ms() < atomic_load(&kvp->master_down_until))
 		get_cached(kvp, gc);
 	for (int attempt = 0; attempt < 2 && gc->ntodo; attempt++) {
 		struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
@@ -494,16 +489,16 @@ static int get_batch(struct kvp *kvp, struct get_ctx *gc)
 
 		/* a master that does not answer soon is in an election: keys
 		 * read before are not kept waiting for it (see get_cached) */
-		if (kvp->locs && !waited && net_now_ms() + HA_READ_WAIT_MS < dl)
-			dl = net_now_ms() + HA_READ_WAIT_MS;
+		if (kvp->haloc && !waited && clock_now_ms() + HA_READ_WAIT_MS < dl)
+			dl = clock_now_ms() + HA_READ_WAIT_MS;
 		c = mc_batch(kvp, WIRE_OP_GET, NULL, 0, gc->ntodo, get_enc, gc, &nc);
 		if (!c)
 			return KVP_ENOMEM;
 		rc = mc_call(kvp, c, nc, dl);
-		if (rc < 0 && kvp->locs && master_failed(rc) && !waited) {
+		if (rc < 0 && kvp->haloc && master_failed(rc) && !waited) {
 			mc_free(c, nc);
 			waited = true;
-			atomic_store(&kvp->master_down_until, net_now_ms() + HA_DOWN_MS);
+			atomic_store(&kvp->master_down_until, clock_now_ms() + HA_DOWN_MS);
 			get_cached(kvp, gc);
 			attempt--;	/* the rest waits the whole deadline */
 			continue;
@@ -602,7 +597,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 	struct { struct lc_loc l; uint64_t hash; bool hit, touch, tcp; } *h;
 	struct lc_segs o = { .kvp = kvp };
 	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
-	uint64_t bytes = 0, now = net_now_ms();
+	uint64_t bytes = 0, now = clock_now_ms();
 	size_t keep = 0, ntcp = 0;
 	bool nt;
 

@@ -15,8 +15,8 @@
 #include <xxhash.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "mcall.h"
-#include "net.h"
 #include "segtab.h"
 #include "sock.h"
 #include "xp_rdma.h"
@@ -253,7 +253,7 @@ static void lc_store_locked(struct lcache *c, struct lc_set *set, uint64_t tag, 
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc)
 {
-	uint64_t h, now = net_now_ms();
+	uint64_t h, now = clock_now_ms();
 	struct lc_stripe *st;
 	struct lc_set *set;
 
@@ -271,7 +271,7 @@ void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 
 void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc)
 {
-	uint64_t h, tag, now = net_now_ms();
+	uint64_t h, tag, now = clock_now_ms();
 	struct lc_stripe *st;
 	struct lc_set *set;
 
@@ -422,7 +422,7 @@ static bool seg_gone(struct client_seg *s)
 		return true;
 	}
 	if (s->map.version >= 2) {
-		now = net_now_ms();
+		now = clock_now_ms();
 		if (now - atomic_load_explicit(&s->gone_fstat_ms, memory_order_relaxed) <
 		    LC_GONE_FSTAT_MS)
 			return false;
@@ -493,7 +493,7 @@ static size_t lc_touch_take(struct lcache *c, bool force, char **keys, uint32_t 
 {
 	size_t n = 0;
 
-	if (c->tn && (force || c->tn >= LC_TOUCH_BATCH || net_now_ms() - c->tfirst_ms >= LC_TOUCH_MS)) {
+	if (c->tn && (force || c->tn >= LC_TOUCH_BATCH || clock_now_ms() - c->tfirst_ms >= LC_TOUCH_MS)) {
 		n = c->tn;
 		memcpy(keys, c->tkeys, n * sizeof(*keys));
 		memcpy(lens, c->tlens, n * sizeof(*lens));
@@ -518,7 +518,7 @@ void lc_touch(struct kvp *kvp, const char *key, uint32_t klen)
 		free(k);	/* a sender is on its way with a full queue */
 	} else {
 		if (!c->tn) {
-			c->tfirst_ms = net_now_ms();
+			c->tfirst_ms = clock_now_ms();
 			atomic_store(&c->tdue_ms, c->tfirst_ms + LC_TOUCH_MS);
 		}
 		c->tkeys[c->tn] = k;
@@ -537,7 +537,7 @@ void lc_touch_poll(struct kvp *kvp)
 
 	/* One atomic load on the fast path: nothing queued, or not yet due. */
 	if (c && (due = atomic_load_explicit(&c->tdue_ms, memory_order_relaxed)) &&
-	    net_now_ms() >= due)
+	    clock_now_ms() >= due)
 		lc_touch_flush(kvp);
 }
 

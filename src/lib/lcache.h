@@ -5,6 +5,8 @@
  * away and validate it by its header instead of asking the master first
  * (docs/client.md, "Optimistic reads", holds the protocol and its model).
  * An entry is a hint, never trusted: the reader checks the extent itself.
+ * Not haloc (haloc.h), which keeps the same record for reads while no
+ * master answers, from any node and tier.
  * Any thread: lookups take no lock (seqlock reads); stores and removals
  * take the striped mutex of the entry's set; the touch buffer has its own
  * mutex. No I/O under either lock.
@@ -18,9 +20,12 @@
 
 struct kvp;
 
-/* Where a value was seen: one memory replica in a local segment. */
+/* Where a value was seen: one replica. lcache keeps memory replicas in
+ * local segments only (tier unused); haloc any, and finds the segment by
+ * seg_uuid, which stays across masters (seg_id is a master's number). */
 struct lc_loc {
 	uint32_t seg_id;
+	uint8_t tier;			/* KVP_TIER_MEM or _DISK */
 	uint64_t seg_uuid;
 	uint64_t off, alloc_len;	/* extent offset and the space it holds */
 	uint64_t vlen, gen, csum;	/* value length, generation, xxh3 */
@@ -43,7 +48,7 @@ uint64_t lc_token_h(struct lcache *c, uint64_t h);	/* h: lc_key_hash() */
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc);
 /* True with *loc filled when key has a fresh entry (younger than
- * location_ttl at now, net_now_ms()): a hint; the extent header, not the
+ * location_ttl at now, clock_now_ms()): a hint; the extent header, not the
  * cache, proves it is key's. *touch says the master has not heard of a read
  * of the key for a while: the caller passes it to lc_touch after a
  * verified read. Takes no lock. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "kvpool.h"
 #include "log.h"
 #include "mcall.h"
@@ -68,7 +69,7 @@ static int mc_fill(struct mconn *mc, uint64_t deadline, int spin_us)
 		mc->rlo = 0;
 	}
 	for (;;) {
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 		struct pollfd pfd = { .fd = mc->fd, .events = POLLIN };
 		ssize_t k;
 		int n;
@@ -161,21 +162,6 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 	return true;
 }
 
-static void cond_wait_until(struct kvp *kvp, uint64_t deadline)
-{
-	struct timespec ts;
-	uint64_t now = net_now_ms(), left = deadline > now ? deadline - now : 0;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(left / 1000);
-	ts.tv_nsec += (long)(left % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&kvp->cond, &kvp->lock, &ts);
-}
-
 static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool *reused)
 {
 	uint64_t epoch = 0;
@@ -198,7 +184,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			 * dropped it meanwhile breaks the call before any reply,
 			 * which mc_call_during retries once on a fresh one. */
 			if (mc->owed > MC_OWED_MAX ? mc_settle(kvp, mc, deadline) :
-			    mc->owed || net_now_ms() - mc->idle_ms < MC_FRESH_MS ||
+			    mc->owed || clock_now_ms() - mc->idle_ms < MC_FRESH_MS ||
 			    sock_alive(mc->fd)) {
 				*out = mc;
 				*reused = true;
@@ -212,11 +198,11 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		}
 		if (kvp->mconns < kvp->mmax)
 			break;
-		if (net_now_ms() >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			pthread_mutex_unlock(&kvp->lock);
 			return KVP_ETIMEDOUT;
 		}
-		cond_wait_until(kvp, deadline);
+		clock_cond_wait_until(&kvp->cond, &kvp->lock, deadline);
 	}
 	kvp->mconns++;
 	pthread_mutex_unlock(&kvp->lock);
@@ -229,8 +215,8 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 	fd = mc ? mlocate_get(kvp, mc->addr, sizeof(mc->addr), deadline) : KVP_ENOMEM;
 	if (fd == 0) {
 		uint64_t hello_by = deadline;
-		if (mlocate_ha(kvp) && net_now_ms() + HA_HELLO_MS < deadline)
-			hello_by = net_now_ms() + HA_HELLO_MS;
+		if (mlocate_ha(kvp) && clock_now_ms() + HA_HELLO_MS < deadline)
+			hello_by = clock_now_ms() + HA_HELLO_MS;
 		fd = sock_connect(kvp, mc->addr, &epoch, hello_by);
 		if (fd == KVP_ETIMEDOUT && hello_by < deadline)
 			fd = KVP_ECONN;	/* that master, not the call, ran out of time */
@@ -277,7 +263,7 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	if (mc->rlo != mc->rhi)
 		healthy = false;
 	if (healthy)
-		mc->idle_ms = net_now_ms();
+		mc->idle_ms = clock_now_ms();
 	pthread_mutex_lock(&kvp->lock);
 	if (healthy) {
 		mc->next = kvp->midle;
@@ -338,7 +324,7 @@ static int mc_send(struct kvp *kvp, struct mconn *mc, struct mcall **win, size_t
 static int wait_reply(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 {
 	for (;;) {
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 		if (now >= deadline)
 			return KVP_ETIMEDOUT;
 		uint64_t wait = deadline - now < HA_REPLY_CHECK_MS ? deadline - now : HA_REPLY_CHECK_MS;
@@ -466,7 +452,7 @@ int mc_call_during(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline
 			continue;
 		}
 		if (ha && (rc == KVP_ECONN || rc == KVP_ENOTLEADER) &&
-		    net_now_ms() + backoff < deadline) {
+		    clock_now_ms() + backoff < deadline) {
 			client_count(kvp, retries, 1);
 			backoff_sleep(&backoff);
 			continue;
@@ -590,7 +576,7 @@ void mc_pool_close(struct kvp *kvp)
 	/* Posted frames have been handled once their replies are in: a
 	 * process that reads a key and exits, then another that removes it,
 	 * finds the lease released. */
-	uint64_t deadline = net_now_ms() + (kvp->timeout_ms < 2000 ? kvp->timeout_ms : 2000);
+	uint64_t deadline = clock_now_ms() + (kvp->timeout_ms < 2000 ? kvp->timeout_ms : 2000);
 
 	while (kvp->midle) {
 		struct mconn *mc = kvp->midle;

@@ -8,11 +8,11 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "etcd.h"
 #include "kvpool.h"
 #include "leader.h"
 #include "log.h"
-#include "net.h"
 
 #define LOOKUP_TMO_MS 1000	/* one etcd request at most */
 
@@ -106,7 +106,7 @@ int mlocate_get(struct kvp *kvp, char *addr, size_t cap, uint64_t deadline)
 		pthread_mutex_unlock(&l->lookup);
 		return cached(l, addr, cap, &gen2) ? 0 : KVP_ENOTLEADER;
 	}
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	uint64_t left = deadline > now ? deadline - now : 1;
 	etcd_set_timeout(l->etcd, left < LOOKUP_TMO_MS ? left : LOOKUP_TMO_MS);
 	rc = leader_lookup(l->etcd, kvp->conf.master.cluster_id, &r, &epoch);
@@ -136,7 +136,7 @@ bool mlocate_moved(struct kvp *kvp, const char *addr, uint64_t epoch, uint64_t d
 {
 	struct mlocate *l = kvp->loc;
 	struct leader_rec r;
-	uint64_t e = 0, now = net_now_ms();
+	uint64_t e = 0, now = clock_now_ms();
 	int rc;
 
 	if (!l || now >= deadline)

@@ -13,14 +13,14 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "cuda.h"
 #include "extent.h"
 #include "kvpool.h"
 #include "lcache.h"
-#include "loccache.h"
+#include "haloc.h"
 #include "mcall.h"
 #include "mlocate.h"
-#include "net.h"
 #include "put.h"
 #include "segtab.h"
 #include "sock.h"
@@ -213,7 +213,7 @@ static int put_device(struct put_item *it)
 static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t nc,
 		    struct xp_run *run)
 {
-	uint64_t now_ns = net_realtime_ns();
+	uint64_t now_ns = clock_realtime_ns();
 	bool refreshed = false;
 	uint64_t epoch_now;
 
@@ -336,23 +336,24 @@ static int put_plan(struct kvp *kvp, struct put_ctx *pc, struct mcall *c, size_t
 }
 
 /* HA: where a stored object lives, for gets while no master answers
- * (loccache.h): the replica a get would read first, the local one. */
+ * (haloc.h): the replica a get would read first, the local one. */
 static void put_remember_ha(struct kvp *kvp, const struct put_item *it)
 {
 	const struct xp_op *best = NULL;
 
-	if (!kvp->locs)
+	if (!kvp->haloc)
 		return;
 	for (uint8_t i = 0; i < it->nrep; i++)
 		if (it->ops[i].seg && (!best || it->ops[i].kind == XP_LOCAL))
 			best = &it->ops[i];
 	if (!best)
 		return;
-	struct loc_ent e = {
-		.seg_uuid = best->seg->seg_uuid, .tier = KVP_TIER_MEM, .off = best->off,
-		.alloc_len = best->alloc_len, .vlen = it->len, .gen = it->gen, .csum = it->csum,
+	struct lc_loc e = {
+		.seg_id = best->seg->id, .seg_uuid = best->seg->seg_uuid, .tier = KVP_TIER_MEM,
+		.off = best->off, .alloc_len = best->alloc_len,
+		.vlen = it->len, .gen = it->gen, .csum = it->csum,
 	};
-	loccache_put(kvp, it->key, it->klen, &e);
+	haloc_put(kvp, it->key, it->klen, &e);
 }
 
 /* A put that completed: this handle's optimistic reads must not find what

@@ -29,7 +29,7 @@ struct client_seg *segtab_peek(struct kvp *kvp, uint32_t id);
 void segtab_put(struct kvp *kvp, struct client_seg *seg);
 /* The entry of the segment with that uuid in the table as it is (also an
  * invalidated one: no master is asked), with a reference; NULL if none.
- * For reads while no master answers (loccache.h). */
+ * For reads while no master answers (haloc.h). */
 struct client_seg *segtab_get_uuid(struct kvp *kvp, uint64_t uuid);
 /* The entry for id, no reference taken; the caller holds kvp->lock. */
 struct client_seg *segtab_find_locked(struct kvp *kvp, uint32_t id);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
@@ -14,7 +15,7 @@
 
 uint64_t sock_deadline(const struct kvp *kvp)
 {
-	return net_now_ms() + kvp->timeout_ms;
+	return clock_now_ms() + kvp->timeout_ms;
 }
 
 /* net.c's full-length I/O (MSG_NOSIGNAL, poll with a deadline) with its
@@ -72,7 +73,7 @@ int sock_recv_frame(int fd, uint32_t max_body, uint64_t deadline, struct wire_hd
 
 int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_t deadline)
 {
-	uint64_t now = net_now_ms();
+	uint64_t now = clock_now_ms();
 	char err[256];
 	struct wbuf b;
 	struct wire_hdr h;

@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "extent.h"
 #include "log.h"
 #include "segmap.h"
-#include "net.h"
 #include "rdma.h"
 #include "segment.h"
 #include "sock.h"
@@ -470,7 +470,7 @@ static int rconn_take(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 	pthread_mutex_lock(&kvp->lock);
 	/* A peer whose set-up just failed (node without RDMA, unreachable
 	 * port): do not pay a connection per call to learn it again. */
-	if (net_now_ms() < p->retry_after) {
+	if (clock_now_ms() < p->retry_after) {
 		pthread_mutex_unlock(&kvp->lock);
 		return KVP_ENOTSUP;
 	}
@@ -501,7 +501,7 @@ static int rconn_take(struct kvp *kvp, struct rpeer *p, uint64_t deadline, struc
 		if (pooled)
 			p->nconns--;
 		if (rc != KVP_ETIMEDOUT)
-			p->retry_after = net_now_ms() + PEER_BACKOFF_MS;
+			p->retry_after = clock_now_ms() + PEER_BACKOFF_MS;
 		pthread_mutex_unlock(&kvp->lock);
 		return rc;
 	}
@@ -802,7 +802,7 @@ static size_t rr_progress(void *st, bool wait)
 		rp->next = NULL;
 		rop_start(r, rp);
 	}
-	now = net_now_ms();
+	now = clock_now_ms();
 	for (struct rslot *s = r->slots; s; s = s->next)
 		if (s->e.pending)
 			active++;

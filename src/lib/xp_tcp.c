@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "clock.h"
 #include "log.h"
 #include "net.h"
 #include "sock.h"
@@ -110,7 +111,7 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 			node->idle = nc->next;
 			pthread_mutex_unlock(&kvp->lock);
 			nc->next = NULL;
-			if (net_now_ms() - nc->idle_ms < POOL_FRESH_MS || sock_alive(nc->fd)) {
+			if (clock_now_ms() - nc->idle_ms < POOL_FRESH_MS || sock_alive(nc->fd)) {
 				*out = nc;
 				return 0;
 			}
@@ -144,21 +145,11 @@ static int pool_take(struct kvp *kvp, struct client_node *node, enum take_mode m
 				(*out)->pooled = false;
 			return rc;
 		}
-		struct timespec ts;
-		uint64_t now = net_now_ms();
-
-		if (now >= deadline) {
+		if (clock_now_ms() >= deadline) {
 			pthread_mutex_unlock(&kvp->lock);
 			return KVP_ETIMEDOUT;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)((deadline - now) / 1000);
-		ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&kvp->cond, &kvp->lock, &ts);
+		clock_cond_wait_until(&kvp->cond, &kvp->lock, deadline);
 	}
 }
 
@@ -170,7 +161,7 @@ static void pool_give(struct kvp *kvp, struct client_node *node, struct node_con
 
 	pthread_mutex_lock(&kvp->lock);
 	if (keep) {
-		nc->idle_ms = net_now_ms();
+		nc->idle_ms = clock_now_ms();
 		nc->next = node->idle;
 		node->idle = nc;
 	} else if (nc->pooled) {
@@ -880,7 +871,7 @@ static size_t tcp_progress(void *st, bool wait)
 		if (rc < 0)
 			conn_fail(c, rc);
 	}
-	now = net_now_ms();
+	now = clock_now_ms();
 	for (size_t i = 0; i < r->nconns; i++) {
 		struct tconn *c = r->conns[i];
 
@@ -917,7 +908,7 @@ static size_t tcp_progress(void *st, bool wait)
 			if (err)
 				conn_fail(c, err);
 		}
-		now = net_now_ms();
+		now = clock_now_ms();
 		for (size_t i = 0; i < r->nconns; i++) {
 			struct tconn *c = r->conns[i];
 

@@ -19,6 +19,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "http.h"
 #include "kvfs.h"
 #include "log.h"
@@ -462,7 +463,7 @@ static void node_sweep_timer(struct ev_loop *loop, void *arg)
 	struct node *n = arg;
 
 	node_data_sweep(n->data);
-	node_shm_reap(n->shm, net_now_ms(), 0);
+	node_shm_reap(n->shm, clock_now_ms(), 0);
 }
 
 static void node_wd_timer(struct ev_loop *loop, void *arg)
@@ -593,7 +594,7 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	n->x.seg.fd = -1;
 	n->x.progress = node_drain_step;
 	n->x.progress_arg = n;
-	n->epoch = net_realtime_ns();
+	n->epoch = clock_realtime_ns();
 	n->notify = true;
 	atomic_init(&n->fs_stopped, false);
 
@@ -676,7 +677,7 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		goto out_segment;
 	}
 	/* Ours is locked now; what other kvpool processes left behind goes. */
-	node_shm_reap(n->shm, net_now_ms(), 1);
+	node_shm_reap(n->shm, clock_now_ms(), 1);
 	/* After the segment (and its mbind): registration pins its pages. */
 	node_rdma_start(&n->conf, n->x.seg.base, n->x.seg.size,
 			n->x.seg.map ? SEG_MAP_OFF : 0, &n->rdma);

@@ -30,7 +30,6 @@
 #include "kvpool.h"
 #include "leader.h"
 #include "log.h"
-#include "net.h"
 #include "node_data.h"
 #include "node_rdma.h"
 #include "node_scan.h"

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "log.h"
-#include "net.h"
 #include "segmap.h"
 #include "segment.h"
 
@@ -114,7 +114,7 @@ int node_scan_segment(struct node_scan *s, const struct segment *seg, uint64_t m
 
 	node_scan_free(s);
 	node_scan_add_begin(&a, s, 0, max_frame);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	/* Format 2: the commit map says where complete extents are; values
 	 * are verified by every read (and where the map alone cannot vouch),
 	 * not here. Bytes that vouch for nothing are cleared on the way.
@@ -129,13 +129,13 @@ int node_scan_segment(struct node_scan *s, const struct segment *seg, uint64_t m
 		log_info("scanned %s: %llu extents, %llu bytes in %llu ms (%llu KiB of commit map "
 			 "read, %llu values verified, %llu stale bytes cleared, %llu conflicts)",
 			 seg->path, (unsigned long long)s->count, (unsigned long long)s->used,
-			 (unsigned long long)(net_now_ms() - t0),
+			 (unsigned long long)(clock_now_ms() - t0),
 			 (unsigned long long)(st.map_bytes >> 10), (unsigned long long)st.verified,
 			 (unsigned long long)st.stale_marks, (unsigned long long)st.conflicts);
 	else
 		log_info("scanned %s (format 1, page by page): %llu extents, %llu bytes in %llu ms",
 			 seg->path, (unsigned long long)s->count, (unsigned long long)s->used,
-			 (unsigned long long)(net_now_ms() - t0));
+			 (unsigned long long)(clock_now_ms() - t0));
 	return 0;
 }
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
-#include "net.h"
 #include "orphan.h"
 #include "segment.h"
 
@@ -53,7 +53,7 @@ struct node_shm *node_shm_create(struct segment *seg)
 static void *reserve_thread(void *arg)
 {
 	struct node_shm *s = arg;
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	char err[512];
 	int rc = 0;
 
@@ -63,7 +63,7 @@ static void *reserve_thread(void *arg)
 		if (rc != 0)
 			break;
 	}
-	s->st.reserve_ms = net_now_ms() - t0;
+	s->st.reserve_ms = clock_now_ms() - t0;
 	if (rc == 1)
 		log_info("%s: all %llu MiB reserved in the background in %llu ms", s->seg->path,
 			 (unsigned long long)(s->seg->size >> 20),

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "errors.h"
 #include "kvpool.h"
 #include "log.h"
 #include "segmap.h"
-#include "net.h"
 #include "spill.h"
 
 /* The read buffers the data server streams READ tier 1 through: 64 of
@@ -107,7 +107,7 @@ void node_spill_open(struct node_spillside *s, const char *name)
 	}
 	if (!spill_created(sp)) {
 		struct ext_scan_stats st;
-		uint64_t t0 = net_now_ms();
+		uint64_t t0 = clock_now_ms();
 		rc = spill_scan(sp, spill_scan_cb, NULL, &st);
 		if (rc < 0) {
 			log_err("spill file %s: scan failed: %s; running memory-only", o.path,
@@ -119,7 +119,7 @@ void node_spill_open(struct node_spillside *s, const char *name)
 			   "%llu damaged, in %llu ms", o.path, (unsigned long long)st.live,
 			   (unsigned long long)st.live_bytes, (unsigned long long)st.tombstones,
 			   (unsigned long long)st.bad_checksum,
-			   (unsigned long long)(net_now_ms() - t0));
+			   (unsigned long long)(clock_now_ms() - t0));
 	}
 	if (ev_add_fd(s->x->loop, spill_event_fd(sp), EPOLLIN, spill_on_event, s) < 0) {
 		log_err("spill file %s: cannot watch its completions; running memory-only", o.path);

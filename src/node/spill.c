@@ -90,19 +90,19 @@ static int ring_setup(struct spill *sp, unsigned nbufs, size_t bufsz, char *err,
 
 	rc = io_uring_queue_init(sp->qd, &sp->ring, 0);
 	if (rc < 0) {
-		spill_seterr(err, errlen, "spill: io_uring setup (%u entries): %s", sp->qd, strerror(-rc));
+		log_seterr(err, errlen, "spill: io_uring setup (%u entries): %s", sp->qd, strerror(-rc));
 		return rc;
 	}
 	sp->ring_ok = true;
 	sp->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (sp->efd < 0) {
 		rc = -errno;
-		spill_seterr(err, errlen, "spill: eventfd: %s", strerror(-rc));
+		log_seterr(err, errlen, "spill: eventfd: %s", strerror(-rc));
 		return rc;
 	}
 	rc = io_uring_register_eventfd(&sp->ring, sp->efd);
 	if (rc < 0) {
-		spill_seterr(err, errlen, "spill: io_uring eventfd: %s", strerror(-rc));
+		log_seterr(err, errlen, "spill: io_uring eventfd: %s", strerror(-rc));
 		return rc;
 	}
 	sp->fixed_file = io_uring_register_files(&sp->ring, &sp->fd, 1) == 0;
@@ -117,8 +117,8 @@ static int ring_setup(struct spill *sp, unsigned nbufs, size_t bufsz, char *err,
 	if (sp->pool == MAP_FAILED) {
 		sp->pool = NULL;
 		rc = -errno;
-		spill_seterr(err, errlen, "spill: buffer pool of %zu bytes: %s", sp->pool_len,
-		       strerror(-rc));
+		log_seterr(err, errlen, "spill: buffer pool of %zu bytes: %s", sp->pool_len,
+		     strerror(-rc));
 		return rc;
 	}
 	sp->stage = sp->pool + (size_t)nbufs * bufsz;
@@ -132,7 +132,7 @@ static int ring_setup(struct spill *sp, unsigned nbufs, size_t bufsz, char *err,
 	sp->ios = calloc(sp->qd, sizeof(*sp->ios));
 	if (!iov || !sp->free_user || !sp->free_stage || !sp->free_block || !sp->ios) {
 		free(iov);
-		spill_seterr(err, errlen, "spill: out of memory");
+		log_seterr(err, errlen, "spill: out of memory");
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < nbufs; i++) {
@@ -211,13 +211,13 @@ struct spill *spill_open(const struct spill_opts *o, int *rcp, char *err, size_t
 	int rc;
 
 	if (!o->path || !o->path[0] || strlen(o->path) >= sizeof(sp->path)) {
-		spill_seterr(err, errlen, "spill: bad path");
+		log_seterr(err, errlen, "spill: bad path");
 		rc = -EINVAL;
 		goto out;
 	}
 	sp = calloc(1, sizeof(*sp));
 	if (!sp) {
-		spill_seterr(err, errlen, "spill: out of memory");
+		log_seterr(err, errlen, "spill: out of memory");
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -230,14 +230,14 @@ struct spill *spill_open(const struct spill_opts *o, int *rcp, char *err, size_t
 	if (sp->qd > 4096)
 		sp->qd = 4096;
 	if (sp->size < SPILL_DATA_OFF + SPILL_ALIGN) {
-		spill_seterr(err, errlen, "spill file %s: size %" PRIu64 " is below the minimum of %u bytes",
-		       o->path, o->size, SPILL_DATA_OFF + SPILL_ALIGN);
+		log_seterr(err, errlen, "spill file %s: size %" PRIu64 " is below the minimum of %u bytes",
+		     o->path, o->size, SPILL_DATA_OFF + SPILL_ALIGN);
 		rc = -EINVAL;
 		goto out_free;
 	}
 	if (posix_memalign((void **)&block, SPILL_ALIGN, SPILL_ALIGN)) {
 		block = NULL;
-		spill_seterr(err, errlen, "spill: out of memory");
+		log_seterr(err, errlen, "spill: out of memory");
 		rc = -ENOMEM;
 		goto out_free;
 	}
@@ -253,7 +253,7 @@ struct spill *spill_open(const struct spill_opts *o, int *rcp, char *err, size_t
 		goto out_ring;
 	sp->alloc = alloc_create(SPILL_DATA_OFF, sp->size - SPILL_DATA_OFF, SPILL_ALIGN);
 	if (!sp->alloc) {
-		spill_seterr(err, errlen, "spill: allocator for %" PRIu64 " bytes: out of memory", sp->size);
+		log_seterr(err, errlen, "spill: allocator for %" PRIu64 " bytes: out of memory", sp->size);
 		rc = -ENOMEM;
 		goto out_ring;
 	}

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +27,6 @@
 #define HDR_MAX (EXT_HDR_SIZE + 1024)	/* header + longest key */
 #define LOCK_WAIT_MS 2000		/* default wait for a dying owner's lock */
 #define LOCK_WAIT_US 20000
-
-void spill_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 const char *spill_human(uint64_t v, char *buf, size_t len)
 {
@@ -85,8 +73,8 @@ static void nospace(struct spill *sp, uint64_t size, int rc, char *err, size_t e
 		snprintf(dir, sizeof(dir), ".");
 	if (fstatvfs(sp->fd, &vfs) == 0)
 		avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	spill_seterr(err, errlen, "spill file %s: cannot reserve %s: %s (%s has %s free)", sp->path,
-	       spill_human(size, b1, sizeof(b1)), strerror(rc), dir, spill_human(avail, b2, sizeof(b2)));
+	log_seterr(err, errlen, "spill file %s: cannot reserve %s: %s (%s has %s free)", sp->path,
+	     spill_human(size, b1, sizeof(b1)), strerror(rc), dir, spill_human(avail, b2, sizeof(b2)));
 }
 
 /* pread/pwrite of a whole buffer (the header block, scan windows). */
@@ -159,7 +147,7 @@ static int file_create(struct spill *sp, const char *name, uint8_t *block, bool 
 
 	if (ftruncate(sp->fd, 0) < 0) {
 		rc = -errno;
-		spill_seterr(err, errlen, "spill file %s: truncate: %s", sp->path, strerror(-rc));
+		log_seterr(err, errlen, "spill file %s: truncate: %s", sp->path, strerror(-rc));
 		return rc;
 	}
 	rc = posix_fallocate(sp->fd, 0, (off_t)sp->size);
@@ -167,8 +155,8 @@ static int file_create(struct spill *sp, const char *name, uint8_t *block, bool 
 		if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
 			nospace(sp, sp->size, rc, err, errlen);
 		else
-			spill_seterr(err, errlen, "spill file %s: fallocate %" PRIu64 " bytes: %s",
-			       sp->path, sp->size, strerror(rc));
+			log_seterr(err, errlen, "spill file %s: fallocate %" PRIu64 " bytes: %s",
+			     sp->path, sp->size, strerror(rc));
 		/* Give back what a partial fallocate took. */
 		if (ftruncate(sp->fd, 0) < 0 && fresh_file)
 			log_debug("spill: truncate after failed fallocate: %s", strerror(errno));
@@ -191,7 +179,7 @@ static int file_create(struct spill *sp, const char *name, uint8_t *block, bool 
 	if (rc == 0 && fdatasync(sp->fd) < 0)
 		rc = -errno;
 	if (rc < 0) {
-		spill_seterr(err, errlen, "spill file %s: writing the header: %s", sp->path, strerror(-rc));
+		log_seterr(err, errlen, "spill file %s: writing the header: %s", sp->path, strerror(-rc));
 		return rc;
 	}
 	sp->uuid = info.uuid;
@@ -210,7 +198,7 @@ int spill_file_open(struct spill *sp, const struct spill_opts *o, uint8_t *block
 	sp->fd = open(sp->path, O_RDWR | O_CREAT | O_CLOEXEC, o->mode ? o->mode : 0600);
 	if (sp->fd < 0) {
 		rc = -errno;
-		spill_seterr(err, errlen, "spill file %s: %s", sp->path, strerror(-rc));
+		log_seterr(err, errlen, "spill file %s: %s", sp->path, strerror(-rc));
 		return rc;
 	}
 	/* A previous owner killed with -9 keeps the lock until the kernel has
@@ -224,7 +212,7 @@ int spill_file_open(struct spill *sp, const struct spill_opts *o, uint8_t *block
 			break;
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		if (rc != -EBUSY || tries >= max_tries) {
-			spill_seterr(err, errlen, "spill file %s: in use by another process", sp->path);
+			log_seterr(err, errlen, "spill file %s: in use by another process", sp->path);
 			return rc;
 		}
 		if (tries == 0)
@@ -233,11 +221,11 @@ int spill_file_open(struct spill *sp, const struct spill_opts *o, uint8_t *block
 	}
 	if (fstat(sp->fd, &st) < 0) {
 		rc = -errno;
-		spill_seterr(err, errlen, "spill file %s: %s", sp->path, strerror(-rc));
+		log_seterr(err, errlen, "spill file %s: %s", sp->path, strerror(-rc));
 		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		spill_seterr(err, errlen, "spill file %s: not a regular file", sp->path);
+		log_seterr(err, errlen, "spill file %s: not a regular file", sp->path);
 		return -EINVAL;
 	}
 	if (st.st_size == 0)
@@ -245,15 +233,15 @@ int spill_file_open(struct spill *sp, const struct spill_opts *o, uint8_t *block
 
 	rc = full_io(sp->fd, block, SPILL_ALIGN, 0, false);
 	if (rc < 0) {
-		spill_seterr(err, errlen, "spill file %s: reading the header: %s", sp->path, strerror(-rc));
+		log_seterr(err, errlen, "spill file %s: reading the header: %s", sp->path, strerror(-rc));
 		return rc;
 	}
 	if (all_zero(block, SEG_HDR_BYTES))	/* a creation that died early */
 		return file_create(sp, o->name, block, false, err, errlen);
 	rc = segment_header_check(block, SPILL_ALIGN, &info, msg, sizeof(msg));
 	if (rc < 0) {
-		spill_seterr(err, errlen, "spill file %s exists and is not a kvpool spill file (%s); "
-		       "remove it or choose another spill.path", sp->path, msg);
+		log_seterr(err, errlen, "spill file %s exists and is not a kvpool spill file (%s); "
+		     "remove it or choose another spill.path", sp->path, msg);
 		return -EEXIST;
 	}
 	if (info.size != sp->size || info.align != SPILL_ALIGN ||

@@ -91,8 +91,6 @@ static inline uint64_t spill_round_up(uint64_t v, uint64_t a)
 }
 
 /* spill_file.c */
-void spill_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 const char *spill_human(uint64_t v, char *buf, size_t len);	/* "1.5 GiB" */
 /* Opens, locks, checks or creates the file (block: a SPILL_ALIGN buffer). */
 int spill_file_open(struct spill *sp, const struct spill_opts *o, uint8_t *block,

@@ -16,60 +16,22 @@
 # workload clean, their open fds back to the baseline once the attacker is
 # gone (no leak), memory bounded, exit status 0 on SIGTERM (sanitizer
 # reports count). Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
+e2e_init hostile
 MASTER=$B/kvpool-master NODE=$B/kvpool-node DRIVER=$B/soak/kvp-soak-driver KVP=$B/kvpool
-for b in "$MASTER" "$NODE" "$DRIVER" "$KVP"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+need "$MASTER" "$NODE" "$DRIVER" "$KVP" python3
 # 2,200 idle connections per port on each side, plus the rest.
 want_fds=12000
 [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge $want_fds ] ||
-	{ echo "skip: hard limit on open files $(ulimit -Hn) < $want_fds"; exit 77; }
-ulimit -n $want_fds || { echo "skip: cannot raise ulimit -n to $want_fds"; exit 77; }
+	skip "hard limit on open files $(ulimit -Hn) < $want_fds"
+ulimit -n $want_fds || skip "cannot raise ulimit -n to $want_fds"
 
-tmp=$(mktemp -d /tmp/kvp-hostile.XXXXXX)
+tmp=$E2E_TMP
 tag=kvpt-hos-$$
+on_cleanup "rm -f /dev/shm/'$tag'-*"
 declare -A pid=()
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	for p in "${pid[@]}"; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pid[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pid[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 20 "$l"
-		done
-	fi
-	rm -f /dev/shm/"$tag"-*
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-# A failed check that does not stop the other checks; reported at the end.
-problems=()
-bad() { echo "FAIL: $*"; problems+=("$*"); }
-ok() { echo "ok - $*"; }
-
-read -r mport mhttp mmd dport dhttp <<<"$(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(5)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+read -r mport mhttp mmd dport dhttp <<<"$(free_ports 5)"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token"
 echo >>"$tmp/token"
 chmod 600 "$tmp/token"
@@ -101,10 +63,10 @@ EOF
 # Under ASan (make SANITIZE=1) freed memory sits in a quarantine and is
 # given back lazily: keep both small so the memory checks measure us.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=16:release_to_os_interval_ms=200"
-"$MASTER" -c "$tmp/pool.ini" >"$tmp/master.log" 2>&1 &
-pid[master]=$!
-"$NODE" -c "$tmp/node.ini" >"$tmp/node.log" 2>&1 &
-pid[node]=$!
+spawn master "$MASTER" -c "$tmp/pool.ini"
+pid[master]=$SPAWN_PID
+spawn node "$NODE" -c "$tmp/node.ini"
+pid[node]=$SPAWN_PID
 up=0
 for _ in $(seq 150); do
 	"$KVP" -c "$tmp/pool.ini" info 2>/dev/null | grep -q "^nodes: *1" && { up=1; break; }
@@ -122,6 +84,7 @@ m_kb0=$(anon_kb "${pid[master]}") n_kb0=$(anon_kb "${pid[node]}")
 "$DRIVER" -c "$tmp/pool.ini" --clients 2 --tcp 1 --seconds 600 --keys 128 --size 1-256K \
 	--think-us 500 --prefix good/ --strict --quiet >"$tmp/good.out" 2>"$tmp/good.err" &
 pid[good]=$!
+adopt "${pid[good]}"
 
 cat >"$tmp/attack.py" <<'EOF'
 # The attacker: phases against one kvpool port (rpc|data) or HTTP port.
@@ -548,8 +511,7 @@ attack master-rpc rpc "$mport" "${pid[master]}" "$m_kb0"
 attack node-data data "$dport" "${pid[node]}" "$n_kb0"
 
 # ---- the workload ran clean through all of it -------------------------------------
-kill -TERM "${pid[good]}"
-wait "${pid[good]}"
+stop_pid "${pid[good]}"
 grc=$?
 unset 'pid[good]'
 cat "$tmp/good.out"
@@ -600,17 +562,11 @@ done
 
 # ---- clean exit (sanitizer reports make it non-zero) -------------------------------------
 for p in node master; do
-	kill -TERM "${pid[$p]}"
-	wait "${pid[$p]}"
+	stop_pid "${pid[$p]}"
 	rc=$?
 	unset "pid[$p]"
 	[ $rc = 0 ] || fail "$p exited with status $rc after SIGTERM"
 done
 grep -E "AddressSanitizer|LeakSanitizer|runtime error" "$tmp"/*.log && fail "sanitizer report in a daemon log"
 ok "both daemons exit 0 on SIGTERM"
-if [ ${#problems[@]} -gt 0 ]; then
-	echo "FAIL: ${#problems[@]} problem(s):"
-	printf '  - %s\n' "${problems[@]}"
-	exit 1
-fi
-echo "PASS hostile.sh"
+e2e_finish

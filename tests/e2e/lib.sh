@@ -18,9 +18,11 @@
 # Everything started with spawn/run_master/run_node is stopped at exit
 # (SIGTERM, then SIGKILL after 3 s), on_cleanup commands run (unmounts,
 # /dev/shm files), the temp dir is removed; on failure the last lines of
-# every $E2E_TMP/*.log (and of files matching E2E_LOGS) are printed. Ports
-# are free loopback ports picked by the kernel. Exit codes: 0 pass, 1 fail,
-# 77 skip. Run directly, this file tests itself.
+# every $E2E_TMP/*.log (and of files matching E2E_LOGS) are printed;
+# E2E_KEEP=1 keeps the temp dir for a look afterwards. Ports are free
+# loopback ports picked by the kernel. Exit codes: 0 pass, 1 fail, 77 skip.
+# A script that goes on after a failed check says `bad MESSAGE` and ends
+# with e2e_finish. Run directly, this file tests itself.
 
 set -u
 
@@ -31,10 +33,23 @@ E2E_NAME=test
 E2E_PIDS=()
 E2E_CLEANUP=()
 E2E_LOGS=("*.log")	# shown on failure; a script may add patterns
+E2E_PROBLEMS=()
 
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok - $*"; }
 skip() { echo "skip: $*"; exit 77; }
+# bad MESSAGE: a failed check that does not stop the others (e2e_finish).
+bad() { echo "FAIL: $*"; E2E_PROBLEMS+=("$*"); }
+
+# e2e_finish: exits 1 listing every bad check, else says PASS.
+e2e_finish() {
+	if [ ${#E2E_PROBLEMS[@]} -gt 0 ]; then
+		echo "FAIL: ${#E2E_PROBLEMS[@]} problem(s):"
+		printf '  - %s\n' "${E2E_PROBLEMS[@]}"
+		exit 1
+	fi
+	echo "PASS $(basename "$0")"
+}
 
 # need FILE|COMMAND...: skip unless each is an executable file or a command.
 need() {
@@ -71,7 +86,11 @@ e2e_cleanup() {
 			done
 		done
 	fi
-	[ -n "$E2E_TMP" ] && rm -rf "$E2E_TMP"
+	if [ -n "${E2E_KEEP:-}" ] && [ -n "$E2E_TMP" ]; then
+		echo "kept $E2E_TMP (E2E_KEEP)"
+	elif [ -n "$E2E_TMP" ]; then
+		rm -rf "$E2E_TMP"
+	fi
 	exit "$rc"
 }
 
@@ -146,6 +165,10 @@ spawn() {
 	SPAWN_PID=$!
 	E2E_PIDS+=("$SPAWN_PID")
 }
+
+# adopt PID: a process started here otherwise (CMD & with redirections of
+# its own) is stopped at exit too.
+adopt() { E2E_PIDS+=("$1"); }
 
 # forget PID: no longer stopped at exit (it was waited for).
 forget() {
@@ -643,7 +666,7 @@ e2e_lib_selftest() {
 	[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || fail "free_ports: '$a' '$b'"
 	ok "free_ports"
 	start_master "lease_ttl = 3s" "[log]" "level = info"
-	curl -sf "http://127.0.0.1:$MASTER_HTTP_PORT/health" | grep -qx ok || fail "/health"
+	curl -sf "http://127.0.0.1:$MASTER_HTTP_PORT/health" >/dev/null || fail "/health"
 	ok "master on $MASTER_ADDR, /health"
 	[ "$(metric kvpool_master_keys)" = 0 ] || fail "metric kvpool_master_keys"
 	ok "metric"
@@ -660,6 +683,9 @@ e2e_lib_selftest() {
 	pyjson "$E2E_TMP/j.json" 'r["b"] == args[0]' y && fail "pyjson false"
 	[ "$(jval - 'sum(r["a"])' <"$E2E_TMP/j.json")" = 3 ] || fail "jval"
 	ok "expect, pyjson, jval"
+	(bad "a check"; e2e_finish) >"$E2E_TMP/finish.txt" && fail "e2e_finish passed after bad"
+	grep -q "^FAIL: 1 problem" "$E2E_TMP/finish.txt" || fail "e2e_finish's message: $(cat "$E2E_TMP/finish.txt")"
+	ok "bad, e2e_finish"
 	on_cleanup "rm -f '$E2E_TMP/cleanup-ran'"
 	stop_master || fail "kvpool-master exit status $?"
 	ok "stop_master: exit 0"

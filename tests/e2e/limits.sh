@@ -19,48 +19,16 @@
 #    connect and never say HELLO are closed within 12 s, so they cannot hold
 #    the limit.
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
+e2e_init limits
 KVP=$B/kvpool MASTER=$B/kvpool-master NODE=$B/kvpool-node DRIVER=$B/soak/kvp-soak-driver
-for b in "$KVP" "$MASTER" "$NODE" "$DRIVER"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
+need "$KVP" "$MASTER" "$NODE" "$DRIVER" python3
 
-tmp=$(mktemp -d /tmp/kvp-limits.XXXXXX)
+tmp=$E2E_TMP
 tag=kvpt-lim-$$
+on_cleanup "rm -f /dev/shm/'$tag'-*"
 declare -A pid=()
-problems=()
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	for p in "${pid[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pid[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pid[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 15 "$l"
-		done
-	fi
-	rm -f /dev/shm/"$tag"-*
-	rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-bad() { echo "FAIL: $*"; problems+=("$*"); }
-ok() { echo "ok - $*"; }
 # expect_fail PATTERN WHAT CMD...: CMD must exit non-zero with PATTERN (ERE) in stderr.
 expect_fail() {
 	local pat=$1 what=$2 rc
@@ -74,11 +42,7 @@ expect_fail() {
 	fi
 }
 
-read -r mport mhttp dport dhttp <<<"$(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(4)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+read -r mport mhttp dport dhttp <<<"$(free_ports 4)"
 cat >"$tmp/pool.ini" <<EOF
 [cluster]
 master = 127.0.0.1:$mport
@@ -106,10 +70,10 @@ connections_per_node = 2
 level = info
 EOF
 kv() { "$KVP" -c "$tmp/pool.ini" "$@"; }
-"$MASTER" -c "$tmp/pool.ini" >"$tmp/master.log" 2>&1 &
-pid[master]=$!
-"$NODE" -c "$tmp/pool.ini" >"$tmp/node.log" 2>&1 &
-pid[node]=$!
+spawn master "$MASTER" -c "$tmp/pool.ini"
+pid[master]=$SPAWN_PID
+spawn node "$NODE" -c "$tmp/pool.ini"
+pid[node]=$SPAWN_PID
 up=0
 for _ in $(seq 150); do
 	kv info 2>/dev/null | grep -q "^nodes: *1" && { up=1; break; }
@@ -323,9 +287,4 @@ for p in node master; do
 	kill -0 "${pid[$p]}" 2>/dev/null || bad "$p died"
 done
 
-if [ ${#problems[@]} -gt 0 ]; then
-	echo "FAIL: ${#problems[@]} problem(s):"
-	printf '  - %s\n' "${problems[@]}"
-	exit 1
-fi
-echo "PASS limits.sh"
+e2e_finish

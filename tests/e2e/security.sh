@@ -21,66 +21,25 @@
 #     bind 127.0.0.1 only (ss -ltn), and the host's other address refuses;
 #     with a token the same configuration does listen on 0.0.0.0.
 # Exit 0 pass, 1 fail, 77 skip.
-set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-B=${KVP_BUILD:-$root/build}
+. "$(dirname "$0")/lib.sh"
+e2e_init sec
 KVP=$B/kvpool MASTER=$B/kvpool-master NODE=$B/kvpool-node
-for b in "$KVP" "$MASTER" "$NODE"; do
-	[ -x "$b" ] || { echo "skip: $b is not built"; exit 77; }
-done
-command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-command -v ss >/dev/null || { echo "skip: ss (iproute2) missing"; exit 77; }
+need "$KVP" "$MASTER" "$NODE" python3 ss
 python3 -c 'import ctypes; ctypes.CDLL("libxxhash.so.0").XXH3_64bits' 2>/dev/null ||
-	{ echo "skip: libxxhash.so.0 (XXH3_64bits) not loadable from python"; exit 77; }
+	skip "libxxhash.so.0 (XXH3_64bits) not loadable from python"
 
-tmp=$(mktemp -d /tmp/kvp-sec.XXXXXX)
+tmp=$E2E_TMP
 chmod 711 "$tmp"	# others may traverse (to reach the spill dir), not list
 tag=kvpt-sec-$$
+on_cleanup "rm -f /dev/shm/'$tag'-*"
 declare -A pid=()
-problems=()
 
-cleanup() {
-	local rc=$?
-	trap - EXIT
-	for p in "${pid[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for _ in $(seq 50); do
-		local alive=0
-		for p in "${pid[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for p in "${pid[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	if [ $rc != 0 ] && [ $rc != 77 ]; then
-		for l in "$tmp"/*.log; do
-			[ -f "$l" ] || continue
-			echo "--- last lines of $(basename "$l")"
-			tail -n 15 "$l"
-		done
-	fi
-	rm -f /dev/shm/"$tag"-*
-	[ -n "${SEC_KEEP:-}" ] || rm -rf "$tmp"
-	exit $rc
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-bad() { echo "FAIL: $*"; problems+=("$*"); }
-ok() { echo "ok - $*"; }
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
 stop() {	# stop NAME: SIGTERM, wait
 	[ -n "${pid[$1]:-}" ] || return 0
-	kill -TERM "${pid[$1]}" 2>/dev/null
-	wait "${pid[$1]}" 2>/dev/null
+	stop_pid "${pid[$1]}"
 	unset "pid[$1]"
 }
-wait_nodes() {	# wait_nodes INI COUNT
+node_count() {	# node_count INI COUNT: until the master lists COUNT nodes (30 s)
 	for _ in $(seq 150); do
 		"$KVP" -c "$1" info 2>/dev/null | grep -q "^nodes: *$2\$" && return 0
 		sleep 0.2
@@ -127,11 +86,11 @@ EOF
 node_ini "$tmp/token" >"$tmp/node.ini"
 kv() { "$KVP" -c "$tmp/pool.ini" "$@"; }
 
-"$MASTER" -c "$tmp/pool.ini" >"$tmp/master.log" 2>&1 &
-pid[master]=$!
-"$NODE" -c "$tmp/node.ini" >"$tmp/node.log" 2>&1 &
-pid[node]=$!
-wait_nodes "$tmp/pool.ini" 1 || fail "master and node did not come up"
+spawn master "$MASTER" -c "$tmp/pool.ini"
+pid[master]=$SPAWN_PID
+spawn node "$NODE" -c "$tmp/node.ini"
+pid[node]=$SPAWN_PID
+node_count "$tmp/pool.ini" 1 || fail "master and node did not come up"
 ok "master (rpc $mport) and node (data $dport) up with a cluster token"
 
 # ---- the wire helper -----------------------------------------------------------
@@ -401,8 +360,8 @@ else
 fi
 node_ini "$tmp/wrong.token" | sed "s|^name = sn|name = intruder|; s|^segment = .*|segment = $tag-intruder|; s|^listen = .*|listen = 127.0.0.1:0|; s|^http_listen = .*|http_listen = 127.0.0.1:0|; s|^path = .*|path = |; s|^size = 16M|size = 0|" \
 	>"$tmp/intruder.ini"
-"$NODE" -c "$tmp/intruder.ini" >"$tmp/intruder.log" 2>&1 &
-pid[intruder]=$!
+spawn intruder "$NODE" -c "$tmp/intruder.ini"
+pid[intruder]=$SPAWN_PID
 sleep 2
 if kv info --json | python3 -c 'import json,sys; sys.exit(0 if [n["name"] for n in json.load(sys.stdin)["nodes"]] == ["sn"] else 1)'; then
 	ok "a node with the wrong token does not join the pool"
@@ -465,11 +424,11 @@ if command -v runuser >/dev/null && id nobody >/dev/null 2>&1; then
 	# check above would notice a readable file.
 	stop node
 	rm -f "$seg"
-	wait_nodes "$tmp/pool.ini" 0 || fail "the master still lists the stopped node"
+	node_count "$tmp/pool.ini" 0 || fail "the master still lists the stopped node"
 	node_ini "$tmp/token" "shm_group = $(id -gn nobody)" >"$tmp/node-g.ini"
-	"$NODE" -c "$tmp/node-g.ini" >"$tmp/node-g.log" 2>&1 &
-	pid[node]=$!
-	wait_nodes "$tmp/pool.ini" 1 || fail "node with shm_group did not come up"
+	spawn node-g "$NODE" -c "$tmp/node-g.ini"
+	pid[node]=$SPAWN_PID
+	node_count "$tmp/pool.ini" 1 || fail "node with shm_group did not come up"
 	mode=$(stat -c %a "$seg")
 	grp=$(stat -c %G "$seg")
 	if [ "$mode" = 660 ] && [ "$grp" = "$(id -gn nobody)" ] &&
@@ -515,10 +474,10 @@ listeners() {	# local addresses listening on our five ports
 other_ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v ':' | head -n 1)
 for mode in none token; do
 	if [ $mode = none ]; then wild "" >"$tmp/wild.ini"; else wild "token_file = $tmp/token" >"$tmp/wild.ini"; fi
-	"$MASTER" -c "$tmp/wild.ini" >"$tmp/wild-master-$mode.log" 2>&1 &
-	pid[wmaster]=$!
-	"$NODE" -c "$tmp/wild.ini" >"$tmp/wild-node-$mode.log" 2>&1 &
-	pid[wnode]=$!
+	spawn "wild-master-$mode" "$MASTER" -c "$tmp/wild.ini"
+	pid[wmaster]=$SPAWN_PID
+	spawn "wild-node-$mode" "$NODE" -c "$tmp/wild.ini"
+	pid[wnode]=$SPAWN_PID
 	for _ in $(seq 100); do [ "$(listeners | wc -l)" -ge 5 ] && break; sleep 0.1; done
 	got=$(listeners | tr '\n' ' ')
 	if [ $mode = none ]; then
@@ -554,9 +513,4 @@ for mode in none token; do
 	rm -f /dev/shm/"$tag"-wn
 done
 
-if [ ${#problems[@]} -gt 0 ]; then
-	echo "FAIL: ${#problems[@]} problem(s):"
-	printf '  - %s\n' "${problems[@]}"
-	exit 1
-fi
-echo "PASS security.sh"
+e2e_finish

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "net.h"
 #include "node.h"
@@ -43,7 +44,7 @@
 
 static inline uint64_t fm_deadline(void)
 {
-	return net_now_ms() + FM_WAIT_MS;
+	return clock_now_ms() + FM_WAIT_MS;
 }
 
 /* Sends a frame's header and body; a payload of payload_len bytes is the
@@ -72,7 +73,7 @@ static inline int fm_recv_frame_within(int fd, struct wire_hdr *h, uint8_t *body
 				       uint8_t *pay, size_t pcap, uint64_t ms)
 {
 	uint8_t hdr[WIRE_HDR_SIZE];
-	uint64_t dl = net_now_ms() + ms;
+	uint64_t dl = clock_now_ms() + ms;
 
 	if (net_recv_all(fd, hdr, sizeof(hdr), dl) < 0)
 		return -1;
@@ -164,10 +165,10 @@ static inline struct fmaster *fm_new(void)
  * and answered OK) within ms: 0, 1 on timeout, -1 on EOF or a broken frame. */
 static inline int fm_next_within(struct fmaster *m, int ms)
 {
-	uint64_t until = net_now_ms() + (uint64_t)ms;
+	uint64_t until = clock_now_ms() + (uint64_t)ms;
 
 	for (;;) {
-		uint64_t now = net_now_ms();
+		uint64_t now = clock_now_ms();
 		if (now >= until || fm_quiet(m->fd, (int)(until - now)))
 			return 1;
 		if (fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) < 0)

@@ -15,15 +15,7 @@
 #include <time.h>
 
 #include "alloc.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 static uint64_t rng_state;
 
@@ -70,7 +62,7 @@ static void model_init(struct model *m, uint64_t base, uint64_t size, unsigned s
 	m->ngran = size >> shift;
 	m->bits = calloc((m->ngran + 63) / 64 + 1, 8);
 	m->used = 0;
-	CHECK(m->bits, "oom");
+	REQUIRE(m->bits, "oom");
 }
 
 static bool bit(const struct model *m, uint64_t g)
@@ -163,7 +155,7 @@ static void world_init(struct world *w, uint64_t base, uint64_t size, uint32_t a
 {
 	memset(w, 0, sizeof(*w));
 	w->a = alloc_create(base, size, align);
-	CHECK(w->a, "alloc_create(%" PRIu64 ", %" PRIu64 ", %u)", base, size, align);
+	REQUIRE(w->a, "alloc_create(%" PRIu64 ", %" PRIu64 ", %u)", base, size, align);
 	w->size = size;
 	w->align = align;
 	model_init(&w->m, base, size, (unsigned)__builtin_ctz(align));
@@ -181,7 +173,7 @@ static void live_add(struct world *w, uint64_t off, uint64_t len)
 	if (w->nlive == w->cap) {
 		w->cap = w->cap ? w->cap * 2 : 1024;
 		w->live = realloc(w->live, w->cap * sizeof(*w->live));
-		CHECK(w->live, "oom");
+		REQUIRE(w->live, "oom");
 	}
 	w->live[w->nlive++] = (struct live){ off, len };
 }
@@ -205,15 +197,15 @@ static void check_full(struct world *w)
 	unsigned sh = w->m.shift;
 
 	alloc_stats(w->a, &st);
-	CHECK(st.size == w->m.ngran << sh, "size %" PRIu64, st.size);
-	CHECK(st.free_bytes == (w->m.ngran - w->m.used) << sh,
-	      "free_bytes %" PRIu64 " model %" PRIu64, st.free_bytes,
-	      (w->m.ngran - w->m.used) << sh);
-	CHECK(st.nalloc == w->nlive, "nalloc %" PRIu64 " live %zu", st.nalloc, w->nlive);
+	REQUIRE(st.size == w->m.ngran << sh, "size %" PRIu64, st.size);
+	REQUIRE(st.free_bytes == (w->m.ngran - w->m.used) << sh,
+	        "free_bytes %" PRIu64 " model %" PRIu64, st.free_bytes,
+	        (w->m.ngran - w->m.used) << sh);
+	REQUIRE(st.nalloc == w->nlive, "nalloc %" PRIu64 " live %zu", st.nalloc, w->nlive);
 	/* Immediate coalescing: every free extent is a maximal free run. */
-	CHECK(st.nfree == r.nruns, "nfree %" PRIu64 " model runs %" PRIu64, st.nfree, r.nruns);
-	CHECK(st.largest_free == r.largest << sh, "largest %" PRIu64 " model %" PRIu64,
-	      st.largest_free, r.largest << sh);
+	REQUIRE(st.nfree == r.nruns, "nfree %" PRIu64 " model runs %" PRIu64, st.nfree, r.nruns);
+	REQUIRE(st.largest_free == r.largest << sh, "largest %" PRIu64 " model %" PRIu64,
+	        st.largest_free, r.largest << sh);
 }
 
 static void do_alloc(struct world *w, uint64_t len)
@@ -232,18 +224,18 @@ static void do_alloc(struct world *w, uint64_t len)
 		 * probe of that class list). */
 		alloc_stats(w->a, &st);
 		largest = st.largest_free >> sh;
-		CHECK(largest < n || size_class(largest) == size_class(n),
-		      "alloc(%" PRIu64 ") refused but a %" PRIu64 "-granule extent is free",
-		      len, largest);
+		REQUIRE(largest < n || size_class(largest) == size_class(n),
+		        "alloc(%" PRIu64 ") refused but a %" PRIu64 "-granule extent is free",
+		        len, largest);
 		w->nospace++;
 		return;
 	}
-	CHECK(alen == want, "alloc_len %" PRIu64 " want %" PRIu64, alen, want);
-	CHECK(off % w->align == 0, "offset %" PRIu64 " not aligned", off);
-	CHECK(off >= w->m.base && off - w->m.base + alen <= w->m.ngran << sh,
-	      "offset %" PRIu64 "+%" PRIu64 " out of range", off, alen);
-	CHECK(model_clear(&w->m, (off - w->m.base) >> sh, alen >> sh),
-	      "alloc %" PRIu64 "+%" PRIu64 " overlaps a live allocation", off, alen);
+	REQUIRE(alen == want, "alloc_len %" PRIu64 " want %" PRIu64, alen, want);
+	REQUIRE(off % w->align == 0, "offset %" PRIu64 " not aligned", off);
+	REQUIRE(off >= w->m.base && off - w->m.base + alen <= w->m.ngran << sh,
+	        "offset %" PRIu64 "+%" PRIu64 " out of range", off, alen);
+	REQUIRE(model_clear(&w->m, (off - w->m.base) >> sh, alen >> sh),
+	        "alloc %" PRIu64 "+%" PRIu64 " overlaps a live allocation", off, alen);
 	model_set(&w->m, (off - w->m.base) >> sh, alen >> sh, true);
 	live_add(w, off, alen);
 	w->allocs++;
@@ -255,15 +247,15 @@ static void do_free(struct world *w, size_t idx)
 	unsigned sh = w->m.shift;
 	int rc;
 
-	CHECK(alloc_len_at(w->a, l.off) == l.len, "len_at %" PRIu64, alloc_len_at(w->a, l.off));
+	REQUIRE(alloc_len_at(w->a, l.off) == l.len, "len_at %" PRIu64, alloc_len_at(w->a, l.off));
 	if (l.len > w->align) {
-		CHECK(alloc_free(w->a, l.off + w->align) == -EINVAL, "free of a non-start offset");
-		CHECK(alloc_len_at(w->a, l.off + w->align) == 0, "len_at of a non-start offset");
+		REQUIRE(alloc_free(w->a, l.off + w->align) == -EINVAL, "free of a non-start offset");
+		REQUIRE(alloc_len_at(w->a, l.off + w->align) == 0, "len_at of a non-start offset");
 	}
-	CHECK(alloc_free(w->a, l.off + 1) == -EINVAL, "free of a misaligned offset");
+	REQUIRE(alloc_free(w->a, l.off + 1) == -EINVAL, "free of a misaligned offset");
 	rc = alloc_free(w->a, l.off);
-	CHECK(rc == 0, "alloc_free(%" PRIu64 ") = %d", l.off, rc);
-	CHECK(alloc_free(w->a, l.off) == -EINVAL, "double free accepted");
+	REQUIRE(rc == 0, "alloc_free(%" PRIu64 ") = %d", l.off, rc);
+	REQUIRE(alloc_free(w->a, l.off) == -EINVAL, "double free accepted");
 	model_set(&w->m, (l.off - w->m.base) >> sh, l.len >> sh, false);
 	w->live[idx] = w->live[--w->nlive];
 	w->frees++;
@@ -280,17 +272,17 @@ static void do_reserve(struct world *w, uint64_t maxlen)
 	int rc = alloc_reserve(w->a, off, len);
 
 	if (g + n > w->m.ngran) {
-		CHECK(rc == -EINVAL, "reserve past the end = %d", rc);
+		REQUIRE(rc == -EINVAL, "reserve past the end = %d", rc);
 		return;
 	}
 	if (!model_clear(&w->m, g, n)) {
-		CHECK(rc == -EEXIST, "reserve over used space = %d", rc);
+		REQUIRE(rc == -EEXIST, "reserve over used space = %d", rc);
 		return;
 	}
-	CHECK(rc == 0, "reserve of free %" PRIu64 "+%" PRIu64 " = %d", off, len, rc);
+	REQUIRE(rc == 0, "reserve of free %" PRIu64 "+%" PRIu64 " = %d", off, len, rc);
 	model_set(&w->m, g, n, true);
 	live_add(w, off, n << sh);
-	CHECK(alloc_len_at(w->a, off) == n << sh, "len_at after reserve");
+	REQUIRE(alloc_len_at(w->a, off) == n << sh, "len_at after reserve");
 	w->reserves++;
 }
 
@@ -329,9 +321,9 @@ static void drain(struct world *w)
 		do_free(w, rnd() % w->nlive);
 	check_full(w);
 	alloc_stats(w->a, &st);
-	CHECK(st.largest_free == st.size && st.free_bytes == st.size && st.nfree == 1 &&
-	      st.nalloc == 0, "not coalesced back: largest %" PRIu64 " of %" PRIu64
-	      ", %" PRIu64 " free extents", st.largest_free, st.size, st.nfree);
+	REQUIRE(st.largest_free == st.size && st.free_bytes == st.size && st.nfree == 1 &&
+	        st.nalloc == 0, "not coalesced back: largest %" PRIu64 " of %" PRIu64
+	        ", %" PRIu64 " free extents", st.largest_free, st.size, st.nfree);
 }
 
 static uint64_t size_big(void)
@@ -353,39 +345,39 @@ static void test_args(void)
 	struct alloc *a;
 	uint64_t alen, off;
 
-	CHECK(!alloc_create(0, 1 << 20, 32), "align 32 accepted");
-	CHECK(!alloc_create(0, 1 << 20, 100), "align 100 accepted");
-	CHECK(!alloc_create(0, 0, 4096), "size 0 accepted");
-	CHECK(!alloc_create(4096, 100, 4096), "size below one granule accepted");
-	CHECK(!alloc_create(UINT64_MAX - 10, 100, 64), "wrapping range accepted");
+	REQUIRE(!alloc_create(0, 1 << 20, 32), "align 32 accepted");
+	REQUIRE(!alloc_create(0, 1 << 20, 100), "align 100 accepted");
+	REQUIRE(!alloc_create(0, 0, 4096), "size 0 accepted");
+	REQUIRE(!alloc_create(4096, 100, 4096), "size below one granule accepted");
+	REQUIRE(!alloc_create(UINT64_MAX - 10, 100, 64), "wrapping range accepted");
 
 	a = alloc_create(0, 1 << 20, 0);
-	CHECK(a && alloc_align(a) == 4096, "default alignment");
+	REQUIRE(a && alloc_align(a) == 4096, "default alignment");
 	alloc_destroy(a);
 
 	/* Unaligned base and size: trimmed to the aligned inside. */
 	a = alloc_create(100, 10000, 64);
-	CHECK(a, "create unaligned");
+	REQUIRE(a, "create unaligned");
 	alloc_stats(a, &st);
-	CHECK(st.size == 10048 - 128, "trimmed size %" PRIu64, st.size);
+	REQUIRE(st.size == 10048 - 128, "trimmed size %" PRIu64, st.size);
 	off = alloc_alloc(a, 1, &alen);
-	CHECK(off == 128 && alen == 64, "first alloc at %" PRIu64, off);
-	CHECK(alloc_alloc(a, 0, NULL) == UINT64_MAX, "alloc(0)");
-	CHECK(alloc_alloc(a, 1ull << 40, NULL) == UINT64_MAX, "alloc bigger than the space");
-	CHECK(alloc_free(a, 64) == -EINVAL && alloc_free(a, 1 << 20) == -EINVAL, "free out of range");
-	CHECK(alloc_free(a, off) == 0, "free");
+	REQUIRE(off == 128 && alen == 64, "first alloc at %" PRIu64, off);
+	REQUIRE(alloc_alloc(a, 0, NULL) == UINT64_MAX, "alloc(0)");
+	REQUIRE(alloc_alloc(a, 1ull << 40, NULL) == UINT64_MAX, "alloc bigger than the space");
+	REQUIRE(alloc_free(a, 64) == -EINVAL && alloc_free(a, 1 << 20) == -EINVAL, "free out of range");
+	REQUIRE(alloc_free(a, off) == 0, "free");
 	alloc_destroy(a);
 
 	/* An exact fit of the whole space must work, also for a size that is
 	 * not a size-class boundary (the rounded O(1) search misses it). */
 	a = alloc_create(4096, (64ull << 30) + 3 * 4096, 4096);
 	off = alloc_alloc(a, (64ull << 30) + 3 * 4096 - 100, &alen);
-	CHECK(off == 4096 && alen == (64ull << 30) + 3 * 4096, "whole-space alloc");
-	CHECK(alloc_alloc(a, 1, NULL) == UINT64_MAX, "alloc in a full space");
+	REQUIRE(off == 4096 && alen == (64ull << 30) + 3 * 4096, "whole-space alloc");
+	REQUIRE(alloc_alloc(a, 1, NULL) == UINT64_MAX, "alloc in a full space");
 	alloc_stats(a, &st);
-	CHECK(st.free_bytes == 0 && st.nfree == 0 && st.largest_free == 0 && st.nalloc == 1,
-	      "full stats");
-	CHECK(alloc_free(a, off) == 0, "free whole");
+	REQUIRE(st.free_bytes == 0 && st.nfree == 0 && st.largest_free == 0 && st.nalloc == 1,
+	        "full stats");
+	REQUIRE(alloc_free(a, off) == 0, "free whole");
 	alloc_destroy(a);
 }
 
@@ -399,31 +391,31 @@ static void test_reserve(void)
 	for (uint64_t i = 0; i < 2000; i++) {
 		uint64_t off = K + i * 64 * K;
 
-		CHECK(alloc_reserve(w.a, off, 10 * K + 1) == 0, "reserve %" PRIu64, i);
+		REQUIRE(alloc_reserve(w.a, off, 10 * K + 1) == 0, "reserve %" PRIu64, i);
 		model_set(&w.m, (off - K) / K, 11, true);
 		live_add(&w, off, 11 * K);
 	}
 	check_full(&w);
 	/* Overlaps: same start, inside, straddling the start, the end,
 	 * covering: all refused. */
-	CHECK(alloc_reserve(w.a, K, K) == -EEXIST, "same start");
-	CHECK(alloc_reserve(w.a, K + 5 * K, K) == -EEXIST, "inside");
-	CHECK(alloc_reserve(w.a, K + 60 * K, 8 * K) == -EEXIST, "straddles a start");
-	CHECK(alloc_reserve(w.a, K + 10 * K, 4 * K) == -EEXIST, "straddles an end");
-	CHECK(alloc_reserve(w.a, K + 63 * K, 66 * K) == -EEXIST, "covers one");
-	CHECK(alloc_reserve(w.a, K + 11 * K, 53 * K) == 0, "exact gap");
+	REQUIRE(alloc_reserve(w.a, K, K) == -EEXIST, "same start");
+	REQUIRE(alloc_reserve(w.a, K + 5 * K, K) == -EEXIST, "inside");
+	REQUIRE(alloc_reserve(w.a, K + 60 * K, 8 * K) == -EEXIST, "straddles a start");
+	REQUIRE(alloc_reserve(w.a, K + 10 * K, 4 * K) == -EEXIST, "straddles an end");
+	REQUIRE(alloc_reserve(w.a, K + 63 * K, 66 * K) == -EEXIST, "covers one");
+	REQUIRE(alloc_reserve(w.a, K + 11 * K, 53 * K) == 0, "exact gap");
 	model_set(&w.m, 11, 53, true);
 	live_add(&w, K + 11 * K, 53 * K);
-	CHECK(alloc_reserve(w.a, K + 3, K) == -EINVAL, "misaligned");
-	CHECK(alloc_reserve(w.a, 0, K) == -EINVAL, "below base");
-	CHECK(alloc_reserve(w.a, K + (1ull << 30) - K, 2 * K) == -EINVAL, "past the end");
-	CHECK(alloc_reserve(w.a, K + 200000 * K, 0) == -EINVAL, "zero length");
+	REQUIRE(alloc_reserve(w.a, K + 3, K) == -EINVAL, "misaligned");
+	REQUIRE(alloc_reserve(w.a, 0, K) == -EINVAL, "below base");
+	REQUIRE(alloc_reserve(w.a, K + (1ull << 30) - K, 2 * K) == -EINVAL, "past the end");
+	REQUIRE(alloc_reserve(w.a, K + 200000 * K, 0) == -EINVAL, "zero length");
 	check_full(&w);
 	/* Descending order and random order work too (the slow path). */
 	for (uint64_t i = 0; i < 500; i++) {
 		uint64_t off = K + (1ull << 30) - (i + 1) * 16 * K;
 
-		CHECK(alloc_reserve(w.a, off, 3 * K) == 0, "descending reserve %" PRIu64, i);
+		REQUIRE(alloc_reserve(w.a, off, 3 * K) == 0, "descending reserve %" PRIu64, i);
 		model_set(&w.m, (off - K) / K, 3, true);
 		live_add(&w, off, 3 * K);
 	}
@@ -455,7 +447,7 @@ int main(void)
 	stress(&w, ops, size_big, 1, 100000);
 	printf("big: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " reserves, %" PRIu64
 	       " refused, %zu live at the end\n", w.allocs, w.frees, w.reserves, w.nospace, w.nlive);
-	CHECK(w.allocs > ops / 3 && w.frees > ops / 3, "the mix did not exercise both paths");
+	REQUIRE(w.allocs > ops / 3 && w.frees > ops / 3, "the mix did not exercise both paths");
 	drain(&w);
 	world_fini(&w);
 

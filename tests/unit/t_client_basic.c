@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 static const size_t sizes[] = {
 	1, 2, 63, 64, 100, 4095, 4096, 4097, 65536, 65537, 1 << 20, (1 << 20) + 3, 8 << 20,
@@ -32,7 +32,7 @@ static uint64_t round_trips(struct kvp *k, const char *prefix)
 
 		REQUIRE(v && back);
 		snprintf(key, sizeof(key), "%s/size-%zu", prefix, len);
-		tc_fill(v, len, key);
+		tl_fill(v, len, key);
 		CHECK_RC(kvp_put(k, key, v, len), 0);
 		/* get_into: exact and larger buffers */
 		memset(back, 0xee, len + 16);
@@ -64,7 +64,7 @@ static void metadata_calls(struct kvp *k)
 	struct kvp_info info;
 	uint64_t count = 0;
 
-	tc_fill(buf, sizeof(buf), key);
+	tl_fill(buf, sizeof(buf), key);
 	CHECK_RC(kvp_exists(k, key), 0);
 	CHECK_RC(kvp_size(k, key, &sz), KVP_ENOTFOUND);
 	CHECK_RC(kvp_get_into(k, key, buf, sizeof(buf)), KVP_ENOTFOUND);
@@ -214,32 +214,32 @@ static long mapped_kb(const char *path)
 /* A handle that attaches a segment fills the page tables only of the
  * extents it moves (64 KiB chunks), not of every page the file holds: a
  * one-shot CLI call must not pay for the whole segment. */
-static void attach_is_lazy(const struct tc_pool *p)
+static void attach_is_lazy(const struct tl_pool *p)
 {
 	char path[128], key[32];
 	size_t len = 1 << 20;
 	char *v = malloc(len);
 	int err = 0;
-	struct kvp *k = tc_open(p, NULL, &err);
+	struct kvp *k = tl_pool_open(p, NULL, &err);
 
 	REQUIRE(v && k);
 	for (int i = 0; i < 16; i++) {
 		snprintf(key, sizeof(key), "lazy/%d", i);
-		tc_fill(v, len, key);
+		tl_fill(v, len, key);
 		CHECK_RC(kvp_put(k, key, v, len), 0);
 	}
 	kvp_close(k);
 	snprintf(path, sizeof(path), "/dev/shm/%.63s-n0", p->tag);
 	CHECK(mapped_kb(path) == 0);	/* closed: unmapped */
-	k = tc_open(p, NULL, &err);
+	k = tl_pool_open(p, NULL, &err);
 	REQUIRE(k);
 	CHECK_RC(kvp_get_into(k, "lazy/3", v, len), (long long)len);
-	CHECK(tc_check_fill(v, len, "lazy/3"));
+	CHECK(tl_check_fill(v, len, "lazy/3"));
 	long kb = mapped_kb(path);
 	/* the value and its header: 1 MiB in whole chunks, plus the header page */
 	if (!(kb >= 1024 && kb <= 1024 + 2 * 64 + 64)) {
 		fprintf(stderr, "a get of 1 MiB mapped %ld kB of a segment holding 16 MiB\n", kb);
-		tc_failures++;
+		tl_failures++;
 	}
 	kvp_close(k);
 	free(v);
@@ -247,19 +247,19 @@ static void attach_is_lazy(const struct tc_pool *p)
 
 int main(void)
 {
-	struct tc_pool *p;
+	struct tl_pool *p;
 	struct kvp_stats s0, s1;
 	struct kvp *k;
 	int err = 0;
 	uint64_t moved;
 
 	/* a long lease: the "remove refused while leased" check must not race it */
-	p = tc_start(1, 128, "[master]\nlease_ttl = 1h\n");
+	p = tl_pool_start(1, 128, "[master]\nlease_ttl = 1h\n");
 
 	attach_is_lazy(p);
 
 	/* local path: same host id as the node (the boot id) */
-	k = tc_open(p, NULL, &err);
+	k = tl_pool_open(p, NULL, &err);
 	REQUIRE(k);
 	kvp_stats(k, &s0);
 	moved = round_trips(k, "local");
@@ -272,7 +272,7 @@ int main(void)
 	metadata_calls(k);
 	{
 		const char *plain[] = { "client.optimistic_reads=false", NULL };
-		struct kvp *kp = tc_open(p, plain, &err);
+		struct kvp *kp = tl_pool_open(p, plain, &err);
 
 		REQUIRE(kp);
 		bad_input(k, kp);
@@ -283,7 +283,7 @@ int main(void)
 	/* TCP forced */
 	const char *tcp[] = { "client.protocol=tcp", NULL };
 
-	k = tc_open(p, tcp, &err);
+	k = tl_pool_open(p, tcp, &err);
 	REQUIRE(k);
 	kvp_stats(k, &s0);
 	moved = round_trips(k, "tcp");
@@ -297,7 +297,7 @@ int main(void)
 	const char *remote[] = { "client.host_id=some-other-host", "client.connections_per_node=2",
 				 NULL };
 
-	k = tc_open(p, remote, &err);
+	k = tl_pool_open(p, remote, &err);
 	REQUIRE(k);
 	{
 		size_t len = 1 << 20;
@@ -305,7 +305,7 @@ int main(void)
 
 		REQUIRE(v);
 		CHECK_RC(kvp_get_into(k, "local/size-1048576", v, len), (long long)len);
-		CHECK(tc_check_fill(v, len, "local/size-1048576"));
+		CHECK(tl_check_fill(v, len, "local/size-1048576"));
 		free(v);
 	}
 	kvp_stats(k, &s1);
@@ -315,20 +315,20 @@ int main(void)
 	/* local only: works here (the node is on this host) */
 	const char *local[] = { "client.protocol=local", NULL };
 
-	k = tc_open(p, local, &err);
+	k = tl_pool_open(p, local, &err);
 	REQUIRE(k);
 	{
 		char v[4096];
 
 		CHECK_RC(kvp_get_into(k, "tcp/size-4096", v, sizeof(v)), 4096);
-		CHECK(tc_check_fill(v, sizeof(v), "tcp/size-4096"));
+		CHECK(tl_check_fill(v, sizeof(v), "tcp/size-4096"));
 	}
 	kvp_close(k);
 
 	/* bad configuration and unreachable master */
 	const char *bad[] = { "client.protocol=carrier-pigeon", NULL };
 
-	CHECK(tc_open(p, bad, &err) == NULL);
+	CHECK(tl_pool_open(p, bad, &err) == NULL);
 	CHECK(err < 0);
 	{
 		struct kvp_open_opts o = { .config_file = p->conf, .master = "127.0.0.1:1" };
@@ -336,5 +336,5 @@ int main(void)
 		CHECK(kvp_open(&o, &err) == NULL);
 		CHECK_RC(err, KVP_ECONN);
 	}
-	return tc_exit();
+	return tl_done();
 }

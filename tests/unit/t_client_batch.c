@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define N 256
 
@@ -22,7 +22,7 @@ static size_t size_of(size_t i)
 	return s[i % (sizeof(s) / sizeof(s[0]))] + (i / 6);
 }
 
-static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
+static void run(struct tl_pool *p, const char *const *ov, const char *prefix)
 {
 	char *keys[N + 2];
 	void *bufs[N + 2];
@@ -31,7 +31,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 	int64_t res64[N + 2];
 	struct kvp_stats s0, s1;
 	int err;
-	struct kvp *k = tc_open(p, ov, &err);
+	struct kvp *k = tl_pool_open(p, ov, &err);
 
 	REQUIRE(k);
 	kvp_stats(k, &s0);
@@ -40,7 +40,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 		lens[i] = size_of(i);
 		bufs[i] = malloc(lens[i]);
 		REQUIRE(bufs[i]);
-		tc_fill(bufs[i], lens[i], keys[i]);
+		tl_fill(bufs[i], lens[i], keys[i]);
 	}
 	CHECK_RC(kvp_batch_put_from(k, N, (const char *const *)keys, (const void *const *)bufs,
 				    lens, res), 0);
@@ -85,7 +85,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 			continue;
 		}
 		CHECK_RC(res64[i], (long long)lens[i]);
-		CHECK(tc_check_fill(bufs[i], lens[i], keys[i]));
+		CHECK(tl_check_fill(bufs[i], lens[i], keys[i]));
 	}
 	CHECK_RC(res64[N], KVP_ENOTFOUND);
 	CHECK_RC(res64[N + 1], KVP_EKEY);
@@ -99,8 +99,8 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 
 		REQUIRE(asprintf(&k2[3], "%s/new-a", prefix) > 0);
 		REQUIRE(asprintf(&k2[4], "%s/new-b", prefix) > 0);
-		tc_fill((void *)b2[3], l2[3], k2[3]);
-		tc_fill((void *)b2[4], l2[4], k2[4]);
+		tl_fill((void *)b2[3], l2[3], k2[3]);
+		tl_fill((void *)b2[4], l2[4], k2[4]);
 		CHECK_RC(kvp_batch_put_from(k, 5, (const char *const *)k2, b2, l2, r2), 0);
 		CHECK_RC(r2[0], KVP_EEXIST);
 		CHECK_RC(r2[1], KVP_EEXIST);
@@ -140,7 +140,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 			REQUIRE(k3[i]);
 			l3[i] = 4096 + 13 * i;
 			REQUIRE((b3[i] = malloc(l3[i])));
-			tc_fill(b3[i], l3[i], k3[i]);
+			tl_fill(b3[i], l3[i], k3[i]);
 		}
 		CHECK_RC(kvp_batch_put_from(k, M, (const char *const *)k3, (const void *const *)b3,
 					    l3, r3), 0);
@@ -153,7 +153,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 			if (i == 3 || i == 35 || i == 20)
 				continue;
 			CHECK_RC(g3[i], (long long)l3[i]);
-			CHECK(tc_check_fill(b3[i], l3[i], k3[i]));
+			CHECK(tl_check_fill(b3[i], l3[i], k3[i]));
 			CHECK_RC(kvp_remove(k, k3[i], KVP_REMOVE_FORCE), 0);
 		}
 		for (size_t i = 0; i < M; i++) {
@@ -185,9 +185,9 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 
 int main(void)
 {
-	struct tc_pool *p;
+	struct tl_pool *p;
 
-	p = tc_start(2, 256, "[client]\nreplicas = 2\n");
+	p = tl_pool_start(2, 256, "[client]\nreplicas = 2\n");
 	run(p, NULL, "auto");
 	const char *tcp[] = { "client.protocol=tcp", "client.connections_per_node=3", NULL };
 
@@ -199,5 +199,5 @@ int main(void)
 	const char *mixed[] = { "client.host_id=elsewhere", "cluster.max_batch=7", NULL };
 
 	run(p, mixed, "remote");
-	return tc_exit();
+	return tl_done();
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "extent.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define LEN 100000
 
@@ -53,7 +53,7 @@ static void put_one(struct kvp *k, const char *key)
 	char *v = malloc(LEN);
 
 	REQUIRE(v);
-	tc_fill(v, LEN, key);
+	tl_fill(v, LEN, key);
 	CHECK_RC(kvp_put(k, key, v, LEN), 0);
 	free(v);
 }
@@ -70,9 +70,9 @@ static void expect_get(struct kvp *k, const char *key, int want_ok)
 	rc = kvp_get_into(k, key, v, LEN);
 	if (want_ok) {
 		CHECK_RC(rc, LEN);
-		CHECK(tc_check_fill(v, LEN, key));
+		CHECK(tl_check_fill(v, LEN, key));
 		CHECK_RC(kvp_get(k, key, &g, &gl), 0);
-		CHECK(g && gl == LEN && tc_check_fill(g, LEN, key));
+		CHECK(g && gl == LEN && tl_check_fill(g, LEN, key));
 		kvp_free(g);
 	} else {
 		CHECK_RC(rc, KVP_ECHECKSUM);
@@ -82,7 +82,7 @@ static void expect_get(struct kvp *k, const char *key, int want_ok)
 	free(v);
 }
 
-static void scenario(struct tc_pool *p, const char *proto, const char *pre)
+static void scenario(struct tl_pool *p, const char *proto, const char *pre)
 {
 	char po[64], key[5][64];
 	/* Every get asks the master: the counts below are of its replica
@@ -94,8 +94,8 @@ static void scenario(struct tc_pool *p, const char *proto, const char *pre)
 	int err;
 
 	snprintf(po, sizeof(po), "client.protocol=%s", proto);
-	k2 = tc_open(p, r2, &err);
-	k1 = tc_open(p, r1, &err);
+	k2 = tl_pool_open(p, r2, &err);
+	k1 = tl_pool_open(p, r1, &err);
 	REQUIRE(k2 && k1);
 	for (int i = 0; i < 5; i++)
 		snprintf(key[i], sizeof(key[i]), "%s/%d", pre, i);
@@ -139,7 +139,7 @@ static void scenario(struct tc_pool *p, const char *proto, const char *pre)
 			REQUIRE((bufs[i] = malloc(LEN)));
 		CHECK_RC(kvp_batch_get_into(k2, 3, keys, bufs, caps, res), 0);
 		CHECK_RC(res[0], LEN);
-		CHECK(tc_check_fill(bufs[0], LEN, keys[0]));
+		CHECK(tl_check_fill(bufs[0], LEN, keys[0]));
 		CHECK_RC(res[1], KVP_ECHECKSUM);
 		CHECK_RC(res[2], KVP_ECHECKSUM);
 		for (int i = 0; i < 3; i++)
@@ -153,11 +153,11 @@ static void scenario(struct tc_pool *p, const char *proto, const char *pre)
  * value byte in the remembered replica is caught by the read from there,
  * counted, and the call goes to the master, which offers the good replica
  * (2 replicas) or none (1). */
-static void optimistic(struct tc_pool *p)
+static void optimistic(struct tl_pool *p)
 {
 	const char *r2[] = { "client.replicas=2", NULL };
 	const char *r1[] = { "client.replicas=1", NULL };
-	struct kvp *k2 = tc_open(p, r2, NULL), *k1 = tc_open(p, r1, NULL);
+	struct kvp *k2 = tl_pool_open(p, r2, NULL), *k1 = tl_pool_open(p, r1, NULL);
 	struct kvp_stats s0, s1;
 
 	REQUIRE(k2 && k1);
@@ -185,11 +185,11 @@ static void optimistic(struct tc_pool *p)
 
 int main(void)
 {
-	struct tc_pool *p;
+	struct tl_pool *p;
 
-	p = tc_start(2, 64, NULL);
+	p = tl_pool_start(2, 64, NULL);
 	scenario(p, "auto", "loc");
 	scenario(p, "tcp", "tcp");
 	optimistic(p);
-	return tc_exit();
+	return tl_done();
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "extent.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define NV 12			/* values per batch */
 #define MAXP 300		/* pieces per value, at most */
@@ -66,7 +66,7 @@ static void build(const char *prefix, struct gval *g, struct kvp_iov *iov, size_
 			g[v].len = 1;
 		g[v].whole = malloc(g[v].len);
 		REQUIRE(g[v].whole);
-		tc_fill(g[v].whole, g[v].len, g[v].key);
+		tl_fill(g[v].whole, g[v].len, g[v].key);
 		first[v] = k;
 		size_t off = 0;
 
@@ -107,7 +107,7 @@ static void verify(struct kvp *k, struct gval *g, const char *what)
 			if (len != g[v].len || memcmp(buf, g[v].whole, len) != 0)
 				fprintf(stderr, "%s: value %zu (%zu pieces, %zu bytes) differs\n", what,
 					v, g[v].np, g[v].len);
-			CHECK(len == g[v].len && tc_check_fill(buf, len, g[v].key));
+			CHECK(len == g[v].len && tl_check_fill(buf, len, g[v].key));
 		}
 		kvp_free(buf);
 		CHECK_RC(kvp_stat(k, g[v].key, &st), 0);
@@ -135,7 +135,7 @@ static void *put_thread(void *arg)
 /* The batch put, with the nodes stopped for a while first when stall is
  * set: the client fills the socket buffers, waits, and goes on from
  * wherever the kernel stopped taking bytes. */
-static int put_batch(struct tc_pool *p, struct kvp *k, const char *const *keys,
+static int put_batch(struct tl_pool *p, struct kvp *k, const char *const *keys,
 		     const struct kvp_iov *iov, const size_t *first, int *res, bool stall)
 {
 	struct put_call c = { k, keys, iov, first, res, 0 };
@@ -153,7 +153,7 @@ static int put_batch(struct tc_pool *p, struct kvp *k, const char *const *keys,
 	return c.rc;
 }
 
-static void run(struct tc_pool *p, const char *const *ov, const char *prefix, bool local,
+static void run(struct tl_pool *p, const char *const *ov, const char *prefix, bool local,
 		bool stall)
 {
 	static struct kvp_iov iov[NV * MAXP];
@@ -165,7 +165,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix, bo
 	uint64_t removed = 0;
 	struct kvp_stats s0, s1;
 	int err;
-	struct kvp *k = tc_open(p, ov, &err);
+	struct kvp *k = tl_pool_open(p, ov, &err);
 
 	REQUIRE(k);
 	build(prefix, g, iov, first, owned, &nowned);
@@ -212,7 +212,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix, bo
 		size_t len = 0;
 
 		memset(a, 0xa5, sizeof(a));
-		tc_fill(b, sizeof(b), "upsert");
+		tl_fill(b, sizeof(b), "upsert");
 		memcpy(want, a, sizeof(a));
 		memcpy(want + sizeof(a), b, sizeof(b));
 		CHECK_RC(kvp_put_iov(k, g[0].key, two, 3, &up), 0);
@@ -234,10 +234,10 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix, bo
 }
 
 /* Per-item errors next to successes in one batch. */
-static void errors(struct tc_pool *p)
+static void errors(struct tl_pool *p)
 {
 	int err;
-	struct kvp *k = tc_open(p, NULL, &err);
+	struct kvp *k = tl_pool_open(p, NULL, &err);
 	uint8_t a[100], b[200];
 	struct kvp_iov iov[] = {
 		{ a, 100 }, { b, 200 },		/* 0: ok */
@@ -291,7 +291,7 @@ static void errors(struct tc_pool *p)
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(2, 96, "[cluster]\nmax_object_size = 5M\n");
+	struct tl_pool *p = tl_pool_start(2, 96, "[cluster]\nmax_object_size = 5M\n");
 	const char *const local1[] = { "client.protocol=auto", NULL };
 	const char *const local2[] = { "client.protocol=local", "client.replicas=2", NULL };
 	const char *const tcp1[] = { "client.protocol=tcp", NULL };
@@ -304,5 +304,5 @@ int main(void)
 	run(p, tcp2, "tcp2", false, false);
 	run(p, tcp1, "tcp1-stalled", false, true);
 	errors(p);
-	return tc_exit();
+	return tl_done();
 }

@@ -14,15 +14,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "net.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 #include "wire.h"
 
 #define RAW_KEYS 40
 #define LIB_KEYS 64
 #define LIB_LEN (1 << 20)
 
-static void raw_child(const struct tc_pool *p, int wfd)
+static void raw_child(const struct tl_pool *p, int wfd)
 {
 	char addr[64], key[64];
 	uint8_t hb[WIRE_HDR_SIZE];
@@ -54,17 +55,17 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		wb_u64(&b, 4096);
 	}
 	wire_finish(&b, at, WIRE_OP_PUT_START, 0, 0, 2, 0);
-	if (b.oom || net_send_all(fd, b.p, b.len, net_now_ms() + 5000) < 0)
+	if (b.oom || net_send_all(fd, b.p, b.len, clock_now_ms() + 5000) < 0)
 		_exit(2);
 	/* two replies: HELLO and PUT_START; then tell the parent and wait */
 	for (int r = 0; r < 2; r++) {
 		uint8_t *body;
 
-		if (net_recv_all(fd, hb, sizeof(hb), net_now_ms() + 5000) < 0 ||
+		if (net_recv_all(fd, hb, sizeof(hb), clock_now_ms() + 5000) < 0 ||
 		    wire_hdr_decode(hb, &h, 1 << 20, 0) < 0 || h.status != 0)
 			_exit(3);
 		body = malloc(h.body_len + 1);
-		if (!body || net_recv_all(fd, body, h.body_len, net_now_ms() + 5000) < 0)
+		if (!body || net_recv_all(fd, body, h.body_len, clock_now_ms() + 5000) < 0)
 			_exit(3);
 		if (h.opcode == WIRE_OP_PUT_START) {
 			struct rbuf rb;
@@ -76,7 +77,7 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		free(body);
 	}
 	/* the moment the puts started, for the parent's in-progress check */
-	uint64_t t = net_now_ms();
+	uint64_t t = clock_now_ms();
 
 	if (write(wfd, &t, sizeof(t)) != sizeof(t))
 		_exit(5);
@@ -84,10 +85,10 @@ static void raw_child(const struct tc_pool *p, int wfd)
 		pause();
 }
 
-static void lib_child(const struct tc_pool *p, int wfd)
+static void lib_child(const struct tl_pool *p, int wfd)
 {
 	const char *ov[] = { "client.protocol=tcp", NULL };
-	struct kvp *k = tc_open(p, ov, NULL);
+	struct kvp *k = tl_pool_open(p, ov, NULL);
 	char *keys[8];
 	void *bufs[8];
 	size_t lens[8];
@@ -105,7 +106,7 @@ static void lib_child(const struct tc_pool *p, int wfd)
 	for (int i = 0; i < LIB_KEYS; i += 8) {
 		for (int j = 0; j < 8; j++) {
 			snprintf(keys[j], 32, "kp/lib-%02d", i + j);
-			tc_fill(bufs[j], LIB_LEN, keys[j]);
+			tl_fill(bufs[j], LIB_LEN, keys[j]);
 		}
 		if (write(wfd, "B", 1) != 1)
 			_exit(5);
@@ -129,14 +130,14 @@ static int settle(struct kvp *k, const char *key, size_t len, int seconds)
 	for (int t = 0; t < seconds * 10 && !done; t++) {
 		int rc;
 
-		tc_fill(v, len, key);
+		tl_fill(v, len, key);
 		rc = kvp_put(k, key, v, len);
 		if (rc == 0) {
 			done = 1;
 		} else if (rc == KVP_EEXIST && kvp_exists(k, key) == 1) {
 			int64_t g = kvp_get_into(k, key, v, len);
 
-			if (g != (int64_t)len || !tc_check_fill(v, len, key)) {
+			if (g != (int64_t)len || !tl_check_fill(v, len, key)) {
 				fprintf(stderr, "%s: complete but wrong (%lld)\n", key, (long long)g);
 				break;
 			}
@@ -154,13 +155,13 @@ static int settle(struct kvp *k, const char *key, size_t len, int seconds)
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(1, 256, "[master]\nput_timeout = 2s\n");
+	struct tl_pool *p = tl_pool_start(1, 256, "[master]\nput_timeout = 2s\n");
 	struct kvp *k;
 	int pfd[2], err;
 	char c;
 	pid_t child;
 
-	k = tc_open(p, NULL, &err);
+	k = tl_pool_open(p, NULL, &err);
 	REQUIRE(k);
 
 	/* (a) wire-level child */
@@ -184,7 +185,7 @@ int main(void)
 
 		/* In progress: refused, invisible. Unless this host stalled
 		 * past put_timeout meanwhile (then the put may have won). */
-		if (net_now_ms() - t0 < 1000) {
+		if (clock_now_ms() - t0 < 1000) {
 			CHECK_RC(put, KVP_EEXIST);
 			CHECK_RC(ex, 0);
 			CHECK_RC(get, KVP_ENOTFOUND);
@@ -226,5 +227,5 @@ int main(void)
 		CHECK(settle(k, key, LIB_LEN, 30));
 	}
 	kvp_close(k);
-	return tc_exit();
+	return tl_done();
 }

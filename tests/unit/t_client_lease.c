@@ -12,8 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "net.h"
-#include "t_client_lib.h"
+#include "testlib.h"
 #include "wire.h"
 
 #define LEASE_MS 3000
@@ -25,11 +26,11 @@ static int raw_reply(int fd, struct rbuf *r, uint8_t **body)
 	uint8_t hb[WIRE_HDR_SIZE];
 	struct wire_hdr h;
 
-	if (net_recv_all(fd, hb, sizeof(hb), net_now_ms() + 5000) < 0 ||
+	if (net_recv_all(fd, hb, sizeof(hb), clock_now_ms() + 5000) < 0 ||
 	    wire_hdr_decode(hb, &h, 1 << 20, 0) < 0)
 		return -1;
 	*body = malloc(h.body_len + 1);
-	if (!*body || net_recv_all(fd, *body, h.body_len, net_now_ms() + 5000) < 0)
+	if (!*body || net_recv_all(fd, *body, h.body_len, clock_now_ms() + 5000) < 0)
 		return -1;
 	rb_init(r, *body, h.body_len);
 	return h.status;
@@ -37,7 +38,7 @@ static int raw_reply(int fd, struct rbuf *r, uint8_t **body)
 
 /* A reader that dies mid-read: HELLO and GET of key on its own connection,
  * then the connection closes without a LEASE_RELEASE. */
-static void dead_reader(const struct tc_pool *p, const char *key)
+static void dead_reader(const struct tl_pool *p, const char *key)
 {
 	char addr[64];
 	struct wbuf b;
@@ -59,7 +60,7 @@ static void dead_reader(const struct tc_pool *p, const char *key)
 	wb_u32(&b, 1);
 	wb_cstr(&b, key);
 	wire_finish(&b, at, WIRE_OP_GET, 0, 0, 2, 0);
-	REQUIRE(!b.oom && net_send_all(fd, b.p, b.len, net_now_ms() + 5000) == 0);
+	REQUIRE(!b.oom && net_send_all(fd, b.p, b.len, clock_now_ms() + 5000) == 0);
 	wb_free(&b);
 	REQUIRE(raw_reply(fd, &r, &body) == 0);		/* HELLO */
 	free(body);
@@ -82,13 +83,13 @@ int main(void)
 	char extra[256];
 
 	snprintf(extra, sizeof(extra), "[master]\nlease_ttl = %dms\n", LEASE_MS);
-	struct tc_pool *p = tc_start(1, 8, extra);
+	struct tl_pool *p = tl_pool_start(1, 8, extra);
 	int err, res[4];
 	int64_t res64[4];
 	/* Every get through the master (the ones this test is about), none
 	 * answered from a remembered location without a lease (see the end). */
 	const char *plain[] = { "client.optimistic_reads=false", NULL };
-	struct kvp *k = tc_open(p, plain, &err);
+	struct kvp *k = tl_pool_open(p, plain, &err);
 	uint8_t *v = malloc(BIG), *out = malloc(BIG);
 	void *g = NULL;
 	size_t glen = 0;
@@ -101,10 +102,10 @@ int main(void)
 	CHECK_RC(kvp_get(k, "l/get", &g, &glen), 0);
 	kvp_free(g);
 	CHECK_RC(kvp_remove(k, "l/get", 0), 0);
-	tc_fill(v, 1000, "l/into");
+	tl_fill(v, 1000, "l/into");
 	CHECK_RC(kvp_put(k, "l/into", v, 1000), 0);
 	CHECK(kvp_get_into(k, "l/into", out, BIG) == 1000);
-	CHECK(tc_check_fill(out, 1000, "l/into"));
+	CHECK(tl_check_fill(out, 1000, "l/into"));
 	memset(v, 'x', BIG);
 	CHECK_RC(kvp_remove(k, "l/into", 0), 0);
 	CHECK_RC(kvp_put(k, "l/small", v, 1000), 0);
@@ -129,7 +130,7 @@ int main(void)
 	/* an optimistic read (keys this handle just put) takes no lease and
 	 * so releases none: no frame at all */
 	{
-		struct kvp *ko = tc_open(p, NULL, &err);
+		struct kvp *ko = tl_pool_open(p, NULL, &err);
 
 		REQUIRE(ko);
 		CHECK_RC(kvp_batch_put_from(ko, 4, keys, bufs, lens, res), 0);
@@ -159,15 +160,15 @@ int main(void)
 
 	/* a dead reader's lease blocks removal until lease_ttl */
 	CHECK_RC(kvp_put(k, "l/dead", v, 1000), 0);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	dead_reader(p, "l/dead");
 	CHECK_RC(kvp_remove(k, "l/dead", 0), KVP_ELEASED);
 	CHECK_RC(kvp_replica_clear(k, "l/dead", "n0", 0), KVP_ELEASED);
 	/* a finished get of the same object does not end the dead one's lease */
 	CHECK(kvp_get_into(k, "l/dead", out, BIG) == 1000);
-	if (net_now_ms() < t0 + LEASE_MS - 500)
+	if (clock_now_ms() < t0 + LEASE_MS - 500)
 		CHECK_RC(kvp_remove(k, "l/dead", 0), KVP_ELEASED);
-	while (net_now_ms() < t0 + LEASE_MS + 200)
+	while (clock_now_ms() < t0 + LEASE_MS + 200)
 		usleep(50000);
 	CHECK_RC(kvp_remove(k, "l/dead", 0), 0);
 
@@ -175,5 +176,5 @@ int main(void)
 	kvp_close(k);
 	free(v);
 	free(out);
-	return tc_exit();
+	return tl_done();
 }

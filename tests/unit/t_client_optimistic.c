@@ -25,7 +25,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define NKEYS 48
 #define VMAX (192u << 10)
@@ -142,9 +142,9 @@ static int64_t stat_atime_ms(struct kvp *k, const char *key)
 	return (int64_t)(st.access_time_ns / 1000000);
 }
 
-static void semantics(struct tc_pool *p)
+static void semantics(struct tl_pool *p)
 {
-	struct kvp *a = tc_open(p, NULL, NULL), *b = tc_open(p, NULL, NULL);
+	struct kvp *a = tl_pool_open(p, NULL, NULL), *b = tl_pool_open(p, NULL, NULL);
 	uint8_t *buf = malloc(VMAX);
 	struct kvp_stats s0, s1;
 	const char *key = "sem/k";
@@ -230,7 +230,7 @@ static void semantics(struct tc_pool *p)
 /* ---- stress ---- */
 
 struct shared {
-	struct tc_pool *p;
+	struct tl_pool *p;
 	double end;
 	atomic_uint ver[NKEYS];
 	atomic_ullong reads, values, missing, lost, wrong, errors, puts, removes;
@@ -246,7 +246,7 @@ static void *writer(void *arg)
 	 * removes: one refused by a reader's lease (a read through the master)
 	 * leaves the key as it is; optimistic reads take no lease. */
 	const char *remote[] = { "client.host_id=t-opt-remote", "client.replicas=1", NULL };
-	struct kvp *k = tc_open(sh->p, me ? remote : NULL, NULL);
+	struct kvp *k = tl_pool_open(sh->p, me ? remote : NULL, NULL);
 	unsigned seed = 12345u + (unsigned)me;
 	uint8_t *fill = malloc(64 << 10);
 	char fk[48];
@@ -306,7 +306,7 @@ static void *reader(void *arg)
 {
 	struct reader *r = arg;
 	struct shared *sh = r->sh;
-	struct kvp *k = tc_open(sh->p, NULL, NULL);
+	struct kvp *k = tl_pool_open(sh->p, NULL, NULL);
 	unsigned seed = (unsigned)(uintptr_t)r;
 	uint8_t *bufs[8];
 	size_t caps[8];
@@ -344,7 +344,7 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-static void stress(struct tc_pool *p, double secs)
+static void stress(struct tl_pool *p, double secs)
 {
 	enum { NR = 3, NW = 2 };
 	struct shared *sh = calloc(1, sizeof(*sh));
@@ -357,7 +357,7 @@ static void stress(struct tc_pool *p, double secs)
 	for (int i = 0; i < NKEYS; i++)
 		snprintf(sh->key[i], sizeof(sh->key[i]), "x/%d", i);
 	{
-		struct kvp *k = tc_open(p, NULL, NULL);
+		struct kvp *k = tl_pool_open(p, NULL, NULL);
 
 		REQUIRE(k);
 		for (int i = 0; i < NKEYS; i++)
@@ -403,9 +403,9 @@ static void stress(struct tc_pool *p, double secs)
  * before the unlink, so a handle that still maps it and remembers where a
  * key was answers from it no more, even right after a read that looked
  * (lcache.c seg_gone: the fstat backstop runs at most every 50 ms). */
-static void node_gone(struct tc_pool *p)
+static void node_gone(struct tl_pool *p)
 {
-	struct kvp *a = tc_open(p, NULL, NULL);
+	struct kvp *a = tl_pool_open(p, NULL, NULL);
 	uint8_t *buf = malloc(VMAX);
 	const char *key = "gone/k";
 	const char *keys[] = { key };
@@ -417,6 +417,7 @@ static void node_gone(struct tc_pool *p)
 	CHECK_RC(kvp_exists(a, key), 1);
 	kill(p->node[0], SIGTERM);
 	CHECK(waitpid(p->node[0], NULL, 0) == p->node[0]);
+	tl_forget(p->node[0]);
 	p->node[0] = 0;
 	CHECK(kvp_batch_exists(a, 1, keys, &res) == 0 && res != 1);
 	CHECK(get_ver(a, key, buf) != 1);
@@ -430,12 +431,12 @@ int main(void)
 	double secs = e ? atof(e) : 3.0;
 	/* Eviction from 80%: the segment churns. A read through the master
 	 * holds a lease (it blocks a plain remove) until its LEASE_RELEASE. */
-	struct tc_pool *p = tc_start(1, SEG_MB, "[master]\neviction_high_watermark = 0.8\n"
+	struct tl_pool *p = tl_pool_start(1, SEG_MB, "[master]\neviction_high_watermark = 0.8\n"
 				     "eviction_ratio = 0.1\nlease_ttl = 2s\n");
 
-	(void)tc_check_fill;	/* the values here carry their own version */
+	(void)tl_check_fill;	/* the values here carry their own version */
 	semantics(p);
 	stress(p, secs > 0 ? secs : 3.0);
 	node_gone(p);
-	return tc_exit();
+	return tl_done();
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define LEN 50000
 
@@ -25,7 +25,7 @@ static int64_t get_check(struct kvp *k, const char *key)
 
 	REQUIRE(v);
 	rc = kvp_get_into(k, key, v, LEN);
-	if (rc == LEN && !tc_check_fill(v, LEN, key))
+	if (rc == LEN && !tl_check_fill(v, LEN, key))
 		rc = -1000;	/* wrong bytes: never acceptable */
 	free(v);
 	return rc;
@@ -59,21 +59,21 @@ static void put_key(struct kvp *k, const char *key)
 	char *v = malloc(LEN);
 
 	REQUIRE(v);
-	tc_fill(v, LEN, key);
+	tl_fill(v, LEN, key);
 	CHECK_RC(kvp_put(k, key, v, LEN), 0);
 	free(v);
 }
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(1, 64, "[client]\ntimeout = 1500ms\n");
+	struct tl_pool *p = tl_pool_start(1, 64, "[client]\ntimeout = 1500ms\n");
 	const char *tcp[] = { "client.protocol=tcp", NULL };
 	struct kvp_stats s0, s1;
 	struct kvp *kl, *kt;
 	int err;
 
-	kl = tc_open(p, NULL, &err);
-	kt = tc_open(p, tcp, &err);
+	kl = tl_pool_open(p, NULL, &err);
+	kt = tl_pool_open(p, tcp, &err);
 	REQUIRE(kl && kt);
 	put_key(kl, "rs/a");
 	put_key(kt, "rs/b");
@@ -83,7 +83,7 @@ int main(void)
 	/* master dies: an error, not a hang; what this handle read locally
 	 * before is still answered from the segment (optimistic reads) */
 	kvp_stats(kl, &s0);
-	tc_kill(&p->master, SIGKILL);
+	tl_pool_kill(&p->master, SIGKILL);
 	{
 		int rc = kvp_exists(kl, "rs/never-seen");
 
@@ -92,7 +92,7 @@ int main(void)
 		CHECK_RC(get_check(kl, "rs/a"), LEN);
 	}
 	/* and comes back: same handles, objects re-reported by the node */
-	tc_start_master(p);
+	tl_pool_start_master(p);
 	CHECK(eventually(kl, "rs/a", 30));
 	CHECK(eventually(kl, "rs/b", 30));
 	CHECK(eventually(kt, "rs/a", 30));
@@ -104,8 +104,8 @@ int main(void)
 
 	/* node dies and comes back (its segment file survives a SIGKILL) */
 	kvp_stats(kt, &s0);
-	tc_kill(&p->node[0], SIGKILL);
-	tc_start_node(p, 0);
+	tl_pool_kill(&p->node[0], SIGKILL);
+	tl_pool_start_node(p, 0);
 	CHECK(eventually(kt, "rs/a", 30));
 	CHECK(eventually(kt, "rs/c", 30));
 	CHECK(eventually(kl, "rs/b", 30));
@@ -126,9 +126,9 @@ int main(void)
 	 * the caller sees an answer, never the dead connection */
 	CHECK_RC(kvp_exists(kl, "rs/prime-never-put"), 0);	/* (a seen key needs no master) */
 	kvp_stats(kl, &s0);
-	tc_kill(&p->master, SIGKILL);
-	tc_start_master(p);
-	CHECK(tc_wait_nodes(p, 0, 30));	/* the new master answers (another handle) */
+	tl_pool_kill(&p->master, SIGKILL);
+	tl_pool_start_master(p);
+	CHECK(tl_pool_wait_nodes(p, 0, 30));	/* the new master answers (another handle) */
 	{
 		int rc = kvp_exists(kl, "rs/fresh-never-put");
 
@@ -142,5 +142,5 @@ int main(void)
 
 	kvp_close(kl);
 	kvp_close(kt);
-	return tc_exit();
+	return tl_done();
 }

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define THREADS 8
 #define OPS 250
@@ -73,7 +73,7 @@ static void *worker(void *arg)
 		switch (op) {
 		case 0:
 		case 1:
-			tc_fill(v, len, key);
+			tl_fill(v, len, key);
 			rc = kvp_put(handle, key, v, len);
 			if (rc == 0)
 				atomic_fetch_add(&ok_put, 1);
@@ -84,7 +84,7 @@ static void *worker(void *arg)
 		case 3:
 			rc = kvp_get_into(handle, key, g, MAXLEN + KEYS);
 			if (rc >= 0) {
-				if ((size_t)rc != len || !tc_check_fill(g, len, key))
+				if ((size_t)rc != len || !tl_check_fill(g, len, key))
 					report("get_into (wrong bytes)", key, rc);
 				else
 					atomic_fetch_add(&ok_get, 1);
@@ -98,7 +98,7 @@ static void *worker(void *arg)
 
 			rc = kvp_get(handle, key, &p, &n);
 			if (rc == 0) {
-				if (n != len || !tc_check_fill(p, n, key))
+				if (n != len || !tl_check_fill(p, n, key))
 					report("get (wrong bytes)", key, (long long)n);
 				else
 					atomic_fetch_add(&ok_get, 1);
@@ -150,7 +150,7 @@ static void *worker(void *arg)
 				vb[j] = malloc(lens[j]);
 				if (!vb[j])
 					abort();
-				tc_fill(vb[j], lens[j], bk[j]);
+				tl_fill(vb[j], lens[j], bk[j]);
 				bufs[j] = vb[j];
 				outs[j] = vb[j];
 				caps[j] = lens[j];
@@ -169,7 +169,7 @@ static void *worker(void *arg)
 			for (int j = 0; j < 4; j++) {
 				if (res64[j] >= 0) {
 					if ((size_t)res64[j] != lens[j] ||
-					    !tc_check_fill(vb[j], lens[j], keys[j]))
+					    !tl_check_fill(vb[j], lens[j], keys[j]))
 						report("batch_get (wrong bytes)", keys[j], res64[j]);
 				} else if (res64[j] != KVP_ENOTFOUND && res64[j] != KVP_ELEASE) {
 					report("batch_get item", keys[j], res64[j]);
@@ -187,14 +187,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
+static void run(struct tl_pool *p, const char *const *ov, const char *prefix)
 {
 	pthread_t th[THREADS];
 	struct targ ta[THREADS];
 	struct kvp_stats st;
 	int err;
 
-	handle = tc_open(p, ov, &err);
+	handle = tl_pool_open(p, ov, &err);
 	REQUIRE(handle);
 	atomic_store(&ok_put, 0);
 	atomic_store(&ok_get, 0);
@@ -227,7 +227,7 @@ static void run(struct tc_pool *p, const char *const *ov, const char *prefix)
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(2, 128, "[master]\nlease_ttl = 150ms\n");
+	struct tl_pool *p = tl_pool_start(2, 128, "[master]\nlease_ttl = 150ms\n");
 	const char *tcp[] = { "client.protocol=tcp", "client.connections_per_node=2",
 			      "client.replicas=2", NULL };
 
@@ -235,5 +235,5 @@ int main(void)
 	run(p, tcp, "tcp");
 	CHECK(removes > 0);
 	CHECK(atomic_load(&bad) == 0);
-	return tc_exit();
+	return tl_done();
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 
 #define READERS 4
 #define VERSIONS 300
@@ -39,7 +39,7 @@ static void ver_fill(uint8_t *buf, const char *key, unsigned v)
 
 	memcpy(buf, &v64, 8);
 	snprintf(tag, sizeof(tag), "%s/v%u", key, v);
-	tc_fill(buf + 8, len - 8, tag);
+	tl_fill(buf + 8, len - 8, tag);
 }
 
 /* 1 if buf (len bytes) is exactly one version of key. */
@@ -54,7 +54,7 @@ static int ver_check(const uint8_t *buf, size_t len, const char *key)
 	if (v > VERSIONS || ver_len((unsigned)v) != len)
 		return 0;
 	snprintf(tag, sizeof(tag), "%s/v%u", key, (unsigned)v);
-	return tc_check_fill(buf + 8, len - 8, tag);
+	return tl_check_fill(buf + 8, len - 8, tag);
 }
 
 static void hot_key(char *out, size_t cap, int i)
@@ -144,7 +144,7 @@ static void *reader(void *arg)
 }
 
 /* Version 0 of every hot key first (a plain put), then the race. */
-static void race(struct tc_pool *p, const char *const *ov, uint32_t replicas, const char *name)
+static void race(struct tl_pool *p, const char *const *ov, uint32_t replicas, const char *name)
 {
 	struct kvp_put_opts o = { .flags = KVP_PUT_UPSERT, .replicas = replicas };
 	pthread_t w, r[READERS];
@@ -153,7 +153,7 @@ static void race(struct tc_pool *p, const char *const *ov, uint32_t replicas, co
 	int err;
 
 	REQUIRE(buf);
-	handle = tc_open(p, ov, &err);
+	handle = tl_pool_open(p, ov, &err);
 	REQUIRE(handle);
 	for (int i = 0; i < HOT_KEYS; i++) {
 		hot_key(key, sizeof(key), i);
@@ -191,12 +191,12 @@ static void race(struct tc_pool *p, const char *const *ov, uint32_t replicas, co
 	free(buf);
 }
 
-static void test_options(struct tc_pool *p)
+static void test_options(struct tl_pool *p)
 {
 	struct kvp_stat st;
 	uint8_t v[1000];
 	int err, res[2];
-	struct kvp *k = tc_open(p, NULL, &err);
+	struct kvp *k = tl_pool_open(p, NULL, &err);
 
 	REQUIRE(k);
 	memset(v, 'a', sizeof(v));
@@ -263,7 +263,7 @@ static void test_options(struct tc_pool *p)
 
 int main(void)
 {
-	struct tc_pool *p = tc_start(2, 64, NULL);
+	struct tl_pool *p = tl_pool_start(2, 64, NULL);
 	const char *tcp[] = { "client.protocol=tcp", NULL };
 
 	test_options(p);
@@ -271,5 +271,5 @@ int main(void)
 	race(p, tcp, 2, "tcp, 2 replicas");
 	CHECK(atomic_load(&wrong_bytes) == 0);
 	CHECK(atomic_load(&bad) == 0);
-	return tc_exit();
+	return tl_done();
 }

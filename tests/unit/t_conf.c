@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "kvpool.h"
 #include "log.h"
+#include "testlib.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,30 +24,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-static int checks;
 static char tmpdir[64];
-
-#define CHECK(cond)                                                                \
-	do {                                                                       \
-		checks++;                                                          \
-		if (!(cond)) {                                                     \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,     \
-				__LINE__, #cond);                                  \
-			failures++;                                                \
-		}                                                                  \
-	} while (0)
 
 /* err must start with want (the message after it is free text). */
 #define CHECK_PREFIX(err, want) check_prefix(__LINE__, err, want)
 
 static void check_prefix(int line, const char *err, const char *want)
 {
-	checks++;
 	if (strncmp(err, want, strlen(want)) != 0) {
 		fprintf(stderr, "%s:%d: message\n    got:  %s\n    want: %s...\n", __FILE__,
 			line, err, want);
-		failures++;
+		tl_failures++;
 	}
 }
 
@@ -54,11 +42,10 @@ static void check_prefix(int line, const char *err, const char *want)
 
 static void check_contains(int line, const char *err, const char *want)
 {
-	checks++;
 	if (!strstr(err, want)) {
 		fprintf(stderr, "%s:%d: message\n    got:  %s\n    want: ...%s...\n", __FILE__,
 			line, err, want);
-		failures++;
+		tl_failures++;
 	}
 }
 
@@ -104,10 +91,9 @@ static void bad_file(int line, const char *text, size_t len, const char *want)
 	char path[256], err[1024] = "", full[1400];
 
 	write_bytes(path, sizeof(path), "bad.ini", text, len, 0644);
-	checks++;
 	if (conf_load(&c, path, NULL, err, sizeof(err)) == 0) {
 		fprintf(stderr, "%s:%d: file loaded but should fail with %s\n", __FILE__, line, want);
-		failures++;
+		tl_failures++;
 		return;
 	}
 	snprintf(full, sizeof(full), "%s%s", path, want);
@@ -1080,7 +1066,7 @@ static void test_example(void)
 	f = fopen(path, "r");
 	if (!f) {
 		fprintf(stderr, "%s: %s\n", path, strerror(errno));
-		failures++;
+		tl_failures++;
 		free(gen);
 		return;
 	}
@@ -1089,7 +1075,6 @@ static void test_example(void)
 		fputc(ch, m);
 	fclose(m);
 	fclose(f);
-	checks++;
 	if (glen != flen || memcmp(gen, file, glen) != 0) {
 		size_t i = 0, line = 1;
 
@@ -1097,7 +1082,7 @@ static void test_example(void)
 			line += gen[i] == '\n';
 		fprintf(stderr, "%s differs from conf_write_example() at line %zu; regenerate "
 			"with: build/tests/t_conf --write-example > conf/kvpool.ini\n", path, line);
-		failures++;
+		tl_failures++;
 	}
 
 	/* loads cleanly and sets nothing */
@@ -1186,6 +1171,5 @@ int main(int argc, char **argv)
 	test_files();
 	test_example();
 
-	printf("t_conf: %d checks, %d failed\n", checks, failures);
-	return failures ? 1 : 0;
+	return tl_done();
 }

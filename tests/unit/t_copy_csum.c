@@ -21,15 +21,7 @@
 #include <xxhash.h>
 
 #include "extent.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 #define MAXLEN (9u << 20)
 #define GUARD 128
@@ -68,54 +60,54 @@ static void check_len_at(const uint8_t *src, uint8_t *dbuf, size_t n, size_t dof
 	struct ext_csum c;
 	size_t off;
 
-	CHECK(ext_checksum(src, n) == want, "ext_checksum len %zu", n);
+	REQUIRE(ext_checksum(src, n) == want, "ext_checksum len %zu", n);
 
 	memset(dbuf, 0xa5, GUARD + dof);
 	memset(dst + n, 0x5a, GUARD);
-	CHECK(ext_copy_checksum(dst, src, n) == want, "ext_copy_checksum len %zu", n);
-	CHECK(memcmp(dst, src, n) == 0, "copy len %zu", n);
+	REQUIRE(ext_copy_checksum(dst, src, n) == want, "ext_copy_checksum len %zu", n);
+	REQUIRE(memcmp(dst, src, n) == 0, "copy len %zu", n);
 	for (size_t i = 0; i < GUARD; i++)
-		CHECK(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "wrote outside dst, len %zu", n);
+		REQUIRE(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "wrote outside dst, len %zu", n);
 
 	memset(dst, 0, n);
-	CHECK(ext_copy_checksum_nt(dst, src, n) == want, "ext_copy_checksum_nt len %zu", n);
-	CHECK(memcmp(dst, src, n) == 0, "copy nt len %zu dst+%zu", n, dof);
+	REQUIRE(ext_copy_checksum_nt(dst, src, n) == want, "ext_copy_checksum_nt len %zu", n);
+	REQUIRE(memcmp(dst, src, n) == 0, "copy nt len %zu dst+%zu", n, dof);
 	for (size_t i = 0; i < GUARD; i++)
-		CHECK(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "nt wrote outside dst, len %zu", n);
+		REQUIRE(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "nt wrote outside dst, len %zu", n);
 
-	CHECK(ext_csum_init(&c) == 0, "init");
+	REQUIRE(ext_csum_init(&c) == 0, "init");
 	for (off = 0; off < n;) {
 		size_t k = piece(n - off);
 
 		ext_csum_update(&c, src + off, k);
 		off += k;
 	}
-	CHECK(ext_csum_final(&c) == want, "streamed len %zu", n);
+	REQUIRE(ext_csum_final(&c) == want, "streamed len %zu", n);
 
 	memset(dst, 0, n);
-	CHECK(ext_csum_init(&c) == 0, "init");
+	REQUIRE(ext_csum_init(&c) == 0, "init");
 	for (off = 0; off < n;) {
 		size_t k = piece(n - off);
 
 		ext_copy_csum(dst + off, src + off, k, &c);
 		off += k;
 	}
-	CHECK(ext_csum_final(&c) == want, "copy streamed len %zu", n);
-	CHECK(memcmp(dst, src, n) == 0, "copy streamed bytes len %zu", n);
-	CHECK(dst[n] == 0x5a, "copy streamed wrote past dst, len %zu", n);
+	REQUIRE(ext_csum_final(&c) == want, "copy streamed len %zu", n);
+	REQUIRE(memcmp(dst, src, n) == 0, "copy streamed bytes len %zu", n);
+	REQUIRE(dst[n] == 0x5a, "copy streamed wrote past dst, len %zu", n);
 
 	memset(dst, 0, n);
-	CHECK(ext_csum_init(&c) == 0, "init");
+	REQUIRE(ext_csum_init(&c) == 0, "init");
 	for (off = 0; off < n;) {
 		size_t k = piece(n - off);
 
 		ext_copy_csum_nt(dst + off, src + off, k, &c);
 		off += k;
 	}
-	CHECK(ext_csum_final(&c) == want, "copy nt streamed len %zu", n);
-	CHECK(memcmp(dst, src, n) == 0, "copy nt streamed bytes len %zu", n);
+	REQUIRE(ext_csum_final(&c) == want, "copy nt streamed len %zu", n);
+	REQUIRE(memcmp(dst, src, n) == 0, "copy nt streamed bytes len %zu", n);
 	for (size_t i = 0; i < GUARD; i++)
-		CHECK(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "nt streamed wrote outside dst, len %zu", n);
+		REQUIRE(dst[n + i] == 0x5a && dbuf[i] == 0xa5, "nt streamed wrote outside dst, len %zu", n);
 }
 
 static void check_len(const uint8_t *src, uint8_t *dbuf, size_t n)
@@ -128,7 +120,7 @@ static int run_all(const char *isa)
 	uint8_t *src = malloc(MAXLEN + 64), *dbuf = malloc(MAXLEN + 64 + 2 * GUARD);
 	size_t tested = 0;
 
-	CHECK(src && dbuf, "out of memory");
+	REQUIRE(src && dbuf, "out of memory");
 	for (size_t i = 0; i < MAXLEN + 64; i += 8) {
 		uint64_t x = rnd();
 
@@ -155,7 +147,7 @@ static int run_all(const char *isa)
 		uint64_t a = ext_checksum(src, 1 << 20);
 
 		src[12345] ^= 4;
-		CHECK(ext_checksum(src, 1 << 20) != a, "bit flip not seen");
+		REQUIRE(ext_checksum(src, 1 << 20) != a, "bit flip not seen");
 	}
 	printf("t_copy_csum: %s: %zu lengths equal to XXH3_64bits\n", isa, tested + 1);
 	free(src);
@@ -178,7 +170,7 @@ int main(void)
 		pid_t pid = fork();
 		int st;
 
-		CHECK(pid >= 0, "fork");
+		REQUIRE(pid >= 0, "fork");
 		if (pid == 0) {
 			/* A loop this CPU lacks falls back to a narrower one. */
 			if (strcmp(isas[i], "best"))
@@ -190,7 +182,7 @@ int main(void)
 			fflush(NULL);
 			_exit(rc);
 		}
-		CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+		REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			fprintf(stderr, "t_copy_csum: %s loop failed\n", isas[i]);
 			failed = 1;

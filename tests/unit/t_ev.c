@@ -22,20 +22,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
 #include "wire.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 #define BIG (64u << 20)
 #define INFO_REPLY (64u * 1024)
@@ -352,7 +346,7 @@ static int cli(const struct srv *s, int which)
 
 static uint64_t dl(void)
 {
-	return net_now_ms() + 20000;
+	return clock_now_ms() + 20000;
 }
 
 static void frame(struct wbuf *w, uint16_t op, uint64_t reqid, const void *body, size_t n,
@@ -402,9 +396,9 @@ static bool closed_by_peer(int fd, uint64_t deadline)
 
 static bool wait_int(atomic_int *v, int want, uint64_t ms)
 {
-	uint64_t end = net_now_ms() + ms;
+	uint64_t end = clock_now_ms() + ms;
 
-	while (atomic_load(v) != want && net_now_ms() < end)
+	while (atomic_load(v) != want && clock_now_ms() < end)
 		usleep(2000);
 	return atomic_load(v) == want;
 }
@@ -766,7 +760,7 @@ static void test_idle(struct srv *s)
 
 	/* silent: closed after about IDLE_MS */
 	int fd = cli(s, L_IDLE);
-	CHECK(closed_by_peer(fd, net_now_ms() + 30000));
+	CHECK(closed_by_peer(fd, clock_now_ms() + 30000));
 	close(fd);
 
 	/* slow-loris: bytes trickle in but never a whole frame */
@@ -781,24 +775,24 @@ static void test_idle(struct srv *s)
 	for (; sent < WIRE_HDR_SIZE - 1 && !closed; sent++) {
 		if (net_send_all(fd, hb + sent, 1, dl()) < 0)
 			break;
-		closed = closed_by_peer(fd, net_now_ms() + IDLE_MS / 2);
+		closed = closed_by_peer(fd, clock_now_ms() + IDLE_MS / 2);
 	}
-	CHECK(closed || closed_by_peer(fd, net_now_ms() + 30000));
+	CHECK(closed || closed_by_peer(fd, clock_now_ms() + 30000));
 	CHECK(sent < WIRE_HDR_SIZE - 1);
 	close(fd);
 
 	/* a connection with a frame every 20 ms outlives several IDLE_MS */
 	fd = cli(s, L_IDLE);
-	uint64_t end = net_now_ms() + 3 * IDLE_MS;
+	uint64_t end = clock_now_ms() + 3 * IDLE_MS;
 	int n = 0;
-	while (net_now_ms() < end) {
+	while (clock_now_ms() < end) {
 		if (send_frame(fd, WIRE_OP_GET, (uint64_t)n, "k", 1, 0) < 0 ||
 		    recv_frame(fd, &h, body, sizeof(body)) < 0)
 			break;
 		n++;
 		usleep(20000);
 	}
-	CHECK(net_now_ms() >= end);
+	CHECK(clock_now_ms() >= end);
 	CHECK(send_frame(fd, WIRE_OP_GET, 1, "k", 1, 0) == 0);
 	CHECK(recv_frame(fd, &h, body, sizeof(body)) == 0);
 	close(fd);
@@ -819,7 +813,7 @@ static void test_backpressure(struct srv *s)
 	frame(&w, WIRE_OP_INFO, 0, body, 16384, 0);
 	/* send and never read, until the server stops reading too */
 	while (sent < 100000) {
-		int rc = net_send_all(fd, w.p, w.len, net_now_ms() + 500);
+		int rc = net_send_all(fd, w.p, w.len, clock_now_ms() + 500);
 		if (rc == -ETIMEDOUT) {
 			blocked = true;
 			break;
@@ -922,9 +916,9 @@ static void test_timers(void)
 	ev_timer_add(t.loop, 40, false, t_o2, &t);
 	ev_timer_add(t.loop, 15, false, t_o1, &t);
 	ev_timer_add(t.loop, 300, false, t_stop, &t);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	CHECK(ev_run(t.loop) == 0);
-	uint64_t el = net_now_ms() - t0;
+	uint64_t el = clock_now_ms() - t0;
 	CHECK(el >= 290);
 	CHECK(t.once == 1);
 	CHECK(t.never == 0);
@@ -1037,8 +1031,8 @@ int main(void)
 	test_closing(&s);
 	CHECK(wait_int(&s.open_conns, 0, 20000));
 	srv_stop(&s);
-	if (failures) {
-		fprintf(stderr, "t_ev: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_ev: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_ev: ok\n");

@@ -13,15 +13,7 @@
 #include <time.h>
 
 #include "extent.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 static uint64_t rng_state;
 
@@ -75,27 +67,27 @@ static void test_roundtrip(void)
 
 	fill_random(val, sizeof(val));
 	sz = put_extent(buf, key, klen, val, sizeof(val), 42, 0x1234);
-	CHECK(sz == 64 + klen + sizeof(val), "size");
-	CHECK(ext_decode(buf, sz, 0, &h, &k) == 0, "decode");
-	CHECK(h.magic == EXT_MAGIC && h.version == EXT_VERSION && h.key_len == klen &&
-	      h.value_len == sizeof(val) && h.generation == 42 && h.seg_uuid == 0x1234 &&
-	      h.put_time_ns == 1700000000123456789ull + 42 &&
-	      h.value_checksum == ext_checksum(val, sizeof(val)), "fields");
-	CHECK(k == buf + 64 && memcmp(k, key, klen) == 0, "key");
-	CHECK(ext_verify(buf, &h), "verify");
+	REQUIRE(sz == 64 + klen + sizeof(val), "size");
+	REQUIRE(ext_decode(buf, sz, 0, &h, &k) == 0, "decode");
+	REQUIRE(h.magic == EXT_MAGIC && h.version == EXT_VERSION && h.key_len == klen &&
+	        h.value_len == sizeof(val) && h.generation == 42 && h.seg_uuid == 0x1234 &&
+	        h.put_time_ns == 1700000000123456789ull + 42 &&
+	        h.value_checksum == ext_checksum(val, sizeof(val)), "fields");
+	REQUIRE(k == buf + 64 && memcmp(k, key, klen) == 0, "key");
+	REQUIRE(ext_verify(buf, &h), "verify");
 	/* Little-endian on the wire, as documented. */
-	CHECK(buf[0] == 0x4b && buf[1] == 0x56 && buf[2] == 0x50 && buf[3] == 0x58, "magic bytes");
-	CHECK(buf[8] == klen && buf[9] == 0 && buf[32] == 42, "LE fields");
+	REQUIRE(buf[0] == 0x4b && buf[1] == 0x56 && buf[2] == 0x50 && buf[3] == 0x58, "magic bytes");
+	REQUIRE(buf[8] == klen && buf[9] == 0 && buf[32] == 42, "LE fields");
 
 	/* Every truncation fails, the exact size works. */
 	for (uint64_t a = 0; a < sz; a++) {
 		int rc = ext_decode(buf, a, 0, &h, &k);
 
-		CHECK(rc == -ERANGE, "avail %" PRIu64 " -> %d", a, rc);
+		REQUIRE(rc == -ERANGE, "avail %" PRIu64 " -> %d", a, rc);
 	}
 	/* max_value */
-	CHECK(ext_decode(buf, sz, sizeof(val), &h, &k) == 0, "max_value = len");
-	CHECK(ext_decode(buf, sz, sizeof(val) - 1, &h, &k) == -ERANGE, "max_value < len");
+	REQUIRE(ext_decode(buf, sz, sizeof(val), &h, &k) == 0, "max_value = len");
+	REQUIRE(ext_decode(buf, sz, sizeof(val) - 1, &h, &k) == -ERANGE, "max_value < len");
 
 	/* Every bit of header and key, and every byte replaced by its
 	 * complement or by zero: refused (the value is the value checksum's
@@ -105,32 +97,32 @@ static void test_roundtrip(void)
 
 		for (int b = 0; b < 8; b++) {
 			buf[i] = save ^ (uint8_t)(1u << b);
-			CHECK(ext_decode(buf, sz, 0, &h, &k) != 0, "bit %d of byte %" PRIu64, b, i);
+			REQUIRE(ext_decode(buf, sz, 0, &h, &k) != 0, "bit %d of byte %" PRIu64, b, i);
 		}
 		buf[i] = (uint8_t)~save;
-		CHECK(ext_decode(buf, sz, 0, &h, &k) != 0, "~byte %" PRIu64, i);
+		REQUIRE(ext_decode(buf, sz, 0, &h, &k) != 0, "~byte %" PRIu64, i);
 		if (save) {
 			buf[i] = 0;
-			CHECK(ext_decode(buf, sz, 0, &h, &k) != 0, "zeroed byte %" PRIu64, i);
+			REQUIRE(ext_decode(buf, sz, 0, &h, &k) != 0, "zeroed byte %" PRIu64, i);
 		}
 		buf[i] = save;
 	}
-	CHECK(ext_decode(buf, sz, 0, &h, &k) == 0, "restored");
+	REQUIRE(ext_decode(buf, sz, 0, &h, &k) == 0, "restored");
 
 	/* A corrupt value passes decode but fails verify. */
 	buf[64 + klen + 1234] ^= 1;
-	CHECK(ext_decode(buf, sz, 0, &h, &k) == 0 && !ext_verify(buf, &h), "value corruption");
+	REQUIRE(ext_decode(buf, sz, 0, &h, &k) == 0 && !ext_verify(buf, &h), "value corruption");
 	buf[64 + klen + 1234] ^= 1;
 
 	/* Tombstone: -ENOENT, header still filled, only the magic changed. */
 	ext_tombstone(buf);
 	memset(&h, 0, sizeof(h));
-	CHECK(ext_decode(buf, sz, 0, &h, &k) == -ENOENT, "tombstone");
-	CHECK(h.magic == EXT_TOMB && h.key_len == klen && h.generation == 42 &&
-	      h.value_len == sizeof(val), "tombstone header");
-	CHECK(memcmp(buf + 4, "\x01\x00", 2) == 0, "version kept");
+	REQUIRE(ext_decode(buf, sz, 0, &h, &k) == -ENOENT, "tombstone");
+	REQUIRE(h.magic == EXT_TOMB && h.key_len == klen && h.generation == 42 &&
+	        h.value_len == sizeof(val), "tombstone header");
+	REQUIRE(memcmp(buf + 4, "\x01\x00", 2) == 0, "version kept");
 	buf[20] ^= 1;
-	CHECK(ext_decode(buf, sz, 0, &h, &k) == -EINVAL, "corrupt tombstone");
+	REQUIRE(ext_decode(buf, sz, 0, &h, &k) == -EINVAL, "corrupt tombstone");
 }
 
 /* Headers with a valid checksum but impossible lengths. */
@@ -145,34 +137,34 @@ static void test_limits(void)
 	memset(key, 'k', sizeof(key));
 	ext_encode(buf, &h, key);
 	buf[64 + 1024] = v;
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == 0, "key_len 1024");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == 0, "key_len 1024");
 	h.key_len = 1025;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "key_len 1025");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "key_len 1025");
 	h.key_len = 0;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "key_len 0");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "key_len 0");
 	h.key_len = 10;
 	h.value_len = sizeof(buf) - 64 - 10;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == 0, "value fills avail");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == 0, "value fills avail");
 	h.value_len++;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value beyond avail");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value beyond avail");
 	h.value_len = UINT64_MAX;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value_len 2^64-1");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value_len 2^64-1");
 	h.value_len = UINT64_MAX - 64;
 	ext_encode(buf, &h, key);
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value_len wrapping");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -ERANGE, "value_len wrapping");
 	/* version and reserved are checked before the checksum */
 	h.value_len = 1;
 	ext_encode(buf, &h, key);
 	buf[4] = 2;
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "version 2");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "version 2");
 	ext_encode(buf, &h, key);
 	buf[13] = 1;
-	CHECK(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "reserved != 0");
+	REQUIRE(ext_decode(buf, sizeof(buf), 0, &h, &k) == -EINVAL, "reserved != 0");
 }
 
 static void test_checksums(void)
@@ -181,7 +173,7 @@ static void test_checksums(void)
 	size_t max = (1 << 20) + 13;
 	uint8_t *src = malloc(max), *dst = malloc(max);
 
-	CHECK(src && dst, "oom");
+	REQUIRE(src && dst, "oom");
 	fill_random(src, max);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t n = sizes[i];
@@ -190,26 +182,26 @@ static void test_checksums(void)
 		size_t off = 0;
 
 		/* streaming, random pieces */
-		CHECK(ext_csum_init(&c) == 0, "init");
+		REQUIRE(ext_csum_init(&c) == 0, "init");
 		while (off < n) {
 			size_t k = 1 + rnd() % (n - off < 100000 ? n - off : 100000);
 
 			ext_csum_update(&c, src + off, k);
 			off += k;
 		}
-		CHECK(ext_csum_final(&c) == want, "streaming %zu", n);
-		CHECK(c.state == NULL, "final frees the state");
+		REQUIRE(ext_csum_final(&c) == want, "streaming %zu", n);
+		REQUIRE(c.state == NULL, "final frees the state");
 
 		memset(dst, 0, max);
-		CHECK(ext_csum_init(&c) == 0, "init");
+		REQUIRE(ext_csum_init(&c) == 0, "init");
 		ext_copy_csum(dst, src, n, &c);
-		CHECK(ext_csum_final(&c) == want && memcmp(dst, src, n) == 0, "copy_csum %zu", n);
+		REQUIRE(ext_csum_final(&c) == want && memcmp(dst, src, n) == 0, "copy_csum %zu", n);
 
 		memset(dst, 0, max);
-		CHECK(ext_copy_checksum(dst, src, n) == want && memcmp(dst, src, n) == 0,
-		      "copy_checksum %zu", n);
+		REQUIRE(ext_copy_checksum(dst, src, n) == want && memcmp(dst, src, n) == 0,
+		        "copy_checksum %zu", n);
 	}
-	CHECK(ext_checksum("a", 1) != ext_checksum("b", 1), "checksum distinguishes");
+	REQUIRE(ext_checksum("a", 1) != ext_checksum("b", 1), "checksum distinguishes");
 	free(src);
 	free(dst);
 }
@@ -247,12 +239,12 @@ static int scan_cb(const struct ext_found *f, void *arg)
 		c->unexpected++;
 		return 0;
 	}
-	CHECK(f->alloc_len == c->e[i].alloc_len, "alloc_len at %" PRIu64, f->off);
-	CHECK(f->h.generation == c->e[i].gen && f->h.value_len == c->e[i].vlen &&
-	      f->h.key_len == c->e[i].klen && memcmp(f->key, c->e[i].key, c->e[i].klen) == 0 &&
-	      f->key == c->base + f->off + 64, "fields at %" PRIu64, f->off);
-	CHECK(f->checksum_ok == (c->e[i].kind == 0), "checksum_ok at %" PRIu64, f->off);
-	CHECK(c->e[i].kind != 2, "tombstone reported");
+	REQUIRE(f->alloc_len == c->e[i].alloc_len, "alloc_len at %" PRIu64, f->off);
+	REQUIRE(f->h.generation == c->e[i].gen && f->h.value_len == c->e[i].vlen &&
+	        f->h.key_len == c->e[i].klen && memcmp(f->key, c->e[i].key, c->e[i].klen) == 0 &&
+	        f->key == c->base + f->off + 64, "fields at %" PRIu64, f->off);
+	REQUIRE(f->checksum_ok == (c->e[i].kind == 0), "checksum_ok at %" PRIu64, f->off);
+	REQUIRE(c->e[i].kind != 2, "tombstone reported");
 	c->e[i].seen++;
 	return c->stop_after && c->calls == c->stop_after ? 77 : 0;
 }
@@ -271,7 +263,7 @@ static void test_scan_random(uint32_t align, uint64_t uuid)
 	uint64_t pos = 0;
 	int rc;
 
-	CHECK(buf && val && e, "oom");
+	REQUIRE(buf && val && e, "oom");
 	fill_random(buf, size);
 	while (n < 1000) {
 		struct expect *x = &e[n];
@@ -312,28 +304,28 @@ static void test_scan_random(uint32_t align, uint64_t uuid)
 		pos += x->alloc_len;
 		n++;
 	}
-	CHECK(n > 200, "only %zu extents placed", n);
+	REQUIRE(n > 200, "only %zu extents placed", n);
 
 	/* report_bad = false: exactly the good live ones */
 	c = (struct scan_ctx){ .e = e, .n = n, .base = buf };
 	rc = ext_scan_ex(buf, 0, size, align, uuid, 0, false, true, scan_cb, &c, &st);
-	CHECK(rc == 0 && c.unexpected == 0, "scan rc %d, %d unexpected", rc, c.unexpected);
+	REQUIRE(rc == 0 && c.unexpected == 0, "scan rc %d, %d unexpected", rc, c.unexpected);
 	for (size_t i = 0; i < n; i++) {
-		CHECK(e[i].seen == (e[i].kind == 0), "extent %zu (kind %d) seen %d times", i,
-		      e[i].kind, e[i].seen);
+		REQUIRE(e[i].seen == (e[i].kind == 0), "extent %zu (kind %d) seen %d times", i,
+		        e[i].kind, e[i].seen);
 		e[i].seen = 0;
 	}
-	CHECK(st.live == nlive && st.bad_checksum == nbad && st.tombstones == ntomb,
-	      "stats live %" PRIu64 "/%zu bad %" PRIu64 "/%zu tomb %" PRIu64 "/%zu",
-	      st.live, nlive, st.bad_checksum, nbad, st.tombstones, ntomb);
+	REQUIRE(st.live == nlive && st.bad_checksum == nbad && st.tombstones == ntomb,
+	        "stats live %" PRIu64 "/%zu bad %" PRIu64 "/%zu tomb %" PRIu64 "/%zu",
+	        st.live, nlive, st.bad_checksum, nbad, st.tombstones, ntomb);
 
 	/* report_bad = true: the torn ones too, flagged */
 	c = (struct scan_ctx){ .e = e, .n = n, .base = buf };
 	rc = ext_scan(buf, 0, size, align, uuid, 0, true, scan_cb, &c);
-	CHECK(rc == 0 && c.unexpected == 0, "scan rc %d", rc);
+	REQUIRE(rc == 0 && c.unexpected == 0, "scan rc %d", rc);
 	for (size_t i = 0; i < n; i++) {
-		CHECK(e[i].seen == (e[i].kind != 2), "extent %zu (kind %d) seen %d times", i,
-		      e[i].kind, e[i].seen);
+		REQUIRE(e[i].seen == (e[i].kind != 2), "extent %zu (kind %d) seen %d times", i,
+		        e[i].kind, e[i].seen);
 		e[i].seen = 0;
 	}
 
@@ -341,11 +333,11 @@ static void test_scan_random(uint32_t align, uint64_t uuid)
 	if (uuid) {
 		c = (struct scan_ctx){ .e = e, .n = n, .base = buf };
 		rc = ext_scan_ex(buf, 0, size, align, uuid + 1, 0, true, true, scan_cb, &c, &st);
-		CHECK(rc == 0 && c.calls == 0 && st.foreign == nlive + nbad, "foreign uuid");
+		REQUIRE(rc == 0 && c.calls == 0 && st.foreign == nlive + nbad, "foreign uuid");
 	}
 	c = (struct scan_ctx){ .e = e, .n = n, .base = buf, .stop_after = 3 };
-	CHECK(ext_scan(buf, 0, size, align, uuid, 0, false, scan_cb, &c) == 77 && c.calls == 3,
-	      "stop");
+	REQUIRE(ext_scan(buf, 0, size, align, uuid, 0, false, scan_cb, &c) == 77 && c.calls == 3,
+	        "stop");
 	free(buf);
 	free(val);
 	free(e);
@@ -376,9 +368,9 @@ static void test_scan_cases(void)
 	ext_tombstone(buf);
 	put_extent(buf + 8 * A, "new", 3, val, 5000, 2, U);
 	offs[0] = 0;
-	CHECK(ext_scan_ex(buf, 0, sizeof(buf), A, U, 0, false, true, collect_cb, offs, &st) == 0,
-	      "scan 1");
-	CHECK(offs[0] == 1 && offs[1] == 8 * A && st.tombstones == 1, "reuse inside tombstone");
+	REQUIRE(ext_scan_ex(buf, 0, sizeof(buf), A, U, 0, false, true, collect_cb, offs, &st) == 0,
+	        "scan 1");
+	REQUIRE(offs[0] == 1 && offs[1] == 8 * A && st.tombstones == 1, "reuse inside tombstone");
 
 	/* 2. A stale header (freed without tombstone, value overwritten by a
 	 * newer extent): the newer one is found, the stale one only with
@@ -388,10 +380,10 @@ static void test_scan_cases(void)
 	put_extent(buf + 4 * A, "newer", 5, val + 7, 3000, 2, U);
 	offs[0] = 0;
 	ext_scan(buf, 0, sizeof(buf), A, U, 0, false, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == 4 * A, "stale header: newer found");
+	REQUIRE(offs[0] == 1 && offs[1] == 4 * A, "stale header: newer found");
 	offs[0] = 0;
 	ext_scan(buf, 0, sizeof(buf), A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 2 && offs[1] == 0 && offs[2] == 4 * A, "stale header reported as bad");
+	REQUIRE(offs[0] == 2 && offs[1] == 0 && offs[2] == 4 * A, "stale header reported as bad");
 
 	/* 3. A value that contains a valid extent image of another segment,
 	 * at an aligned offset. The outer extent is tombstoned, so the
@@ -403,10 +395,10 @@ static void test_scan_cases(void)
 	ext_tombstone(buf);
 	offs[0] = 0;
 	ext_scan_ex(buf, 0, sizeof(buf), A, U, 0, true, true, collect_cb, offs, &st);
-	CHECK(offs[0] == 0 && st.foreign == 1, "foreign image inside a value reported");
+	REQUIRE(offs[0] == 0 && st.foreign == 1, "foreign image inside a value reported");
 	offs[0] = 0;
 	ext_scan(buf, 0, sizeof(buf), A, 0, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == 2 * A, "uuid 0 = any: the image is seen");
+	REQUIRE(offs[0] == 1 && offs[1] == 2 * A, "uuid 0 = any: the image is seen");
 	/* Live outer extent: verified, so the scanner jumps over its value
 	 * even when the image inside claims this very segment. */
 	sz = put_extent(img, "inner", 5, val + 9000, 1000, 9, U);
@@ -414,11 +406,11 @@ static void test_scan_cases(void)
 	put_extent(buf, "outer", 5, val, 50000, 1, U);
 	offs[0] = 0;
 	ext_scan(buf, 0, sizeof(buf), A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == 0, "image inside a live value reported");
+	REQUIRE(offs[0] == 1 && offs[1] == 0, "image inside a live value reported");
 	/* verify = false trusts lengths and reports checksum_ok = false */
 	offs[0] = 0;
 	ext_scan_ex(buf, 0, sizeof(buf), A, U, 0, true, false, collect_cb, offs, &st);
-	CHECK(offs[0] == 1 && offs[1] == 0 && st.bad_checksum == 0, "no-verify scan");
+	REQUIRE(offs[0] == 1 && offs[1] == 0 && st.bad_checksum == 0, "no-verify scan");
 
 	/* 4. Bounds: start rounds up, an extent crossing end is not
 	 * reported, a bad alignment is refused. */
@@ -428,23 +420,23 @@ static void test_scan_cases(void)
 	sz = ext_size(1, 3 * A);
 	offs[0] = 0;
 	ext_scan(buf, 1, 6 * A, A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 2 && offs[1] == A && offs[2] == 2 * A, "bounds");
+	REQUIRE(offs[0] == 2 && offs[1] == A && offs[2] == 2 * A, "bounds");
 	offs[0] = 0;
 	ext_scan(buf, A + 1, 6 * A, A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == 2 * A, "start rounds up");
+	REQUIRE(offs[0] == 1 && offs[1] == 2 * A, "start rounds up");
 	offs[0] = 0;
 	ext_scan(buf, 0, 2 * A + sz - 1, A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == A, "extent crossing end");
+	REQUIRE(offs[0] == 1 && offs[1] == A, "extent crossing end");
 	offs[0] = 0;
 	ext_scan(buf, 0, 2 * A + sz, A, U, 0, true, collect_cb, offs);
-	CHECK(offs[0] == 2 && offs[2] == 2 * A, "extent ending at end");
+	REQUIRE(offs[0] == 2 && offs[2] == 2 * A, "extent ending at end");
 	offs[0] = 0;
 	ext_scan(buf, 0, 6 * A, A, U, 1000, true, collect_cb, offs);
-	CHECK(offs[0] == 1 && offs[1] == A, "max_value");
-	CHECK(ext_scan(buf, 0, sizeof(buf), 100, U, 0, true, collect_cb, offs) == -EINVAL, "align 100");
-	CHECK(ext_scan(buf, 0, sizeof(buf), 32, U, 0, true, collect_cb, offs) == -EINVAL, "align 32");
-	CHECK(ext_scan(buf, 0, 63, 64, U, 0, true, collect_cb, offs) == 0, "tiny range");
-	CHECK(ext_scan(buf, 100, 50, 64, U, 0, true, collect_cb, offs) == 0, "empty range");
+	REQUIRE(offs[0] == 1 && offs[1] == A, "max_value");
+	REQUIRE(ext_scan(buf, 0, sizeof(buf), 100, U, 0, true, collect_cb, offs) == -EINVAL, "align 100");
+	REQUIRE(ext_scan(buf, 0, sizeof(buf), 32, U, 0, true, collect_cb, offs) == -EINVAL, "align 32");
+	REQUIRE(ext_scan(buf, 0, 63, 64, U, 0, true, collect_cb, offs) == 0, "tiny range");
+	REQUIRE(ext_scan(buf, 100, 50, 64, U, 0, true, collect_cb, offs) == 0, "empty range");
 }
 
 int main(void)

@@ -12,19 +12,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "http.h"
 #include "log.h"
 #include "net.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 #define MAX_BODY 1024
 
@@ -135,7 +129,7 @@ static int http_do(int port, const char *req, size_t req_len, const void *extra,
 {
 	char addr[64], err[256];
 	size_t cap = 1 << 16, len = 0;
-	uint64_t dl = net_now_ms() + 20000;
+	uint64_t dl = clock_now_ms() + 20000;
 
 	memset(r, 0, sizeof(*r));
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
@@ -377,8 +371,8 @@ int main(void)
 	CHECK(s.len == 5000 && s.p[s.len] == '\0' && strncmp(s.p + 4995, "0999,", 5) == 0);
 	sb_free(&s);
 
-	if (failures) {
-		fprintf(stderr, "t_http: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_http: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_http: ok\n");

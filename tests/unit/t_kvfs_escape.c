@@ -11,17 +11,8 @@
 #include "kvfs.h"
 #include "kvfs_name.h"
 #include "kvpool.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do {						\
-	if (!(cond)) {							\
-		failures++;						\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-	}								\
-} while (0)
 
 static void esc_is(const char *raw, size_t n, const char *want)
 {
@@ -242,8 +233,8 @@ int main(void)
 	test_examples();
 	test_long();
 	test_random();
-	if (failures) {
-		fprintf(stderr, "t_kvfs_escape: %d failures\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_kvfs_escape: %d tl_failures\n", tl_failures);
 		return 1;
 	}
 	printf("t_kvfs_escape: ok\n");

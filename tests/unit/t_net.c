@@ -16,17 +16,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "net.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 static int accept_one(int lfd)
 {
@@ -97,7 +91,7 @@ static void test_listen_connect(void)
 	/* exact-length transfers in both directions */
 	const char msg[] = "hello, kvpool";
 	char got[sizeof(msg)];
-	uint64_t dl = net_now_ms() + 5000;
+	uint64_t dl = clock_now_ms() + 5000;
 	CHECK(net_send_all(cfd, msg, sizeof(msg), dl) == 0);
 	CHECK(net_recv_all(sfd, got, sizeof(got), dl) == 0);
 	CHECK(memcmp(msg, got, sizeof(msg)) == 0);
@@ -124,7 +118,7 @@ static void test_listen_connect(void)
 		{ .iov_base = NULL, .iov_len = 0 },
 		{ .iov_base = b, .iov_len = big / 2 },
 	};
-	CHECK(net_sendv_all(cfd, iov, 4, net_now_ms() + 20000) == 0);
+	CHECK(net_sendv_all(cfd, iov, 4, clock_now_ms() + 20000) == 0);
 	shutdown(cfd, SHUT_WR);
 	pthread_join(th, NULL);
 	CHECK(s.n == big + big / 2);
@@ -135,10 +129,10 @@ static void test_listen_connect(void)
 	/* peer closed: recv says -ECONNRESET, send fails without SIGPIPE */
 	close(sfd);
 	sfd = -1;
-	CHECK(net_recv_all(cfd, got, 1, net_now_ms() + 2000) == -ECONNRESET);
+	CHECK(net_recv_all(cfd, got, 1, clock_now_ms() + 2000) == -ECONNRESET);
 	int rc = 0;
 	for (int i = 0; i < 100 && rc == 0; i++)
-		rc = net_send_all(cfd, msg, sizeof(msg), net_now_ms() + 2000);
+		rc = net_send_all(cfd, msg, sizeof(msg), clock_now_ms() + 2000);
 	CHECK(rc == -ECONNRESET || rc == -EPIPE);
 out:
 	if (cfd >= 0)
@@ -188,19 +182,19 @@ static void test_deadlines(void)
 
 	/* a silent peer: recv times out near the deadline (generous bounds) */
 	char c;
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	CHECK(net_recv_all(cfd, &c, 1, t0 + 300) == -ETIMEDOUT);
-	uint64_t el = net_now_ms() - t0;
+	uint64_t el = clock_now_ms() - t0;
 	CHECK(el >= 290 && el < 10000);
 	/* an expired deadline fails at once instead of blocking */
-	CHECK(net_recv_all(cfd, &c, 1, net_now_ms() - 1) == -ETIMEDOUT);
+	CHECK(net_recv_all(cfd, &c, 1, clock_now_ms() - 1) == -ETIMEDOUT);
 
 	/* a peer that never reads: send times out once the buffers are full */
 	size_t n = 64u << 20;
 	uint8_t *p = calloc(1, n);
-	t0 = net_now_ms();
+	t0 = clock_now_ms();
 	CHECK(net_send_all(cfd, p, n, t0 + 300) == -ETIMEDOUT);
-	el = net_now_ms() - t0;
+	el = clock_now_ms() - t0;
 	CHECK(el >= 290 && el < 10000);
 	free(p);
 	/* n = 0 is a no-op that succeeds */
@@ -294,10 +288,10 @@ static void test_refused(void)
 		return;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_local_port(lfd));
 	close(lfd);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	int fd = net_connect(addr, 5000, err, sizeof(err));
 	CHECK(fd == -ECONNREFUSED);
-	CHECK(net_now_ms() - t0 < 4000);	/* fails fast, not at the timeout */
+	CHECK(clock_now_ms() - t0 < 4000);	/* fails fast, not at the timeout */
 	CHECK(strstr(err, addr) != NULL);
 	if (fd >= 0)
 		close(fd);
@@ -410,11 +404,11 @@ static void test_misc(void)
 	CHECK(memcmp(r1, r2, sizeof(r1)) != 0);
 	CHECK(memcmp(r1, zero, sizeof(r1)) != 0);
 
-	uint64_t a = net_now_ms();
+	uint64_t a = clock_now_ms();
 	usleep(20000);
-	uint64_t b = net_now_ms();
+	uint64_t b = clock_now_ms();
 	CHECK(b >= a + 15);
-	CHECK(net_realtime_ns() > 1600000000ull * 1000000000ull);
+	CHECK(clock_realtime_ns() > 1600000000ull * 1000000000ull);
 }
 
 /* ---- busy polling ---- */
@@ -492,8 +486,8 @@ int main(void)
 	test_addresses();
 	test_misc();
 	test_busy_poll();
-	if (failures) {
-		fprintf(stderr, "t_net: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_net: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_net: ok\n");

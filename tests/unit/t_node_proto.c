@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "extent.h"
 #include "grant.h"
@@ -310,9 +311,9 @@ int main(void)
 	fm_send_frame(m->fd, WIRE_OP_FREE, 0, 0, 1003, fb.p, fb.len, 0);
 	wb_free(&fb);
 	/* only heartbeats until the write completes */
-	uint64_t until = net_now_ms() + 300;
+	uint64_t until = clock_now_ms() + 300;
 	bool early = false;
-	while (net_now_ms() < until) {
+	while (clock_now_ms() < until) {
 		if (fm_quiet(m->fd, 50))
 			continue;
 		REQUIRE(fm_recv_frame(m->fd, &m->h, m->body, sizeof(m->body), NULL, 0) == 0);
@@ -402,9 +403,9 @@ int main(void)
 
 	/* --- master connection breaks: reconnect with backoff, mount again --- */
 	close(m->fd);
-	uint64_t t0 = net_now_ms();
+	uint64_t t0 = clock_now_ms();
 	fm_handshake(m, 9);
-	CHECK(net_now_ms() - t0 < 4000);
+	CHECK(clock_now_ms() - t0 < 4000);
 	CHECK(fm_reports(m, rep, 8, 0) == 2);
 	http_get(hport, "/metrics", text, 1 << 16);
 	CHECK(metric(text, "kvpool_node_mounts_total") == 3);

@@ -28,7 +28,6 @@
 #include "segmap.h"
 #include "kvpool.h"
 #include "log.h"
-#include "net.h"
 #include "node.h"
 #include "segment.h"
 #include "wire.h"

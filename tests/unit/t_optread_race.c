@@ -35,14 +35,12 @@
 #include "extent.h"
 #include "lcache.h"
 #include "xport.h"
+#include "testlib.h"
 
 #define SEG_SIZE (4u << 20)
 #define OFF (64u << 10)
 #define VMAX (512u << 10)
 
-static int failures;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", \
-	__FILE__, __LINE__, #c); failures++; } } while (0)
 
 static struct client_seg seg;
 static atomic_bool stop;
@@ -213,7 +211,7 @@ int main(void)
 	CHECK(ok_reads > 0);
 	CHECK(raced > 0);
 	free(seg.map.base);
-	if (failures)
+	if (tl_failures)
 		return 1;
 	printf("ok\n");
 	return 0;

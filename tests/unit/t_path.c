@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "t_client_lib.h"
+#include "testlib.h"
 #include "client_i.h"
 #include "rdma.h"
 #include "segment.h"
@@ -190,11 +190,11 @@ static void roundtrip(struct kvp *k, const char *key, size_t len)
 	uint8_t *v = malloc(len), *back = malloc(len);
 
 	REQUIRE(v && back);
-	tc_fill(v, len, key);
+	tl_fill(v, len, key);
 	CHECK_RC(kvp_put(k, key, v, len), 0);
 	memset(back, 0, len);
 	CHECK_RC(kvp_get_into(k, key, back, len), (int64_t)len);
-	CHECK(tc_check_fill(back, len, key));
+	CHECK(tl_check_fill(back, len, key));
 	free(v);
 	free(back);
 }
@@ -219,7 +219,7 @@ static void t_nt_read(void)
 
 int main(void)
 {
-	struct tc_pool *p;
+	struct tl_pool *p;
 	struct kvp *k;
 	struct kvp_stats st;
 	int err = 0;
@@ -229,7 +229,7 @@ int main(void)
 	setenv("KVP_CUDA_LIB", "none", 1);
 	t_choose();
 	t_nt_read();
-	p = tc_start(2, 64, "[rdma]\nenabled = true\n[node]\nnuma_node = auto\n");
+	p = tl_pool_start(2, 64, "[rdma]\nenabled = true\n[node]\nnuma_node = auto\n");
 
 	t_node_connect(p->dport[0]);
 	char *m = http_get(p->hport[0], "/metrics");
@@ -243,7 +243,7 @@ int main(void)
 	/* protocol = rdma with no device: a clear refusal at open */
 	const char *force[] = { "client.protocol=rdma", NULL };
 
-	k = tc_open(p, force, &err);
+	k = tl_pool_open(p, force, &err);
 	CHECK(k == NULL);
 	CHECK_RC(err, KVP_ENOTSUP);
 	kvp_close(k);
@@ -251,7 +251,7 @@ int main(void)
 	/* auto with [rdma] enabled and no device: TCP for remote replicas */
 	const char *remote[] = { "client.host_id=t-path-elsewhere", NULL };
 
-	k = tc_open(p, remote, &err);
+	k = tl_pool_open(p, remote, &err);
 	REQUIRE(k != NULL);
 	CHECK(k->rdma == NULL);
 	for (size_t i = 0; i < k->nsegs; i++) {
@@ -271,7 +271,7 @@ int main(void)
 	free(rb);
 
 	/* same host, auto: local */
-	k = tc_open(p, NULL, &err);
+	k = tl_pool_open(p, NULL, &err);
 	REQUIRE(k != NULL);
 	roundtrip(k, "path/local", 300000);
 	REQUIRE(kvp_stats(k, &st) == 0);
@@ -282,7 +282,7 @@ int main(void)
 	/* same host, protocol = tcp: TCP even though the segment maps */
 	const char *tcp[] = { "client.protocol=tcp", NULL };
 
-	k = tc_open(p, tcp, &err);
+	k = tl_pool_open(p, tcp, &err);
 	REQUIRE(k != NULL);
 	roundtrip(k, "path/tcp", 300000);
 	REQUIRE(kvp_stats(k, &st) == 0);
@@ -294,11 +294,11 @@ int main(void)
 	const char *local_remote[] = { "client.protocol=local", "client.host_id=t-path-elsewhere",
 				       NULL };
 
-	k = tc_open(p, local_remote, &err);
+	k = tl_pool_open(p, local_remote, &err);
 	REQUIRE(k != NULL);
 	uint8_t v[100] = { 1 };
 
 	CHECK_RC(kvp_put(k, "path/never", v, sizeof(v)), KVP_ENOTSUP);
 	kvp_close(k);
-	return tc_exit();
+	return tl_done();
 }

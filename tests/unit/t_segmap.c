@@ -36,15 +36,7 @@
 #include "orphan.h"
 #include "segmap.h"
 #include "segment.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
@@ -93,7 +85,7 @@ static uint64_t blocks(const struct segment *s)
 {
 	struct stat st;
 
-	CHECK(fstat(s->fd, &st) == 0, "fstat");
+	REQUIRE(fstat(s->fd, &st) == 0, "fstat");
 	return (uint64_t)st.st_blocks * 512;
 }
 
@@ -142,25 +134,25 @@ static void test_fresh_sparse(void)
 	snprintf(nm, sizeof(nm), "%sfresh", prefix);
 	o = opts(nm, 64 * GiB, 4096);
 	o.reserve = SEG_RESERVE_NONE;	/* larger than this VM's /dev/shm: a warning */
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open 64 GiB: %s", err);
-	CHECK(s.created && s.version == 2 && s.data_off == 4096 + 16 * MiB, "fields");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open 64 GiB: %s", err);
+	REQUIRE(s.created && s.version == 2 && s.data_off == 4096 + 16 * MiB, "fields");
 	/* only the header and the map are reserved (the map so that its
 	 * stores never SIGBUS), and nothing but the header page was written */
 	uint64_t b0 = blocks(&s);
-	CHECK(b0 <= s.data_off, "fresh segment holds %" PRIu64 " bytes", b0);
-	CHECK(lseek(s.fd, 4096, SEEK_DATA) < 0 && errno == ENXIO, "pages past the header written");
-	CHECK(!segment_is_reserved(&s), "not reserved");
-	CHECK(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 0 &&
-	      st.map_bytes == 0 && st.marks == 0, "scan: %" PRIu64 " extents, %" PRIu64
-	      " map bytes read", n, st.map_bytes);
-	CHECK(blocks(&s) == b0 && lseek(s.fd, 4096, SEEK_DATA) < 0,
-	      "the scan faulted pages in: %" PRIu64, blocks(&s));
+	REQUIRE(b0 <= s.data_off, "fresh segment holds %" PRIu64 " bytes", b0);
+	REQUIRE(lseek(s.fd, 4096, SEEK_DATA) < 0 && errno == ENXIO, "pages past the header written");
+	REQUIRE(!segment_is_reserved(&s), "not reserved");
+	REQUIRE(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 0 &&
+	        st.map_bytes == 0 && st.marks == 0, "scan: %" PRIu64 " extents, %" PRIu64
+	        " map bytes read", n, st.map_bytes);
+	REQUIRE(blocks(&s) == b0 && lseek(s.fd, 4096, SEEK_DATA) < 0,
+	        "the scan faulted pages in: %" PRIu64, blocks(&s));
 	/* one put in the middle: the scan reads one page of map */
 	write_ext(&s, 40 * GiB, 8, 100, 5, true);
-	CHECK(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 1 &&
-	      st.map_bytes == 4096 && st.marks == 1, "one extent: %" PRIu64 " / %" PRIu64,
-	      n, st.map_bytes);
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 1 &&
+	        st.map_bytes == 4096 && st.marks == 1, "one extent: %" PRIu64 " / %" PRIu64,
+	        n, st.map_bytes);
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 }
 
 /* ---- the model ---- */
@@ -187,7 +179,7 @@ static int seen_cb(const struct ext_found *f, void *arg)
 
 	if (x->n && f->off <= x->off[x->n - 1])
 		x->ordered = false;
-	CHECK(x->n < 4096, "too many reported");
+	REQUIRE(x->n < 4096, "too many reported");
 	x->off[x->n] = f->off;
 	x->gen[x->n++] = f->h.generation;
 	return 0;
@@ -205,7 +197,7 @@ static void run_model(uint32_t align, int rounds)
 	snprintf(nm, sizeof(nm), "%smodel%u", prefix, align);
 	o = opts(nm, 64 * MiB, align);
 	o.reserve = SEG_RESERVE_NONE;
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
 	for (int round = 0; round < rounds; round++) {
 		nm_ = 0;
 		/* lay extents out with gaps; each gets a fate */
@@ -302,8 +294,8 @@ static void run_model(uint32_t align, int rounds)
 		for (int pass = 0; pass < 2; pass++) {
 			memset(&got, 0, sizeof(got));
 			got.ordered = true;
-			CHECK(segmap_scan(&s, SEGMAP_CLEAN, 0, seen_cb, &got, &st) == 0, "scan");
-			CHECK(got.ordered, "not in ascending order");
+			REQUIRE(segmap_scan(&s, SEGMAP_CLEAN, 0, seen_cb, &got, &st) == 0, "scan");
+			REQUIRE(got.ordered, "not in ascending order");
 			int want = 0, j = 0;
 			for (int i = 0; i < nm_; i++)
 				want += m[i].st == M_COMMITTED;
@@ -314,19 +306,19 @@ static void run_model(uint32_t align, int rounds)
 				bool found = false;
 				for (j = 0; j < got.n && !found; j++)
 					found = got.off[j] == m[i].off && got.gen[j] == m[i].gen;
-				CHECK(found, "align %u round %d pass %d: committed extent at %" PRIu64
-				      " (gen %" PRIu64 ") not reported", align, round, pass,
-				      m[i].off, m[i].gen);
+				REQUIRE(found, "align %u round %d pass %d: committed extent at %" PRIu64
+				        " (gen %" PRIu64 ") not reported", align, round, pass,
+				        m[i].off, m[i].gen);
 			}
-			CHECK(got.n == want, "align %u round %d pass %d: %d reported, %d committed",
-			      align, round, pass, got.n, want);
+			REQUIRE(got.n == want, "align %u round %d pass %d: %d reported, %d committed",
+			        align, round, pass, got.n, want);
 			/* (below 4 KiB a byte shared with a live neighbour stays) */
 			if (pass == 1 && align >= 4096)
-				CHECK(st.stale_marks == 0 && st.tombstones == 0,
-				      "second scan: %" PRIu64 " stale bytes, %" PRIu64 " tombstones",
-				      st.stale_marks, st.tombstones);
+				REQUIRE(st.stale_marks == 0 && st.tombstones == 0,
+				        "second scan: %" PRIu64 " stale bytes, %" PRIu64 " tombstones",
+				        st.stale_marks, st.tombstones);
 			else if (pass == 0)
-				CHECK(st.stale_marks > 0, "align %u: stale bytes not seen", align);
+				REQUIRE(st.stale_marks > 0, "align %u: stale bytes not seen", align);
 		}
 		/* the clean scan left a map that vouches for exactly these */
 		for (uint64_t g = 0; g < s.map_len; g++) {
@@ -335,13 +327,13 @@ static void run_model(uint32_t align, int rounds)
 			bool mine = false;
 			for (int i = 0; i < nm_ && !mine; i++)
 				mine = m[i].st == M_COMMITTED && m[i].off >> SEG_MAP_SHIFT == g;
-			CHECK(mine, "align %u: byte %" PRIu64 " left set", align, g);
+			REQUIRE(mine, "align %u: byte %" PRIu64 " left set", align, g);
 		}
 		/* next round starts clean */
 		memset(s.map, 0, s.map_len);
 		memset((uint8_t *)s.base + s.data_off, 0, s.size - s.data_off);
 	}
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 }
 
 /* ---- kill -9 while writing ---- */
@@ -374,8 +366,8 @@ static int verify_cb(const struct ext_found *f, void *arg)
 {
 	struct segment *s = arg;
 
-	CHECK(ext_verify((const uint8_t *)s->base + f->off, &f->h),
-	      "reported a torn extent at %" PRIu64 " (gen %" PRIu64 ")", f->off, f->h.generation);
+	REQUIRE(ext_verify((const uint8_t *)s->base + f->off, &f->h),
+	        "reported a torn extent at %" PRIu64 " (gen %" PRIu64 ")", f->off, f->h.generation);
 	return 0;
 }
 
@@ -389,7 +381,7 @@ static void test_kill9(int runs)
 	snprintf(nm, sizeof(nm), "%skill", prefix);
 	o = opts(nm, 32 * MiB, 4096);
 	o.reserve = SEG_RESERVE_NONE;
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
 	for (int r = 0; r < runs; r++) {
 		struct ext_scan_stats st;
 		pid_t pid;
@@ -399,17 +391,17 @@ static void test_kill9(int runs)
 		pid = fork();
 		if (pid == 0)
 			writer_loop(s.path, 4096, rnd());
-		CHECK(pid > 0, "fork");
+		REQUIRE(pid > 0, "fork");
 		usleep(1000 + (useconds_t)(rnd() % 20000));
 		kill(pid, SIGKILL);
-		CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "writer status %d",
-		      status);
-		CHECK(segmap_scan(&s, SEGMAP_CLEAN, 0, verify_cb, &s, &st) == 0, "scan");
+		REQUIRE(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "writer status %d",
+		        status);
+		REQUIRE(segmap_scan(&s, SEGMAP_CLEAN, 0, verify_cb, &s, &st) == 0, "scan");
 		total += st.live;
 	}
 	printf("kill -9 x%d: %" PRIu64 " extents reported, all verified\n", runs, total);
-	CHECK(total > 0, "the writer never committed anything");
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(total > 0, "the writer never committed anything");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 }
 
 /* ---- format 1 ---- */
@@ -438,18 +430,18 @@ static void test_format1(void)
 	write_ext(&fake, 8 * 4096, 8, 100, 3, false);
 	img[8 * 4096 + 64 + 8 + 50] ^= 1;	/* torn */
 	fd = open(p, O_CREAT | O_EXCL | O_RDWR, 0600);
-	CHECK(fd >= 0 && write(fd, img, sizeof(img)) == (ssize_t)sizeof(img), "write v1");
+	REQUIRE(fd >= 0 && write(fd, img, sizeof(img)) == (ssize_t)sizeof(img), "write v1");
 	close(fd);
 	o = opts(nm, 4 * MiB, 4096);
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open v1: %s", err);
-	CHECK(!s.created && s.version == 1 && !s.map && s.data_off == 4096 && s.uuid == in.uuid,
-	      "reused as format 1");
-	CHECK(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 2 &&
-	      st.bad_checksum == 1, "v1 scan: %" PRIu64 " extents, %" PRIu64 " bad", n,
-	      st.bad_checksum);
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open v1: %s", err);
+	REQUIRE(!s.created && s.version == 1 && !s.map && s.data_off == 4096 && s.uuid == in.uuid,
+	        "reused as format 1");
+	REQUIRE(segmap_scan(&s, SEGMAP_CLEAN, 0, count_cb, &n, &st) == 0 && n == 2 &&
+	        st.bad_checksum == 1, "v1 scan: %" PRIu64 " extents, %" PRIu64 " bad", n,
+	        st.bad_checksum);
 	segmap_commit(&s, 4096, 1);	/* no map: harmless */
-	CHECK(((uint8_t *)s.base)[4096] == (EXT_MAGIC & 0xff), "commit wrote into a v1 file");
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(((uint8_t *)s.base)[4096] == (EXT_MAGIC & 0xff), "commit wrote into a v1 file");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 }
 
 /* ---- owners and orphans ---- */
@@ -475,7 +467,7 @@ static enum seg_owner_state state_of(const char *path)
 {
 	struct find f = { .path = path };
 
-	CHECK(orphan_list(NULL, find_cb, &f) == 0 && f.found, "%s not listed", path);
+	REQUIRE(orphan_list(NULL, find_cb, &f) == 0 && f.found, "%s not listed", path);
 	return f.st;
 }
 
@@ -487,7 +479,7 @@ static pid_t owner(const char *nm, bool ephemeral, bool hold, pid_t *grandchild)
 	pid_t pid;
 	char c;
 
-	CHECK(pipe(pfd) == 0, "pipe");
+	REQUIRE(pipe(pfd) == 0, "pipe");
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0) {
@@ -514,11 +506,11 @@ static pid_t owner(const char *nm, bool ephemeral, bool hold, pid_t *grandchild)
 		for (;;)
 			pause();
 	}
-	CHECK(pid > 0, "fork");
+	REQUIRE(pid > 0, "fork");
 	close(pfd[1]);
 	if (hold)
-		CHECK(read(pfd[0], grandchild, sizeof(*grandchild)) == sizeof(*grandchild), "gc");
-	CHECK(read(pfd[0], &c, 1) == 1, "owner did not open");
+		REQUIRE(read(pfd[0], grandchild, sizeof(*grandchild)) == sizeof(*grandchild), "gc");
+	REQUIRE(read(pfd[0], &c, 1) == 1, "owner did not open");
 	close(pfd[0]);
 	return pid;
 }
@@ -548,31 +540,31 @@ static void test_orphans(void)
 	pa_ = owner(a, true, false, NULL);
 	pb_ = owner(b, false, false, NULL);
 	pc_ = owner(c, true, true, &gc);
-	CHECK(state_of(pa) == SEG_OWNER_LIVE && state_of(pb) == SEG_OWNER_LIVE &&
-	      state_of(pc) == SEG_OWNER_LIVE, "live owners");
-	CHECK(orphan_reap(pa, 0) == -ESTALE, "reap with the wrong uuid");
+	REQUIRE(state_of(pa) == SEG_OWNER_LIVE && state_of(pb) == SEG_OWNER_LIVE &&
+	        state_of(pc) == SEG_OWNER_LIVE, "live owners");
+	REQUIRE(orphan_reap(pa, 0) == -ESTALE, "reap with the wrong uuid");
 	struct segment ra;
 	char err[256];
 
-	CHECK(segment_attach(&ra, pa, false, err, sizeof(err)) == 0, "attach %s: %s", pa, err);
-	CHECK(!segment_is_gone(&ra), "a live owner's segment is not gone");
+	REQUIRE(segment_attach(&ra, pa, false, err, sizeof(err)) == 0, "attach %s: %s", pa, err);
+	REQUIRE(!segment_is_gone(&ra), "a live owner's segment is not gone");
 	kill9(pa_);
 	kill9(pb_);
 	kill9(pc_);		/* its child still holds the lock */
-	CHECK(state_of(pa) == SEG_OWNER_ORPHAN, "ephemeral, owner killed: orphan");
-	CHECK(state_of(pb) == SEG_OWNER_KEPT, "not ephemeral: kept for a restart");
-	CHECK(state_of(pc) == SEG_OWNER_LIVE, "lock held by a forked child: live");
+	REQUIRE(state_of(pa) == SEG_OWNER_ORPHAN, "ephemeral, owner killed: orphan");
+	REQUIRE(state_of(pb) == SEG_OWNER_KEPT, "not ephemeral: kept for a restart");
+	REQUIRE(state_of(pc) == SEG_OWNER_LIVE, "lock held by a forked child: live");
 	n = orphan_reap_all(NULL, &bytes);
-	CHECK(n >= 1 && stat(pa, &st) < 0 && stat(pb, &st) == 0 && stat(pc, &st) == 0,
-	      "reap: %d removed", n);
+	REQUIRE(n >= 1 && stat(pa, &st) < 0 && stat(pb, &st) == 0 && stat(pc, &st) == 0,
+	        "reap: %d removed", n);
 	/* a reader that still maps the reaped orphan learns it is gone */
-	CHECK(segment_is_gone(&ra), "the reaper marked the orphan gone");
+	REQUIRE(segment_is_gone(&ra), "the reaper marked the orphan gone");
 	segment_close(&ra);
 	kill9(gc);	/* not our child: it dies on its own time */
 	for (int i = 0; i < 400 && state_of(pc) != SEG_OWNER_ORPHAN; i++)
 		usleep(5000);
-	CHECK(state_of(pc) == SEG_OWNER_ORPHAN, "lock released: orphan");
-	CHECK(orphan_reap_all(NULL, NULL) >= 1 && stat(pc, &st) < 0, "second reap");
+	REQUIRE(state_of(pc) == SEG_OWNER_ORPHAN, "lock released: orphan");
+	REQUIRE(orphan_reap_all(NULL, NULL) >= 1 && stat(pc, &st) < 0, "second reap");
 	unlink(pb);
 }
 
@@ -588,13 +580,13 @@ static void test_reserve(void)
 	snprintf(nm, sizeof(nm), "%sres", prefix);
 	o = opts(nm, 64 * MiB, 4096);
 	o.reserve = SEG_RESERVE_LATER;
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
-	CHECK(blocks(&s) <= s.data_off && !segment_is_reserved(&s), "sparse at open");
-	CHECK(segment_attach(&at, nm, true, err, sizeof(err)) == 0, "attach: %s", err);
-	CHECK(!segment_is_reserved(&at), "attacher: not reserved");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "open: %s", err);
+	REQUIRE(blocks(&s) <= s.data_off && !segment_is_reserved(&s), "sparse at open");
+	REQUIRE(segment_attach(&at, nm, true, err, sizeof(err)) == 0, "attach: %s", err);
+	REQUIRE(!segment_is_reserved(&at), "attacher: not reserved");
 	/* prefault through the attacher: pages committed, no SIGBUS */
-	CHECK(segment_prefault(&at, s.data_off + 4096, 3 * 4096) == 0, "prefault");
-	CHECK(blocks(&s) >= 3 * 4096, "prefault committed nothing");
+	REQUIRE(segment_prefault(&at, s.data_off + 4096, 3 * 4096) == 0, "prefault");
+	REQUIRE(blocks(&s) >= 3 * 4096, "prefault committed nothing");
 	{
 		/* page tables filled once per chunk of the attacher's mapping */
 		_Atomic uint64_t *fm = segment_fill_map(&at);
@@ -602,29 +594,29 @@ static void test_reserve(void)
 		uint64_t c1 = (a + 3 * 4096 - 1) >> SEG_FILL_SHIFT;
 		uint64_t c2 = (a + 2 * SEG_FILL_CHUNK - 1) >> SEG_FILL_SHIFT;
 
-		CHECK(fm != NULL, "fill map");
-		CHECK(segment_fill(&at, fm, a, 3 * 4096, true) == (c1 - c0 + 1) * SEG_FILL_CHUNK,
-		      "fill: whole chunks");
-		CHECK(segment_fill(&at, fm, a, 3 * 4096, false) == 0, "fill: once");
-		CHECK(segment_fill(&at, fm, a, 2 * SEG_FILL_CHUNK, false) == (c2 - c1) * SEG_FILL_CHUNK,
-		      "fill: only the chunks not filled");
-		CHECK(segment_fill(&at, fm, at.size - 100, 1000, false) == SEG_FILL_CHUNK,
-		      "fill: the last chunk, clipped at the end");
-		CHECK(segment_fill(&at, fm, at.size, 10, false) == 0, "fill: past the end");
-		CHECK(segment_fill(&at, NULL, a, 4096, false) == 4096, "fill: no map, every time");
+		REQUIRE(fm != NULL, "fill map");
+		REQUIRE(segment_fill(&at, fm, a, 3 * 4096, true) == (c1 - c0 + 1) * SEG_FILL_CHUNK,
+		        "fill: whole chunks");
+		REQUIRE(segment_fill(&at, fm, a, 3 * 4096, false) == 0, "fill: once");
+		REQUIRE(segment_fill(&at, fm, a, 2 * SEG_FILL_CHUNK, false) == (c2 - c1) * SEG_FILL_CHUNK,
+		        "fill: only the chunks not filled");
+		REQUIRE(segment_fill(&at, fm, at.size - 100, 1000, false) == SEG_FILL_CHUNK,
+		        "fill: the last chunk, clipped at the end");
+		REQUIRE(segment_fill(&at, fm, at.size, 10, false) == 0, "fill: past the end");
+		REQUIRE(segment_fill(&at, NULL, a, 4096, false) == 4096, "fill: no map, every time");
 		free((void *)fm);
 	}
 	while ((rc = segment_reserve_step(&s, 16 * MiB, err, sizeof(err))) == 0)
 		steps++;
-	CHECK(rc == 1 && steps == 3 && s.reserved == s.size, "reserve: rc %d steps %d %s", rc,
-	      steps, err);
-	CHECK(blocks(&s) >= 64 * MiB, "reserved %" PRIu64, blocks(&s));
-	CHECK(segment_is_reserved(&at), "attacher sees it reserved");
-	CHECK(segment_prefault(&at, s.data_off, 4096) == 0, "prefault reserved");
+	REQUIRE(rc == 1 && steps == 3 && s.reserved == s.size, "reserve: rc %d steps %d %s", rc,
+	        steps, err);
+	REQUIRE(blocks(&s) >= 64 * MiB, "reserved %" PRIu64, blocks(&s));
+	REQUIRE(segment_is_reserved(&at), "attacher sees it reserved");
+	REQUIRE(segment_prefault(&at, s.data_off, 4096) == 0, "prefault reserved");
 	/* the owner's unlink marks the segment gone for those that map it */
-	CHECK(!segment_is_gone(&at), "not gone before the unlink");
-	CHECK(segment_unlink(&s) == 0, "unlink");
-	CHECK(segment_is_gone(&at) && segment_is_reserved(&at), "gone (and still reserved)");
+	REQUIRE(!segment_is_gone(&at), "not gone before the unlink");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(segment_is_gone(&at) && segment_is_reserved(&at), "gone (and still reserved)");
 	segment_close(&at);
 
 	/* a tmpfs too small for the segment: prefault fails, nothing dies */
@@ -641,13 +633,13 @@ static void test_reserve(void)
 	o = opts(path, 8 * MiB, 4096);
 	o.reserve = SEG_RESERVE_UPFRONT;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == -ENOSPC && strstr(err, "free"), "upfront on a small tmpfs: %d %s", rc, err);
+	REQUIRE(rc == -ENOSPC && strstr(err, "free"), "upfront on a small tmpfs: %d %s", rc, err);
 	o.reserve = SEG_RESERVE_NONE;
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == 0, "sparse: %s", err);
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == 0, "sparse: %s", err);
 	rc = segment_prefault(&s, s.data_off, 4 * MiB);
-	CHECK(rc == -EFAULT || rc == -ENOMEM || rc == -ENOSPC, "prefault on a full tmpfs: %d", rc);
+	REQUIRE(rc == -EFAULT || rc == -ENOMEM || rc == -ENOSPC, "prefault on a full tmpfs: %d", rc);
 	printf("prefault on a full tmpfs: %s (no SIGBUS)\n", strerror(-rc));
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 }
 
 int main(void)

@@ -25,15 +25,7 @@
 #include "scan.h"
 #include "segmap.h"
 #include "segment.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 #define MiB (1ull << 20)
 
@@ -118,43 +110,43 @@ static void test_lifecycle(void)
 	name("a", nm, sizeof(nm));
 	o = opts(nm, 8 * MiB);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0, "open: %d %s", rc, err);
-	CHECK(s.created && s.uuid && s.base && s.fd >= 0 && s.size == 8 * MiB && s.align == 4096,
-	      "fields");
+	REQUIRE(rc == 0, "open: %d %s", rc, err);
+	REQUIRE(s.created && s.uuid && s.base && s.fd >= 0 && s.size == 8 * MiB && s.align == 4096,
+	        "fields");
 	segment_path(nm, p, sizeof(p));
-	CHECK(strcmp(s.path, p) == 0 && strncmp(p, "/dev/shm/", 9) == 0, "path %s", s.path);
-	CHECK(stat(p, &st) == 0, "stat");
-	CHECK((st.st_mode & 0777) == 0600, "mode %o", (unsigned)(st.st_mode & 0777));
-	CHECK((uint64_t)st.st_size == 8 * MiB && (uint64_t)st.st_blocks * 512 >= 8 * MiB,
-	      "reserved: size %lld blocks %lld", (long long)st.st_size, (long long)st.st_blocks);
-	CHECK(st.st_dev == s.dev && st.st_ino == s.ino, "dev/ino");
-	CHECK(segment_header_check(s.base, SEG_DATA_OFF, NULL, err, sizeof(err)) == 0,
-	      "header: %s", err);
-	CHECK(s.version == 2 && s.data_off == segment_data_off(8 * MiB, 4096) &&
-	      s.data_off == 8192 && s.map == (uint8_t *)s.base + SEG_MAP_OFF &&
-	      s.map_len == 8 * MiB / 4096 && segment_is_reserved(&s), "format 2 fields");
+	REQUIRE(strcmp(s.path, p) == 0 && strncmp(p, "/dev/shm/", 9) == 0, "path %s", s.path);
+	REQUIRE(stat(p, &st) == 0, "stat");
+	REQUIRE((st.st_mode & 0777) == 0600, "mode %o", (unsigned)(st.st_mode & 0777));
+	REQUIRE((uint64_t)st.st_size == 8 * MiB && (uint64_t)st.st_blocks * 512 >= 8 * MiB,
+	        "reserved: size %lld blocks %lld", (long long)st.st_size, (long long)st.st_blocks);
+	REQUIRE(st.st_dev == s.dev && st.st_ino == s.ino, "dev/ino");
+	REQUIRE(segment_header_check(s.base, SEG_DATA_OFF, NULL, err, sizeof(err)) == 0,
+	        "header: %s", err);
+	REQUIRE(s.version == 2 && s.data_off == segment_data_off(8 * MiB, 4096) &&
+	        s.data_off == 8192 && s.map == (uint8_t *)s.base + SEG_MAP_OFF &&
+	        s.map_len == 8 * MiB / 4096 && segment_is_reserved(&s), "format 2 fields");
 	put(&s, s.data_off, "key-1", 5, "hello segment", 7);
 	uuid = s.uuid;
 	segment_close(&s);
-	CHECK(s.base == NULL && s.fd == -1, "closed");
+	REQUIRE(s.base == NULL && s.fd == -1, "closed");
 	segment_close(&s);	/* twice is harmless */
 
 	/* reopen: same uuid, data intact */
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && !s.created && s.uuid == uuid, "reopen: %d %s", rc, err);
+	REQUIRE(rc == 0 && !s.created && s.uuid == uuid, "reopen: %d %s", rc, err);
 	/* a second owner is refused while the first has it open */
 	rc = segment_open(&s2, &o, false, err, sizeof(err));
-	CHECK(rc == -EBUSY && strstr(err, "in use"), "second open: %d %s", rc, err);
-	CHECK(ext_decode((uint8_t *)s.base + s.data_off, 4096, 0, &h, &k) == 0 &&
-	      h.generation == 7 && ext_verify((uint8_t *)s.base + s.data_off, &h), "content");
-	CHECK(s.map[s.data_off >> SEG_MAP_SHIFT] == segmap_tag(7), "commit byte kept");
+	REQUIRE(rc == -EBUSY && strstr(err, "in use"), "second open: %d %s", rc, err);
+	REQUIRE(ext_decode((uint8_t *)s.base + s.data_off, 4096, 0, &h, &k) == 0 &&
+	        h.generation == 7 && ext_verify((uint8_t *)s.base + s.data_off, &h), "content");
+	REQUIRE(s.map[s.data_off >> SEG_MAP_SHIFT] == segmap_tag(7), "commit byte kept");
 
 	/* attach read-only (by name and by path) while the node has it open */
 	rc = segment_attach(&ro, nm, false, err, sizeof(err));
-	CHECK(rc == 0 && ro.uuid == uuid && ro.size == 8 * MiB && ro.align == 4096 &&
-	      ro.dev == s.dev && ro.ino == s.ino && !ro.created && ro.version == 2 &&
-	      ro.data_off == s.data_off && ro.map_len == s.map_len, "attach: %d %s", rc, err);
-	CHECK(memcmp(ro.base, s.base, 8192) == 0, "same bytes");
+	REQUIRE(rc == 0 && ro.uuid == uuid && ro.size == 8 * MiB && ro.align == 4096 &&
+	        ro.dev == s.dev && ro.ino == s.ino && !ro.created && ro.version == 2 &&
+	        ro.data_off == s.data_off && ro.map_len == s.map_len, "attach: %d %s", rc, err);
+	REQUIRE(memcmp(ro.base, s.base, 8192) == 0, "same bytes");
 	/* a write through the read-only mapping faults */
 	fflush(NULL);
 	pid = fork();
@@ -163,13 +155,13 @@ static void test_lifecycle(void)
 		((volatile uint8_t *)ro.base)[SEG_DATA_OFF + 100] = 1;
 		_exit(0);
 	}
-	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
-	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "read-only mapping writable");
+	REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+	REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "read-only mapping writable");
 	segment_close(&ro);
 	rc = segment_attach(&ro, p, true, err, sizeof(err));
-	CHECK(rc == 0, "attach rw by path: %d %s", rc, err);
+	REQUIRE(rc == 0, "attach rw by path: %d %s", rc, err);
 	((uint8_t *)ro.base)[7 * MiB] = 0x5a;	/* MAP_SHARED both ways */
-	CHECK(((uint8_t *)s.base)[7 * MiB] == 0x5a, "shared write");
+	REQUIRE(((uint8_t *)s.base)[7 * MiB] == 0x5a, "shared write");
 	((uint8_t *)ro.base)[7 * MiB] = 0;
 	segment_close(&ro);
 	segment_close(&s);
@@ -177,31 +169,31 @@ static void test_lifecycle(void)
 	/* size and alignment mismatches are errors that leave the file alone */
 	o.size = 16 * MiB;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "8.0 MiB") && strstr(err, "16.0 MiB") &&
-	      strstr(err, "reset"), "size mismatch: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "8.0 MiB") && strstr(err, "16.0 MiB") &&
+	        strstr(err, "reset"), "size mismatch: %d %s", rc, err);
 	o.size = 8 * MiB;
 	o.align = 8192;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "alignment"), "align mismatch: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "alignment"), "align mismatch: %d %s", rc, err);
 	o.align = 4096;
-	CHECK(stat(p, &st) == 0 && (uint64_t)st.st_size == 8 * MiB, "file unchanged");
+	REQUIRE(stat(p, &st) == 0 && (uint64_t)st.st_size == 8 * MiB, "file unchanged");
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && s.uuid == uuid, "still reusable: %d %s", rc, err);
+	REQUIRE(rc == 0 && s.uuid == uuid, "still reusable: %d %s", rc, err);
 	segment_close(&s);
 
 	/* reset with a valid, matching header keeps it */
 	rc = segment_open(&s, &o, true, err, sizeof(err));
-	CHECK(rc == 0 && s.uuid == uuid && !s.created, "reset on a good segment: %d", rc);
+	REQUIRE(rc == 0 && s.uuid == uuid && !s.created, "reset on a good segment: %d", rc);
 	segment_close(&s);
 
 	/* reset re-creates a mismatching one: new size, new uuid, empty */
 	o.size = 16 * MiB;
 	rc = segment_open(&s, &o, true, err, sizeof(err));
-	CHECK(rc == 0 && s.created && s.uuid != uuid && s.size == 16 * MiB, "reset: %d %s", rc, err);
-	CHECK(ext_decode((uint8_t *)s.base + segment_data_off(8 * MiB, 4096), 4096, 0, &h,
-			 &k) == -EINVAL && s.map[8192 >> SEG_MAP_SHIFT] == 0,
-	      "old extent survived a reset");
-	CHECK(stat(p, &st) == 0 && (uint64_t)st.st_size == 16 * MiB, "new size");
+	REQUIRE(rc == 0 && s.created && s.uuid != uuid && s.size == 16 * MiB, "reset: %d %s", rc, err);
+	REQUIRE(ext_decode((uint8_t *)s.base + segment_data_off(8 * MiB, 4096), 4096, 0, &h,
+			   &k) == -EINVAL && s.map[8192 >> SEG_MAP_SHIFT] == 0,
+	        "old extent survived a reset");
+	REQUIRE(stat(p, &st) == 0 && (uint64_t)st.st_size == 16 * MiB, "new size");
 	uuid = s.uuid;
 	segment_close(&s);
 
@@ -212,28 +204,28 @@ static void test_lifecycle(void)
 
 		/* byte 20 is the random uuid's: flip it (a fixed value was
 		 * already there once in 256 runs, and nothing was corrupt) */
-		CHECK(fd >= 0 && pread(fd, &b, 1, 20) == 1, "read byte 20");
+		REQUIRE(fd >= 0 && pread(fd, &b, 1, 20) == 1, "read byte 20");
 		b ^= 0xff;
-		CHECK(pwrite(fd, &b, 1, 20) == 1, "corrupt");
+		REQUIRE(pwrite(fd, &b, 1, 20) == 1, "corrupt");
 		close(fd);
 	}
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "checksum"), "corrupt header: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "checksum"), "corrupt header: %d %s", rc, err);
 	rc = segment_attach(&ro, nm, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "checksum"), "attach corrupt: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "checksum"), "attach corrupt: %d %s", rc, err);
 	rc = segment_open(&s, &o, true, err, sizeof(err));
-	CHECK(rc == 0 && s.created && s.uuid != uuid, "reset corrupt: %d %s", rc, err);
+	REQUIRE(rc == 0 && s.created && s.uuid != uuid, "reset corrupt: %d %s", rc, err);
 
 	/* unlink removes only our file */
-	CHECK(segment_unlink(&s) == 0 && !exists(nm), "unlink");
+	REQUIRE(segment_unlink(&s) == 0 && !exists(nm), "unlink");
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0, "open");
-	CHECK(unlink(p) == 0, "unlink by hand");
+	REQUIRE(rc == 0, "open");
+	REQUIRE(unlink(p) == 0, "unlink by hand");
 	rc = segment_open(&s2, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && s2.created, "replacement");
-	CHECK(segment_unlink(&s) == -ESTALE && exists(nm), "unlink of a replaced file");
-	CHECK(segment_unlink(&s2) == 0 && !exists(nm), "unlink replacement");
-	CHECK(segment_unlink(&s2) == -ENOENT, "unlink twice");
+	REQUIRE(rc == 0 && s2.created, "replacement");
+	REQUIRE(segment_unlink(&s) == -ESTALE && exists(nm), "unlink of a replaced file");
+	REQUIRE(segment_unlink(&s2) == 0 && !exists(nm), "unlink replacement");
+	REQUIRE(segment_unlink(&s2) == -ENOENT, "unlink twice");
 }
 
 static void test_special_files(void)
@@ -248,48 +240,48 @@ static void test_special_files(void)
 	name("empty", nm, sizeof(nm));
 	segment_path(nm, p, sizeof(p));
 	fd = open(p, O_CREAT | O_RDWR | O_EXCL, 0600);
-	CHECK(fd >= 0, "create empty");
+	REQUIRE(fd >= 0, "create empty");
 	rc = segment_attach(&s, nm, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "not a kvpool segment"), "attach empty: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "not a kvpool segment"), "attach empty: %d %s", rc, err);
 	o = opts(nm, 1 * MiB);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && s.created, "open empty: %d %s", rc, err);
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(rc == 0 && s.created, "open empty: %d %s", rc, err);
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 	close(fd);
 
 	/* a file of garbage is refused, with or without attach */
 	fd = open(p, O_CREAT | O_RDWR | O_EXCL, 0600);
 	memset(junk, 0x41, sizeof(junk));
-	CHECK(fd >= 0 && write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk), "junk");
+	REQUIRE(fd >= 0 && write(fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk), "junk");
 	close(fd);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == -EINVAL && strstr(err, "bad magic"), "open junk: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL && strstr(err, "bad magic"), "open junk: %d %s", rc, err);
 	rc = segment_attach(&s, p, false, err, sizeof(err));
-	CHECK(rc == -EINVAL, "attach junk: %d %s", rc, err);
+	REQUIRE(rc == -EINVAL, "attach junk: %d %s", rc, err);
 	unlink(p);
 
 	/* missing file */
 	rc = segment_attach(&s, nm, false, err, sizeof(err));
-	CHECK(rc == -ENOENT && strstr(err, p), "attach missing: %d %s", rc, err);
+	REQUIRE(rc == -ENOENT && strstr(err, p), "attach missing: %d %s", rc, err);
 
 	/* bad arguments leave nothing behind */
 	o = opts(nm, 1 * MiB + 100);
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "size not 4K multiple");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "size not 4K multiple");
 	o = opts(nm, 4096);
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "size 4096");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "size 4096");
 	o = opts(nm, 1 * MiB);
 	o.align = 100;
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "align 100");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "align 100");
 	o = opts("", 1 * MiB);
-	CHECK(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "empty name");
-	CHECK(!exists(nm), "file left by bad arguments");
+	REQUIRE(segment_open(&s, &o, false, err, sizeof(err)) == -EINVAL, "empty name");
+	REQUIRE(!exists(nm), "file left by bad arguments");
 
 	/* an absolute path works the same */
 	snprintf(p, sizeof(p), "/dev/shm/%sabs", prefix);
 	o = opts(p, 1 * MiB);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && strcmp(s.path, p) == 0, "absolute: %d %s", rc, err);
-	CHECK(segment_unlink(&s) == 0, "unlink abs");
+	REQUIRE(rc == 0 && strcmp(s.path, p) == 0, "absolute: %d %s", rc, err);
+	REQUIRE(segment_unlink(&s) == 0, "unlink abs");
 }
 
 static void flip_all(uint8_t *h, size_t from, size_t to)
@@ -300,8 +292,8 @@ static void flip_all(uint8_t *h, size_t from, size_t to)
 	for (size_t i = from; i < to; i++) {
 		for (int b = 0; b < 8; b++) {
 			h[i] ^= (uint8_t)(1u << b);
-			CHECK(segment_header_check(h, SEG_DATA_OFF, &out, err, sizeof(err)) < 0,
-			      "flip bit %d of byte %zu accepted", b, i);
+			REQUIRE(segment_header_check(h, SEG_DATA_OFF, &out, err, sizeof(err)) < 0,
+			        "flip bit %d of byte %zu accepted", b, i);
 			h[i] ^= (uint8_t)(1u << b);
 		}
 	}
@@ -317,15 +309,15 @@ static void test_header_check(void)
 
 	/* format 1: still read (its data starts at 4096, no map, no owner) */
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "%s", err);
-	CHECK(out.version == 1 && out.size == in.size && out.uuid == in.uuid &&
-	      out.align == in.align && out.created_ns == in.created_ns &&
-	      strcmp(out.name, "seg-x") == 0 && out.data_off == 4096 && out.map_len == 0, "fields");
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "%s", err);
+	REQUIRE(out.version == 1 && out.size == in.size && out.uuid == in.uuid &&
+	        out.align == in.align && out.created_ns == in.created_ns &&
+	        strcmp(out.name, "seg-x") == 0 && out.data_off == 4096 && out.map_len == 0, "fields");
 	flip_all(h, 0, SEG_HDR_BYTES);
-	CHECK(segment_header_check(h, SEG_HDR_BYTES - 1, &out, err, sizeof(err)) == -EINVAL, "short");
+	REQUIRE(segment_header_check(h, SEG_HDR_BYTES - 1, &out, err, sizeof(err)) == -EINVAL, "short");
 	h[4] = 3;
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EPROTONOSUPPORT &&
-	      strstr(err, "version 3"), "version: %s", err);
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EPROTONOSUPPORT &&
+	        strstr(err, "version 3"), "version: %s", err);
 	h[4] = 1;
 
 	/* format 2: the owner block has its own checksum, its fields are derived */
@@ -338,31 +330,31 @@ static void test_header_check(void)
 	in.owner_start = 99;
 	snprintf(in.owner, sizeof(in.owner), "python");
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "v2: %s", err);
-	CHECK(out.version == 2 && out.data_off == (1ull << 20) + 65536 &&
-	      out.map_len == 1ull << 20 && out.flags == SEG_F_EPHEMERAL && out.owner_pid == 4242 &&
-	      out.owner_start == 99 && !strcmp(out.owner, "python"), "v2 fields");
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == 0, "v2: %s", err);
+	REQUIRE(out.version == 2 && out.data_off == (1ull << 20) + 65536 &&
+	        out.map_len == 1ull << 20 && out.flags == SEG_F_EPHEMERAL && out.owner_pid == 4242 &&
+	        out.owner_start == 99 && !strcmp(out.owner, "python"), "v2 fields");
 	flip_all(h, 0, SEG_HDR2_BYTES);
-	CHECK(segment_header_check(h, SEG_HDR2_BYTES - 1, &out, err, sizeof(err)) == -EINVAL,
-	      "v2 short");
+	REQUIRE(segment_header_check(h, SEG_HDR2_BYTES - 1, &out, err, sizeof(err)) == -EINVAL,
+	        "v2 short");
 	in.data_off += 65536;	/* checksummed, but not where the data must be */
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL &&
-	      strstr(err, "map fields"), "v2 data_off: %s", err);
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL &&
+	        strstr(err, "map fields"), "v2 data_off: %s", err);
 	in.data_off -= 65536;
 
 	/* checksummed but impossible fields */
 	in.align = 100;
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "align 100");
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "align 100");
 	in.align = 4096;
 	in.uuid = 0;
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "uuid 0");
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "uuid 0");
 	in.uuid = 1;
 	in.size = 4096;
 	segment_header_write(h, &in);
-	CHECK(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "size 4096");
+	REQUIRE(segment_header_check(h, sizeof(h), &out, err, sizeof(err)) == -EINVAL, "size 4096");
 }
 
 static void test_modes_and_options(void)
@@ -379,16 +371,16 @@ static void test_modes_and_options(void)
 	o.mode = 0660;
 	o.gid = g;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0, "open 0660: %d %s", rc, err);
-	CHECK(fstat(s.fd, &st) == 0 && (st.st_mode & 0777) == 0660 && st.st_gid == g,
-	      "mode %o gid %d", (unsigned)(st.st_mode & 0777), (int)st.st_gid);
+	REQUIRE(rc == 0, "open 0660: %d %s", rc, err);
+	REQUIRE(fstat(s.fd, &st) == 0 && (st.st_mode & 0777) == 0660 && st.st_gid == g,
+	        "mode %o gid %d", (unsigned)(st.st_mode & 0777), (int)st.st_gid);
 	segment_close(&s);
 	/* a reopen applies the configured mode again */
 	o.mode = 0;
 	o.gid = (gid_t)-1;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && fstat(s.fd, &st) == 0 && (st.st_mode & 0777) == 0600, "back to 0600");
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(rc == 0 && fstat(s.fd, &st) == 0 && (st.st_mode & 0777) == 0600, "back to 0600");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 
 	/* populate + hugepages + NUMA node 0: best effort, must open and work */
 	name("opt", nm, sizeof(nm));
@@ -398,16 +390,16 @@ static void test_modes_and_options(void)
 	o.numa_node = 0;
 	o.align = 2 * MiB;
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0 && s.align == 2 * MiB, "options: %d %s", rc, err);
-	CHECK(s.data_off == 2 * MiB, "data at one alignment unit: %llu",
-	      (unsigned long long)s.data_off);
+	REQUIRE(rc == 0 && s.align == 2 * MiB, "options: %d %s", rc, err);
+	REQUIRE(s.data_off == 2 * MiB, "data at one alignment unit: %llu",
+	        (unsigned long long)s.data_off);
 	memset((uint8_t *)s.base + s.data_off, 0xab, 4 * MiB - s.data_off);
-	CHECK(segment_unlink(&s) == 0, "unlink");
+	REQUIRE(segment_unlink(&s) == 0, "unlink");
 	if (numa_available() >= 0) {
 		o.numa_node = numa_max_node() + 1;
 		rc = segment_open(&s, &o, false, err, sizeof(err));
-		CHECK(rc == -EINVAL && strstr(err, "numa_node") && !exists(nm),
-		      "bad numa node: %d %s", rc, err);
+		REQUIRE(rc == -EINVAL && strstr(err, "numa_node") && !exists(nm),
+		        "bad numa node: %d %s", rc, err);
 	}
 }
 
@@ -420,17 +412,17 @@ static void test_too_big(void)
 	uint64_t avail;
 	int rc;
 
-	CHECK(statvfs("/dev/shm", &vfs) == 0, "statvfs");
+	REQUIRE(statvfs("/dev/shm", &vfs) == 0, "statvfs");
 	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	name("big", nm, sizeof(nm));
 	o = opts(nm, (avail + (1ull << 30)) & ~4095ull);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
 	printf("too big: %s\n", err);
-	CHECK(rc == -ENOSPC, "rc %d", rc);
-	CHECK(strstr(err, "cannot reserve") && strstr(err, "No space left on device") &&
-	      strstr(err, "(/dev/shm has ") && strstr(err, "free)") && strstr(err, nm),
-	      "message: %s", err);
-	CHECK(!exists(nm), "file left behind");
+	REQUIRE(rc == -ENOSPC, "rc %d", rc);
+	REQUIRE(strstr(err, "cannot reserve") && strstr(err, "No space left on device") &&
+	        strstr(err, "(/dev/shm has ") && strstr(err, "free)") && strstr(err, nm),
+	        "message: %s", err);
+	REQUIRE(!exists(nm), "file left behind");
 }
 
 /* scan_file over a segment with odd keys, a tombstone and a torn value. */
@@ -447,7 +439,7 @@ static void test_scan(void)
 	name("scan", nm, sizeof(nm));
 	o = opts(nm, 4 * MiB);
 	rc = segment_open(&s, &o, false, err, sizeof(err));
-	CHECK(rc == 0, "open: %s", err);
+	REQUIRE(rc == 0, "open: %s", err);
 	uint64_t d = s.data_off - 4096;	/* extents at d + k * 4096, k >= 1 */
 	put(&s, d + 4096, "plain/key_0_k", 13, "v1", 1);
 	put(&s, d + 2 * 4096, "ctl\x01\x1b[31m", 9, "v2", 2);
@@ -467,15 +459,15 @@ static void test_scan(void)
 	rc = scan_file(nm, false, true, f, err, sizeof(err));
 	fclose(f);
 	printf("%s", buf);
-	CHECK(rc == -EBADMSG && strstr(err, "1 extents with a bad"), "rc %d %s", rc, err);
-	CHECK(strstr(buf, "plain/key_0_k\n") && strstr(buf, "ctl\\x01\\x1b[31m\n") &&
-	      strstr(buf, "q\"b\\\\s\n") && strstr(buf, "\\xff\\xfe\n") &&
-	      strstr(buf, "  ok    plain/key_0_k") && strstr(buf, "  BAD   torn") &&
-	      !strstr(buf, "gone") && !strstr(buf, "inflight") &&
-	      strstr(buf, "2024-05-01T12:00:00.123Z") && strstr(buf, "# format 2, data from 8192") &&
-	      !strchr(buf, '\x1b'), "text listing");
-	CHECK(strstr(buf, "# 6 extents, 24576 bytes allocated, 18 value bytes, 1 bad checksums, "
-		     "1 tombstones"), "summary");
+	REQUIRE(rc == -EBADMSG && strstr(err, "1 extents with a bad"), "rc %d %s", rc, err);
+	REQUIRE(strstr(buf, "plain/key_0_k\n") && strstr(buf, "ctl\\x01\\x1b[31m\n") &&
+	        strstr(buf, "q\"b\\\\s\n") && strstr(buf, "\\xff\\xfe\n") &&
+	        strstr(buf, "  ok    plain/key_0_k") && strstr(buf, "  BAD   torn") &&
+	        !strstr(buf, "gone") && !strstr(buf, "inflight") &&
+	        strstr(buf, "2024-05-01T12:00:00.123Z") && strstr(buf, "# format 2, data from 8192") &&
+	        !strchr(buf, '\x1b'), "text listing");
+	REQUIRE(strstr(buf, "# 6 extents, 24576 bytes allocated, 18 value bytes, 1 bad checksums, "
+		       "1 tombstones"), "summary");
 	free(buf);
 	buf = NULL;
 
@@ -483,13 +475,13 @@ static void test_scan(void)
 	rc = scan_file(nm, true, false, f, err, sizeof(err));
 	fclose(f);
 	printf("%s", buf);
-	CHECK(rc == 0, "json rc %d %s", rc, err);
-	CHECK(buf[0] == '[' && strstr(buf, "\"key\": \"ctl\\u0001\\u001b[31m\"") &&
-	      strstr(buf, "\"key\": \"q\\\"b\\\\s\"") &&
-	      strstr(buf, "\"key\": \"\\ufffd\\ufffd\", \"key_hex\": \"fffe\"") &&
-	      strstr(buf, "\"key\": \"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87\"}") &&
-	      strstr(buf, "\"checksum\": null") && strstr(buf, "\"generation\": 7"),
-	      "json listing");
+	REQUIRE(rc == 0, "json rc %d %s", rc, err);
+	REQUIRE(buf[0] == '[' && strstr(buf, "\"key\": \"ctl\\u0001\\u001b[31m\"") &&
+	        strstr(buf, "\"key\": \"q\\\"b\\\\s\"") &&
+	        strstr(buf, "\"key\": \"\\ufffd\\ufffd\", \"key_hex\": \"fffe\"") &&
+	        strstr(buf, "\"key\": \"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87\"}") &&
+	        strstr(buf, "\"checksum\": null") && strstr(buf, "\"generation\": 7"),
+	        "json listing");
 	/* A real JSON parser agrees, when one is installed. */
 	if (system("command -v python3 >/dev/null 2>&1") == 0) {
 		char cmd[512];
@@ -500,16 +492,16 @@ static void test_scan(void)
 			 "a[2][\"key\"]==\"q\\\"b\\\\s\" and bytes.fromhex(a[3][\"key_hex\"])==b\"\\xff\\xfe\" "
 			 "and a[4][\"key\"]==\"\\u043a\\u043b\\u044e\\u0447\", a'");
 		py = popen(cmd, "w");
-		CHECK(py, "popen");
+		REQUIRE(py, "popen");
 		fputs(buf, py);
-		CHECK(pclose(py) == 0, "python rejects the JSON");
+		REQUIRE(pclose(py) == 0, "python rejects the JSON");
 	}
 	free(buf);
 
 	rc = scan_file("/nonexistent/seg", false, true, stdout, err, sizeof(err));
-	CHECK(rc == -ENOENT && strstr(err, "/nonexistent/seg"), "missing: %d %s", rc, err);
-	CHECK(segment_attach(&s, nm, false, err, sizeof(err)) == 0 && segment_unlink(&s) == 0,
-	      "unlink");
+	REQUIRE(rc == -ENOENT && strstr(err, "/nonexistent/seg"), "missing: %d %s", rc, err);
+	REQUIRE(segment_attach(&s, nm, false, err, sizeof(err)) == 0 && segment_unlink(&s) == 0,
+	        "unlink");
 }
 
 int main(void)
@@ -529,7 +521,7 @@ int main(void)
 	test_modes_and_options();
 	test_too_big();
 	test_scan();
-	CHECK(count_ours(false) == 0, "files left in /dev/shm");
+	REQUIRE(count_ours(false) == 0, "files left in /dev/shm");
 	printf("t_segment: ok\n");
 	return 0;
 }

@@ -29,15 +29,7 @@
 #include "http.h"
 #include "log.h"
 #include "spill.h"
-
-#define CHECK(c, ...) do {						\
-	if (!(c)) {							\
-		fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c); \
-		fprintf(stderr, __VA_ARGS__);				\
-		fputc('\n', stderr);					\
-		exit(1);						\
-	}								\
-} while (0)
+#include "testlib.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024)
@@ -59,7 +51,7 @@ static void cleanup(void)
 
 static const char *track(const char *dir, const char *tag)
 {
-	CHECK(npaths < 8, "too many files");
+	REQUIRE(npaths < 8, "too many files");
 	snprintf(paths[npaths], sizeof(paths[0]), "%s/kvp-t_spill-%d-%s", dir, (int)getpid(), tag);
 	unlink(paths[npaths]);
 	return paths[npaths++];
@@ -114,15 +106,15 @@ static void check_image(const uint8_t *p, uint64_t avail, const char *key, uint6
 	const uint8_t *k;
 	int rc = ext_decode(p, avail, 0, &h, &k);
 
-	CHECK(rc == 0, "decode %s: %d", key, rc);
-	CHECK(h.key_len == strlen(key) && !memcmp(k, key, h.key_len), "key of %s", key);
-	CHECK(h.value_len == vlen, "%s: value_len %" PRIu64, key, h.value_len);
-	CHECK(h.generation == gen, "%s: generation %" PRIu64, key, h.generation);
-	CHECK(h.seg_uuid == uuid, "%s: uuid %" PRIx64 " want %" PRIx64, key, h.seg_uuid, uuid);
-	CHECK(ext_verify(p, &h), "%s: checksum", key);
+	REQUIRE(rc == 0, "decode %s: %d", key, rc);
+	REQUIRE(h.key_len == strlen(key) && !memcmp(k, key, h.key_len), "key of %s", key);
+	REQUIRE(h.value_len == vlen, "%s: value_len %" PRIu64, key, h.value_len);
+	REQUIRE(h.generation == gen, "%s: generation %" PRIu64, key, h.generation);
+	REQUIRE(h.seg_uuid == uuid, "%s: uuid %" PRIx64 " want %" PRIx64, key, h.seg_uuid, uuid);
+	REQUIRE(ext_verify(p, &h), "%s: checksum", key);
 	uint8_t *want = malloc(vlen ? vlen : 1);
 	fill(want, vlen, seed);
-	CHECK(!memcmp(p + EXT_HDR_SIZE + h.key_len, want, vlen), "%s: value bytes", key);
+	REQUIRE(!memcmp(p + EXT_HDR_SIZE + h.key_len, want, vlen), "%s: value bytes", key);
 	free(want);
 }
 
@@ -152,7 +144,7 @@ static struct spill *open_spill(const char *path, uint64_t size, bool direct, un
 	int rc = 0;
 	struct spill *sp = spill_open(&o, &rc, err, sizeof(err));
 
-	CHECK(sp, "spill_open %s: %d %s", path, rc, err);
+	REQUIRE(sp, "spill_open %s: %d %s", path, rc, err);
 	return sp;
 }
 
@@ -178,16 +170,16 @@ static int scan_cb(const struct ext_found *f, void *arg)
 		struct obj *o = &s->objs[i];
 		if (o->off != f->off)
 			continue;
-		CHECK(!o->freed && !o->corrupt, "scan found %s (freed %d corrupt %d)", o->key,
-		      o->freed, o->corrupt);
-		CHECK(f->h.key_len == strlen(o->key) && !memcmp(f->key, o->key, f->h.key_len),
-		      "scan key at %" PRIu64, f->off);
-		CHECK(f->h.generation == o->gen && f->h.value_len == o->vlen && f->checksum_ok &&
-		      f->alloc_len == o->alloc_len, "scan fields of %s", o->key);
+		REQUIRE(!o->freed && !o->corrupt, "scan found %s (freed %d corrupt %d)", o->key,
+		        o->freed, o->corrupt);
+		REQUIRE(f->h.key_len == strlen(o->key) && !memcmp(f->key, o->key, f->h.key_len),
+		        "scan key at %" PRIu64, f->off);
+		REQUIRE(f->h.generation == o->gen && f->h.value_len == o->vlen && f->checksum_ok &&
+		        f->alloc_len == o->alloc_len, "scan fields of %s", o->key);
 		s->seen++;
 		return 0;
 	}
-	CHECK(0, "scan found an unknown extent at %" PRIu64, f->off);
+	REQUIRE(0, "scan found an unknown extent at %" PRIu64, f->off);
 	return 1;
 }
 
@@ -199,16 +191,16 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 	struct spill *sp = open_spill(path, spill_size, direct, 8);
 	uint64_t uuid = spill_uuid(sp), seg_uuid = 0x5e65e65e;
 
-	CHECK(spill_created(sp), "fresh file");
+	REQUIRE(spill_created(sp), "fresh file");
 	printf("%s: %s I/O\n", path, spill_is_direct(sp) ? "direct" : "buffered");
 	if (!direct)
-		CHECK(!spill_is_direct(sp), "direct_io=false must be buffered");
+		REQUIRE(!spill_is_direct(sp), "direct_io=false must be buffered");
 
 	/* A fake segment: page-aligned memory; objects at 4 KiB offsets
 	 * (like a segment with align 4K), some at +64 (unaligned source). */
 	size_t seglen = 32 * MiB;
 	uint8_t *seg = mmap(NULL, seglen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	CHECK(seg != MAP_FAILED, "mmap");
+	REQUIRE(seg != MAP_FAILED, "mmap");
 	static const uint64_t sizes[] = {
 		1, 100, 4096 - 64 - 8, 4096 - 64 - 7, 4096, 8192 - 72 - 1, 65536, 1 * MiB,
 		1 * MiB + 4096 - 80, 3 * MiB + 123, 2 * MiB + 7, 5000,
@@ -228,7 +220,7 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		uint64_t sz = mk_extent(seg + o->src_off, o->key, o->vlen, o->gen, seg_uuid, o->seed);
 		pos = (o->src_off + sz + 4095) & ~4095ull;
 	}
-	CHECK(pos <= seglen, "fake segment too small");
+	REQUIRE(pos <= seglen, "fake segment too small");
 
 	/* demote all at once: more ops than the ring has entries */
 	memset(res, 0, sizeof(res));
@@ -238,7 +230,7 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		uint64_t sz = ext_size((uint32_t)strlen(o->key), o->vlen);
 		uint64_t avail = i == NOBJ - 1 ? sz : seglen - o->src_off;
 		int rc = spill_demote(sp, seg + o->src_off, avail, o->gen, done_cb, &res[i]);
-		CHECK(rc == 0, "demote %s: %d", o->key, rc);
+		REQUIRE(rc == 0, "demote %s: %d", o->key, rc);
 	}
 	/* completions through the eventfd, as the node's loop sees them */
 	for (int spins = 0; spins < 10000; spins++) {
@@ -248,22 +240,22 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		if (all)
 			break;
 		struct pollfd pfd = { .fd = spill_event_fd(sp), .events = POLLIN };
-		CHECK(poll(&pfd, 1, 5000) == 1, "eventfd never became readable");
+		REQUIRE(poll(&pfd, 1, 5000) == 1, "eventfd never became readable");
 		spill_complete(sp);
 	}
 	for (int i = 0; i < NOBJ; i++) {
 		struct obj *o = &objs[i];
 		uint64_t sz = ext_size((uint32_t)strlen(o->key), o->vlen);
-		CHECK(res[i].calls == 1 && res[i].status == 0, "demote %s: calls %d status %d",
-		      o->key, res[i].calls, res[i].status);
-		CHECK(res[i].off % SPILL_ALIGN == 0 && res[i].off >= SPILL_DATA_OFF &&
-		      res[i].len == ((sz + 4095) & ~4095ull), "demote %s: off %" PRIu64 " len %" PRIu64,
-		      o->key, res[i].off, res[i].len);
+		REQUIRE(res[i].calls == 1 && res[i].status == 0, "demote %s: calls %d status %d",
+		        o->key, res[i].calls, res[i].status);
+		REQUIRE(res[i].off % SPILL_ALIGN == 0 && res[i].off >= SPILL_DATA_OFF &&
+		        res[i].len == ((sz + 4095) & ~4095ull), "demote %s: off %" PRIu64 " len %" PRIu64,
+		        o->key, res[i].off, res[i].len);
 		o->off = res[i].off;
 		o->alloc_len = res[i].len;
 		for (int j = 0; j < i; j++)
-			CHECK(o->off + o->alloc_len <= objs[j].off ||
-			      objs[j].off + objs[j].alloc_len <= o->off, "overlap %d %d", i, j);
+			REQUIRE(o->off + o->alloc_len <= objs[j].off ||
+			        objs[j].off + objs[j].alloc_len <= o->off, "overlap %d %d", i, j);
 	}
 
 	/* read back: into unaligned malloc memory and into pool buffers */
@@ -272,9 +264,9 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		uint64_t sz = ext_size((uint32_t)strlen(o->key), o->vlen);
 		uint8_t *raw = malloc(sz + 1);
 		struct res r = { 0 };
-		CHECK(spill_read(sp, o->off, sz, raw + 1, done_cb, &r) == 0, "read %s", o->key);
+		REQUIRE(spill_read(sp, o->off, sz, raw + 1, done_cb, &r) == 0, "read %s", o->key);
 		spill_wait_idle(sp);
-		CHECK(r.calls == 1 && r.status == 0, "read %s: %d", o->key, r.status);
+		REQUIRE(r.calls == 1 && r.status == 0, "read %s: %d", o->key, r.status);
 		check_image(raw + 1, sz, o->key, o->vlen, o->gen, uuid, o->seed);
 		free(raw);
 
@@ -283,42 +275,42 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		for (uint64_t p = 0; p < sz; p += SPILL_CHUNK) {
 			uint64_t l = sz - p < SPILL_CHUNK ? sz - p : SPILL_CHUNK;
 			void *b = spill_buf_get(sp);
-			CHECK(b && ((uintptr_t)b % SPILL_ALIGN) == 0, "pool buffer");
+			REQUIRE(b && ((uintptr_t)b % SPILL_ALIGN) == 0, "pool buffer");
 			struct res rr = { 0 };
-			CHECK(spill_read(sp, o->off + p, l, b, done_cb, &rr) == 0, "chunk read");
+			REQUIRE(spill_read(sp, o->off + p, l, b, done_cb, &rr) == 0, "chunk read");
 			spill_wait_idle(sp);
-			CHECK(rr.calls == 1 && rr.status == 0, "chunk read %s: %d", o->key, rr.status);
+			REQUIRE(rr.calls == 1 && rr.status == 0, "chunk read %s: %d", o->key, rr.status);
 			memcpy(img + p, b, l);
 			spill_buf_put(sp, b);
 		}
 		check_image(img, sz, o->key, o->vlen, o->gen, uuid, o->seed);
 		free(img);
 	}
-	CHECK(spill_bufs_free(sp) == 4, "pool buffers all back");
+	REQUIRE(spill_bufs_free(sp) == 4, "pool buffers all back");
 	{
 		void *b[5];
 		for (int i = 0; i < 4; i++)
-			CHECK((b[i] = spill_buf_get(sp)) != NULL, "buffer %d", i);
-		CHECK(spill_buf_get(sp) == NULL, "a fifth buffer");
+			REQUIRE((b[i] = spill_buf_get(sp)) != NULL, "buffer %d", i);
+		REQUIRE(spill_buf_get(sp) == NULL, "a fifth buffer");
 		for (int i = 0; i < 4; i++)
 			spill_buf_put(sp, b[i]);
 	}
-	CHECK(spill_read(sp, 0, 10, seg, done_cb, NULL) == -EINVAL, "read of the header");
-	CHECK(spill_read(sp, spill_size - 4096, 8192, seg, done_cb, NULL) == -EINVAL,
-	      "read past the end");
+	REQUIRE(spill_read(sp, 0, 10, seg, done_cb, NULL) == -EINVAL, "read of the header");
+	REQUIRE(spill_read(sp, spill_size - 4096, 8192, seg, done_cb, NULL) == -EINVAL,
+	        "read past the end");
 
 	/* errors that start nothing */
 	{
 		struct obj *o = &objs[1];
-		CHECK(spill_demote(sp, seg + o->src_off, seglen - o->src_off, o->gen + 1, done_cb,
-				   NULL) == -ESTALE, "stale generation");
+		REQUIRE(spill_demote(sp, seg + o->src_off, seglen - o->src_off, o->gen + 1, done_cb,
+				     NULL) == -ESTALE, "stale generation");
 		uint8_t junk[4096];
 		fill(junk, sizeof(junk), 7);
-		CHECK(spill_demote(sp, junk, sizeof(junk), 1, done_cb, NULL) == -ESTALE, "garbage");
+		REQUIRE(spill_demote(sp, junk, sizeof(junk), 1, done_cb, NULL) == -ESTALE, "garbage");
 		uint8_t *v = seg + o->src_off + EXT_HDR_SIZE + strlen(o->key);
 		v[0] ^= 0xff;
-		CHECK(spill_demote(sp, seg + o->src_off, seglen - o->src_off, o->gen, done_cb,
-				   NULL) == -EBADMSG, "corrupt value");
+		REQUIRE(spill_demote(sp, seg + o->src_off, seglen - o->src_off, o->gen, done_cb,
+				     NULL) == -EBADMSG, "corrupt value");
 		v[0] ^= 0xff;
 	}
 
@@ -328,19 +320,19 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		uint64_t sz = ext_size((uint32_t)strlen(o->key), o->vlen);
 		uint8_t *raw = malloc(sz + 64);
 		struct res r = { 0 };
-		CHECK(spill_promote(sp, o->off, o->gen, raw + 64, sz, 0xabcdef, done_cb, &r) == 0,
-		      "promote %s", o->key);
+		REQUIRE(spill_promote(sp, o->off, o->gen, raw + 64, sz, 0xabcdef, done_cb, &r) == 0,
+		        "promote %s", o->key);
 		spill_wait_idle(sp);
-		CHECK(r.calls == 1 && r.status == 0 && r.len == sz, "promote %s: %d", o->key, r.status);
+		REQUIRE(r.calls == 1 && r.status == 0 && r.len == sz, "promote %s: %d", o->key, r.status);
 		check_image(raw + 64, sz, o->key, o->vlen, o->gen, 0xabcdef, o->seed);
 		/* wrong generation, a destination too small, no extent there */
-		CHECK(spill_promote(sp, o->off, o->gen + 7, raw + 64, sz, 1, done_cb, &r) == -ESTALE,
-		      "promote stale");
-		CHECK(spill_promote(sp, o->off, o->gen, raw, sz - 1, 1, done_cb, &r) == -ERANGE,
-		      "promote small");
-		CHECK(spill_promote(sp, o->off + 4096 * 1000, o->gen, raw, sz, 1, done_cb, &r) == -ESTALE,
-		      "promote nothing");
-		CHECK(r.calls == 1, "no callbacks for refused promotes");
+		REQUIRE(spill_promote(sp, o->off, o->gen + 7, raw + 64, sz, 1, done_cb, &r) == -ESTALE,
+		        "promote stale");
+		REQUIRE(spill_promote(sp, o->off, o->gen, raw, sz - 1, 1, done_cb, &r) == -ERANGE,
+		        "promote small");
+		REQUIRE(spill_promote(sp, o->off + 4096 * 1000, o->gen, raw, sz, 1, done_cb, &r) == -ESTALE,
+		        "promote nothing");
+		REQUIRE(r.calls == 1, "no callbacks for refused promotes");
 		free(raw);
 	}
 
@@ -351,52 +343,52 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 	for (int i = 0; i < NOBJ; i += 4) {
 		struct obj *o = &objs[i];
 		struct res r = { 0 };
-		CHECK(spill_free(sp, o->off, o->gen + 1, done_cb, &r) == -ESTALE, "free stale");
-		CHECK(spill_lookup(sp, o->off, NULL), "lookup before free");
-		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == 0, "free");
-		CHECK(!spill_lookup(sp, o->off, NULL), "lookup while freeing");
-		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "free while freeing");
+		REQUIRE(spill_free(sp, o->off, o->gen + 1, done_cb, &r) == -ESTALE, "free stale");
+		REQUIRE(spill_lookup(sp, o->off, NULL), "lookup before free");
+		REQUIRE(spill_free(sp, o->off, o->gen, done_cb, &r) == 0, "free");
+		REQUIRE(!spill_lookup(sp, o->off, NULL), "lookup while freeing");
+		REQUIRE(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "free while freeing");
 		spill_wait_idle(sp);
-		CHECK(r.calls == 1 && r.status == 0, "free %s: %d", o->key, r.status);
-		CHECK(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "double free");
+		REQUIRE(r.calls == 1 && r.status == 0, "free %s: %d", o->key, r.status);
+		REQUIRE(spill_free(sp, o->off, o->gen, done_cb, &r) == -ESTALE, "double free");
 		o->freed = true;
 		used0 -= o->alloc_len;
 		/* the tombstone is on disk */
 		uint8_t hb[4096];
 		struct res rr = { 0 };
-		CHECK(spill_read(sp, o->off, 4096, hb, done_cb, &rr) == 0, "read tomb");
+		REQUIRE(spill_read(sp, o->off, 4096, hb, done_cb, &rr) == 0, "read tomb");
 		spill_wait_idle(sp);
 		struct ext_hdr h;
-		CHECK(ext_decode(hb, o->alloc_len, 0, &h, NULL) == -ENOENT && h.generation == o->gen,
-		      "tombstone of %s", o->key);
+		REQUIRE(ext_decode(hb, o->alloc_len, 0, &h, NULL) == -ENOENT && h.generation == o->gen,
+		        "tombstone of %s", o->key);
 	}
 	spill_stats(sp, &st);
-	CHECK(st.used == used0, "used %" PRIu64 " want %" PRIu64, st.used, used0);
-	CHECK(st.demotions == NOBJ && st.frees == (NOBJ + 3) / 4, "stats demotions %" PRIu64
-	      " frees %" PRIu64, st.demotions, st.frees);
-	CHECK(st.free_stale == 3 * ((NOBJ + 3) / 4) && st.promotions == (NOBJ + 2) / 3,
-	      "stats: free_stale %" PRIu64 " promotions %" PRIu64, st.free_stale, st.promotions);
+	REQUIRE(st.used == used0, "used %" PRIu64 " want %" PRIu64, st.used, used0);
+	REQUIRE(st.demotions == NOBJ && st.frees == (NOBJ + 3) / 4, "stats demotions %" PRIu64
+	        " frees %" PRIu64, st.demotions, st.frees);
+	REQUIRE(st.free_stale == 3 * ((NOBJ + 3) / 4) && st.promotions == (NOBJ + 2) / 3,
+	        "stats: free_stale %" PRIu64 " promotions %" PRIu64, st.free_stale, st.promotions);
 	/* the index lists exactly the live extents */
 	{
 		struct scanned fe = { objs, NOBJ, 0 };
-		CHECK(spill_foreach(sp, scan_cb, &fe) == 0 && fe.seen == NOBJ - (NOBJ + 3) / 4,
-		      "foreach saw %d", fe.seen);
+		REQUIRE(spill_foreach(sp, scan_cb, &fe) == 0 && fe.seen == NOBJ - (NOBJ + 3) / 4,
+		        "foreach saw %d", fe.seen);
 		struct ext_found f;
-		CHECK(spill_lookup(sp, objs[1].off, &f) && f.h.generation == objs[1].gen &&
-		      f.alloc_len == objs[1].alloc_len && f.h.seg_uuid == uuid, "lookup fields");
-		CHECK(spill_scan(sp, NULL, NULL, NULL) == -EALREADY, "scan after use");
+		REQUIRE(spill_lookup(sp, objs[1].off, &f) && f.h.generation == objs[1].gen &&
+		        f.alloc_len == objs[1].alloc_len && f.h.seg_uuid == uuid, "lookup fields");
+		REQUIRE(spill_scan(sp, NULL, NULL, NULL) == -EALREADY, "scan after use");
 	}
-	CHECK(st.write_hist[SPILL_NBUCKETS] + st.write_hist[0] <= st.demotions, "hist");
+	REQUIRE(st.write_hist[SPILL_NBUCKETS] + st.write_hist[0] <= st.demotions, "hist");
 
 	/* metrics text */
 	{
 		struct sbuf b = { 0 };
 		spill_metrics(sp, &b);
-		CHECK(b.p && strstr(b.p, "kvpool_node_spill_used_bytes ") &&
-		      strstr(b.p, "kvpool_node_spill_capacity_bytes ") &&
-		      strstr(b.p, "kvpool_node_spill_demotions_total ") &&
-		      strstr(b.p, "kvpool_node_spill_write_seconds_bucket{le=\"+Inf\"}"),
-		      "metrics:\n%s", b.p ? b.p : "");
+		REQUIRE(b.p && strstr(b.p, "kvpool_node_spill_used_bytes ") &&
+		        strstr(b.p, "kvpool_node_spill_capacity_bytes ") &&
+		        strstr(b.p, "kvpool_node_spill_demotions_total ") &&
+		        strstr(b.p, "kvpool_node_spill_write_seconds_bucket{le=\"+Inf\"}"),
+		        "metrics:\n%s", b.p ? b.p : "");
 		sb_free(&b);
 	}
 
@@ -404,14 +396,14 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 	int victim = 9;
 	{
 		struct obj *o = &objs[victim];
-		CHECK(!o->freed, "victim is live");
+		REQUIRE(!o->freed, "victim is live");
 		int fd = open(path, O_RDWR);
-		CHECK(fd >= 0, "open for corruption");
+		REQUIRE(fd >= 0, "open for corruption");
 		uint8_t x = 0;
 		uint64_t at = o->off + o->alloc_len - 4096 - 1;	/* inside the value */
-		CHECK(pread(fd, &x, 1, (off_t)at) == 1, "pread");
+		REQUIRE(pread(fd, &x, 1, (off_t)at) == 1, "pread");
 		x ^= 0x5a;
-		CHECK(pwrite(fd, &x, 1, (off_t)at) == 1, "pwrite");
+		REQUIRE(pwrite(fd, &x, 1, (off_t)at) == 1, "pwrite");
 		fsync(fd);
 		close(fd);
 		o->corrupt = true;
@@ -420,29 +412,29 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 
 	/* reopen: the same uuid, the live extents come back */
 	sp = open_spill(path, spill_size, direct, 8);
-	CHECK(!spill_created(sp) && spill_uuid(sp) == uuid, "reopen keeps the file");
+	REQUIRE(!spill_created(sp) && spill_uuid(sp) == uuid, "reopen keeps the file");
 	struct scanned sc = { objs, NOBJ, 0 };
 	struct ext_scan_stats ss;
-	CHECK(spill_scan(sp, scan_cb, &sc, &ss) == 0, "scan");
+	REQUIRE(spill_scan(sp, scan_cb, &sc, &ss) == 0, "scan");
 	int live = 0;
 	for (int i = 0; i < NOBJ; i++)
 		live += !objs[i].freed && !objs[i].corrupt;
-	CHECK(sc.seen == live && ss.live == (uint64_t)live, "scan saw %d (%" PRIu64 ") want %d",
-	      sc.seen, ss.live, live);
-	CHECK(ss.bad_checksum == 1, "bad checksums %" PRIu64, ss.bad_checksum);
-	CHECK(ss.tombstones == (NOBJ + 3) / 4, "tombstones %" PRIu64, ss.tombstones);
+	REQUIRE(sc.seen == live && ss.live == (uint64_t)live, "scan saw %d (%" PRIu64 ") want %d",
+	        sc.seen, ss.live, live);
+	REQUIRE(ss.bad_checksum == 1, "bad checksums %" PRIu64, ss.bad_checksum);
+	REQUIRE(ss.tombstones == (NOBJ + 3) / 4, "tombstones %" PRIu64, ss.tombstones);
 	spill_stats(sp, &st);
-	CHECK(st.extents == (uint64_t)live, "extents after scan %" PRIu64, st.extents);
+	REQUIRE(st.extents == (uint64_t)live, "extents after scan %" PRIu64, st.extents);
 	{
 		struct scanned fe = { objs, NOBJ, 0 };
-		CHECK(spill_foreach(sp, scan_cb, &fe) == 0 && fe.seen == live, "foreach after scan");
-		CHECK(spill_scan(sp, NULL, NULL, NULL) == -EALREADY, "second scan");
+		REQUIRE(spill_foreach(sp, scan_cb, &fe) == 0 && fe.seen == live, "foreach after scan");
+		REQUIRE(spill_scan(sp, NULL, NULL, NULL) == -EALREADY, "second scan");
 	}
 	/* a free of a scanned extent works, of the corrupt one finds nothing */
 	{
 		struct res r = { 0 };
-		CHECK(spill_free(sp, objs[victim].off, objs[victim].gen, done_cb, &r) == -ESTALE,
-		      "the corrupt extent is not allocated");
+		REQUIRE(spill_free(sp, objs[victim].off, objs[victim].gen, done_cb, &r) == -ESTALE,
+		        "the corrupt extent is not allocated");
 	}
 
 	/* new demotions never land on scanned extents: fill the spill */
@@ -457,16 +449,16 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		int rc = spill_demote(sp, bsrc, seglen - 16 * MiB, 5000 + (uint64_t)ndem, done_cb, &r);
 		if (rc == -ENOSPC)
 			break;
-		CHECK(rc == 0, "fill demote: %d", rc);
+		REQUIRE(rc == 0, "fill demote: %d", rc);
 		spill_wait_idle(sp);
-		CHECK(r.status == 0, "fill demote status %d", r.status);
+		REQUIRE(r.status == 0, "fill demote status %d", r.status);
 		for (int i = 0; i < NOBJ; i++)
 			if (!objs[i].freed && !objs[i].corrupt)
-				CHECK(r.off + r.len <= objs[i].off || objs[i].off + objs[i].alloc_len <= r.off,
-				      "fill extent over %s", objs[i].key);
+				REQUIRE(r.off + r.len <= objs[i].off || objs[i].off + objs[i].alloc_len <= r.off,
+				        "fill extent over %s", objs[i].key);
 		ndem++;
 	}
-	CHECK(ndem >= 40, "only %d MiB extents fit in 64 MiB", ndem);
+	REQUIRE(ndem >= 40, "only %d MiB extents fit in 64 MiB", ndem);
 	/* the scanned extents still read back */
 	for (int i = 0; i < NOBJ; i++) {
 		struct obj *o = &objs[i];
@@ -475,9 +467,9 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 		uint64_t sz = ext_size((uint32_t)strlen(o->key), o->vlen);
 		uint8_t *img = malloc(sz);
 		struct res r = { 0 };
-		CHECK(spill_read(sp, o->off, sz, img, done_cb, &r) == 0, "read after fill");
+		REQUIRE(spill_read(sp, o->off, sz, img, done_cb, &r) == 0, "read after fill");
 		spill_wait_idle(sp);
-		CHECK(r.status == 0, "read after fill: %d", r.status);
+		REQUIRE(r.status == 0, "read after fill: %d", r.status);
 		check_image(img, sz, o->key, o->vlen, o->gen, uuid, o->seed);
 		free(img);
 	}
@@ -490,14 +482,14 @@ static void run_mode(const char *dir, const char *tag, bool direct)
 					.lock_wait_ms = -1 };
 		char err[256] = "";
 		int rc = 0;
-		CHECK(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EBUSY, "second open: %d", rc);
+		REQUIRE(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EBUSY, "second open: %d", rc);
 	}
 	spill_close(sp);
 
 	/* another size: re-created empty, new uuid */
 	sp = open_spill(path, 32 * MiB, direct, 8);
-	CHECK(spill_created(sp) && spill_uuid(sp) != uuid, "size change re-creates");
-	CHECK(spill_scan(sp, NULL, NULL, &ss) == 0 && ss.live == 0, "nothing after re-create");
+	REQUIRE(spill_created(sp) && spill_uuid(sp) != uuid, "size change re-creates");
+	REQUIRE(spill_scan(sp, NULL, NULL, &ss) == 0 && ss.live == 0, "nothing after re-create");
 	spill_close(sp);
 	munmap(seg, seglen);
 	unlink(path);
@@ -514,27 +506,27 @@ static void run_churn(const char *dir, bool direct)
 	uint64_t offs[N];
 	int live = 0;
 
-	CHECK(seg, "alloc");
+	REQUIRE(seg, "alloc");
 	memset(r, 0, sizeof(r));
 	for (int i = 0; i < N; i++) {
 		char key[32];
 		snprintf(key, sizeof(key), "c%d", i);
 		mk_extent(seg + (size_t)i * 4096, key, 100 + (uint64_t)i, (uint64_t)i + 1, 9, (uint64_t)i);
-		CHECK(spill_demote(sp, seg + (size_t)i * 4096, 4096, (uint64_t)i + 1, done_cb, &r[i]) == 0,
-		      "churn demote %d", i);
+		REQUIRE(spill_demote(sp, seg + (size_t)i * 4096, 4096, (uint64_t)i + 1, done_cb, &r[i]) == 0,
+		        "churn demote %d", i);
 	}
 	spill_wait_idle(sp);
 	for (int i = 0; i < N; i++) {
-		CHECK(r[i].calls == 1 && r[i].status == 0, "churn %d: %d", i, r[i].status);
+		REQUIRE(r[i].calls == 1 && r[i].status == 0, "churn %d: %d", i, r[i].status);
 		offs[i] = r[i].off;
 	}
 	memset(r, 0, sizeof(r));
 	for (int i = 0; i < N; i += 2)
-		CHECK(spill_free(sp, offs[i], (uint64_t)i + 1, done_cb, &r[i]) == 0, "churn free");
+		REQUIRE(spill_free(sp, offs[i], (uint64_t)i + 1, done_cb, &r[i]) == 0, "churn free");
 	spill_wait_idle(sp);
 	for (int i = 0; i < N; i++) {
 		if (i % 2 == 0)
-			CHECK(r[i].calls == 1 && r[i].status == 0, "churn free %d: %d", i, r[i].status);
+			REQUIRE(r[i].calls == 1 && r[i].status == 0, "churn free %d: %d", i, r[i].status);
 		else
 			live++;
 	}
@@ -542,15 +534,15 @@ static void run_churn(const char *dir, bool direct)
 	for (int i = 0; i < N; i++) {
 		struct ext_found f;
 		bool have = spill_lookup(sp, offs[i], &f);
-		CHECK(have == (i % 2 == 1) && (!have || f.h.generation == (uint64_t)i + 1),
-		      "index after churn: %d", i);
+		REQUIRE(have == (i % 2 == 1) && (!have || f.h.generation == (uint64_t)i + 1),
+		        "index after churn: %d", i);
 	}
 	spill_close(sp);
 	sp = open_spill(path, 16 * MiB, direct, 2);
 	struct ext_scan_stats ss;
-	CHECK(spill_scan(sp, NULL, NULL, &ss) == 0, "churn scan");
-	CHECK(ss.live == (uint64_t)live && ss.tombstones == N / 2, "churn scan: live %" PRIu64
-	      " tombstones %" PRIu64, ss.live, ss.tombstones);
+	REQUIRE(spill_scan(sp, NULL, NULL, &ss) == 0, "churn scan");
+	REQUIRE(ss.live == (uint64_t)live && ss.tombstones == N / 2, "churn scan: live %" PRIu64
+	        " tombstones %" PRIu64, ss.live, ss.tombstones);
 	spill_close(sp);
 	free(seg);
 }
@@ -561,18 +553,18 @@ static void run_foreign(const char *dir)
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	char text[] = "important data, not a spill file\n";
 
-	CHECK(fd >= 0 && write(fd, text, sizeof(text)) == (ssize_t)sizeof(text), "write foreign");
+	REQUIRE(fd >= 0 && write(fd, text, sizeof(text)) == (ssize_t)sizeof(text), "write foreign");
 	close(fd);
 	struct spill_opts o = { .path = path, .size = 8 * MiB, .direct_io = true };
 	char err[256] = "";
 	int rc = 0;
-	CHECK(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EEXIST, "foreign: %d", rc);
-	CHECK(strstr(err, "not a kvpool spill file"), "message: %s", err);
+	REQUIRE(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EEXIST, "foreign: %d", rc);
+	REQUIRE(strstr(err, "not a kvpool spill file"), "message: %s", err);
 	struct stat st;
-	CHECK(stat(path, &st) == 0 && st.st_size == (off_t)sizeof(text), "foreign file untouched");
+	REQUIRE(stat(path, &st) == 0 && st.st_size == (off_t)sizeof(text), "foreign file untouched");
 	o.size = 1000;
 	unlink(path);
-	CHECK(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EINVAL, "tiny size: %d", rc);
+	REQUIRE(!spill_open(&o, &rc, err, sizeof(err)) && rc == -EINVAL, "tiny size: %d", rc);
 }
 
 static int run_full_fs(void)
@@ -582,7 +574,7 @@ static int run_full_fs(void)
 		return 0;
 	}
 	snprintf(mnt, sizeof(mnt), "/tmp/kvp-t_spill-%d-mnt", (int)getpid());
-	CHECK(mkdir(mnt, 0700) == 0, "mkdir %s", mnt);
+	REQUIRE(mkdir(mnt, 0700) == 0, "mkdir %s", mnt);
 	if (mount("tmpfs", mnt, "tmpfs", 0, "size=8M") < 0) {
 		printf("full filesystem case skipped: mount tmpfs: %s\n", strerror(errno));
 		return 0;
@@ -594,17 +586,17 @@ static int run_full_fs(void)
 	char err[256] = "";
 	int rc = 0;
 	struct spill *sp = spill_open(&o, &rc, err, sizeof(err));
-	CHECK(!sp && rc == -ENOSPC, "full fs: rc %d", rc);
+	REQUIRE(!sp && rc == -ENOSPC, "full fs: rc %d", rc);
 	printf("full filesystem: %s\n", err);
-	CHECK(strstr(err, "free") && strstr(err, path), "message names the free space: %s", err);
-	CHECK(access(path, F_OK) < 0, "no file left behind");
+	REQUIRE(strstr(err, "free") && strstr(err, path), "message names the free space: %s", err);
+	REQUIRE(access(path, F_OK) < 0, "no file left behind");
 	/* a size that fits works on the same filesystem */
 	o.size = 4 * MiB;
 	sp = spill_open(&o, &rc, err, sizeof(err));
-	CHECK(sp, "4 MiB on 8 MiB tmpfs: %s", err);
+	REQUIRE(sp, "4 MiB on 8 MiB tmpfs: %s", err);
 	spill_close(sp);
 	unlink(path);
-	CHECK(umount(mnt) == 0, "umount");
+	REQUIRE(umount(mnt) == 0, "umount");
 	mounted = false;
 	return 1;
 }

@@ -15,15 +15,8 @@
 #include "errors.h"
 #include "kvpool.h"
 #include "wire.h"
+#include "testlib.h"
 
-static int failures;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
 
 static struct wire_hdr good_hdr(void)
 {
@@ -466,8 +459,8 @@ int main(void)
 	test_grant();
 	test_siphash();
 	test_keys();
-	if (failures) {
-		fprintf(stderr, "t_wire: %d check(s) failed\n", failures);
+	if (tl_failures) {
+		fprintf(stderr, "t_wire: %d check(s) failed\n", tl_failures);
 		return 1;
 	}
 	printf("t_wire: ok\n");

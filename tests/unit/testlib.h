@@ -1,12 +1,16 @@
-/* testlib.h — header-only helpers for kvpool's test programs, above all
+/* testlib: the helpers of kvpool's C test programs, above all
  * those that start daemons: checks, private temp dirs, free loopback ports,
  * spawning and killing processes (everything started is killed and every
  * temp dir removed at exit, also on failure or a fatal signal), a small
  * HTTP client, a raw protocol client speaking wire.h frames, and
  * tl_start_master() for a kvpool-master on private ports.
+ * Built once (testlib.c) and linked into every unit test.
+ *
+ * tl_pool_start() for a master and nodes that libkvpool tests open.
  *
  * Single-threaded use (the cleanup lists are plain globals). Binaries are
- * looked up in $KVP_BUILD (tests/run.sh sets it), else ./build.
+ * looked up in $KVP_BUILD (tests/run.sh sets it), else ./build. TL_KEEP=1
+ * keeps the temp dirs (configs, logs) for a look afterwards.
  * Exit codes: 0 pass, 1 fail, 77 skip.
  */
 #ifndef KVP_TESTLIB_H
@@ -38,7 +42,7 @@
 
 /* ---- checks ---- */
 
-static int tl_failures;
+extern int tl_failures;
 
 /* The optional printf-style message of CHECK/REQUIRE ("" when there is
  * none, which -Wformat-zero-length would refuse). */
@@ -72,6 +76,19 @@ static int tl_failures;
 		}                                                                \
 	} while (0)
 
+/* rc == want (KVP_E* codes named when negative): counts a failure. */
+#define CHECK_RC(rc, want)                                                       \
+	do {                                                                     \
+		long long tl_r_ = (long long)(rc), tl_w_ = (long long)(want);    \
+		if (tl_r_ != tl_w_) {                                            \
+			fprintf(stderr, "%s:%d: CHECK_RC: %s = %lld (%s), "      \
+				"expected %lld (%s)\n", __FILE__, __LINE__, #rc,  \
+				tl_r_, tl_r_ < 0 ? kvp_errname((int)tl_r_) : "", \
+				tl_w_, tl_w_ < 0 ? kvp_errname((int)tl_w_) : ""); \
+			tl_failures++;                                           \
+		}                                                                \
+	} while (0)
+
 #define CHECK_EQ(a, b)                                                           \
 	do {                                                                     \
 		long long tl_a_ = (long long)(a), tl_b_ = (long long)(b);        \
@@ -87,180 +104,38 @@ static int tl_failures;
 
 /* Prints the verdict and returns the exit code: main() ends with
  * `return tl_done();`. */
-static inline int tl_done(void)
-{
-	if (tl_failures) {
-		fprintf(stderr, "FAIL: %d check(s) failed\n", tl_failures);
-		return 1;
-	}
-	printf("PASS\n");
-	return 0;
-}
+int tl_done(void);
 
 /* snprintf that REQUIREs the result to fit (paths built from temp dirs). */
-static inline void tl_fmt(char *dst, size_t cap, const char *fmt, ...)
+void tl_fmt(char *dst, size_t cap, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static inline void tl_fmt(char *dst, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
 
-	va_start(ap, fmt);
-	int n = vsnprintf(dst, cap, fmt, ap);
-	va_end(ap);
-	REQUIRE(n >= 0 && (size_t)n < cap, "string too long for %zu bytes: %s", cap, dst);
-}
+uint64_t tl_now_ms(void);
 
-static inline uint64_t tl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static inline void tl_sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
+void tl_sleep_ms(unsigned ms);
 
 /* ---- cleanup: spawned processes and temp dirs ---- */
 
 #define TL_MAX_PROCS 64
 #define TL_MAX_DIRS 16
 
-static pid_t tl_procs[TL_MAX_PROCS];
-static char tl_dirs[TL_MAX_DIRS][128];
-static bool tl_cleanup_armed;
+extern char tl_dirs[TL_MAX_DIRS][128];
 
-static inline int tl_rm_cb(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)flag;
-	(void)f;
-	return remove(path);
-}
-
-/* Removes temp dir slot i (tree and all) if it is in use. */
-static inline void tl_dir_remove(int i)
-{
-	if (tl_dirs[i][0]) {
-		nftw(tl_dirs[i], tl_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-		tl_dirs[i][0] = '\0';
-	}
-}
-
-static inline void tl_cleanup(void)
-{
-	for (int i = 0; i < TL_MAX_PROCS; i++)
-		if (tl_procs[i] > 0)
-			kill(tl_procs[i], SIGTERM);
-	for (int i = 0; i < TL_MAX_PROCS; i++) {
-		if (tl_procs[i] <= 0)
-			continue;
-		/* 2 s to exit cleanly, then SIGKILL. */
-		for (int t = 0; t < 200; t++) {
-			if (waitpid(tl_procs[i], NULL, WNOHANG) != 0)
-				break;
-			if (t == 199) {
-				kill(tl_procs[i], SIGKILL);
-				waitpid(tl_procs[i], NULL, 0);
-			}
-			tl_sleep_ms(10);
-		}
-		tl_procs[i] = 0;
-	}
-	for (int i = 0; i < TL_MAX_DIRS; i++)
-		tl_dir_remove(i);
-}
-
-static inline void tl_on_signal(int sig)
-{
-	/* Not async-signal-safe in the strict sense (nftw), but we are dying
-	 * anyway and leaving daemons behind is worse. */
-	tl_cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static inline void tl_arm_cleanup(void)
-{
-	if (tl_cleanup_armed)
-		return;
-	tl_cleanup_armed = true;
-	atexit(tl_cleanup);
-	signal(SIGINT, tl_on_signal);
-	signal(SIGTERM, tl_on_signal);
-	signal(SIGALRM, tl_on_signal);
-	signal(SIGPIPE, SIG_IGN);
-}
+void tl_arm_cleanup(void);
 
 /* A private temp dir removed at exit: "/tmp/kvp-<tag>-<pid>-XXXXXX". */
-static inline const char *tl_tmpdir(const char *tag)
-{
-	tl_arm_cleanup();
-	for (int i = 0; i < TL_MAX_DIRS; i++) {
-		if (tl_dirs[i][0])
-			continue;
-		snprintf(tl_dirs[i], sizeof(tl_dirs[i]), "/tmp/kvp-%s-%d-XXXXXX", tag, (int)getpid());
-		REQUIRE(mkdtemp(tl_dirs[i]), "mkdtemp: %s", strerror(errno));
-		return tl_dirs[i];
-	}
-	REQUIRE(0, "too many temp dirs");
-	return NULL;
-}
+const char *tl_tmpdir(const char *tag);
 
 /* Removes a dir tl_tmpdir made, now rather than at exit (for programs
  * that start more than TL_MAX_DIRS daemons one after another). */
-static inline void tl_tmpdir_drop(const char *dir)
-{
-	for (int i = 0; i < TL_MAX_DIRS; i++)
-		if (tl_dirs[i][0] && !strcmp(tl_dirs[i], dir))
-			tl_dir_remove(i);
-}
+void tl_tmpdir_drop(const char *dir);
 
-static inline void tl_write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	REQUIRE(f, "%s: %s", path, strerror(errno));
-	fputs(text, f);
-	REQUIRE(fclose(f) == 0, "%s: %s", path, strerror(errno));
-}
+void tl_write_file(const char *path, const char *text);
 
 /* Reads a whole file (malloc'd, NUL-terminated); NULL if missing. */
-static inline char *tl_read_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
+char *tl_read_file(const char *path);
 
-	if (!f)
-		return NULL;
-	for (;;) {
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 8192;
-			buf = realloc(buf, cap);
-			REQUIRE(buf, "oom");
-		}
-		size_t n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	fclose(f);
-	buf[len] = '\0';
-	return buf;
-}
-
-static inline const char *tl_build(void)
-{
-	const char *b = getenv("KVP_BUILD");
-
-	return b && *b ? b : "build";
-}
+const char *tl_build(void);
 
 /* ---- ports ---- */
 
@@ -269,243 +144,43 @@ static inline const char *tl_build(void)
  * just freed again, and a fixture that picks several before starting its
  * servers (etcd_fx.h: a client and a peer port per member) once got the
  * same one twice (CI: "bind: address already in use"). */
-static inline int tl_free_port(void)
-{
-	static int recent[64];
-	static unsigned nrecent;
-
-	for (int tries = 0;; tries++) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-		socklen_t len = sizeof(a);
-		bool seen = false;
-
-		REQUIRE(fd >= 0, "socket: %s", strerror(errno));
-		REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
-		REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
-		close(fd);
-		int port = ntohs(a.sin_port);
-		for (unsigned i = 0; i < nrecent && i < 64; i++)
-			seen |= recent[i] == port;
-		if (!seen || tries >= 100) {
-			recent[nrecent++ % 64] = port;
-			return port;
-		}
-	}
-}
+int tl_free_port(void);
 
 /* Blocking TCP connect to 127.0.0.1:port; fd or -errno. */
-static inline int tl_connect(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {
-		.sin_family = AF_INET,
-		.sin_port = htons((uint16_t)port),
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-	};
-	int one = 1;
-
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		int err = -errno;
-		close(fd);
-		return err;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
+int tl_connect(int port);
 
 /* Waits until something accepts on port; true if it did within timeout. */
-static inline bool tl_wait_port(int port, unsigned timeout_ms)
-{
-	uint64_t end = tl_now_ms() + timeout_ms;
-
-	do {
-		int fd = tl_connect(port);
-		if (fd >= 0) {
-			close(fd);
-			return true;
-		}
-		tl_sleep_ms(20);
-	} while (tl_now_ms() < end);
-	return false;
-}
+bool tl_wait_port(int port, unsigned timeout_ms);
 
 /* ---- processes ---- */
 
 /* Starts argv[0] (a path) with stdout+stderr appended to log (NULL: inherit);
  * killed at exit. Returns the pid. */
-static inline pid_t tl_spawn(char *const argv[], const char *log)
-{
-	tl_arm_cleanup();
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	REQUIRE(pid >= 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		if (log) {
-			int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-			if (fd >= 0) {
-				dup2(fd, 1);
-				dup2(fd, 2);
-				close(fd);
-			}
-		}
-		signal(SIGPIPE, SIG_DFL);
-		execv(argv[0], argv);
-		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	for (int i = 0; i < TL_MAX_PROCS; i++)
-		if (tl_procs[i] == 0) {
-			tl_procs[i] = pid;
-			return pid;
-		}
-	kill(pid, SIGKILL);
-	REQUIRE(0, "too many processes");
-	return -1;
-}
-
-static inline void tl_forget(pid_t pid)
-{
-	for (int i = 0; i < TL_MAX_PROCS; i++)
-		if (tl_procs[i] == pid)
-			tl_procs[i] = 0;
-}
+pid_t tl_spawn(char *const argv[], const char *log);
+/* Not killed at exit any more (the test reaped it). */
+void tl_forget(pid_t pid);
 
 /* Waits up to timeout_ms for pid to exit: its wait status, or -1 if it is
  * still running. */
-static inline int tl_wait_exit(pid_t pid, unsigned timeout_ms)
-{
-	uint64_t end = tl_now_ms() + timeout_ms;
-	int st;
-
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid) {
-			tl_forget(pid);
-			return st;
-		}
-		if (r < 0)
-			return -1;
-		if (tl_now_ms() >= end)
-			return -1;
-		tl_sleep_ms(10);
-	}
-}
+int tl_wait_exit(pid_t pid, unsigned timeout_ms);
 
 /* Sends sig and waits (SIGKILL after timeout_ms): the wait status. */
-static inline int tl_kill(pid_t pid, int sig, unsigned timeout_ms)
-{
-	kill(pid, sig);
-	int st = tl_wait_exit(pid, timeout_ms);
-	if (st == -1) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		tl_forget(pid);
-	}
-	return st;
-}
+int tl_kill(pid_t pid, int sig, unsigned timeout_ms);
 
-static inline bool tl_alive(pid_t pid)
-{
-	return waitpid(pid, NULL, WNOHANG) == 0;
-}
+bool tl_alive(pid_t pid);
 
 /* Runs argv to completion with output captured (malloc'd, NUL-terminated
  * into *out if not NULL). Returns the wait status. */
-static inline int tl_run(char *const argv[], char **out, unsigned timeout_ms)
-{
-	char path[] = "/tmp/kvp-run-XXXXXX";
-	int fd = mkstemp(path);
-
-	REQUIRE(fd >= 0, "mkstemp");
-	close(fd);
-	pid_t pid = tl_spawn(argv, path);
-	int st = tl_wait_exit(pid, timeout_ms);
-	if (st == -1)
-		st = tl_kill(pid, SIGKILL, 1000);
-	if (out)
-		*out = tl_read_file(path);
-	unlink(path);
-	return st;
-}
+int tl_run(char *const argv[], char **out, unsigned timeout_ms);
 
 /* ---- HTTP ---- */
 
-static inline int tl_send_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
+int tl_send_all(int fd, const void *p, size_t n);
 
 /* One HTTP/1.0 request to 127.0.0.1:port. Returns the status code (or -1)
  * and the body (malloc'd, NUL-terminated) in *body if not NULL. */
-static inline int tl_http(int port, const char *method, const char *path, const void *req,
-			  size_t req_len, char **body, size_t *body_len)
-{
-	int fd = tl_connect(port);
-	char head[1024];
-
-	if (body)
-		*body = NULL;
-	if (fd < 0)
-		return -1;
-	int n = snprintf(head, sizeof(head),
-			 "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: %zu\r\n\r\n",
-			 method, path, req_len);
-	/* A server may answer (413) and close before the whole body is sent:
-	 * a failed write still reads what came back. */
-	if (tl_send_all(fd, head, (size_t)n) == 0 && req_len)
-		tl_send_all(fd, req, req_len);
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	for (;;) {
-		if (poll(&p, 1, 5000) <= 0)
-			break;
-		if (cap - len < 4096) {
-			cap = cap ? cap * 2 : 16384;
-			buf = realloc(buf, cap + 1);
-			REQUIRE(buf, "oom");
-		}
-		ssize_t r = read(fd, buf + len, cap - len);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	if (!buf)
-		return -1;
-	buf[len] = '\0';
-	int status = -1;
-	sscanf(buf, "HTTP/%*d.%*d %d", &status);
-	char *sep = strstr(buf, "\r\n\r\n");
-	if (body) {
-		size_t off = sep ? (size_t)(sep + 4 - buf) : len;
-		*body = malloc(len - off + 1);
-		REQUIRE(*body, "oom");
-		memcpy(*body, buf + off, len - off);
-		(*body)[len - off] = '\0';
-		if (body_len)
-			*body_len = len - off;
-	}
-	free(buf);
-	return status;
-}
+int tl_http(int port, const char *method, const char *path, const void *req,
+	    size_t req_len, char **body, size_t *body_len);
 
 /* ---- raw protocol client ---- */
 
@@ -529,254 +204,50 @@ struct tl_conn {
 	uint64_t epoch;			/* server_epoch of the HELLO reply (grants carry it) */
 };
 
-static inline void tl_frame_free(struct tl_frame *f)
-{
-	if (!f)
-		return;
-	free(f->body);
-	free(f->payload);
-	free(f);
-}
+void tl_frame_free(struct tl_frame *f);
 
 /* Connects (no HELLO); NULL if the port does not accept. */
-static inline struct tl_conn *tl_conn_open(int port)
-{
-	int fd = tl_connect(port);
+struct tl_conn *tl_conn_open(int port);
 
-	if (fd < 0)
-		return NULL;
-	struct tl_conn *c = calloc(1, sizeof(*c));
-	REQUIRE(c, "oom");
-	c->fd = fd;
-	c->next_reqid = 1;
-	c->qtail = &c->queue;
-	c->timeout_ms = 5000;
-	return c;
-}
-
-static inline void tl_conn_close(struct tl_conn *c)
-{
-	if (!c)
-		return;
-	while (c->queue) {
-		struct tl_frame *f = c->queue;
-		c->queue = f->next;
-		tl_frame_free(f);
-	}
-	close(c->fd);
-	free(c);
-}
-
-static inline int tl_recv_all(int fd, void *p, size_t n, uint64_t deadline)
-{
-	uint8_t *b = p;
-
-	while (n) {
-		/* Past the deadline, bytes already waiting are still taken (poll
-		 * with 0): giving up between a frame's header and its body would
-		 * desynchronise the stream. */
-		uint64_t now = tl_now_ms();
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int r = poll(&pf, 1, now >= deadline ? 0 : (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 0)
-			return -ETIMEDOUT;
-		ssize_t got = recv(fd, b, n, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return -ECONNRESET;
-		b += got;
-		n -= (size_t)got;
-	}
-	return 0;
-}
+void tl_conn_close(struct tl_conn *c);
 
 /* Sends one frame: header fields given, body_len from len. */
-static inline int tl_send_frame(struct tl_conn *c, uint16_t op, uint8_t flags, int32_t status,
-				uint64_t reqid, const void *body, size_t len)
-{
-	uint8_t hdr[WIRE_HDR_SIZE];
-	struct wire_hdr h = {
-		.magic = WIRE_MAGIC,
-		.version = WIRE_VERSION,
-		.flags = flags,
-		.opcode = op,
-		.status = status,
-		.body_len = (uint32_t)len,
-		.reqid = reqid,
-	};
-
-	wire_hdr_encode(&h, hdr);
-	if (tl_send_all(c->fd, hdr, sizeof(hdr)))
-		return -1;
-	return len ? tl_send_all(c->fd, body, len) : 0;
-}
+int tl_send_frame(struct tl_conn *c, uint16_t op, uint8_t flags, int32_t status,
+		  uint64_t reqid, const void *body, size_t len);
 
 /* Sends raw bytes (for malformed-frame tests). */
-static inline int tl_send_raw(struct tl_conn *c, const void *p, size_t n)
-{
-	return tl_send_all(c->fd, p, n);
-}
+int tl_send_raw(struct tl_conn *c, const void *p, size_t n);
 
 /* Reads the next frame off the socket: 0, -ETIMEDOUT, -ECONNRESET (closed)
  * or -EPROTO (bad header). */
-static inline int tl_read_frame(struct tl_conn *c, struct tl_frame **out, uint64_t timeout_ms)
-{
-	uint8_t hdr[WIRE_HDR_SIZE];
-	uint64_t deadline = tl_now_ms() + timeout_ms;
-	int rc = tl_recv_all(c->fd, hdr, sizeof(hdr), deadline);
-
-	*out = NULL;
-	if (rc)
-		return rc;
-	struct tl_frame *f = calloc(1, sizeof(*f));
-	REQUIRE(f, "oom");
-	if (wire_hdr_decode(hdr, &f->h, UINT32_MAX, UINT64_MAX)) {
-		free(f);
-		return -EPROTO;
-	}
-	f->body = malloc((size_t)f->h.body_len + 1);
-	REQUIRE(f->body, "oom (body of %u bytes)", f->h.body_len);
-	f->body[f->h.body_len] = 0;
-	rc = tl_recv_all(c->fd, f->body, f->h.body_len, deadline);
-	if (!rc && f->h.payload_len) {
-		f->payload = malloc(f->h.payload_len);
-		REQUIRE(f->payload, "oom (payload)");
-		rc = tl_recv_all(c->fd, f->payload, f->h.payload_len, deadline);
-	}
-	if (rc) {
-		tl_frame_free(f);
-		return rc;
-	}
-	*out = f;
-	return 0;
-}
+int tl_read_frame(struct tl_conn *c, struct tl_frame **out, uint64_t timeout_ms);
 
 /* Answers a FREE request with an empty reply. */
-static inline int tl_reply(struct tl_conn *c, const struct tl_frame *req, int32_t status,
-			   const void *body, size_t len)
-{
-	return tl_send_frame(c, req->h.opcode, WIRE_F_REPLY, status, req->h.reqid, body, len);
-}
+int tl_reply(struct tl_conn *c, const struct tl_frame *req, int32_t status,
+	     const void *body, size_t len);
 
 /* Reads frames until the reply to reqid; requests arriving meanwhile are
  * queued (or answered, for FREE with auto_free). NULL on timeout/close. */
-static inline struct tl_frame *tl_wait_reply(struct tl_conn *c, uint64_t reqid)
-{
-	uint64_t end = tl_now_ms() + c->timeout_ms;
-
-	for (;;) {
-		uint64_t now = tl_now_ms();
-		struct tl_frame *f;
-		if (now >= end || tl_read_frame(c, &f, end - now))
-			return NULL;
-		if ((f->h.flags & WIRE_F_REPLY) && f->h.reqid == reqid)
-			return f;
-		if (!(f->h.flags & WIRE_F_REPLY) && f->h.opcode == WIRE_OP_FREE && c->auto_free) {
-			tl_reply(c, f, 0, NULL, 0);
-			c->frees_answered++;
-			tl_frame_free(f);
-			continue;
-		}
-		if (f->h.flags & WIRE_F_REPLY) {	/* a reply nobody waits for */
-			tl_frame_free(f);
-			continue;
-		}
-		f->next = NULL;
-		*c->qtail = f;
-		c->qtail = &f->next;
-	}
-}
+struct tl_frame *tl_wait_reply(struct tl_conn *c, uint64_t reqid);
 
 /* One request/reply round trip. The reply frame (free with tl_frame_free)
  * or NULL on timeout / closed connection. */
-static inline struct tl_frame *tl_call(struct tl_conn *c, uint16_t op, const struct wbuf *body)
-{
-	uint64_t reqid = c->next_reqid++;
-
-	if (tl_send_frame(c, op, 0, 0, reqid, body ? body->p : NULL, body ? body->len : 0))
-		return NULL;
-	return tl_wait_reply(c, reqid);
-}
+struct tl_frame *tl_call(struct tl_conn *c, uint16_t op, const struct wbuf *body);
 
 /* The next request the peer sent us (queued or read now), NULL on timeout. */
-static inline struct tl_frame *tl_next_request(struct tl_conn *c, uint64_t timeout_ms)
-{
-	uint64_t end = tl_now_ms() + timeout_ms;
-
-	for (;;) {
-		if (c->queue) {
-			struct tl_frame *f = c->queue;
-			c->queue = f->next;
-			if (!c->queue)
-				c->qtail = &c->queue;
-			return f;
-		}
-		uint64_t now = tl_now_ms();
-		struct tl_frame *f;
-		if (now >= end || tl_read_frame(c, &f, end - now))
-			return NULL;
-		if (f->h.flags & WIRE_F_REPLY) {
-			tl_frame_free(f);
-			continue;
-		}
-		return f;
-	}
-}
+struct tl_frame *tl_next_request(struct tl_conn *c, uint64_t timeout_ms);
 
 /* Answers every queued and arriving FREE request for up to ms; returns how
  * many were answered. */
-static inline int tl_drain_frees(struct tl_conn *c, uint64_t ms)
-{
-	int n = 0;
-	struct tl_frame *f;
-
-	while ((f = tl_next_request(c, ms))) {
-		if (f->h.opcode == WIRE_OP_FREE) {
-			tl_reply(c, f, 0, NULL, 0);
-			n++;
-			c->frees_answered++;
-		}
-		tl_frame_free(f);
-	}
-	return n;
-}
+int tl_drain_frees(struct tl_conn *c, uint64_t ms);
 
 /* HELLO: the reply's header status (0, KVP_EAUTH, ...) or KVP_ECONN. */
-static inline int tl_hello(struct tl_conn *c, uint16_t role, const char *token,
-			   const char *name, const char *host_id)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	wb_u16(&b, role);
-	wb_cstr(&b, token ? token : "");
-	wb_cstr(&b, name ? name : "test");
-	wb_cstr(&b, host_id ? host_id : "test-host");
-	struct tl_frame *f = tl_call(c, WIRE_OP_HELLO, &b);
-	wb_free(&b);
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	if (st == 0 && f->h.body_len >= 8)
-		memcpy(&c->epoch, f->body, 8);
-	tl_frame_free(f);
-	return st;
-}
+int tl_hello(struct tl_conn *c, uint16_t role, const char *token,
+	     const char *name, const char *host_id);
 
 /* Connects and says HELLO; REQUIREs success. */
-static inline struct tl_conn *tl_client(int port, uint16_t role, const char *token,
-					const char *host_id)
-{
-	struct tl_conn *c = tl_conn_open(port);
-
-	REQUIRE(c, "connect to port %d failed", port);
-	int st = tl_hello(c, role, token, role == WIRE_ROLE_NODE ? "node" : "client", host_id);
-	REQUIRE(st == 0, "HELLO: %s", kvp_strerror(st));
-	return c;
-}
+struct tl_conn *tl_client(int port, uint16_t role, const char *token,
+			  const char *host_id);
 
 /* ---- master operations (wire.h body layouts) ---- */
 
@@ -797,360 +268,82 @@ struct tl_obj {
 	struct tl_rep rep[KVP_MAX_REPLICAS + 1];
 };
 
-/* Appends a batch of keys (u32 n + strs) to b. */
-static inline void tl_wb_keys(struct wbuf *b, size_t n, const char *const *keys)
-{
-	wb_u32(b, (uint32_t)n);
-	for (size_t i = 0; i < n; i++)
-		wb_cstr(b, keys[i]);
-}
-
 /* Sends op with body = pre (may be NULL) + a key batch; returns the reply
  * frame (NULL on timeout/close). */
-static inline struct tl_frame *tl_keys_call(struct tl_conn *c, uint16_t op, const struct wbuf *pre,
-					    size_t n, const char *const *keys)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	if (pre)
-		wb_bytes(&b, pre->p, pre->len);
-	tl_wb_keys(&b, n, keys);
-	struct tl_frame *f = tl_call(c, op, &b);
-	wb_free(&b);
-	return f;
-}
+struct tl_frame *tl_keys_call(struct tl_conn *c, uint16_t op, const struct wbuf *pre,
+			      size_t n, const char *const *keys);
 
 /* A reply made of u32 n then n x i32 (EXISTS, PUT_END, REMOVE, PIN, ...):
  * fills out[] and returns the frame status, or KVP_EPROTO if malformed. */
-static inline int tl_i32_reply(struct tl_frame *f, size_t n, int *out)
-{
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	if (st == 0) {
-		struct rbuf r;
-		rb_init(&r, f->body, f->h.body_len);
-		if (rb_u32(&r) != n)
-			st = KVP_EPROTO;
-		for (size_t i = 0; i < n && st == 0; i++)
-			out[i] = rb_status(&r);
-		if (!rb_done(&r))
-			st = KVP_EPROTO;
-	}
-	tl_frame_free(f);
-	return st;
-}
+int tl_i32_reply(struct tl_frame *f, size_t n, int *out);
 
 /* One-key form of an i32-reply op with an optional prefix body: the item
  * status, or the frame status if that failed. */
-static inline int tl_key_op(struct tl_conn *c, uint16_t op, const struct wbuf *pre, const char *key)
-{
-	int r = 0;
-	int st = tl_i32_reply(tl_keys_call(c, op, pre, 1, &key), 1, &r);
+int tl_key_op(struct tl_conn *c, uint16_t op, const struct wbuf *pre, const char *key);
 
-	return st ? st : r;
-}
+int tl_exists(struct tl_conn *c, const char *key);
 
-static inline int tl_exists(struct tl_conn *c, const char *key)
-{
-	return tl_key_op(c, WIRE_OP_EXISTS, NULL, key);
-}
+int tl_remove(struct tl_conn *c, const char *key, bool force);
 
-static inline int tl_remove(struct tl_conn *c, const char *key, bool force)
-{
-	struct wbuf pre;
+int tl_pin(struct tl_conn *c, const char *key, uint64_t ttl_ms);
 
-	wb_init(&pre);
-	wb_u8(&pre, force);
-	int st = tl_key_op(c, WIRE_OP_REMOVE, &pre, key);
-	wb_free(&pre);
-	return st;
-}
-
-static inline int tl_pin(struct tl_conn *c, const char *key, uint64_t ttl_ms)
-{
-	struct wbuf pre;
-
-	wb_init(&pre);
-	wb_u64(&pre, ttl_ms);
-	int st = tl_key_op(c, WIRE_OP_PIN, &pre, key);
-	wb_free(&pre);
-	return st;
-}
-
-static inline void tl_rb_reps(struct rbuf *r, struct tl_obj *o, bool grants)
-{
-	o->nrep = rb_u8(r);
-	for (unsigned k = 0; k < o->nrep; k++) {
-		struct tl_rep *p = &o->rep[k < KVP_MAX_REPLICAS ? k : KVP_MAX_REPLICAS];
-		p->seg = rb_u32(r);
-		if (!grants)
-			p->tier = rb_u8(r);
-		p->off = rb_u64(r);
-		p->len = rb_u64(r);
-		if (grants) {
-			const uint8_t *g = rb_take(r, WIRE_GRANT_LEN);
-			if (g)
-				memcpy(p->grant, g, WIRE_GRANT_LEN);
-		}
-	}
-}
+void tl_rb_reps(struct rbuf *r, struct tl_obj *o, bool grants);
 
 /* PUT_START's fields before the item count (WIRE_PUT_PREFIX bytes). */
-static inline void tl_wb_put_prefix(struct wbuf *b, unsigned replicas, uint32_t pref,
-				    uint32_t flags, uint64_t pin_ttl_ms)
-{
-	wb_u8(b, (uint8_t)replicas);
-	wb_u32(b, pref);
-	wb_u32(b, flags);
-	wb_u64(b, pin_ttl_ms);
-}
+void tl_wb_put_prefix(struct wbuf *b, unsigned replicas, uint32_t pref,
+		      uint32_t flags, uint64_t pin_ttl_ms);
 
 /* PUT_START of n keys with WIRE_PUT_* flags: per-item results in out[];
  * returns the frame status. */
-static inline int tl_put_start_flags(struct tl_conn *c, unsigned replicas, uint32_t pref,
-				     uint32_t flags, uint64_t pin_ttl_ms, size_t n,
-				     const char *const *keys, const uint64_t *sizes,
-				     struct tl_obj *out)
-{
-	struct wbuf b;
+int tl_put_start_flags(struct tl_conn *c, unsigned replicas, uint32_t pref,
+		       uint32_t flags, uint64_t pin_ttl_ms, size_t n,
+		       const char *const *keys, const uint64_t *sizes,
+		       struct tl_obj *out);
 
-	wb_init(&b);
-	tl_wb_put_prefix(&b, replicas, pref, flags, pin_ttl_ms);
-	wb_u32(&b, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		wb_cstr(&b, keys[i]);
-		wb_u64(&b, sizes[i]);
-	}
-	struct tl_frame *f = tl_call(c, WIRE_OP_PUT_START, &b);
-	wb_free(&b);
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	if (st == 0) {
-		struct rbuf r;
-		rb_init(&r, f->body, f->h.body_len);
-		if (rb_u32(&r) != n)
-			st = KVP_EPROTO;
-		for (size_t i = 0; i < n && st == 0; i++) {
-			memset(&out[i], 0, sizeof(out[i]));
-			out[i].status = rb_status(&r);
-			out[i].generation = rb_u64(&r);
-			tl_rb_reps(&r, &out[i], true);
-		}
-		if (!rb_done(&r))
-			st = KVP_EPROTO;
-	}
-	tl_frame_free(f);
-	return st;
-}
+int tl_put_start(struct tl_conn *c, unsigned replicas, uint32_t pref, size_t n,
+		 const char *const *keys, const uint64_t *sizes, struct tl_obj *out);
 
-static inline int tl_put_start(struct tl_conn *c, unsigned replicas, uint32_t pref, size_t n,
-			       const char *const *keys, const uint64_t *sizes, struct tl_obj *out)
-{
-	return tl_put_start_flags(c, replicas, pref, 0, 0, n, keys, sizes, out);
-}
+int tl_put_start1(struct tl_conn *c, const char *key, uint64_t size,
+		  unsigned replicas, uint32_t pref, struct tl_obj *out);
 
-static inline int tl_put_start1(struct tl_conn *c, const char *key, uint64_t size,
-				unsigned replicas, uint32_t pref, struct tl_obj *out)
-{
-	int st = tl_put_start(c, replicas, pref, 1, &key, &size, out);
+int tl_put_end1(struct tl_conn *c, const char *key, uint64_t gen, uint64_t csum);
 
-	return st ? st : out->status;
-}
-
-/* PUT_END (csum given) or PUT_REVOKE (csum NULL) of one key: the item
- * status, or the frame status if that failed. */
-static inline int tl_put_finish1(struct tl_conn *c, uint16_t op, const char *key, uint64_t gen,
-				 const uint64_t *csum)
-{
-	struct wbuf b;
-	int r = 0;
-
-	wb_init(&b);
-	wb_u32(&b, 1);
-	wb_cstr(&b, key);
-	wb_u64(&b, gen);
-	if (csum)
-		wb_u64(&b, *csum);
-	int st = tl_i32_reply(tl_call(c, op, &b), 1, &r);
-	wb_free(&b);
-	return st ? st : r;
-}
-
-static inline int tl_put_end1(struct tl_conn *c, const char *key, uint64_t gen, uint64_t csum)
-{
-	return tl_put_finish1(c, WIRE_OP_PUT_END, key, gen, &csum);
-}
-
-static inline int tl_put_revoke1(struct tl_conn *c, const char *key, uint64_t gen)
-{
-	return tl_put_finish1(c, WIRE_OP_PUT_REVOKE, key, gen, NULL);
-}
+int tl_put_revoke1(struct tl_conn *c, const char *key, uint64_t gen);
 
 /* PUT_START + PUT_END (checksum: the size, a stand-in no reader checks). */
-static inline int tl_put1(struct tl_conn *c, const char *key, uint64_t size, struct tl_obj *out)
-{
-	struct tl_obj tmp;
-	struct tl_obj *o = out ? out : &tmp;
-	int st = tl_put_start1(c, key, size, 1, 0, o);
-
-	return st ? st : tl_put_end1(c, key, o->generation, size);
-}
+int tl_put1(struct tl_conn *c, const char *key, uint64_t size, struct tl_obj *out);
 
 /* GET (stat = false) or STAT of one key: the item status (or frame status). */
-static inline int tl_get_stat1(struct tl_conn *c, const char *key, struct tl_obj *o, bool stat)
-{
-	struct tl_frame *f = tl_keys_call(c, stat ? WIRE_OP_STAT : WIRE_OP_GET, NULL, 1, &key);
+int tl_get_stat1(struct tl_conn *c, const char *key, struct tl_obj *o, bool stat);
 
-	memset(o, 0, sizeof(*o));
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	if (st == 0) {
-		struct rbuf r;
-		rb_init(&r, f->body, f->h.body_len);
-		if (rb_u32(&r) != 1)
-			st = KVP_EPROTO;
-		o->status = rb_status(&r);
-		o->size = rb_u64(&r);
-		o->generation = rb_u64(&r);
-		o->checksum = rb_u64(&r);
-		if (stat) {
-			o->put_time_ns = rb_u64(&r);
-			o->access_time_ns = rb_u64(&r);
-			o->lease_left_ms = rb_i64(&r);
-			o->pin_ms = rb_i64(&r);
-		} else {
-			o->lease_ms = rb_u64(&r);
-		}
-		tl_rb_reps(&r, o, false);
-		if (!rb_done(&r))
-			st = KVP_EPROTO;
-	}
-	tl_frame_free(f);
-	return st ? st : o->status;
-}
+int tl_get1(struct tl_conn *c, const char *key, struct tl_obj *o);
 
-static inline int tl_get1(struct tl_conn *c, const char *key, struct tl_obj *o)
-{
-	return tl_get_stat1(c, key, o, false);
-}
-
-static inline int tl_stat1(struct tl_conn *c, const char *key, struct tl_obj *o)
-{
-	return tl_get_stat1(c, key, o, true);
-}
+int tl_stat1(struct tl_conn *c, const char *key, struct tl_obj *o);
 
 struct tl_info {
 	uint64_t keys, bytes_used, capacity, evictions, demotions, leases;
 };
 
-static inline int tl_info(struct tl_conn *c, struct tl_info *i)
-{
-	struct tl_frame *f = tl_call(c, WIRE_OP_INFO, NULL);
-
-	memset(i, 0, sizeof(*i));
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	struct rbuf r;
-	rb_init(&r, f->body, f->h.body_len);
-	i->keys = rb_u64(&r);
-	i->bytes_used = rb_u64(&r);
-	i->capacity = rb_u64(&r);
-	i->evictions = rb_u64(&r);
-	i->demotions = rb_u64(&r);
-	i->leases = rb_u64(&r);
-	if (!st && !rb_done(&r))
-		st = KVP_EPROTO;
-	tl_frame_free(f);
-	return st;
-}
+int tl_info(struct tl_conn *c, struct tl_info *i);
 
 /* Answers FREEs on node until c's INFO shows no eviction progress for a
  * while (an eviction round is over). */
-static inline void tl_settle_evictions(struct tl_conn *node, struct tl_conn *c)
-{
-	struct tl_info a, b;
-
-	tl_info(c, &a);
-	for (int i = 0; i < 100; i++) {
-		tl_drain_frees(node, 50);
-		tl_info(c, &b);
-		if (b.evictions == a.evictions && i > 3)
-			break;
-		a = b;
-	}
-}
+void tl_settle_evictions(struct tl_conn *node, struct tl_conn *c);
 
 /* MOUNT a fake segment with a spill tier of spill bytes: its id (> 0) or a
  * negative status. secret may be NULL. Like kvpool-node, it then sends a
  * HEARTBEAT, which tells the master its REPORTs are in (none here; REPORTs
  * sent later still count): only then does it allocate in the segment.
  * tl_mount_quiet set: no HEARTBEAT (the caller sends one with tl_heartbeat). */
-static bool tl_mount_quiet;
-static inline int64_t tl_mount_spill(struct tl_conn *c, const char *name, const char *host_id,
-				     uint64_t size, uint64_t uuid, uint32_t align, uint64_t spill,
-				     uint8_t secret[WIRE_SECRET_LEN])
-{
-	struct wbuf b;
-	char path[128];
-
-	snprintf(path, sizeof(path), "/dev/shm/kvpool-test-%s-%d", name, (int)getpid());
-	wb_init(&b);
-	wb_cstr(&b, name);
-	wb_cstr(&b, host_id);
-	wb_cstr(&b, path);
-	wb_u64(&b, 1);			/* shm_dev */
-	wb_u64(&b, uuid);		/* shm_ino */
-	wb_u64(&b, size);
-	wb_u64(&b, uuid);
-	wb_u64(&b, align);		/* data_off: one aligned block of header */
-	wb_u32(&b, align);
-	wb_cstr(&b, "127.0.0.1:1");
-	wb_blob(&b, NULL, 0);
-	wb_u64(&b, spill);
-	wb_i32(&b, -1);
-	struct tl_frame *f = tl_call(c, WIRE_OP_MOUNT, &b);
-	wb_free(&b);
-	if (!f)
-		return KVP_ECONN;
-	int64_t ret = f->h.status;
-	if (!ret) {
-		struct rbuf r;
-		size_t n;
-		rb_init(&r, f->body, f->h.body_len);
-		ret = rb_u32(&r);
-		const uint8_t *sec = rb_blob(&r, &n);
-		if (!rb_done(&r) || n != WIRE_SECRET_LEN)
-			ret = KVP_EPROTO;
-		else if (secret)
-			memcpy(secret, sec, WIRE_SECRET_LEN);
-	}
-	tl_frame_free(f);
-	if (ret > 0 && !tl_mount_quiet) {
-		wb_init(&b);
-		wb_u32(&b, (uint32_t)ret);
-		wb_u64(&b, 0);
-		wb_u64(&b, 0);
-		f = tl_call(c, WIRE_OP_HEARTBEAT, &b);
-		wb_free(&b);
-		if (!f || f->h.status)
-			ret = f ? f->h.status : KVP_ECONN;
-		tl_frame_free(f);
-	}
-	return ret;
-}
+extern bool tl_mount_quiet;
+int64_t tl_mount_spill(struct tl_conn *c, const char *name, const char *host_id,
+		       uint64_t size, uint64_t uuid, uint32_t align, uint64_t spill,
+		       uint8_t secret[WIRE_SECRET_LEN]);
 
 /* MOUNT a fake segment (no spill tier). */
-static inline int64_t tl_mount(struct tl_conn *c, const char *name, const char *host_id,
-			       uint64_t size, uint64_t uuid, uint32_t align,
-			       uint8_t secret[WIRE_SECRET_LEN])
-{
-	return tl_mount_spill(c, name, host_id, size, uuid, align, 0, secret);
-}
+int64_t tl_mount(struct tl_conn *c, const char *name, const char *host_id,
+		 uint64_t size, uint64_t uuid, uint32_t align,
+		 uint8_t secret[WIRE_SECRET_LEN]);
 
 /* One WIRE_EXTENT of a REPORT. */
 struct tl_extent {
@@ -1159,127 +352,23 @@ struct tl_extent {
 	uint64_t off, alloc_len, value_len, checksum, generation, put_time_ns;
 };
 
-static inline int tl_report(struct tl_conn *c, uint32_t seg, size_t n, const struct tl_extent *e,
-			    uint32_t *adopted, uint32_t *rejected)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	wb_u32(&b, seg);
-	wb_u32(&b, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		wb_cstr(&b, e[i].key);
-		wb_u8(&b, e[i].tier);
-		wb_u64(&b, e[i].off);
-		wb_u64(&b, e[i].alloc_len);
-		wb_u64(&b, e[i].value_len);
-		wb_u64(&b, e[i].checksum);
-		wb_u64(&b, e[i].generation);
-		wb_u64(&b, e[i].put_time_ns);
-	}
-	struct tl_frame *f = tl_call(c, WIRE_OP_REPORT, &b);
-	wb_free(&b);
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	struct rbuf r;
-	rb_init(&r, f->body, f->h.body_len);
-	uint32_t a = rb_u32(&r), j = rb_u32(&r);
-	if (!st && !rb_done(&r))
-		st = KVP_EPROTO;
-	if (adopted)
-		*adopted = a;
-	if (rejected)
-		*rejected = j;
-	tl_frame_free(f);
-	return st;
-}
-
-/* Sends op with body b (freed here) and returns the reply's frame status,
- * for requests whose reply holds nothing more. */
-static inline int tl_status_call(struct tl_conn *c, uint16_t op, struct wbuf *b)
-{
-	struct tl_frame *f = tl_call(c, op, b);
-	int st = f ? f->h.status : KVP_ECONN;
-
-	wb_free(b);
-	tl_frame_free(f);
-	return st;
-}
+int tl_report(struct tl_conn *c, uint32_t seg, size_t n, const struct tl_extent *e,
+	      uint32_t *adopted, uint32_t *rejected);
 
 /* HEARTBEAT (reporting spill_used bytes in the spill tier): the frame status. */
-static inline int tl_heartbeat_spill(struct tl_conn *c, uint32_t seg, uint64_t spill_used)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	wb_u32(&b, seg);
-	wb_u64(&b, 0);
-	wb_u64(&b, spill_used);
-	return tl_status_call(c, WIRE_OP_HEARTBEAT, &b);
-}
+int tl_heartbeat_spill(struct tl_conn *c, uint32_t seg, uint64_t spill_used);
 
 /* HEARTBEAT / UNMOUNT: the frame status. */
-static inline int tl_heartbeat(struct tl_conn *c, uint32_t seg)
-{
-	return tl_heartbeat_spill(c, seg, 0);
-}
+int tl_heartbeat(struct tl_conn *c, uint32_t seg);
 
-static inline int tl_unmount(struct tl_conn *c, uint32_t seg, bool drain)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	wb_u32(&b, seg);
-	wb_u8(&b, drain);
-	return tl_status_call(c, WIRE_OP_UNMOUNT, &b);
-}
+int tl_unmount(struct tl_conn *c, uint32_t seg, bool drain);
 
 /* One LIST page: entries appended to names[]/is_prefix[] (each name
  * malloc'd) up to cap; *next receives the cursor (malloc'd). Returns the
  * frame status; *n the entry count. */
-static inline int tl_list(struct tl_conn *c, const char *prefix, const char *delim,
-			  const char *cursor, uint32_t limit, char **names, int *is_prefix,
-			  size_t cap, size_t *n, char **next)
-{
-	struct wbuf b;
-
-	*n = 0;
-	*next = NULL;
-	wb_init(&b);
-	wb_cstr(&b, prefix);
-	wb_cstr(&b, delim);
-	wb_cstr(&b, cursor);
-	wb_u32(&b, limit);
-	struct tl_frame *f = tl_call(c, WIRE_OP_LIST, &b);
-	wb_free(&b);
-	if (!f)
-		return KVP_ECONN;
-	int st = f->h.status;
-	if (!st) {
-		struct rbuf r;
-		size_t len;
-		rb_init(&r, f->body, f->h.body_len);
-		uint32_t cnt = rb_u32(&r);
-		for (uint32_t i = 0; i < cnt && rb_ok(&r); i++) {
-			uint8_t isp = rb_u8(&r);
-			const uint8_t *nm = rb_str(&r, &len);
-			rb_u64(&r);
-			rb_u64(&r);
-			if (*n < cap && rb_ok(&r)) {
-				names[*n] = strndup((const char *)nm, len);
-				is_prefix[*n] = isp;
-				(*n)++;
-			}
-		}
-		const uint8_t *nx = rb_str(&r, &len);
-		*next = strndup(nx ? (const char *)nx : "", len);
-		if (!rb_done(&r))
-			st = KVP_EPROTO;
-	}
-	tl_frame_free(f);
-	return st;
-}
+int tl_list(struct tl_conn *c, const char *prefix, const char *delim,
+	    const char *cursor, uint32_t limit, char **names, int *is_prefix,
+	    size_t cap, size_t *n, char **next);
 
 /* ---- a master on private ports ---- */
 
@@ -1298,70 +387,52 @@ struct tl_master {
  * not keys)
  * and starts build/kvpool-master -c it, with extra_args appended. Waits for
  * the RPC port. REQUIREs success. */
-static inline void tl_start_master_args(struct tl_master *m, const char *extra_ini,
-					const char *const *extra_args)
-{
-	char ini[8192];
-	char bin[256];
-	char *argv[32];
-	int n = 0;
-
-	tl_fmt(m->dir, sizeof(m->dir), "%s", tl_tmpdir("master"));
-	tl_fmt(m->conf, sizeof(m->conf), "%s/master.ini", m->dir);
-	tl_fmt(m->log, sizeof(m->log), "%s/master.log", m->dir);
-	m->port = tl_free_port();
-	do
-		m->http_port = tl_free_port();
-	while (m->http_port == m->port);
-	do
-		m->md_port = tl_free_port();
-	while (m->md_port == m->port || m->md_port == m->http_port);
-	bool own_log = extra_ini && strstr(extra_ini, "[log]");
-	/* fake nodes heartbeat only when a test says so: a slow run must not
-	 * lose them to node_ttl (3 s) unless the test sets it */
-	bool own_ttl = extra_ini && strstr(extra_ini, "node_ttl");
-	snprintf(ini, sizeof(ini),
-		 "[master]\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
-		 "metadata_listen = 127.0.0.1:%d\n%s%s%s\n",
-		 m->port, m->http_port, m->md_port, own_ttl ? "" : "node_ttl = 1h\n",
-		 own_log ? "" : "[log]\nlevel = info\n", extra_ini ? extra_ini : "");
-	tl_write_file(m->conf, ini);
-	tl_fmt(bin, sizeof(bin), "%s/kvpool-master", tl_build());
-	argv[n++] = bin;
-	argv[n++] = (char *)"-c";
-	argv[n++] = m->conf;
-	for (int i = 0; extra_args && extra_args[i] && n < 31; i++)
-		argv[n++] = (char *)extra_args[i];
-	argv[n] = NULL;
-	m->pid = tl_spawn(argv, m->log);
-	if (!tl_wait_port(m->port, 10000)) {
-		char *log = tl_read_file(m->log);
-		fprintf(stderr, "master did not start; its log:\n%s\n", log ? log : "(none)");
-		free(log);
-		REQUIRE(0, "kvpool-master on port %d", m->port);
-	}
-}
-
-static inline void tl_start_master(struct tl_master *m, const char *extra_ini)
-{
-	tl_start_master_args(m, extra_ini, NULL);
-}
+void tl_start_master_args(struct tl_master *m, const char *extra_ini,
+			  const char *const *extra_args);
+void tl_start_master(struct tl_master *m, const char *extra_ini);
 
 /* Stops it with SIGTERM: the wait status. */
-static inline int tl_stop_master(struct tl_master *m)
-{
-	int st = tl_kill(m->pid, SIGTERM, 5000);
-	m->pid = 0;
-	return st;
-}
+int tl_stop_master(struct tl_master *m);
 
 /* Prints the master's log (for a failed test). */
-static inline void tl_dump_log(const char *path)
-{
-	char *log = tl_read_file(path);
+void tl_dump_log(const char *path);
 
-	fprintf(stderr, "---- %s ----\n%s\n----\n", path, log ? log : "(none)");
-	free(log);
-}
+/* ---- a pool for libkvpool tests: a master and nodes ---- */
+
+#define TL_POOL_MAX_NODES 4
+
+struct tl_pool {
+	char dir[128];			/* private temp dir: configs, logs */
+	char tag[64];			/* kvpt-cl-<pid>: shm names */
+	char bin[256];			/* directory of the binaries */
+	int mport, mhttp;
+	pid_t master;
+	int nnodes;
+	pid_t node[TL_POOL_MAX_NODES];
+	int dport[TL_POOL_MAX_NODES], hport[TL_POOL_MAX_NODES];
+	char conf[256];			/* the client's (and master's) INI */
+	char extra[1024];		/* extra [master]/[client] lines for every INI */
+};
+
+/* Starts a master and n nodes of seg_mb MiB each (the test's one pool:
+ * stopped, its segments and dir removed at exit; its logs shown when
+ * tl_done fails). extra: INI lines appended to every file (may hold
+ * [master]/[client] sections). Skips (77) when the daemons are not built. */
+struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra);
+/* (Re)starts the master, or node i, of the pool's INI files. */
+void tl_pool_start_master(struct tl_pool *p);
+void tl_pool_start_node(struct tl_pool *p, int i);
+/* Stops *pid with sig (SIGKILL after 1 s) and clears it; nothing if 0. */
+void tl_pool_kill(pid_t *pid, int sig);
+/* A client handle with extra overrides ("section.key=value", NULL
+ * terminated; may be NULL). */
+struct kvp *tl_pool_open(const struct tl_pool *p, const char *const *overrides, int *err);
+/* Until the master lists want nodes (or seconds pass): 1 when it does. */
+int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds);
+
+/* Value bytes derived from the key and a length: any byte that lands in the
+ * wrong place or the wrong object is detected. */
+void tl_fill(void *buf, size_t len, const char *key);
+int tl_check_fill(const void *buf, size_t len, const char *key);
 
 #endif

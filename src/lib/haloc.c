@@ -1,5 +1,5 @@
-/* loccache: the table of last read locations; see loccache.h. */
-#include "loccache.h"
+/* haloc: the table of last read locations; see haloc.h. */
+#include "haloc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,16 +14,16 @@
 
 struct loc_slot {
 	uint64_t hash;			/* 0: empty */
-	struct loc_ent e;
+	struct lc_loc e;
 };
 
-struct loccache {
+struct haloc {
 	pthread_mutex_t lock;
 	struct loc_slot slot[LOC_SLOTS];	/* protected by lock */
 };
 
 /* The key's slot and its tag (never 0: an empty slot). */
-static struct loc_slot *slot_of(struct loccache *c, const char *key, uint32_t klen, uint64_t *h)
+static struct loc_slot *slot_of(struct haloc *c, const char *key, uint32_t klen, uint64_t *h)
 {
 	*h = XXH3_64bits(key, klen);
 	if (!*h)
@@ -31,29 +31,29 @@ static struct loc_slot *slot_of(struct loccache *c, const char *key, uint32_t kl
 	return &c->slot[*h % LOC_SLOTS];
 }
 
-int loccache_open(struct kvp *kvp)
+int haloc_open(struct kvp *kvp)
 {
-	struct loccache *c = calloc(1, sizeof(*c));
+	struct haloc *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return KVP_ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
-	kvp->locs = c;
+	kvp->haloc = c;
 	return 0;
 }
 
-void loccache_close(struct kvp *kvp)
+void haloc_close(struct kvp *kvp)
 {
-	if (!kvp->locs)
+	if (!kvp->haloc)
 		return;
-	pthread_mutex_destroy(&kvp->locs->lock);
-	free(kvp->locs);
-	kvp->locs = NULL;
+	pthread_mutex_destroy(&kvp->haloc->lock);
+	free(kvp->haloc);
+	kvp->haloc = NULL;
 }
 
-void loccache_put(struct kvp *kvp, const char *key, uint32_t klen, const struct loc_ent *e)
+void haloc_put(struct kvp *kvp, const char *key, uint32_t klen, const struct lc_loc *e)
 {
-	struct loccache *c = kvp->locs;
+	struct haloc *c = kvp->haloc;
 	uint64_t h;
 
 	if (!c)
@@ -66,9 +66,9 @@ void loccache_put(struct kvp *kvp, const char *key, uint32_t klen, const struct 
 }
 
 /* Reads (e set) or forgets (e NULL) the key's entry; true if it had one. */
-static bool lookup(struct kvp *kvp, const char *key, uint32_t klen, struct loc_ent *e)
+static bool lookup(struct kvp *kvp, const char *key, uint32_t klen, struct lc_loc *e)
 {
-	struct loccache *c = kvp->locs;
+	struct haloc *c = kvp->haloc;
 	bool hit;
 	uint64_t h;
 
@@ -85,12 +85,12 @@ static bool lookup(struct kvp *kvp, const char *key, uint32_t klen, struct loc_e
 	return hit;
 }
 
-bool loccache_get(struct kvp *kvp, const char *key, uint32_t klen, struct loc_ent *e)
+bool haloc_get(struct kvp *kvp, const char *key, uint32_t klen, struct lc_loc *e)
 {
 	return lookup(kvp, key, klen, e);
 }
 
-void loccache_drop(struct kvp *kvp, const char *key, uint32_t klen)
+void haloc_drop(struct kvp *kvp, const char *key, uint32_t klen)
 {
 	lookup(kvp, key, klen, NULL);
 }
