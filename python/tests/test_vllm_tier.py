@@ -166,7 +166,8 @@ def child_main(cfg_json):
     eng.step(new_req_ids=[ctx.req_id])
     keys = [offload_key(i) for i in range(NKEYS)]
     missing = offload_key(999)
-    out = {"namespace": tier.namespace,
+    import kvpool.vllm
+    out = {"namespace": tier.namespace, "have_vllm": kvpool.vllm.HAVE_VLLM,
            "hits": eng.lookup_prefix(keys + [missing], ctx)}
     # Promotions: two batched jobs at once, into slots the writer did not use.
     slots = list(range(NUM_BLOCKS - 1, NUM_BLOCKS - 1 - NKEYS, -1))
@@ -182,6 +183,131 @@ def child_main(cfg_json):
     view.release()
     mm.close()
     print(json.dumps(out), flush=True)
+
+
+# A stand-in for an installed vLLM: only the names kvpool.vllm and this test
+# import, with vLLM's signatures and abstract methods (tiering/base.py) and
+# the factory's out-of-tree path (get_tier_class: a registry miss imports
+# module_path and asserts issubclass). Written for this test, not vLLM's code.
+STUB_VLLM = {
+    "vllm/__init__.py": "",
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/kv_offload/__init__.py": "",
+    "vllm/v1/kv_offload/base.py": """
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple, Any
+
+class Locality(enum.Enum):
+    LOCAL = "LOCAL"
+    REMOTE = "REMOTE"
+
+class LookupResult(enum.Enum):
+    MISS = enum.auto()
+    HIT = enum.auto()
+    HIT_PENDING = enum.auto()
+    RETRY = enum.auto()
+
+class OffloadPolicy(enum.Enum):
+    CHUNK_LEVEL = "chunk_level"
+    REQUEST_LEVEL = "request_level"
+
+@dataclass
+class RequestOffloadingContext:
+    policy: OffloadPolicy = OffloadPolicy.CHUNK_LEVEL
+
+@dataclass
+class ReqContext:
+    req_id: str
+    kv_transfer_params: Any = None
+
+class ScheduleEndContext(NamedTuple):
+    new_req_ids: Any
+    preempted_req_ids: Any
+""",
+    "vllm/v1/kv_offload/tiering/__init__.py": "",
+    "vllm/v1/kv_offload/tiering/base.py": """
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+@dataclass
+class JobMetadata:
+    job_id: int
+    keys: Any
+    block_ids: Any
+    is_promotion: bool
+    req_context: Any
+
+@dataclass
+class JobResult:
+    job_id: int
+    success: bool
+    successful_keys: Any = None
+
+class SecondaryTierManager(ABC):
+    medium = None
+
+    def __init__(self, offloading_spec, primary_kv_view, tier_type):
+        self._offloading_spec = offloading_spec
+        self._primary_kv_view = primary_kv_view
+        self.tier_type = tier_type
+        self.locality = None
+
+    @abstractmethod
+    def lookup(self, key, req_context): ...
+    @abstractmethod
+    def submit_store(self, job_metadata): ...
+    @abstractmethod
+    def submit_load(self, job_metadata): ...
+    @abstractmethod
+    def get_finished_jobs(self): ...
+    @abstractmethod
+    def on_new_request(self, req_context): ...
+    @abstractmethod
+    def drain_jobs(self): ...
+    def has_pending_work(self): return False
+    def take_events(self): return ()
+    def touch(self, keys, req_context): return
+    def on_request_finished(self, req_context): return
+    def serve_external_requests(self, parent): return
+    def on_schedule_end(self, context): return
+    def shutdown(self): return
+""",
+    "vllm/v1/kv_offload/tiering/factory.py": """
+import importlib
+from vllm.v1.kv_offload.tiering.base import SecondaryTierManager
+
+class SecondaryTierFactory:
+    _registry = {}
+
+    @classmethod
+    def get_tier_class(cls, tier_config):
+        name = tier_config["type"]
+        if name in cls._registry:
+            return cls._registry[name]()
+        tier_cls = getattr(importlib.import_module(tier_config["module_path"]), name)
+        assert issubclass(tier_cls, SecondaryTierManager)
+        return tier_cls
+
+    @classmethod
+    def create_secondary_tier(cls, tier_config, primary_kv_view, offloading_spec):
+        tier_cls = cls.get_tier_class(tier_config)
+        config = dict(tier_config)
+        tier_type = config.pop("type")
+        config.pop("module_path", None)
+        return tier_cls(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view,
+                        tier_type=tier_type, **config)
+""",
+}
+
+
+def write_stub_vllm(root):
+    for path, text in STUB_VLLM.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
 
 
 class VllmTierTest(unittest.TestCase):
@@ -240,20 +366,28 @@ class VllmTierTest(unittest.TestCase):
 
         # Another engine (process) with the same model and layout finds and
         # loads every block; one unknown key comes back as a partial result.
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__))]
-                                            + env.get("PYTHONPATH", "").split(os.pathsep))
-        p = subprocess.run(
-            [sys.executable, "-c", "import sys, test_vllm_tier as T; T.child_main(sys.argv[1])",
-             json.dumps(self.tier_config(workers=2))],
-            env=env, capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, 0, p.stderr + "\n" + self.pool.logs())
-        out = json.loads(p.stdout.strip().splitlines()[-1])
-        self.assertEqual(out["namespace"], tier.namespace)
-        self.assertEqual(out["hits"], NKEYS)
-        self.assertTrue(out["full"])
-        self.assertEqual(out["partial"], [False, sorted(k.hex() for k in keys[8:])])
-        self.assertEqual(out["bad"], [])
+        # Once as the plain class, once subclassing an importable vLLM's ABC
+        # and built by its factory (a stand-in package, see STUB_VLLM).
+        stub = os.path.join(self.pool.dir, "stub-vllm")
+        write_stub_vllm(stub)
+        for extra, have_vllm in (([], False), ([stub], True)):
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                extra + [os.path.dirname(os.path.abspath(__file__))]
+                + env.get("PYTHONPATH", "").split(os.pathsep))
+            p = subprocess.run(
+                [sys.executable, "-c",
+                 "import sys, test_vllm_tier as T; T.child_main(sys.argv[1])",
+                 json.dumps(self.tier_config(workers=2))],
+                env=env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr + "\n" + self.pool.logs())
+            out = json.loads(p.stdout.strip().splitlines()[-1])
+            self.assertEqual(out["have_vllm"], have_vllm)
+            self.assertEqual(out["namespace"], tier.namespace)
+            self.assertEqual(out["hits"], NKEYS)
+            self.assertTrue(out["full"])
+            self.assertEqual(out["partial"], [False, sorted(k.hex() for k in keys[8:])])
+            self.assertEqual(out["bad"], [])
 
         # The blocks are pool objects under the tier's namespace.
         s = self.pool.store()
@@ -316,6 +450,37 @@ class VllmTierTest(unittest.TestCase):
             self.assertEqual(s.is_exist(a + "/" + k.hex()), 0)
         finally:
             s.close()
+        view.release()
+        mm.close()
+
+    def test_declare_namespace(self):
+        """With a store that has declare_namespace (the namespaces work in
+        progress), the tier declares its namespace at start-up, and a
+        mismatch stops the tier from starting."""
+        calls = []
+
+        class Declaring(kvpool.MooncakeDistributedStore):
+            def declare_namespace(self, name, **kw):
+                calls.append((name, kw))
+                if name == "taken":
+                    raise ValueError("namespace taken with another fingerprint")
+
+        saved = kvpool.MooncakeDistributedStore
+        kvpool.MooncakeDistributedStore = Declaring
+        mm, view = primary_view()
+        try:
+            tier = create_tier(self.tier_config(), view, offloading_spec())
+            tier.shutdown()
+            with self.assertRaises(ValueError):
+                create_tier(self.tier_config(namespace="taken"), view, offloading_spec())
+        finally:
+            kvpool.MooncakeDistributedStore = saved
+        self.assertEqual(len(calls), 2)
+        name, kw = calls[0]
+        self.assertEqual(name, tier.namespace)
+        self.assertEqual((kw["model"], kw["dtype"], kw["page_size"], kw["tp"]),
+                         ("Qwen/Qwen3-0.6B", "bfloat16", ROW, TP))
+        self.assertIn("tokens_per_block=16", kw["layout"])
         view.release()
         mm.close()
 
