@@ -255,6 +255,7 @@ class KVPoolSecondaryTier(_TierBase):
 
     def on_schedule_end(self, context=None):
         """One batch of this step's new lookups to the workers."""
+        self._drain_answers()
         if self._lookup_batch and not self._closed:
             self._lookups_out += 1
             self._work.put(("exists", self._lookup_batch))
@@ -318,6 +319,7 @@ class KVPoolSecondaryTier(_TierBase):
         return out
 
     def has_pending_work(self):
+        self._drain_answers()
         with self._cv:
             jobs = self._jobs_out
         return bool(jobs or self._lookups_out or self._lookup_batch

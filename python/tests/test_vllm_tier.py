@@ -498,6 +498,16 @@ class VllmTierTest(unittest.TestCase):
             self.assertFalse(r0.success)
             self.assertFalse(r1.success)
             self.assertFalse(r1.successful_keys)
+            # A lookup batch answered while no lookup() follows still ends
+            # the pending work (the engine would otherwise step forever).
+            from kvpool.vllm import LookupResult
+            self.assertIs(tier.lookup(offload_key(777), ctx), LookupResult.RETRY)
+            eng.step()
+            end = time.monotonic() + 30
+            while tier.has_pending_work():
+                self.assertLess(time.monotonic(), end, "pending work never ends")
+                time.sleep(0.005)
+            self.assertIs(tier.lookup(offload_key(777), ctx), LookupResult.MISS)
             tier.on_request_finished(ctx)
         finally:
             tier.shutdown()
