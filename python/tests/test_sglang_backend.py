@@ -443,5 +443,78 @@ class SGLangBackendTest(unittest.TestCase):
         store.close()
 
 
+# An engine-side stand-in: the module paths, the abstract methods of
+# HiCacheStorage and StorageMetrics' fields as SGLang has them, so the
+# backend's "SGLang importable" branch is exercised (it subclasses the ABC,
+# and backend_factory's issubclass check passes).
+SGLANG_STUB = {
+    "sglang/__init__.py": "",
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/mem_cache/__init__.py": "",
+    "sglang/srt/mem_cache/hicache_storage.py": (
+        "from abc import ABC, abstractmethod\n"
+        "class HiCacheStorage(ABC):\n"
+        "    def register_mem_pool_host(self, mem_pool_host):\n"
+        "        self.mem_pool_host = mem_pool_host\n"
+        + "".join("    @abstractmethod\n    def %s(self, *a, **k): pass\n" % m
+                  for m in ("get", "batch_get", "set", "batch_set", "exists"))),
+    "sglang/srt/observability/__init__.py": "",
+    "sglang/srt/observability/metrics_collector.py": (
+        "from dataclasses import dataclass, field\n"
+        "from typing import List\n"
+        "@dataclass\n"
+        "class StorageMetrics:\n"
+        "    prefetch_pgs: List[int] = field(default_factory=list)\n"
+        "    backup_pgs: List[int] = field(default_factory=list)\n"
+        "    prefetch_bandwidth: List[float] = field(default_factory=list)\n"
+        "    backup_bandwidth: List[float] = field(default_factory=list)\n"),
+}
+
+WITH_ABC = r"""
+import json, sys
+from sglang.srt.mem_cache.hicache_storage import HiCacheStorage
+from sglang.srt.observability.metrics_collector import StorageMetrics
+import test_sglang_backend as T
+import kvpool.sglang as ks
+assert issubclass(ks.KvpoolHiCacheStorage, HiCacheStorage)
+b, host = T.make_backend(json.loads(sys.argv[1]), 0, 1, False, metrics=True)
+host.fill(0, b"abc")
+ok = b.batch_set_v1(["abc-page"], T.indices([0]))
+st = b.get_stats()
+print(json.dumps({"ok": ok, "metrics": type(st) is StorageMetrics,
+                  "backup_pgs": st.backup_pgs,
+                  "exists": b.batch_exists(["abc-page"])}), flush=True)
+b.close()
+"""
+
+
+class SGLangABCTest(unittest.TestCase):
+    def test_subclasses_engine_abc(self):
+        L.require_module(self)
+        import tempfile
+        pool = L.Pool(nodes=1, segment_size="16M").start()
+        try:
+            stub = tempfile.mkdtemp(prefix="kvpt-sglang-stub.", dir=pool.dir)
+            for path, text in SGLANG_STUB.items():
+                os.makedirs(os.path.dirname(os.path.join(stub, path)), exist_ok=True)
+                with open(os.path.join(stub, path), "w") as f:
+                    f.write(text)
+            extra = {"backend_name": "kvpool", "module_path": "kvpool.sglang",
+                     "class_name": "KvpoolHiCacheStorage", "interface_v1": 1,
+                     "config_file": pool.conf, "master_server_address": pool.master,
+                     "protocol": "tcp", "local_hostname": "localhost"}
+            env = dict(os.environ)
+            here = os.path.dirname(os.path.abspath(__file__))
+            env["PYTHONPATH"] = os.pathsep.join([stub, here, env.get("PYTHONPATH", "")])
+            r = subprocess.run([sys.executable, "-c", WITH_ABC, json.dumps(extra)], env=env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr + pool.logs())
+            got = json.loads(r.stdout.strip().splitlines()[-1])
+            self.assertEqual(got, {"ok": [True], "metrics": True, "backup_pgs": [1],
+                                   "exists": 1})
+        finally:
+            pool.stop()
+
+
 if __name__ == "__main__":
     unittest.main()
