@@ -168,6 +168,38 @@ class FakeMLAHostPool:
         return bytes(self.get_data_page(slot))
 
 
+class FakeMLALayerFirstHostPool(FakeMLAHostPool):
+    """MLATokenToKVPoolHost, layout layer_first: (layer, size, 1, kv_dim);
+    a page is one buffer per layer (SGLang's Mooncake backend packs them into
+    one object: the multi-buffer calls)."""
+    layout = "layer_first"
+
+    def __init__(self):
+        super().__init__()
+        self.ltok = KV_DIM * ITEMSIZE       # bytes per token and layer
+
+    def get_page_buffer_meta(self, idx):
+        idx = idx.tolist()
+        ptrs = []
+        for i in range(0, len(idx), self.page_size):
+            for layer in range(self.layer_num):
+                ptrs.append(self.base + (layer * self.size + idx[i]) * self.ltok)
+        return ptrs, [self.page_size * self.ltok] * len(ptrs)
+
+    def _span(self, layer, index):
+        o = (layer * self.size + index) * self.ltok
+        return o, o + self.page_size * self.ltok
+
+    def fill(self, slot, seed):
+        for layer in range(self.layer_num):
+            a, b = self._span(layer, slot)
+            self.kv_buffer[a:b] = pattern(seed + b"%d" % layer, b - a)
+
+    def page(self, slot):
+        return b"".join(bytes(self.kv_buffer[slice(*self._span(layer, slot))])
+                        for layer in range(self.layer_num))
+
+
 def pattern(seed, n):
     d = hashlib.sha256(seed).digest()
     return (d * (n // len(d) + 1))[:n]
@@ -332,6 +364,29 @@ class SGLangBackendTest(unittest.TestCase):
             self.assertEqual(got["namespace"], "sglang-org-Test-Model-1B-mla")
         r0.close()
         r1.close()
+
+    def test_mla_layer_first_multi_buffer(self):
+        extra = dict(self.extra, namespace="mla-lf-test")
+        keys = ["mlalf-%s" % os.urandom(6).hex() for _ in range(3)]
+        b, _ = make_backend(extra, 0, 1, True)
+        host = FakeMLALayerFirstHostPool()
+        b.register_mem_pool_host(host)
+        slots = [6 * PAGE, 0, 3 * PAGE]
+        for s, k in zip(slots, keys):
+            host.fill(s, k.encode())
+        self.assertEqual(b.batch_set_v1(keys, indices(slots)), [True] * 3)
+        self.assertEqual(b.batch_exists(keys), 3)
+        # One object per page: the layers' buffers concatenated.
+        self.assertEqual(b.store.get_size("mla-lf-test/" + keys[0] + "_k"),
+                         LAYERS * PAGE * KV_DIM * ITEMSIZE)
+        other = FakeMLALayerFirstHostPool()
+        b.mem_pool_host = other
+        self.assertEqual(b.batch_get_v1(keys + ["mlalf-missing"],
+                                        indices([0, PAGE, 2 * PAGE, 3 * PAGE])),
+                         [True, True, True, False])
+        for i, s in enumerate(slots):
+            self.assertEqual(other.page(i * PAGE), host.page(s))
+        b.close()
 
     def test_legacy_page_path(self):
         extra = {k: v for k, v in self.extra.items() if k != "interface_v1"}
