@@ -129,7 +129,11 @@ class KvpoolHiCacheStorage(_Base):
             self.namespace = str(extra["namespace"])
         else:
             kind = "mla" if self.is_mla else "mha-tp%d" % self.tp_size
-            self.namespace = "sglang-%s-%s" % (_name_part(self.model_name), kind)
+            tag = extra.get("extra_backend_tag")     # SGLang's Mooncake key prefix
+            model = _name_part(self.model_name)
+            if tag is not None:
+                model = _name_part(tag) + "-" + model
+            self.namespace = "sglang-%s-%s" % (model, kind)
         if self.pp_size > 1:
             rank = "%d_%d" % (self.tp_rank, self.pp_rank)
             self._suffix = "_%d" % self.pp_rank if self.is_mla else "_" + rank
@@ -168,6 +172,8 @@ class KvpoolHiCacheStorage(_Base):
         return s
 
     def _declare(self, host):
+        """kvpool.NamespaceMismatchError (the pool holds this namespace for
+        another layout) propagates: SGLang's attach fails with it."""
         if self._declared or not hasattr(self.store, "declare_namespace"):
             return
         layout = getattr(host, "layout", "page_first") if host is not None else "page_first"

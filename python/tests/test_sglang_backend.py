@@ -495,6 +495,11 @@ class SGLangBackendTest(unittest.TestCase):
         b.clear()
         self.assertEqual(b.batch_exists(["p0"]), 0)
         b.close()
+        extra = dict(self.extra, extra_backend_tag="blue team")
+        cfg = StorageConfig(1, 4, 0, 1, 0, 1, False, False, True, "org/M", extra_config=extra)
+        b = ks.KvpoolHiCacheStorage(cfg, {}, store=store)
+        self.assertEqual(b.namespace, "sglang-blue-team-org-M-mha-tp4")
+        b.close()
         store.close()
 
 
