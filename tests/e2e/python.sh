@@ -22,7 +22,8 @@ on_cleanup "pkill -TERM -f -- '$E2E_TMP'; sleep 1; pkill -KILL -f -- '$E2E_TMP';
 export PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}"
 "${preload[@]}" "$PY" -m unittest discover -s python/tests -t python/tests -v
 rc=$?
-# The tensor tests need torch. When $PY has none but the system interpreter
+# The tensor tests (and the SGLang backend's with torch index tensors and
+# bf16 pages) need torch. When $PY has none but the system interpreter
 # of the same version has Debian's python3-torch (a pyenv python3 first on
 # PATH), they run there too: the module's ABI is the same.
 sys_py=/usr/bin/python3
@@ -30,8 +31,8 @@ if [ $rc = 0 ] && ! "$PY" -c 'import torch' 2>/dev/null && [ -x $sys_py ] &&
 	[ "$("$PY" -c 'import sys; print(sys.version_info[:2])')" = \
 	  "$($sys_py -c 'import sys; print(sys.version_info[:2])')" ] &&
 	$sys_py -c 'import torch' 2>/dev/null; then
-	echo "tensor tests with $sys_py (torch)"
-	(cd python/tests && "${preload[@]}" $sys_py -m unittest -v test_tensor) || rc=1
+	echo "tensor tests and the SGLang backend's with $sys_py (torch)"
+	(cd python/tests && "${preload[@]}" $sys_py -m unittest -v test_tensor test_sglang_backend) || rc=1
 fi
 [ $rc = 0 ] && exit 0
 exit 1
