@@ -274,9 +274,13 @@ class KVPoolSecondaryTier(_TierBase):
                 del self._lookups[key]
 
     def touch(self, keys, req_context):
-        # The pool keeps its own LRU, fed by reads; the primary tier's hits
-        # need no round trip here.
-        return
+        """vLLM used these blocks (hits in a faster tier): the pool's master
+        counts an existence check as a read, so the blocks' reuse priority
+        follows, as if they had been loaded from here. On a worker, never
+        on the scheduler's thread."""
+        keys = list(keys)
+        if keys and not self._closed:
+            self._work.put(("touch", keys))
 
     # ---- transfer jobs ----
 
@@ -362,6 +366,9 @@ class KVPoolSecondaryTier(_TierBase):
             kind, payload = item
             if kind == "exists":
                 self._answers.put(self._exists(payload))
+                continue
+            if kind == "touch":
+                self._exists(payload)   # the read is the point; no answer
                 continue
             job_id = payload[0]
             try:

@@ -13,6 +13,7 @@ import mmap
 import os
 import subprocess
 import sys
+import threading
 import time
 import unittest
 from collections import namedtuple
@@ -352,7 +353,23 @@ class VllmTierTest(unittest.TestCase):
         # The same blocks again (a second request's cascade): present, no copy.
         tier.submit_store(job(4, keys[:4], range(4), False, ctx))
         self.assertTrue(eng.wait_jobs([4])[0].success)
+        # vLLM's hits in its own tiers: the pool sees them as reads (an
+        # existence check, which its master counts), on a worker thread.
+        seen, real = [], tier._store.batch_is_exist
+        seen_all = threading.Event()
+
+        def spy(names):
+            r = real(names)
+            seen.append(list(names))
+            if sum(len(x) for x in seen) >= NKEYS:
+                seen_all.set()
+            return r
+        tier._store.batch_is_exist = spy
         tier.touch(keys, ctx)
+        self.assertTrue(seen_all.wait(30), seen)
+        tier._store.batch_is_exist = real
+        self.assertEqual(sorted(n for x in seen for n in x),
+                         sorted(tier.pool_key(k) for k in keys))
         # The earlier miss is stale now: the whole prefix is a hit.
         self.assertEqual(eng.lookup_prefix(keys, ctx), NKEYS)
 
