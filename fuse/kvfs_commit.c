@@ -15,6 +15,7 @@
 #include <time.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kvfs_commit.h"
 #include "kvfs_fh.h"
 #include "kvfs_node.h"
@@ -197,26 +198,6 @@ static void run_invals(struct kvfs *fs, struct kvfs_commit *c)
 	}
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Sleeps on c->wake (c->lock held) at most ns. */
-static void wait_ns(struct kvfs_commit *c, uint64_t ns)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ns += (uint64_t)ts.tv_nsec;
-	ts.tv_sec += (time_t)(ns / 1000000000ull);
-	ts.tv_nsec = (long)(ns % 1000000000ull);
-	pthread_cond_timedwait(&c->wake, &c->lock, &ts);
-}
-
 static void *commit_thread(void *arg)
 {
 	struct kvfs *fs = arg;
@@ -234,14 +215,16 @@ static void *commit_thread(void *arg)
 		if (!c->head && !any_inval) {
 			if (c->stop)
 				break;
-			wait_ns(c, COMMIT_IDLE_MS * 1000000ull);
+			clock_cond_wait_until_ns(&c->wake, &c->lock,
+						 clock_now_ns() + COMMIT_IDLE_MS * 1000000ull);
 			continue;
 		}
 		if (c->head && !c->stop && c->nitems < COMMIT_BATCH) {
-			uint64_t age = mono_ns() - c->head->queued_ns;
+			uint64_t age = clock_now_ns() - c->head->queued_ns;
 
 			if (age < COMMIT_LINGER_NS) {
-				wait_ns(c, COMMIT_LINGER_NS - age);
+				clock_cond_wait_until_ns(&c->wake, &c->lock,
+							 clock_now_ns() + COMMIT_LINGER_NS - age);
 				continue;
 			}
 		}
@@ -369,7 +352,7 @@ int kvfs_commit_queue(struct kvfs *fs, struct kvfs_node *n, struct kvfs_blob *b,
 	it->node = n;
 	it->blob = b;
 	it->replace = replace;
-	it->queued_ns = mono_ns();
+	it->queued_ns = clock_now_ns();
 	n->refs++;
 	n->queued = b;
 	if (n->memdir)

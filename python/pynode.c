@@ -18,14 +18,6 @@
 #include "node.h"
 #include "pynode.h"
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static bool is_explicit(const struct kvp_conf *c, const char *sec, const char *key)
 {
 	const struct conf_key *k = conf_find(sec, key);
@@ -173,7 +165,7 @@ struct emb *emb_start(const struct kvp_conf *c, char *err, size_t errlen, int *r
 		return NULL;
 	}
 	/* Mounted at the master before setup() returns, as Mooncake's setup. */
-	switch (emb_wait(e, mono_ms() + (c->client.timeout ? c->client.timeout : 10000))) {
+	switch (emb_wait(e, clock_now_ms() + (c->client.timeout ? c->client.timeout : 10000))) {
 	case EMB_READY:
 		*rc = 0;
 		return e;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "kvpool.h"
 #include "net.h"
 #include "pyput.h"
@@ -22,14 +23,6 @@
 #include "pytypes.h"
 
 #define NODES_TTL_MS 5000
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The node @want names (a node name or a data endpoint), or a node on this
  * host when @want is NULL; "" when kvp_info does not know one. */
@@ -90,10 +83,10 @@ void put_node_name(struct store *s, struct kvp *k, const char *seg, char *out, s
 		}
 	/* Another process's segment, by endpoint or name: one lookup per name
 	 * and thread every NODES_TTL_MS. */
-	if (strcmp(last_want, seg) || mono_ms() - last_at > NODES_TTL_MS) {
+	if (strcmp(last_want, seg) || clock_now_ms() - last_at > NODES_TTL_MS) {
 		snprintf(last_want, sizeof(last_want), "%s", seg);
 		nodes_find(k, seg, last_got, sizeof(last_got));
-		last_at = mono_ms();
+		last_at = clock_now_ms();
 	}
 	snprintf(out, cap, "%s", last_got[0] ? last_got : seg);
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cli_util.h"
 #include "kvpool_i.h"
 
@@ -193,7 +194,7 @@ static void bench_range(struct bench_thr *t)
 			bench_value(b, keys[j], 0, &off, &lens[j]);
 			vbufs[j] = b->pattern + off;
 		}
-		s = cli_now_ns();
+		s = clock_now_ns();
 		switch (t->op) {
 		case BENCH_PUT:
 			if (n == 1)
@@ -216,7 +217,7 @@ static void bench_range(struct bench_thr *t)
 		case BENCH_MIXED:
 			break;
 		}
-		t->lat[t->nlat++] = cli_now_ns() - s;
+		t->lat[t->nlat++] = clock_now_ns() - s;
 		for (size_t j = 0; j < n; j++) {
 			int rj = r ? r : res[j];
 
@@ -285,12 +286,12 @@ static void bench_mixed(struct bench_thr *t)
 		uint64_t s;
 
 		snprintf(key, b->keylen, "%sm%u-%06" PRIu64, c->prefix, t->idx, k);
-		s = cli_now_ns();
+		s = clock_now_ns();
 		if (!t->present[k] && dice < 80) {
 			t->ver[k]++;
 			bench_value(b, key, t->ver[k], &off, &len);
 			r = kvp_put_from(b->kvp, key, b->pattern + off, len);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			if (r == 0) {
 				t->present[k] = 1;
 				t->ok++;
@@ -301,7 +302,7 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (!t->present[k] && dice < 90) {
 			r = kvp_get_into(b->kvp, key, t->buf, (size_t)c->size_max);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			if (r == KVP_ENOTFOUND) {
 				t->ok++;
 			} else if (r >= 0) {
@@ -313,7 +314,7 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (!t->present[k]) {
 			r = kvp_exists(b->kvp, key);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			if (r == 0) {
 				t->ok++;
 			} else if (r == 1) {
@@ -325,13 +326,13 @@ static void bench_mixed(struct bench_thr *t)
 			}
 		} else if (dice < 50) {
 			r = kvp_get_into(b->kvp, key, t->buf, (size_t)c->size_max);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			bench_check_get(t, key, t->ver[k], r, t->buf, false);
 			if (r == KVP_ENOTFOUND)
 				t->present[k] = 0;
 		} else if (dice < 70) {
 			r = kvp_exists(b->kvp, key);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			if (r == 1) {
 				t->ok++;
 			} else if (r == 0) {
@@ -344,7 +345,7 @@ static void bench_mixed(struct bench_thr *t)
 		} else {
 			/* Force: our own recent get may still hold a read lease. */
 			r = kvp_remove(b->kvp, key, KVP_REMOVE_FORCE);
-			t->lat[t->nlat++] = cli_now_ns() - s;
+			t->lat[t->nlat++] = clock_now_ns() - s;
 			if (r == 0) {
 				t->ok++;
 			} else if (r == KVP_ENOTFOUND) {
@@ -364,12 +365,12 @@ static void *bench_thread(void *arg)
 {
 	struct bench_thr *t = arg;
 
-	t->t0 = cli_now_ns();
+	t->t0 = clock_now_ns();
 	if (t->op == BENCH_MIXED)
 		bench_mixed(t);
 	else
 		bench_range(t);
-	t->t1 = cli_now_ns();
+	t->t1 = clock_now_ns();
 	atomic_fetch_add(&t->b->finished, 1);
 	return NULL;
 }
@@ -378,7 +379,7 @@ static void bench_progress(struct bench *b, const char *what, uint64_t total, ui
 			   bool final)
 {
 	uint64_t done = atomic_load(&b->done);
-	double secs = (double)(cli_now_ns() - t0) / 1e9;
+	double secs = (double)(clock_now_ns() - t0) / 1e9;
 	int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
 
 	fprintf(stderr, "\r%-8s [%.*s%*s] %3d%% %" PRIu64 "/%" PRIu64 "  %.0f ops/s ", what,
@@ -394,7 +395,7 @@ static uint64_t bench_phase(struct bench *b, enum bench_op op, const char *what)
 {
 	const struct bench_cfg *c = &b->cfg;
 	bool tty = isatty(STDERR_FILENO);
-	uint64_t t0 = cli_now_ns(), first = UINT64_MAX, last = 0;
+	uint64_t t0 = clock_now_ns(), first = UINT64_MAX, last = 0;
 	unsigned started = 0;
 
 	atomic_store(&b->done, 0);
@@ -482,7 +483,7 @@ static double bench_memcpy_gbs(struct bench *b)
 	}
 	memset(far, 1, nslots * slot);
 	memset(near, 2, nbuf * slot);
-	t0 = cli_now_ns();
+	t0 = clock_now_ns();
 	for (uint64_t i = 0; total < (256u << 20) && i < 1000000; i++) {
 		char *f = far + (i % nslots) * slot, *n = near + (i % nbuf) * slot;
 
@@ -495,7 +496,7 @@ static double bench_memcpy_gbs(struct bench *b)
 		total += len;
 		__asm__ volatile("" : : "r"(f), "r"(n) : "memory");
 	}
-	t0 = cli_now_ns() - t0;
+	t0 = clock_now_ns() - t0;
 	free(far);
 	free(near);
 	return t0 ? (double)total / (double)t0 : 0;	/* bytes/ns = GB/s */
@@ -754,7 +755,7 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
  * nothing about the pool's speed, so the run stops with the reason. */
 static int bench_wait_capacity(struct bench *b, const struct kvp_conf *conf)
 {
-	uint64_t end = cli_now_ns() + b->cfg.wait_ms * 1000000u;
+	uint64_t end = clock_now_ns() + b->cfg.wait_ms * 1000000u;
 	int last = 0;
 	size_t nodes = 0;
 
@@ -774,7 +775,7 @@ static int bench_wait_capacity(struct bench *b, const struct kvp_conf *conf)
 				return 0;
 		}
 		last = rc;
-		if (cli_now_ns() >= end || bench_stop)
+		if (clock_now_ns() >= end || bench_stop)
 			break;
 		usleep(100 * 1000);
 	}

@@ -230,10 +230,3 @@ int cli_parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
-uint64_t cli_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}

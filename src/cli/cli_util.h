@@ -45,8 +45,6 @@ size_t cli_utf8_len(const unsigned char *s, size_t n);
  * everything else \xNN (and a backslash as \\). */
 void cli_print_key(FILE *out, const char *key);
 
-/* CLOCK_MONOTONIC in ns. */
-uint64_t cli_now_ns(void);
 /* splitmix64's finalizer: a well-mixed 64-bit hash of x (the benchmarks'
  * and the replay's keys and values; tests/bench/trace_mooncake.py has the
  * same in Python). */

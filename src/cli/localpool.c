@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kvpool.h"
 #include "kvpool_i.h"
 #include "log.h"
@@ -29,14 +30,6 @@
 #define LP_MIN_SEGMENT (1u << 20)	/* [node] segment_size's minimum */
 #define LP_START_MS 20000		/* a daemon that is not up by then has failed */
 #define LP_STOP_MS 5000
-
-static uint64_t lp_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void lp_sleep_ms(unsigned ms)
 {
@@ -221,7 +214,7 @@ static int lp_wait_node(struct localpool *p, char *err, size_t errlen)
 {
 	struct kvp_conf conf;
 	struct kvp *kvp = NULL;
-	uint64_t end = lp_now_ms() + LP_START_MS;
+	uint64_t end = clock_now_ms() + LP_START_MS;
 	int rc = -1, e = 0;
 
 	if (localpool_conf(p, &conf, err, errlen) < 0)
@@ -245,7 +238,7 @@ static int lp_wait_node(struct localpool *p, char *err, size_t errlen)
 				}
 			}
 		}
-		if (lp_now_ms() > end) {
+		if (clock_now_ms() > end) {
 			log_seterr(err, errlen, "the node's segment was not mounted within %u s (logs in %s)",
 			           LP_START_MS / 1000, p->dir);
 			break;
@@ -315,10 +308,10 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 		log_seterr(err, errlen, "fork: %s", strerror(errno));
 		goto out_stop;
 	}
-	for (end = lp_now_ms() + LP_START_MS; !lp_accepts(ports[0]); lp_sleep_ms(20)) {
+	for (end = clock_now_ms() + LP_START_MS; !lp_accepts(ports[0]); lp_sleep_ms(20)) {
 		if (lp_check(p, &p->master, "kvpool-master", err, errlen) < 0)
 			goto out_stop;
-		if (lp_stopped(p) || lp_now_ms() > end) {
+		if (lp_stopped(p) || clock_now_ms() > end) {
 			log_seterr(err, errlen, lp_stopped(p) ? "interrupted" :
 			           "kvpool-master did not listen on %s", p->master_addr);
 			goto out_stop;
@@ -342,14 +335,14 @@ out_stop:
 
 static void lp_kill(pid_t *pid)
 {
-	uint64_t end = lp_now_ms() + LP_STOP_MS;
+	uint64_t end = clock_now_ms() + LP_STOP_MS;
 	int st;
 
 	if (*pid <= 0)
 		return;
 	kill(*pid, SIGTERM);
 	while (waitpid(*pid, &st, WNOHANG) == 0) {
-		if (lp_now_ms() > end) {
+		if (clock_now_ms() > end) {
 			kill(*pid, SIGKILL);
 			waitpid(*pid, &st, 0);
 			break;

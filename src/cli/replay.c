@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cli_util.h"
 #include "extent.h"
 #include "kvpool.h"
@@ -204,7 +205,7 @@ static void replay_report(struct replay *rp, const char *key, int err, const cha
 static void replay_sleep_until(uint64_t target)
 {
 	while (!replay_stop) {
-		uint64_t now = cli_now_ns(), d;
+		uint64_t now = clock_now_ns(), d;
 		struct timespec ts;
 
 		if (now >= target)
@@ -235,9 +236,9 @@ static void replay_request(struct replay_client *cl, size_t q)
 
 	/* Which blocks are there; the leading run of them is a hit. */
 	if (n > 0) {
-		s = cli_now_ns();
+		s = clock_now_ns();
 		rc = kvp_batch_exists(cl->kvp, n, cl->keys, cl->ires);
-		busy += cli_now_ns() - s;
+		busy += clock_now_ns() - s;
 		if (rc < 0) {
 			cnt->exists_errors += n;
 			replay_report(rp, cl->keys[0], rc, NULL);
@@ -260,9 +261,9 @@ static void replay_request(struct replay_client *cl, size_t q)
 
 		if (kvp_stats(cl->kvp, &s0) < 0)
 			memset(&s0, 0, sizeof(s0));
-		s = cli_now_ns();
+		s = clock_now_ns();
 		rc = kvp_batch_get_into(cl->kvp, m, cl->keys + j, cl->gbufs, cl->caps, cl->gres);
-		busy += cli_now_ns() - s;
+		busy += clock_now_ns() - s;
 		if (kvp_stats(cl->kvp, &s1) < 0)
 			s1 = s0;
 		disk += s1.disk_gets - s0.disk_gets;
@@ -301,9 +302,9 @@ static void replay_request(struct replay_client *cl, size_t q)
 		for (uint32_t i = 0; i < m; i++)
 			replay_fill(rp, ids[j + i], cl->pbuf + (size_t)i * rp->block_bytes);
 		o.pred = j > 0 ? cl->keys[j - 1] : NULL;
-		s = cli_now_ns();
+		s = clock_now_ns();
 		rc = kvp_batch_put_opts(cl->kvp, m, cl->keys + j, cl->pbufs, cl->caps, &o, cl->ires);
-		busy += cli_now_ns() - s;
+		busy += clock_now_ns() - s;
 		for (uint32_t i = 0; i < m; i++) {
 			int p = rc < 0 ? rc : cl->ires[i];
 
@@ -413,7 +414,7 @@ static int replay_client(struct replay *rp, unsigned c)
 	kvp_register_buffer(cl.kvp, cl.gbuf, rp->batch * bb);
 	kvp_register_buffer(cl.kvp, cl.pbuf, rp->batch * bb);
 	/* With arrival times the run starts at t0 for every client. */
-	cl.cnt->t_begin = rp->cfg->timestamps ? rp->shm->t0 : cli_now_ns();
+	cl.cnt->t_begin = rp->cfg->timestamps ? rp->shm->t0 : clock_now_ns();
 	for (size_t q = c; q < rp->nreq && !replay_stop; q += rp->cfg->clients) {
 		if (rp->cfg->timestamps) {
 			double off = (rp->t->reqs[q].ts_ms - ts0) / rp->cfg->speed;
@@ -424,7 +425,7 @@ static int replay_client(struct replay *rp, unsigned c)
 		}
 		replay_request(&cl, q);
 	}
-	cl.cnt->t_end = cli_now_ns();
+	cl.cnt->t_end = clock_now_ns();
 	replay_client_free(&cl);
 	return 0;
 }
@@ -435,7 +436,7 @@ static void replay_progress(const struct replay *rp, uint64_t t0, bool final)
 {
 	uint64_t done = atomic_load(&rp->shm->done), total = rp->nreq;
 	uint64_t hit = atomic_load(&rp->shm->hit_tokens), in = atomic_load(&rp->shm->input_tokens);
-	double secs = (double)(cli_now_ns() - t0) / 1e9, rate = secs > 0 ? (double)done / secs : 0;
+	double secs = (double)(clock_now_ns() - t0) / 1e9, rate = secs > 0 ? (double)done / secs : 0;
 	int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
 	double eta = rate > 0 ? (double)(total - done) / rate : 0;
 
@@ -452,7 +453,7 @@ static void replay_progress(const struct replay *rp, uint64_t t0, bool final)
 static int replay_wait_pool(const struct replay_cfg *cfg, const struct kvp_conf *conf,
 			    struct kvp *kvp, uint64_t *cap)
 {
-	uint64_t end = cli_now_ns() + cfg->wait_ms * 1000000u;
+	uint64_t end = clock_now_ns() + cfg->wait_ms * 1000000u;
 	size_t nodes = 0;
 	int last = 0;
 
@@ -468,7 +469,7 @@ static int replay_wait_pool(const struct replay_cfg *cfg, const struct kvp_conf 
 				return 0;
 		}
 		last = rc;
-		if (cli_now_ns() >= end || replay_stop)
+		if (clock_now_ns() >= end || replay_stop)
 			break;
 		usleep(100 * 1000);
 	}
@@ -638,7 +639,7 @@ static int replay_run(struct replay *rp, struct replay_res *res, bool cleanup)
 		rp->lat[q] = REPLAY_NOT_RUN;
 	fflush(stdout);
 	fflush(stderr);
-	t0 = rp->shm->t0 = cli_now_ns();
+	t0 = rp->shm->t0 = clock_now_ns();
 	for (unsigned c = 0; c < cfg->clients; c++) {
 		pid_t pid = fork();
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conf.h"
 #include "cuda.h"
 #include "kvpool.h"
@@ -23,14 +24,6 @@
 #include "selftest.h"
 
 #define EXIT_SKIP 77
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -84,14 +77,14 @@ static int loop_xfer(struct rdma_qps *q, bool write, uint8_t *local,
 		.val = local, .vlen = len, .lc = lc, .nlc = nlc, .done = xfer_done_cb,
 	};
 	struct xdone d = { .left = 1 };
-	double deadline = now_s() + 30;
+	double deadline = ((double)clock_now_ns() / 1e9) + 30;
 
 	x.arg = &d;
 	rdma_eng_init(&e, q, NULL, NULL, 0);
 	rdma_eng_add(&e, &x);
 	while (d.left > 0) {
 		rdma_eng_progress(&e, 100);
-		if (d.left > 0 && now_s() > deadline) {
+		if (d.left > 0 && ((double)clock_now_ns() / 1e9) > deadline) {
 			rdma_eng_abort(&e, -ETIMEDOUT);
 			break;
 		}
@@ -172,7 +165,7 @@ static int rdma_one(struct rdma_ctx *ctx, unsigned di, uint64_t size, unsigned n
 	double bw[2];
 
 	for (int dir = 0; dir < 2; dir++) {
-		double t0 = now_s();
+		double t0 = ((double)clock_now_ns() / 1e9);
 
 		for (int i = 0; i < iters; i++) {
 			xr = loop_xfer(qa, dir == 0, a, ra.dev[0].c, ra.dev[0].n, b, rb.dev[0].c,
@@ -183,7 +176,7 @@ static int rdma_one(struct rdma_ctx *ctx, unsigned di, uint64_t size, unsigned n
 				goto out_qps;
 			}
 		}
-		bw[dir] = (double)size * iters / (now_s() - t0) / 1e9;
+		bw[dir] = (double)size * iters / (((double)clock_now_ns() / 1e9) - t0) / 1e9;
 	}
 	printf("%s port %u (%s, NUMA node %d): WRITE %.2f GB/s, READ %.2f GB/s "
 	       "(%d x %llu MiB, %u QPs, %u KiB pieces); data verified\n", v->name, v->port,
@@ -257,11 +250,11 @@ static double copy_bw(void *dst, const void *src, size_t n, int reps)
 	double best = 0;
 
 	for (int i = 0; i < reps; i++) {
-		double t0 = now_s();
+		double t0 = ((double)clock_now_ns() / 1e9);
 
 		if (cuda_memcpy(dst, src, n) < 0 || cuda_sync() < 0)
 			return -1;
-		double bw = (double)n / (now_s() - t0) / 1e9;
+		double bw = (double)n / (((double)clock_now_ns() / 1e9) - t0) / 1e9;
 
 		if (bw > best)
 			best = bw;
@@ -292,7 +285,7 @@ static int cuda_pool(const struct kvp_conf *conf, uint8_t *dev, uint8_t *pinned,
 	fill(pinned, size, 7);
 	if (cuda_memcpy(dev, pinned, size) < 0)
 		goto out_close;
-	t0 = now_s();
+	t0 = ((double)clock_now_ns() / 1e9);
 	for (size_t i = 0; i < n; i++) {
 		size_t len = i + 1 < n ? obj : size - i * obj;
 
@@ -304,10 +297,10 @@ static int cuda_pool(const struct kvp_conf *conf, uint8_t *dev, uint8_t *pinned,
 			goto out_remove;
 		}
 	}
-	tput = now_s() - t0;
+	tput = ((double)clock_now_ns() / 1e9) - t0;
 	if (cuda_memset(dev, 0, size) < 0 || cuda_sync() < 0)
 		goto out_remove;
-	t0 = now_s();
+	t0 = ((double)clock_now_ns() / 1e9);
 	for (size_t i = 0; i < n; i++) {
 		size_t len = i + 1 < n ? obj : size - i * obj;
 
@@ -320,7 +313,7 @@ static int cuda_pool(const struct kvp_conf *conf, uint8_t *dev, uint8_t *pinned,
 			goto out_remove;
 		}
 	}
-	tget = now_s() - t0;
+	tget = ((double)clock_now_ns() / 1e9) - t0;
 	uint8_t *chk = malloc(size);
 
 	if (!chk || cuda_memcpy(chk, dev, size) < 0) {

@@ -15,6 +15,7 @@
  * list), so pipelined replies coalesce into one writev.
  */
 #include "ev.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,14 +159,6 @@ struct ev_conn {
 	uint64_t last_active, linger_until;
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- timers ---------------------------------------------------------- */
 
 static bool tm_before(const struct ev_timer *a, const struct ev_timer *b)
@@ -248,7 +241,7 @@ uint64_t ev_timer_add(struct ev_loop *loop, uint64_t ms, bool periodic,
 	if (!t)
 		return 0;
 	if (!loop->running)
-		loop->now = mono_ms();
+		loop->now = clock_now_ms();
 	if (periodic && ms == 0)
 		ms = 1;		/* a 0 ms period would spin */
 	t->id = ++loop->next_timer_id;
@@ -314,7 +307,7 @@ static int next_timeout(const struct ev_loop *loop)
 	if (!loop->nheap)
 		return -1;
 	uint64_t d = loop->heap[0]->deadline;
-	uint64_t now = mono_ms();
+	uint64_t now = clock_now_ms();
 	if (d <= now)
 		return 0;
 	return d - now > INT_MAX ? INT_MAX : (int)(d - now);
@@ -340,7 +333,7 @@ struct ev_loop *ev_create(void)
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &ee) < 0)
 		goto out_wake;
 	atomic_init(&loop->stop, 0);
-	loop->now = mono_ms();
+	loop->now = clock_now_ms();
 	return loop;
 
 out_wake:
@@ -525,7 +518,7 @@ int ev_run(struct ev_loop *loop)
 	int rc = 0;
 
 	loop->running = true;
-	loop->now = mono_ms();
+	loop->now = clock_now_ms();
 	while (!atomic_load(&loop->stop)) {
 		run_pending(loop);
 		free_dead(loop);
@@ -537,7 +530,7 @@ int ev_run(struct ev_loop *loop)
 			log_err("ev: epoll_wait: %s", strerror(errno));
 			break;
 		}
-		loop->now = mono_ms();
+		loop->now = clock_now_ms();
 		for (int i = 0; i < n && !atomic_load(&loop->stop); i++)
 			dispatch(loop, evs[i].data.ptr, evs[i].events);
 		run_timers(loop);
@@ -713,7 +706,7 @@ struct ev_conn *ev_conn_create(struct ev_loop *loop, int fd, const struct ev_con
 	c->rstate = RS_FRAME;
 	peer_name(fd, c->peer, sizeof(c->peer));
 	if (!loop->running)
-		loop->now = mono_ms();
+		loop->now = clock_now_ms();
 	c->last_active = loop->now;
 	c->mask = EPOLLIN;
 	struct epoll_event ee = { .events = EPOLLIN, .data.ptr = &c->io };

@@ -429,32 +429,24 @@ int net_random(void *p, size_t n)
  * idle CPU awake. */
 #define SPIN_BUSY_NS 5000
 
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 bool net_spin(bool (*ready)(void *arg), void *arg, int spin_us)
 {
 	uint64_t now, end, t;
 
 	if (spin_us <= 0)
 		return false;
-	now = mono_ns();
+	now = clock_now_ns();
 	end = now + (uint64_t)spin_us * 1000;
 	do {
 		sched_yield();
-		t = mono_ns();
+		t = clock_now_ns();
 		/* a yield that let another thread run: this CPU has work, the
 		 * spin keeps nothing awake and only takes turns from it */
 		if (t - now > SPIN_BUSY_NS)
 			return ready(arg);
 		if (ready(arg))
 			return true;
-		now = mono_ns();
+		now = clock_now_ns();
 	} while (now < end);
 	return false;
 }

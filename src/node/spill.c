@@ -512,7 +512,7 @@ static void hist_add(uint64_t *hist, uint64_t *sum, uint64_t ns)
 /* Every piece of op came back: account, update the index, call back. */
 static void op_done(struct spill *sp, struct sp_op *op)
 {
-	uint64_t lat = spill_now_ns() - op->t0;
+	uint64_t lat = clock_now_ns() - op->t0;
 	spill_done_fn cb = op->cb;
 	void *arg = op->arg;
 	uint64_t off = op->off, len = op->len;
@@ -737,7 +737,7 @@ static struct sp_op *op_new(enum sp_kind kind, spill_done_fn cb, void *arg)
 	op->cb = cb;
 	op->arg = arg;
 	op->block = -1;
-	op->t0 = spill_now_ns();
+	op->t0 = clock_now_ns();
 	return op;
 }
 

@@ -170,7 +170,7 @@ static int file_create(struct spill *sp, const char *name, uint8_t *block, bool 
 	info.size = sp->size;
 	do {
 		if (getrandom(&info.uuid, sizeof(info.uuid), 0) != sizeof(info.uuid))
-			info.uuid = spill_now_ns() ^ ((uint64_t)getpid() << 32);
+			info.uuid = clock_now_ns() ^ ((uint64_t)getpid() << 32);
 	} while (!info.uuid);
 	info.created_ns = (uint64_t)time(NULL) * 1000000000ull;
 	snprintf(info.name, sizeof(info.name), "spill:%s", name ? name : "");

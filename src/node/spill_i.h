@@ -14,6 +14,7 @@
 
 #include <liburing.h>
 
+#include "clock.h"
 #include "extent.h"
 #include "spill.h"
 
@@ -76,14 +77,6 @@ struct spill {
 	size_t tab_cap, tab_n;
 	struct spill_stats st;
 };
-
-static inline uint64_t spill_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline uint64_t spill_round_up(uint64_t v, uint64_t a)
 {
