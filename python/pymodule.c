@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include "kvpool.h"
+#include "pycq.h"
 #include "pymem.h"
 #include "pystore.h"
 #include "pytypes.h"
@@ -129,7 +130,7 @@ PyMODINIT_FUNC PyInit__kvpool(void)
 {
 	PyObject *m, *names = NULL, *atexit = NULL, *fn = NULL, *r;
 
-	if (store_type_ready() < 0 || PyType_Ready(&pybuf_type) < 0)
+	if (store_type_ready() < 0 || PyType_Ready(&pybuf_type) < 0 || PyType_Ready(&pycq_type) < 0)
 		return NULL;
 	m = PyModule_Create(&kvpool_module);
 	if (!m)
@@ -137,6 +138,11 @@ PyMODINIT_FUNC PyInit__kvpool(void)
 	if (PyModule_AddFunctions(m, admin_module_methods) < 0 ||
 	    PyModule_AddObjectRef(m, "DistributedStore", (PyObject *)&store_type) < 0 ||
 	    PyModule_AddObjectRef(m, "BufferHandle", (PyObject *)&pybuf_type) < 0 ||
+	    PyModule_AddObjectRef(m, "CompletionQueue", (PyObject *)&pycq_type) < 0 ||
+	    PyModule_AddIntConstant(m, "CQ_GET", KVP_CQ_GET) < 0 ||
+	    PyModule_AddIntConstant(m, "CQ_SET", KVP_CQ_PUT) < 0 ||
+	    PyModule_AddIntConstant(m, "CQ_EXISTS", KVP_CQ_EXISTS) < 0 ||
+	    PyModule_AddIntConstant(m, "CQ_DELETE", KVP_CQ_REMOVE) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", KVP_VERSION) < 0)
 		goto out_err;
 	if (PyModule_AddIntConstant(m, kvp_errname(KVP_OK), KVP_OK) < 0)

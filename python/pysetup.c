@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pyconf.h"
 #include "pyconv.h"
+#include "pycq.h"
 #include "pynode.h"
 #include "pystore.h"
 #include "rdma.h"
@@ -107,6 +108,7 @@ static void setup_conf_free(struct store *s)
  * the master before emb_stop returns. */
 static void teardown_locked(struct store *s)
 {
+	pycq_store_closing(s);
 	if (s->kvp)
 		kvp_close(s->kvp);
 	s->kvp = NULL;
@@ -129,6 +131,7 @@ void setup_teardown(struct store *s)
 		s->kvp = NULL;
 		memset(s->emb, 0, sizeof(s->emb));
 		s->nemb = 0;
+		s->cqs = NULL;	/* the parent's queues: forgotten as well */
 		setup_conf_free(s);
 		s->owner = 0;
 		store_locks_init(s);

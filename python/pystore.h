@@ -60,6 +60,9 @@ struct store {
 	char errmsg[1024];		/* last setup failure */
 	pid_t owner;			/* process that set it up; 0 = not set up */
 	struct store *live_prev, *live_next;	/* live list, protected by the GIL */
+	/* Completion queues opened on this store's handle (pycq.h), closed by
+	 * its teardown. Protected by lock (write). */
+	struct pycq *cqs;
 };
 
 extern PyTypeObject store_type;

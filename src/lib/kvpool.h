@@ -296,6 +296,58 @@ struct kvp_master {
 };
 int kvp_master(struct kvp *kvp, struct kvp_master *out);
 
+/* Completion queue: batch calls that run on the queue's own worker threads
+ * while the caller goes on; an eventfd tells it when results wait
+ * (docs/client.md "Completion queue"). For engines whose event loop polls
+ * file descriptors (LMCache's multi-process native_plugin).
+ *  - submit: the keys are copied; the buffers must stay valid (and, for a
+ *    get, unread) until the batch's completion has been drained or
+ *    kvp_cq_close() has returned. Batches start in submission order, one per
+ *    worker at a time; each runs the kvp_batch_* call of its kind.
+ *  - kvp_cq_fd(): readable (POLLIN) while undrained completions exist; only
+ *    kvp_cq_drain() resets it. Never read or close it yourself.
+ *  - every submitted batch yields exactly one completion, carrying the
+ *    caller's tag.
+ *  - submit and drain may be called from any threads at once; close must
+ *    not race them. close cancels batches not started yet, waits for the
+ *    running ones (each bounded by client.timeout) and discards what was
+ *    not drained. The handle must outlive the queue. */
+struct kvp_cq;
+
+enum kvp_cq_op { KVP_CQ_GET = 1, KVP_CQ_PUT, KVP_CQ_EXISTS, KVP_CQ_REMOVE };
+
+struct kvp_cqe {
+	uint64_t tag;			/* as submitted */
+	int op;				/* enum kvp_cq_op */
+	int status;			/* 0: every item tried; KVP_E*: the whole batch failed */
+	size_t n;			/* items */
+	/* n results, as the batch call gives them (get: the value length or
+	 * KVP_E*; put, remove: 0 or KVP_E*; exists: 1, 0 or KVP_E*); a failed
+	 * batch repeats its status. Free with kvp_free(). */
+	int64_t *results;
+};
+
+/* threads: worker threads (0: 4, at most 64). NULL with *err set. */
+struct kvp_cq *kvp_cq_open(struct kvp *kvp, unsigned threads, int *err);
+int kvp_cq_fd(const struct kvp_cq *cq);
+/* 0, or KVP_EINVAL (n == 0, a NULL array) / KVP_ENOMEM: nothing was queued
+ * and no completion will come. */
+int kvp_cq_submit_get(struct kvp_cq *cq, size_t n, const char *const *keys,
+		      void *const *bufs, const size_t *caps, uint64_t tag);
+/* o: as kvp_batch_put_opts (NULL: defaults; copied, o->preferred_segment
+ * and o->pred included). */
+int kvp_cq_submit_put(struct kvp_cq *cq, size_t n, const char *const *keys,
+		      const void *const *bufs, const size_t *lens,
+		      const struct kvp_put_opts *o, uint64_t tag);
+int kvp_cq_submit_exists(struct kvp_cq *cq, size_t n, const char *const *keys, uint64_t tag);
+int kvp_cq_submit_remove(struct kvp_cq *cq, size_t n, const char *const *keys, int flags,
+			 uint64_t tag);
+/* Moves up to max completions into out[] without blocking: their count. */
+size_t kvp_cq_drain(struct kvp_cq *cq, struct kvp_cqe *out, size_t max);
+/* Batches submitted and not yet drained. */
+size_t kvp_cq_pending(struct kvp_cq *cq);
+void kvp_cq_close(struct kvp_cq *cq);
+
 /* Counters of one handle since kvp_open (monotonic; tests and tools read
  * them). */
 struct kvp_stats {
