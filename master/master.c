@@ -16,6 +16,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mchain.h"
+#include "mevents.h"
 #include "mkeys.h"
 #include "mlease.h"
 #include "mnode.h"
@@ -88,6 +89,11 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		goto out_segs;
 	}
+	m->ev = mevents_create(conf, err, errlen);
+	if (!m->ev && *err)
+		goto out_pol;
+	if (m->ev)	/* a master starts with an empty table */
+		mevents_cleared(m->ev);
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mono_ns() | 1;
 	m->epoch = master_clock_ns(CLOCK_REALTIME);
@@ -99,6 +105,8 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 	wb_init(&m->scratch);
 	return m;
 
+out_pol:
+	mpol_destroy(m);
 out_segs:
 	segreg_destroy(&m->segs);
 out_vers:
@@ -127,6 +135,7 @@ void master_destroy(struct master *m)
 	free(m->expect);
 	free(m->expect_done);
 	wb_free(&m->scratch);
+	mevents_destroy(m->ev);
 	free(m);
 }
 
