@@ -89,11 +89,6 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		goto out_segs;
 	}
-	m->ev = mevents_create(conf, err, errlen);
-	if (!m->ev && *err)
-		goto out_pol;
-	if (m->ev)	/* a master starts with an empty table */
-		mevents_cleared(m->ev);
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mono_ns() | 1;
 	m->epoch = master_clock_ns(CLOCK_REALTIME);
@@ -105,8 +100,6 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 	wb_init(&m->scratch);
 	return m;
 
-out_pol:
-	mpol_destroy(m);
 out_segs:
 	segreg_destroy(&m->segs);
 out_vers:
@@ -135,8 +128,14 @@ void master_destroy(struct master *m)
 	free(m->expect);
 	free(m->expect_done);
 	wb_free(&m->scratch);
-	mevents_destroy(m->ev);
 	free(m);
+}
+
+void master_set_events(struct master *m, struct mevents *ev)
+{
+	m->ev = ev;
+	if (ev)		/* a fresh state: its table is empty */
+		mevents_cleared(ev);
 }
 
 size_t master_clients(const struct master *m)
