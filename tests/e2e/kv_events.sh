@@ -8,7 +8,9 @@
 # first: AllBlocksCleared) through the ROUTER socket, a malformed replay
 # request is refused and counted; Mooncake's flags turn events on in vLLM's
 # legacy array layout, and a restarted master announces AllBlocksCleared
-# and then the blocks its nodes re-report. Exit 0 pass, 1 fail, 77 skip.
+# and then the blocks its nodes re-report; a demotion to a node's spill
+# tier stores the block on DISK and removes it from CPU. Exit 0 pass, 1
+# fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 cd "$E2E_ROOT" || exit 1
@@ -201,5 +203,42 @@ PY
 }
 waitfor 20 legacy_ok || fail "legacy layout check (see above)"
 ok "Mooncake's --enable_kv_events flags: vLLM's array layout; a restart sends AllBlocksCleared, then the re-reported blocks"
+stop_pid "$SPAWN_PID"
+stop_master || fail "master exit status $?"
+
+# ---- the spill tier: a demotion stores the block on DISK, removes it from CPU ----
+stop_pid "$NODE_PID" || fail "node n1 exit status $?"
+pool_node n2 "segment_size = 16M" "heartbeat_interval = 300ms" \
+	"[spill]" "path = $E2E_TMP/spill.dat" "size = 64M"
+MASTER_ARGS=()
+run_master
+run_node n2
+wait_nodes n2 20 || fail "node n2 did not join"
+LIVE=$E2E_TMP/spill.jsonl
+spawn sub3 "${SUB[@]}" sub "tcp://127.0.0.1:$EVP" --out "$LIVE"
+waitfor 20 probe probe-4 || fail "probe-4 not seen"
+"$PY" - "$POOL_INI" <<'PY' || fail "python spill puts"
+import sys, kvpool
+s = kvpool.DistributedStore()
+assert s.setup(dict(config_file=sys.argv[1])) == 0, s.last_error()
+for i in range(30):
+    assert s.put("sp-%02d" % i, b"s" * (1 << 20)) == 0, i
+PY
+[ "$(metric kvpool_master_demotions_total)" -gt 0 ] || fail "no demotion happened"
+waitfor 20 probe probe-5 || fail "probe-5 not seen"
+"$PY" - "$LIVE" "$(metric kvpool_master_demotions_total)" <<'PY' || fail "spill events check"
+import json, sys
+ev = [e for l in open(sys.argv[1]) for e in json.loads(l)["batch"]["events"]]
+ev = [e for e in ev if e.get("object_key", "").startswith("sp-")]
+order = [(e["type"], e["medium"], e["object_key"]) for e in ev]
+disk = [k for t, m, k in order if t == "BlockStored" and m == "DISK"]
+assert disk and len(disk) == len(set(disk)) <= int(sys.argv[2]), (disk, sys.argv[2])
+for k in disk:
+    i = order.index(("BlockStored", "DISK", k))
+    assert order.index(("BlockStored", "CPU", k)) < i < order.index(("BlockRemoved", "CPU", k)), k
+assert not [o for o in order if o[0] == "BlockRemoved" and o[1] == "DISK"], order
+print("spill: %d blocks demoted: stored on DISK, then removed from CPU" % len(disk))
+PY
+ok "a demotion to the spill tier: BlockStored DISK, then BlockRemoved CPU"
 stop_master || fail "master exit status $?"
 echo "PASS kv_events.sh"
