@@ -23,7 +23,8 @@ e2e_init kv_events
 py_build "$PY"
 export PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}"
 for v in $(env | sed -n 's/^\(\(MOONCAKE\|KVPOOL\)_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-SUB=(${PY_RUN[@]+"${PY_RUN[@]}"} "$PY" examples/kv_events_subscriber.py)
+PYX=(${PY_RUN[@]+"${PY_RUN[@]}"} "$PY")	# what imports kvpool (ASan first under build-san)
+SUB=("${PYX[@]}" examples/kv_events_subscriber.py)
 
 read -r EVP RPP MCP <<<"$(free_ports 3)"
 pool_ini "kv_events_endpoint = tcp://127.0.0.1:$EVP" \
@@ -60,7 +61,7 @@ waitfor 20 probe probe-1 || fail "the subscriber saw no event (master log: $MAST
 ok "a subscriber receives events"
 
 # a chain of five blocks in one batch put: keys are decimal u64, their hashes
-"$PY" - "$POOL_INI" <<'PY' || fail "python chain put"
+"${PYX[@]}" - "$POOL_INI" <<'PY' || fail "python chain put"
 import sys, kvpool
 s = kvpool.DistributedStore()
 assert s.setup(dict(config_file=sys.argv[1])) == 0, s.last_error()
@@ -72,7 +73,7 @@ kv rm 1003 >/dev/null || fail "rm 1003"
 waitfor 20 probe probe-2 || fail "probe-2 not seen"
 
 # Eviction: 30 MiB into a 16 MiB segment.
-"$PY" - "$POOL_INI" <<'PY' || fail "python eviction puts"
+"${PYX[@]}" - "$POOL_INI" <<'PY' || fail "python eviction puts"
 import sys, kvpool
 s = kvpool.DistributedStore()
 assert s.setup(dict(config_file=sys.argv[1])) == 0, s.last_error()
@@ -217,7 +218,7 @@ wait_nodes n2 20 || fail "node n2 did not join"
 LIVE=$E2E_TMP/spill.jsonl
 spawn sub3 "${SUB[@]}" sub "tcp://127.0.0.1:$EVP" --out "$LIVE"
 waitfor 20 probe probe-4 || fail "probe-4 not seen"
-"$PY" - "$POOL_INI" <<'PY' || fail "python spill puts"
+"${PYX[@]}" - "$POOL_INI" <<'PY' || fail "python spill puts"
 import sys, kvpool
 s = kvpool.DistributedStore()
 assert s.setup(dict(config_file=sys.argv[1])) == 0, s.last_error()
