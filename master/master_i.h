@@ -74,6 +74,7 @@ struct master {
 	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
 	struct mevents *ev;		/* KV events; NULL when off (mevents.h) */
+	bool ev_mute;			/* no BlockRemoved: the pool is being cleared */
 	struct mpol pol;		/* reuse priorities, half-life, ghosts (mpolicy.c) */
 	uint64_t orphaned;		/* objects left extending one that went (mchain.c) */
 	uint64_t orphans_evicted;

@@ -563,7 +563,7 @@ void mevents_obj_stored(struct master *m, const struct obj *o, unsigned tier)
 
 void mevents_obj_removed(struct master *m, const struct obj *o, unsigned tier)
 {
-	if (m->ev && announced(o))
+	if (m->ev && !m->ev_mute && announced(o))
 		mevents_removed(m->ev, obj_key(o), o->key_len, tier_medium(tier));
 }
 

@@ -9,8 +9,8 @@
 # request is refused and counted; Mooncake's flags turn events on in vLLM's
 # legacy array layout, and a restarted master announces AllBlocksCleared
 # and then the blocks its nodes re-report; a demotion to a node's spill
-# tier stores the block on DISK and removes it from CPU. Exit 0 pass, 1
-# fail, 77 skip.
+# tier stores the block on DISK and removes it from CPU; clearing the pool
+# (rm --all) sends one AllBlocksCleared. Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 cd "$E2E_ROOT" || exit 1
@@ -241,5 +241,20 @@ assert not [o for o in order if o[0] == "BlockRemoved" and o[1] == "DISK"], orde
 print("spill: %d blocks demoted: stored on DISK, then removed from CPU" % len(disk))
 PY
 ok "a demotion to the spill tier: BlockStored DISK, then BlockRemoved CPU"
+
+# the pool cleared: one AllBlocksCleared, no BlockRemoved per block
+kv rm --all --force >/dev/null || fail "rm --all"
+waitfor 20 probe probe-6 || fail "probe-6 not seen"
+"$PY" - "$LIVE" <<'PY' || fail "rm --all events check"
+import json, sys
+ev = [e for l in open(sys.argv[1]) for e in json.loads(l)["batch"]["events"]]
+last_sp = max(i for i, e in enumerate(ev) if e.get("object_key", "").startswith("sp-"))
+tail = ev[last_sp + 1:]
+types = [e["type"] for e in tail]
+assert types.count("AllBlocksCleared") == 1 and "BlockRemoved" not in types, types
+i = types.index("AllBlocksCleared")
+assert tail[i + 1]["object_key"] == "probe-6" and tail[i + 1]["type"] == "BlockStored", tail
+PY
+ok "rm --all: one AllBlocksCleared instead of a BlockRemoved per block"
 stop_master || fail "master exit status $?"
 echo "PASS kv_events.sh"
