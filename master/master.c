@@ -16,6 +16,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mchain.h"
+#include "mevents.h"
 #include "mkeys.h"
 #include "mlease.h"
 #include "mnode.h"
@@ -128,6 +129,13 @@ void master_destroy(struct master *m)
 	free(m->expect_done);
 	wb_free(&m->scratch);
 	free(m);
+}
+
+void master_set_events(struct master *m, struct mevents *ev)
+{
+	m->ev = ev;
+	if (ev)		/* a fresh state: its table is empty */
+		mevents_cleared(ev);
 }
 
 size_t master_clients(const struct master *m)

@@ -72,6 +72,12 @@ void master_flush(struct master *m);
  * a restart. */
 void master_reload(struct master *m, const struct kvp_conf *nc);
 
+/* m publishes its objects' lifecycle on ev (the caller's, which outlives
+ * m; NULL: none), starting with AllBlocksCleared: a fresh master's table
+ * is empty (mevents.h). */
+struct mevents;
+void master_set_events(struct master *m, struct mevents *ev);
+
 size_t master_clients(const struct master *m);
 /* Sets the generation counter (the next put gets gen + 1): deterministic
  * generations for the fuzz target. */

@@ -45,6 +45,7 @@ struct master_client {
 enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };
 
 struct parked;				/* mput.c */
+struct mevents;				/* mevents.c */
 struct kref;				/* mkeys.c */
 
 struct master {
@@ -72,6 +73,8 @@ struct master {
 	size_t nclients;
 	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
+	struct mevents *ev;		/* KV events; NULL when off (mevents.h) */
+	bool ev_mute;			/* no BlockRemoved: the pool is being cleared */
 	struct mpol pol;		/* reuse priorities, half-life, ghosts (mpolicy.c) */
 	uint64_t orphaned;		/* objects left extending one that went (mchain.c) */
 	uint64_t orphans_evicted;

@@ -31,6 +31,8 @@ enum mf_act {
 	A_HA_TYPE,	/* --ha_backend_type: etcd, the only backend */
 	A_HA_CONN,	/* into key, after the early ones (beats --etcd_endpoints) */
 	A_CONFIG,	/* --config_path: a file of more flags */
+	A_EVENTS,	/* --enable_kv_events + --kv_events_bind_endpoint: after the rest */
+	A_QUEUE,	/* a queue capacity, 0 = unbounded: the key's maximum */
 };
 
 struct mflag {
@@ -49,7 +51,7 @@ static const char OFFLOAD[] = "offload is kvpool-node's spill tier: set [spill] 
 			      "size on the nodes";
 static const char TASKS[] = "kvpool has no task manager (copy/move/offload tasks)";
 static const char SNAP[] = "kvpool rebuilds its table from the nodes' segments at start";
-static const char EVENTS[] = "no KV event publisher in kvpool";
+static const char EVENTS_DEP[] = "deprecated in mooncake_master too: not on events";
 static const char TENANT[] = "kvpool has no tenants or quotas";
 static const char DYNREP[] = "kvpool places replicas at put time only";
 static const char CXL[] = "no CXL memory in kvpool";
@@ -92,18 +94,22 @@ static const struct mflag mflags[] = {
 	NONE("dynamic_replication_heat_window_seconds", T_UINT, DYNREP),
 	NONE("dynamic_replication_admission_qps_threshold", T_DOUBLE, DYNREP),
 	NONE("dynamic_replication_max_memory_replicas", T_UINT, DYNREP),
-	NONE("enable_kv_events", T_BOOL, EVENTS),
-	NONE("kv_events_bind_endpoint", T_STR, EVENTS),
-	NONE("kv_events_model_name", T_STR, EVENTS),
-	NONE("kv_events_backend_id", T_STR, EVENTS),
-	NONE("kv_events_tenant_id", T_STR, EVENTS),
-	NONE("kv_events_additional_salt", T_STR, EVENTS),
-	NONE("kv_events_lora_name", T_STR, EVENTS),
-	NONE("kv_events_block_size", T_UINT, EVENTS),
-	NONE("kv_events_dp_rank", T_UINT, EVENTS),
-	NONE("kv_events_emit_legacy_compat", T_BOOL, EVENTS),
-	NONE("kv_events_emit_object_key", T_BOOL, EVENTS),
-	NONE("kv_events_queue_capacity", T_UINT, EVENTS),
+	MAP("enable_kv_events", T_BOOL, A_EVENTS, "master.kv_events_endpoint",
+	    "with kv_events_bind_endpoint: KV events (docs/master.md)"),
+	MAP("kv_events_bind_endpoint", T_STR, A_EVENTS, "master.kv_events_endpoint",
+	    "the PUB endpoint, when enable_kv_events"),
+	NONE("kv_events_model_name", T_STR, EVENTS_DEP),
+	MAP("kv_events_backend_id", T_STR, A_KEY, "master.kv_events_backend_id", ""),
+	NONE("kv_events_tenant_id", T_STR, TENANT),
+	NONE("kv_events_additional_salt", T_STR, EVENTS_DEP),
+	NONE("kv_events_lora_name", T_STR, EVENTS_DEP),
+	MAP("kv_events_block_size", T_UINT, A_KEY, "master.kv_events_block_size", ""),
+	NONE("kv_events_dp_rank", T_UINT, EVENTS_DEP),
+	MAP("kv_events_emit_legacy_compat", T_BOOL, A_KEY, "master.kv_events_legacy_compat",
+	    "vLLM's array layout"),
+	MAP("kv_events_emit_object_key", T_BOOL, A_KEY, "master.kv_events_object_key", ""),
+	MAP("kv_events_queue_capacity", T_UINT, A_QUEUE, "master.kv_events_queue",
+	    "0 = the largest"),
 	MAP("ha_backend_type", T_STR, A_HA_TYPE, NULL, "etcd (the only backend kvpool has)"),
 	MAP("ha_backend_connstring", T_STR, A_HA_CONN, "master.ha_endpoints", "etcd h:p;h:p"),
 	MAP("etcd_endpoints", T_STR, A_KEY, "master.ha_endpoints",
@@ -465,7 +471,10 @@ static int apply_one(struct kvp_conf *c, const struct mflag *f, const char *val,
 	case A_NONE:
 	case A_CONFIG:
 	case A_PRELOAD:
+	case A_EVENTS:
 		return 0;
+	case A_QUEUE:
+		return set_key(c, f->key, strtoull(val, NULL, 10) ? val : "16777216", err, errlen);
 	case A_HA:
 		mf_bool(val, &b);
 		return set_key(c, f->key, b ? "etcd" : "none", err, errlen);
@@ -524,6 +533,47 @@ static int apply_one(struct kvp_conf *c, const struct mflag *f, const char *val,
 	return 0;
 }
 
+/* mooncake_master publishes only with --enable_kv_events and a bind
+ * endpoint; enabled without one it logs an error and publishes nothing.
+ * The last value of each wins (the command line after the file). */
+static int apply_events(struct kvp_conf *c, const struct mflags *fl, char *err, size_t errlen)
+{
+	const char *on = NULL, *ep = NULL;
+	bool b = false;
+
+	for (int file = 1; file >= 0; file--)
+		for (size_t i = 0; i < fl->n; i++) {
+			const struct mflag *f = fl->v[i].f;
+			if (f->act != A_EVENTS || fl->v[i].file != file)
+				continue;
+			if (!strcmp(f->name, "enable_kv_events"))
+				on = fl->v[i].value;
+			else
+				ep = fl->v[i].value;
+		}
+	if (!on && !ep)
+		return 0;
+	if (on)
+		mf_bool(on, &b);
+	if (!b) {
+		if (ep && *ep)
+			log_notice("--kv_events_bind_endpoint has no effect without "
+				   "--enable_kv_events=true");
+		return on ? set_key(c, "master.kv_events_endpoint", "", err, errlen) : 0;
+	}
+	if (!ep || !*ep) {
+		log_err("--enable_kv_events without --kv_events_bind_endpoint: no KV events");
+		return 0;
+	}
+	if (set_key(c, "master.kv_events_endpoint", ep, err, errlen)) {
+		char e[400];
+		snprintf(e, sizeof(e), "%s", err);
+		snprintf(err, errlen, "--kv_events_bind_endpoint=%s: %s", ep, e);
+		return KVP_EINVAL;
+	}
+	return 0;
+}
+
 /* Order: the file's settings, then the command line's (which win, as in
  * mooncake_master); rpc_port and rpc_interface after port and
  * rpc_address, which they override, and ha_backend_connstring after the
@@ -544,7 +594,7 @@ int mflags_apply(struct kvp_conf *c, const struct mflags *fl, char *err, size_t 
 				return KVP_EINVAL;
 			}
 		}
-	return 0;
+	return apply_events(c, fl, err, errlen);
 }
 
 int mflags_preload(const struct mflags *fl, char *buf, size_t cap, const char **out, size_t max)

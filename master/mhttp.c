@@ -15,6 +15,7 @@
 #include "log.h"
 #include "madmin.h"
 #include "master_i.h"
+#include "mevents.h"
 #include "mpolicy.h"
 #include "mlease.h"
 
@@ -174,6 +175,20 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 		"Gets of disk-only objects not promoted: no room under the watermark, an "
 		"eviction round running, or the node away.",
 		m->promote_skipped);
+	struct mevents_stats es = { 0 };
+	if (m->ev)
+		mevents_stats(m->ev, &es);
+	counter(b, "kvpool_master_kv_events_total",
+		"KV events published (kv_events_endpoint).", es.events);
+	counter(b, "kvpool_master_kv_events_batches_total",
+		"KV event batches published: the next batch's seq.", es.batches);
+	counter(b, "kvpool_master_kv_events_dropped_total",
+		"KV events dropped: the publisher's queue was full (kv_events_queue).",
+		es.dropped);
+	counter(b, "kvpool_master_kv_events_replays_total",
+		"Replay requests served on kv_events_replay_endpoint.", es.replays);
+	counter(b, "kvpool_master_kv_events_bad_requests_total",
+		"Malformed replay requests ignored.", es.bad_requests);
 	counter(b, "kvpool_master_put_timeouts_total", "Puts reclaimed after put_timeout.",
 		m->put_timeouts);
 	counter(b, "kvpool_master_ghosts_replaced_total",

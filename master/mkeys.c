@@ -10,6 +10,7 @@
 
 #include "kvpool.h"
 #include "mbatch.h"
+#include "mevents.h"
 #include "mlease.h"
 #include "mpolicy.h"
 #include "mtier.h"
@@ -306,6 +307,10 @@ int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b)
 	if (!rb_ok(r))
 		return KVP_EPROTO;
 	uint64_t count = 0;
+	/* Every object goes (none is leased, or force): one AllBlocksCleared
+	 * says it instead of a BlockRemoved per block. */
+	bool all = !plen && (force || !m->leased.n);
+	m->ev_mute = all;
 	struct obj *o = objtab_seek(&m->objs, prefix, plen, false);
 	while (o && has_prefix(o, prefix, plen)) {
 		struct obj *next = objtab_next(&m->objs, o);
@@ -315,6 +320,9 @@ int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b)
 		}
 		o = next;
 	}
+	m->ev_mute = false;
+	if (all && count && m->ev)
+		mevents_cleared(m->ev);
 	wb_u64(b, count);
 	return 0;
 }

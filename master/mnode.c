@@ -15,6 +15,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mbatch.h"
+#include "mevents.h"
 #include "mpolicy.h"
 #include "mrecover.h"
 #include "mtier.h"
@@ -260,11 +261,14 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 		if (same && !has_replica_on(o, s->id) && o->nrep < KVP_MAX_REPLICAS) {
 			if (tier == 0 && seg_reserve(s, off, alloc_len))
 				return false;
+			bool known = mevents_obj_has_tier(o, tier, -1);
 			if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
 				/* reserved already: FREE it (released on the ack) */
 				seg_queue_free(s, off, gen, tier, tier != 0);
 				return false;
 			}
+			if (!known)
+				mevents_obj_stored(m, o, tier);
 			return true;
 		}
 		/* A different value: the higher generation wins. */
@@ -293,6 +297,7 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 		mobj_unlink(m, o);
 		goto out_unreserve;
 	}
+	mevents_obj_stored(m, o, tier);	/* adopted: a restarted master learns it */
 	return true;
 
 out_unreserve:

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "master_i.h"
 #include "mchain.h"
+#include "mevents.h"
 
 int mobj_arr_push(struct objarr *a, struct obj *o)
 {
@@ -95,6 +96,9 @@ bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_e
 {
 	struct rep rp = o->rep[ri];
 	struct seg *s = segreg_online(&m->segs, (uint32_t)rp.seg);
+
+	if (!mevents_obj_has_tier(o, rp.tier, (int)ri))
+		mevents_obj_removed(m, o, rp.tier);	/* its last replica in that tier */
 
 	if (s) {
 		seg_detach(s, o, ri);

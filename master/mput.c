@@ -15,6 +15,7 @@
 #include "kvpool.h"
 #include "mbatch.h"
 #include "mchain.h"
+#include "mevents.h"
 #include "mlease.h"
 #include "mpolicy.h"
 
@@ -503,6 +504,9 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 		o->pkey = old ? pkey : mpol_admit(m, o->hash);
 	}
 	m->keys++;
+	for (unsigned t = KVP_TIER_MEM; t <= KVP_TIER_DISK; t++)
+		if (mevents_obj_has_tier(o, t, -1))
+			mevents_obj_stored(m, o, t);
 }
 
 int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)

@@ -16,6 +16,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "master.h"
+#include "mevents.h"
 #include "mhttp.h"
 #include "net.h"
 
@@ -39,6 +40,7 @@ struct mserver {
 	struct kvp_conf conf;		/* with the effective listen addresses */
 	struct ev_loop *loop;
 	struct master *m;
+	struct mevents *ev;		/* KV events, kept across role changes; NULL: off */
 	int lfd;
 	int port;
 	struct mhttp *http;
@@ -288,6 +290,7 @@ static void drop_state(struct mserver *s, bool lead)
 	}
 	master_destroy(s->m);
 	s->m = m;
+	master_set_events(m, s->ev);	/* the new state's AllBlocksCleared */
 	mhttp_set_master(s->http, m);
 	s->segs_len = SIZE_MAX;		/* publish the (empty) set once */
 	s->stale = false;
@@ -482,6 +485,10 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	s->m = master_create(&s->conf, err, errlen);
 	if (!s->m)
 		goto out_free;
+	s->ev = mevents_create(&s->conf, err, errlen);
+	if (!s->ev && *err)
+		goto out_master;
+	master_set_events(s->m, s->ev);
 	s->loop = ev_create();
 	if (!s->loop) {
 		snprintf(err, errlen, "cannot create the event loop");
@@ -525,6 +532,7 @@ out_loop:
 	ev_destroy(s->loop);
 out_master:
 	master_destroy(s->m);
+	mevents_destroy(s->ev);
 out_free:
 	wb_free(&s->reply);
 	free(s);
@@ -563,6 +571,7 @@ void mserver_destroy(struct mserver *s)
 	close(s->lfd);
 	ev_destroy(s->loop);	/* closes connections: their clients are freed */
 	master_destroy(s->m);
+	mevents_destroy(s->ev);
 	wb_free(&s->reply);
 	free(s);
 }

@@ -13,6 +13,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "mchain.h"
+#include "mevents.h"
 #include "mlease.h"
 
 /* Room in s's memory for a promoted copy of len bytes: the segment stays
@@ -120,10 +121,16 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 		if (st == 0 && ri >= 0 &&
 		    retire_spill(m, s, o, rep_off(&o->rep[ri]), rep_len(&o->rep[ri])) == 0) {
 			uint64_t sidx = o->rep[ri].sidx;
+			bool had_mem = mevents_obj_has_tier(o, KVP_TIER_MEM, -1);
+			bool disk_left = mevents_obj_has_tier(o, KVP_TIER_DISK, ri);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
 			o->rep[ri].sidx = sidx;
 			mchain_changed(m, o);
 			m->promotions++;
+			if (!had_mem)
+				mevents_obj_stored(m, o, KVP_TIER_MEM);
+			if (!disk_left)
+				mevents_obj_removed(m, o, KVP_TIER_DISK);
 			continue;
 		}
 		if (seg_queue_free(s, e->to, e->generation, KVP_TIER_MEM, false))
@@ -180,6 +187,12 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 			mchain_changed(m, o);
 		} else if (placed) {
 			uint64_t sidx = o->rep[ri].sidx;
+			bool had_disk = mevents_obj_has_tier(o, KVP_TIER_DISK, -1);
+			bool mem_left = mevents_obj_has_tier(o, KVP_TIER_MEM, ri);
+			if (!had_disk)
+				mevents_obj_stored(m, o, KVP_TIER_DISK);
+			if (!mem_left)
+				mevents_obj_removed(m, o, KVP_TIER_MEM);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
 			o->rep[ri].sidx = sidx;
 			mchain_changed(m, o);

@@ -60,6 +60,15 @@ struct kvp_conf {
 		char cluster_id[CONF_STR];	/* names the etcd keys; clients read it too */
 		uint64_t ha_lease_ttl;		/* ms, whole seconds in etcd */
 		char advertise[CONF_STR];	/* RPC host:port published; "" = derived */
+		char kv_events_endpoint[CONF_STR];	/* ZMQ PUB bind; "" = no KV events */
+		char kv_events_replay_endpoint[CONF_STR];	/* ZMQ ROUTER bind; "" = none */
+		char kv_events_topic[CONF_STR];
+		char kv_events_backend_id[CONF_STR];
+		int64_t kv_events_buffer;	/* batches kept for replay */
+		int64_t kv_events_queue;	/* events waiting for the publisher */
+		int64_t kv_events_block_size;
+		bool kv_events_legacy_compat;	/* vLLM's older array layout */
+		bool kv_events_object_key;	/* events carry the key too */
 	} master;
 	struct {
 		char name[CONF_STR];		/* "" = host name */

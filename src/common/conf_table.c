@@ -150,6 +150,37 @@ const struct conf_key conf_table[] = {
 	HP("master", "advertise", master.advertise, 1, "",
 	   "host:port of this master's RPC that the leader publishes in etcd. Empty: listen, "
 	   "a wildcard host replaced by this host's address towards etcd."),
+	STR("master", "kv_events_endpoint", master.kv_events_endpoint, "",
+	    "ZMQ endpoint the master binds a PUB socket on to publish KV events (BlockStored, "
+	    "BlockRemoved, AllBlocksCleared) in vLLM's format, e.g. tcp://0.0.0.0:5557 "
+	    "(Mooncake's --enable_kv_events --kv_events_bind_endpoint). Empty: no events, "
+	    "libzmq is not loaded. See docs/master.md, KV events."),
+	STR("master", "kv_events_replay_endpoint", master.kv_events_replay_endpoint, "",
+	    "ZMQ endpoint of the ROUTER socket where a late subscriber asks for the batches "
+	    "from a sequence number on (vLLM's replay_endpoint). Empty: no replay."),
+	STR("master", "kv_events_topic", master.kv_events_topic, "",
+	    "Topic: the first frame of every published message (vLLM's topic)."),
+	STR("master", "kv_events_backend_id", master.kv_events_backend_id, "",
+	    "Added to every event as backend_id when not empty (Mooncake's "
+	    "--kv_events_backend_id: which cache the events describe)."),
+	NUM("master", "kv_events_buffer", CONF_T_INT, master.kv_events_buffer, 0, 1 << 20, "10000",
+	    "Published batches kept for the replay socket (vLLM's buffer_steps); at most "
+	    "64 MiB of them."),
+	NUM("master", "kv_events_queue", CONF_T_INT, master.kv_events_queue, 16, 1 << 24, "65536",
+	    "Events waiting for the publisher thread; more are dropped and counted "
+	    "(kvpool_master_kv_events_dropped_total) rather than slow the master "
+	    "(Mooncake's --kv_events_queue_capacity)."),
+	NUM("master", "kv_events_block_size", CONF_T_INT, master.kv_events_block_size, 0, 1 << 30,
+	    "0", "The block_size field of BlockStored: tokens per block (the master does not "
+	    "know it; 0 = unknown)."),
+	BOOL("master", "kv_events_legacy_compat", master.kv_events_legacy_compat, "false",
+	     "Encode batches and events in vLLM's older array layout (array_like: [ts, events, "
+	     "dp_rank], [\"BlockStored\", hashes, parent, token_ids, block_size, lora_id, "
+	     "medium]) that SGLang and older vLLM decode (Mooncake's "
+	     "--kv_events_emit_legacy_compat). False: the newest map layout."),
+	BOOL("master", "kv_events_object_key", master.kv_events_object_key, "false",
+	     "Add the key itself to every event as object_key (Mooncake's "
+	     "--kv_events_emit_object_key); map layout only."),
 
 	/* [node] */
 	STR("node", "name", node.name, "",

@@ -336,6 +336,39 @@ static void test_help_lists_them(void)
 	free(out);
 }
 
+/* KV events: both flags set the endpoint; either alone does not. */
+static void test_kv_events(void)
+{
+	char *out = NULL;
+	char *both[] = { bin, "--enable_kv_events", "--kv_events_bind_endpoint=tcp://127.0.0.1:5999",
+			 "--kv_events_backend_id=b1", "--kv_events_emit_legacy_compat=true",
+			 "--kv_events_queue_capacity=0", "--print-config", NULL };
+	int st = run(both, &out);
+
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kv events flags: exit %#x\n%s", st,
+	      out ? out : "");
+	CHECK(has_line(out, "master.kv_events_endpoint = tcp://127.0.0.1:5999"), "endpoint");
+	CHECK(has_line(out, "master.kv_events_backend_id = b1"), "backend id");
+	CHECK(has_line(out, "master.kv_events_legacy_compat = true"), "legacy compat");
+	CHECK(has_line(out, "master.kv_events_queue = 16777216"), "queue 0 = the largest");
+	free(out);
+
+	char *ep_only[] = { bin, "--kv_events_bind_endpoint=tcp://127.0.0.1:5999", "-o",
+			    "master.kv_events_endpoint=tcp://127.0.0.1:5998", "--print-config", NULL };
+	st = run(ep_only, &out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "endpoint only: exit %#x", st);
+	CHECK(has_line(out, "master.kv_events_endpoint = tcp://127.0.0.1:5998"),
+	      "an endpoint without --enable_kv_events changes nothing");
+	free(out);
+
+	char *off[] = { bin, "--enable_kv_events=false", "--kv_events_bind_endpoint=tcp://h:1",
+			"-o", "master.kv_events_endpoint=tcp://127.0.0.1:5998", "--print-config", NULL };
+	st = run(off, &out);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "disabled: exit %#x", st);
+	CHECK(has_line(out, "master.kv_events_endpoint = \"\""), "--enable_kv_events=false: off");
+	free(out);
+}
+
 int main(void)
 {
 	char b[256], tok[256];
@@ -350,5 +383,6 @@ int main(void)
 	test_ha();
 	test_errors();
 	test_help_lists_them();
+	test_kv_events();
 	return tl_done();
 }
