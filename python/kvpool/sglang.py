@@ -306,6 +306,15 @@ class KvpoolHiCacheStorage(_Base):
         h = size // 2
         return [ptr, ptr + h], [h, h]
 
+    def _split_all(self, ptrs, sizes):
+        """_split over every flat page, flattened in key order."""
+        optrs, osizes = [], []
+        for p, n in zip(ptrs, sizes):
+            a, b = self._split(p, n)
+            optrs += a
+            osizes += b
+        return optrs, osizes
+
     def _locations(self, values, sizes, writable):
         """Addresses and sizes of the legacy calls' targets: tensors (what
         SGLang's generic page path passes) or raw addresses with sizes."""
@@ -340,11 +349,8 @@ class KvpoolHiCacheStorage(_Base):
         if src is None or len(src) != len(keys):
             return False
         ptrs, lens, holders = self._locations(src, target_sizes, False)
-        okeys, optrs, osizes = self._object_keys(keys), [], []
-        for p, n in zip(ptrs, lens):
-            a, b = self._split(p, n)
-            optrs += a
-            osizes += b
+        okeys = self._object_keys(keys)
+        optrs, osizes = self._split_all(ptrs, lens)
         t0 = time.perf_counter()
         res = self.store.batch_put_from(okeys, optrs, osizes)
         del holders
@@ -375,11 +381,8 @@ class KvpoolHiCacheStorage(_Base):
                 out.append(b"".join(parts) if all(parts) else None)
             return out
         ptrs, lens, holders = self._locations(target_locations, target_sizes, True)
-        okeys, optrs, osizes = self._object_keys(keys), [], []
-        for p, n in zip(ptrs, lens):
-            a, b = self._split(p, n)
-            optrs += a
-            osizes += b
+        okeys = self._object_keys(keys)
+        optrs, osizes = self._split_all(ptrs, lens)
         t0 = time.perf_counter()
         res = self.store.batch_get_into(okeys, optrs, osizes)
         ok = self._per_page(res, lambda r: r > 0, len(keys))
