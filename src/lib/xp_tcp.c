@@ -525,12 +525,7 @@ static void conn_sent(struct tconn *c, size_t k)
 			run_complete(c->run, op, op->status);
 			continue;
 		}
-		if (c->wq_tail)
-			c->wq_tail->next = op;
-		else
-			c->wq = op;
-		c->wq_tail = op;
-		c->nwait++;
+		xp_tcp_wait_reply(c, op);
 	}
 }
 

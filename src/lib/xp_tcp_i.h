@@ -63,5 +63,16 @@ uint64_t xp_tcp_op_total(const struct xp_op *op);
 /* Parses the node's replies buffered in c->rx between rlo and rhi
  * (untrusted bytes). 0 or KVP_EPROTO. */
 int xp_tcp_conn_parse(struct tconn *c);
+/* op was sent whole: it waits for its reply, in sending order. */
+static inline void xp_tcp_wait_reply(struct tconn *c, struct xp_op *op)
+{
+	op->next = NULL;
+	if (c->wq_tail)
+		c->wq_tail->next = op;
+	else
+		c->wq = op;
+	c->wq_tail = op;
+	c->nwait++;
+}
 
 #endif

@@ -131,12 +131,7 @@ static void fuzz_tcp_stream(const uint8_t *p, size_t n)
 			c->sq = c->sq_tail = op;
 			continue;
 		}
-		if (c->wq_tail)
-			c->wq_tail->next = op;
-		else
-			c->wq = op;
-		c->wq_tail = op;
-		c->nwait++;
+		xp_tcp_wait_reply(c, op);
 	}
 	while (off < n) {
 		size_t k = n - off < chunk ? n - off : chunk;
