@@ -25,7 +25,7 @@
  *    node restart reconnects transparently.
  *
  * Errors: every call returns 0 (or a documented non-negative value) or a
- * negative KVP_E* code (-5001..-5023, never a -errno); kvp_strerror() names
+ * negative KVP_E* code (-5001..-5024, never a -errno); kvp_strerror() names
  * it. They travel on the wire (in the wire's own encoding), become CLI exit
  * messages and Python exceptions (as Mooncake's codes).
  *
@@ -56,8 +56,8 @@ extern "C" {
  * (errors.h); the FUSE view and Python convert with kvp_to_errno() or
  * kvp_to_mooncake() only at their boundary. The numbers changed in 0.2.0
  * (soname libkvpool.so.1; before: -1..-23); the wire keeps its own stable
- * encoding (wire.h: -1..-23), so peers of either version read a status alike. */
-#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..23 */
+ * encoding (wire.h: -1..-24; -24 came with namespaces), so peers of either version read a status alike. */
+#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..24 */
 
 enum kvp_err {
 	KVP_OK = 0,
@@ -84,7 +84,9 @@ enum kvp_err {
 	KVP_ELIMIT = -5021,	/* resource limit (connections, batch size) */
 	KVP_ESTALE = -5022,	/* extent was reused or put revoked */
 	KVP_ENOTLEADER = -5023,	/* no leader master answers yet (HA failover): retry */
-	KVP_ERR_MIN = KVP_ENOTLEADER,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
+	KVP_ENSMISMATCH = -5024,	/* key's namespace declared with another model
+					 * fingerprint, or not declared on this handle */
+	KVP_ERR_MIN = KVP_ENSMISMATCH,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
 	KVP_ERR_MAX = KVP_ENOTFOUND,
 };
 
