@@ -1,0 +1,29 @@
+/* lns: a handle's namespace declarations (kvp_declare_namespace) — sent to
+ * the master, kept in kvp->ns (guarded by kvp->lock) and sent again on
+ * every new master connection before it is lent (lns_redeclare), so that
+ * a restarted master or a new leader learns them. Any thread.
+ */
+#ifndef KVP_LNS_H
+#define KVP_LNS_H
+
+#include <stdint.h>
+
+#include "wire.h"
+
+struct kvp;
+
+struct lns_decl {
+	char name[WIRE_NS_NAME_MAX + 1];
+	char model[WIRE_NS_MODEL_MAX + 1];
+	char dtype[WIRE_NS_FIELD_MAX + 1];
+	char layout[WIRE_NS_FIELD_MAX + 1];
+	uint32_t page_size, tp;
+};
+
+/* On a fresh master connection fd (after HELLO): declares every namespace
+ * of the handle, pipelined. 0 with *gen = the kvp->ns_gen it declared, or
+ * the KVP_E* that failed (KVP_ENSMISMATCH: another process declared other
+ * fields first, after a master restart). */
+int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen);
+
+#endif
