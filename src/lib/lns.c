@@ -48,8 +48,7 @@ static bool decl_make(struct lns_decl *d, const struct kvp_ns *ns)
 	       d->page_size && d->tp;
 }
 
-/* An NS_DECLARE reply body: the item status, the message into msg. */
-static int parse_reply(const uint8_t *body, size_t len, char *msg, size_t cap)
+int lns_declare_parse(const uint8_t *body, size_t len, char *msg, size_t cap)
 {
 	struct rbuf r;
 	size_t mlen;
@@ -113,7 +112,7 @@ int kvp_declare_namespace_msg(struct kvp *kvp, const struct kvp_ns *ns, char *ms
 	encode(&c.body, &d);
 	rc = c.body.oom ? KVP_ENOMEM : mc_call1(kvp, &c, sock_deadline(kvp));
 	if (rc == 0)
-		rc = parse_reply(c.rep, c.rep_len, msg, cap);
+		rc = lns_declare_parse(c.rep, c.rep_len, msg, cap);
 	wb_free(&c.body);
 	free(c.rep);
 	if (rc == 0)
@@ -166,7 +165,7 @@ int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen)
 		if (h.opcode != WIRE_OP_NS_DECLARE || h.reqid != i + 1)
 			rc = KVP_EPROTO;
 		else
-			rc = h.status ? h.status : parse_reply(body, h.body_len, msg, sizeof(msg));
+			rc = h.status ? h.status : lns_declare_parse(body, h.body_len, msg, sizeof(msg));
 		if (rc == KVP_ENSMISMATCH)
 			log_warn("namespace %s: the master refuses it: %s", v[i].name, msg);
 		free(body);
@@ -176,29 +175,22 @@ int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen)
 	return rc;
 }
 
-int kvp_namespaces(struct kvp *kvp, struct kvp_ns_info **out, size_t *nout)
+int lns_list_parse(const uint8_t *body, size_t len, struct kvp_ns_info **out, size_t *nout)
 {
-	struct mcall c = { .op = WIRE_OP_NS_LIST };
 	struct kvp_ns_info *v = NULL;
 	struct rbuf r;
-	uint32_t n = 0;
-	int rc;
+	uint32_t n;
+	int rc = 0;
 
-	if (!kvp || !out || !nout)
-		return KVP_EINVAL;
 	*out = NULL;
 	*nout = 0;
-	wb_init(&c.body);
-	rc = mc_call1(kvp, &c, sock_deadline(kvp));
-	if (rc == 0) {
-		rb_init(&r, c.rep, c.rep_len);
-		n = rb_count(&r, 2 * 4 + 4 * 2 + 3 * 8 + 4);
-		v = calloc(n ? n : 1, sizeof(*v));
-		if (!rb_ok(&r))
-			rc = KVP_EPROTO;
-		else if (!v)
-			rc = KVP_ENOMEM;
-	}
+	rb_init(&r, body, len);
+	n = rb_count(&r, 2 * 4 + 4 * 2 + 3 * 8 + 4);
+	if (!rb_ok(&r))
+		return KVP_EPROTO;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return KVP_ENOMEM;
 	for (uint32_t i = 0; rc == 0 && i < n; i++) {
 		struct kvp_ns_info *ni = &v[i];
 		rb_cstr(&r, ni->name, sizeof(ni->name));
@@ -214,8 +206,8 @@ int kvp_namespaces(struct kvp *kvp, struct kvp_ns_info **out, size_t *nout)
 		if (!rb_ok(&r))
 			rc = KVP_EPROTO;
 	}
-	wb_free(&c.body);
-	free(c.rep);
+	if (rc == 0 && !rb_done(&r))
+		rc = KVP_EPROTO;
 	if (rc) {
 		free(v);
 		return rc;
@@ -223,4 +215,22 @@ int kvp_namespaces(struct kvp *kvp, struct kvp_ns_info **out, size_t *nout)
 	*out = v;
 	*nout = n;
 	return 0;
+}
+
+int kvp_namespaces(struct kvp *kvp, struct kvp_ns_info **out, size_t *nout)
+{
+	struct mcall c = { .op = WIRE_OP_NS_LIST };
+	int rc;
+
+	if (!kvp || !out || !nout)
+		return KVP_EINVAL;
+	*out = NULL;
+	*nout = 0;
+	wb_init(&c.body);
+	rc = mc_call1(kvp, &c, sock_deadline(kvp));
+	if (rc == 0)
+		rc = lns_list_parse(c.rep, c.rep_len, out, nout);
+	wb_free(&c.body);
+	free(c.rep);
+	return rc;
 }

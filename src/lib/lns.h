@@ -6,6 +6,7 @@
 #ifndef KVP_LNS_H
 #define KVP_LNS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "wire.h"
@@ -25,5 +26,13 @@ struct lns_decl {
  * the KVP_E* that failed (KVP_ENSMISMATCH: another process declared other
  * fields first, after a master restart). */
 int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen);
+
+/* Decoders of master replies (untrusted bytes; tests/fuzz/fuzz_client.c).
+ * An NS_DECLARE reply body: its item status (KVP_EPROTO when malformed),
+ * the message into msg (cap bytes; may be NULL). */
+int lns_declare_parse(const uint8_t *body, size_t len, char *msg, size_t cap);
+struct kvp_ns_info;
+/* An NS_LIST reply body into *out (free()) and *n: 0, KVP_EPROTO, KVP_ENOMEM. */
+int lns_list_parse(const uint8_t *body, size_t len, struct kvp_ns_info **out, size_t *n);
 
 #endif
