@@ -166,8 +166,14 @@ int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen)
 			rc = KVP_EPROTO;
 		else
 			rc = h.status ? h.status : lns_declare_parse(body, h.body_len, msg, sizeof(msg));
-		if (rc == KVP_ENSMISMATCH)
+		if (rc == KVP_ENSMISMATCH) {
+			/* Another process declared other fields first (after a
+			 * master restart): this connection goes on without the
+			 * namespace, so its keys are refused item by item and
+			 * every other key still works. */
 			log_warn("namespace %s: the master refuses it: %s", v[i].name, msg);
+			rc = 0;
+		}
 		free(body);
 	}
 	wb_free(&b);

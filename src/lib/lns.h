@@ -23,8 +23,10 @@ struct lns_decl {
 
 /* On a fresh master connection fd (after HELLO): declares every namespace
  * of the handle, pipelined. 0 with *gen = the kvp->ns_gen it declared, or
- * the KVP_E* that failed (KVP_ENSMISMATCH: another process declared other
- * fields first, after a master restart). */
+ * the KVP_E* that broke the exchange. A declaration the master refuses
+ * (another process declared other fields first, after a master restart)
+ * is logged and left out: that namespace's keys are then refused to the
+ * handle (KVP_ENSMISMATCH per item), other keys work. */
 int lns_redeclare(struct kvp *kvp, int fd, uint64_t deadline, uint64_t *gen);
 
 /* Decoders of master replies (untrusted bytes; tests/fuzz/fuzz_client.c).

@@ -231,6 +231,32 @@ static void through_libkvpool(void)
 	CHECK_RC(kvp_declare_namespace(k3, &n2), KVP_ENSMISMATCH);
 	CHECK_RC(kvp_exists(k3, "api/one"), KVP_ENSMISMATCH);
 	kvp_close(k3);
+
+	/* the other way round: k2 (declared llama earlier) and a restart where
+	 * a qwen handle declares first: k2's re-declaration is refused, its
+	 * namespaced keys too, its other keys still work */
+	tl_pool_kill(&p->master, SIGKILL);
+	tl_pool_start_master(p);
+	CHECK(tl_pool_wait_nodes(p, 1, 20) == 1, "node re-mounted");
+	struct kvp *kq = tl_pool_open(p, NULL, &err);
+	REQUIRE(kq, "open kq");
+	rc = -1;
+	for (int i = 0; i < 100 && rc != 0; i++) {
+		rc = kvp_declare_namespace(kq, &n2);
+		if (rc)
+			tl_sleep_ms(100);
+	}
+	CHECK_RC(rc, 0);
+	rc = -1;
+	for (int i = 0; i < 100 && rc != 1; i++) {
+		rc = kvp_exists(k2, "elsewhere");
+		if (rc != 1)
+			tl_sleep_ms(100);
+	}
+	CHECK_RC(rc, 1);
+	CHECK_RC(kvp_put(k2, "api/three", "x", 1), KVP_ENSMISMATCH);
+	CHECK_RC(kvp_put(kq, "api/three", "q", 1), 0);
+	kvp_close(kq);
 	kvp_close(k2);
 	kvp_close(k1);
 }
