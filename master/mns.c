@@ -26,7 +26,7 @@ void mns_destroy(struct mns *t)
 static struct mns_ns *ns_find(const struct mns *t, const uint8_t *name, size_t n)
 {
 	for (size_t i = 0; i < t->n; i++)
-		if (strlen(t->v[i]->name) == n && memcmp(t->v[i]->name, name, n) == 0)
+		if (t->v[i]->name_len == n && memcmp(t->v[i]->name, name, n) == 0)
 			return t->v[i];
 	return NULL;
 }
@@ -97,6 +97,7 @@ static struct mns_ns *ns_create(struct master *m, const uint8_t *name, size_t nl
 	if (!ns)
 		return NULL;
 	copy_str(ns->name, name, nlen);
+	ns->name_len = nlen;
 	t->v[t->n++] = ns;
 	return ns;
 }

@@ -23,6 +23,7 @@ struct wbuf;
 
 struct mns_ns {
 	char name[WIRE_NS_NAME_MAX + 1];
+	size_t name_len;
 	char model[WIRE_NS_MODEL_MAX + 1];
 	char dtype[WIRE_NS_FIELD_MAX + 1];
 	char layout[WIRE_NS_FIELD_MAX + 1];
