@@ -56,7 +56,8 @@ extern "C" {
  * (errors.h); the FUSE view and Python convert with kvp_to_errno() or
  * kvp_to_mooncake() only at their boundary. The numbers changed in 0.2.0
  * (soname libkvpool.so.1; before: -1..-23); the wire keeps its own stable
- * encoding (wire.h: -1..-24; -24 came with namespaces), so peers of either version read a status alike. */
+ * encoding (wire.h: -1..-24; -24 came with namespaces), so peers of
+ * either version read a status alike. */
 #define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..24 */
 
 enum kvp_err {
