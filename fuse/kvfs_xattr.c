@@ -1,5 +1,6 @@
-/* kvfs_xattr: getxattr and listxattr of user.kvpool.* from kvp_stat;
- * setting or removing attributes is refused (kvfs_xattr.h).
+/* kvfs_xattr: getxattr and listxattr of user.kvpool.* from kvp_stat, and
+ * user.kvpool.namespace of a top-level directory that is a namespace (from
+ * kvp_namespaces); setting or removing attributes is refused (kvfs_xattr.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -9,6 +10,9 @@
 
 #include "kvfs_node.h"
 #include "kvfs_xattr.h"
+#include "wire.h"
+
+#define XATTR_NS "user.kvpool.namespace"
 
 static const char *const xattr_names[] = {
 	"user.kvpool.size", "user.kvpool.replicas", "user.kvpool.checksum",
@@ -59,6 +63,40 @@ static int xattr_value(const struct kvp_stat *st, const char *name, char *out, s
 	return 0;
 }
 
+/* A directory "NAME/" at the top whose NAME may be a namespace's. */
+static bool ns_dir(const char *raw, size_t len)
+{
+	return len >= 2 && raw[len - 1] == '/' &&
+	       wire_ns_name_ok((const uint8_t *)raw, len - 1);
+}
+
+/* The fingerprint of namespace raw ("NAME/") into out: 0, -ENODATA when
+ * no such namespace, or another -errno. */
+static int ns_value(struct kvfs *fs, const char *raw, char *out, size_t cap)
+{
+	struct kvp_ns_info *v = NULL;
+	size_t n = 0, len = strlen(raw) - 1;
+	int e = 0, rc = -ENODATA;
+	struct kvp *k = kvfs_kvp(fs, &e);
+
+	if (k)
+		e = kvp_namespaces(k, &v, &n);
+	if (e < 0)
+		return -kvp_to_errno(e);
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(v[i].name) != len || memcmp(v[i].name, raw, len) != 0)
+			continue;
+		snprintf(out, cap, "fingerprint=%016" PRIx64 " model=%s dtype=%s page_size=%" PRIu32
+			 " layout=%s tp=%" PRIu32 " keys=%" PRIu64 " bytes=%" PRIu64,
+			 v[i].fingerprint, v[i].model, v[i].dtype, v[i].page_size, v[i].layout,
+			 v[i].tp, v[i].keys, v[i].bytes);
+		rc = 0;
+		break;
+	}
+	kvp_free(v);
+	return rc;
+}
+
 /* The xattr reply to a request for @size bytes: the length when size is 0,
  * ERANGE when the value does not fit, else the bytes. */
 static void reply_xattr(fuse_req_t req, const char *val, size_t len, size_t size)
@@ -93,10 +131,22 @@ void kvfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size
 		return;
 	}
 	pthread_mutex_lock(&fs->lock);
+	bool nsdir = n->kind == KN_DIR && n->parent == FUSE_ROOT_ID && ns_dir(n->raw, n->rawlen);
 	rc = n->kind != KN_FILE || n->pending || n->queued || n->memdir ||
 	     strncmp(name, "user.kvpool.", 12) != 0;
 	snprintf(key, sizeof(key), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);
+	if (nsdir && !strcmp(name, XATTR_NS)) {
+		char nsval[1024];
+		rc = ns_value(fs, key, nsval, sizeof(nsval));
+		if (rc < 0) {
+			rc = -rc;
+			goto out_err;
+		}
+		kvfs_node_unref(fs, n);
+		reply_xattr(req, nsval, strlen(nsval), size);
+		return;
+	}
 	if (rc) {
 		rc = ENODATA;
 		goto out_err;
@@ -124,9 +174,9 @@ void kvfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct kvfs *fs = fuse_req_userdata(req);
 	struct kvfs_node *n = kvfs_node_ref(fs, ino);
-	char buf[512];
+	char buf[512], raw[KVP_MAX_KEY + 1], val[1024];
 	size_t len = 0;
-	bool listed;
+	bool listed, nsdir;
 
 	if (!n) {
 		fuse_reply_err(req, ENOENT);
@@ -134,7 +184,13 @@ void kvfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	pthread_mutex_lock(&fs->lock);
 	listed = n->kind == KN_FILE && !n->pending && !n->queued && !n->memdir;
+	nsdir = n->kind == KN_DIR && n->parent == FUSE_ROOT_ID && ns_dir(n->raw, n->rawlen);
+	snprintf(raw, sizeof(raw), "%s", n->raw);
 	pthread_mutex_unlock(&fs->lock);
+	if (nsdir && ns_value(fs, raw, val, sizeof(val)) == 0) {
+		memcpy(buf, XATTR_NS, sizeof(XATTR_NS));
+		len = sizeof(XATTR_NS);
+	}
 	if (listed) {
 		for (size_t i = 0; i < NXATTRS; i++) {
 			memcpy(buf + len, xattr_names[i], strlen(xattr_names[i]) + 1);

@@ -118,6 +118,7 @@ void master_destroy(struct master *m)
 	while (m->clients)
 		master_client_free(m->clients);
 	objtab_destroy(&m->objs);
+	mns_destroy(&m->ns);
 	mver_destroy(&m->vers);
 	segreg_destroy(&m->segs);
 	mpol_destroy(m);
@@ -230,8 +231,11 @@ void master_client_free(struct master_client *c)
 
 	mput_client_gone(m, c);
 	mnode_client_gone(m, c);
+	mns_client_gone(m, c);
 	if (m->ahead_c == c)
 		m->ahead_c = NULL;
+	if (m->cur == c)
+		m->cur = NULL;
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -337,6 +341,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	m->frame_ns = t0;
 	m->now_ms = t0 / 1000000;
 	c->last_seen_ms = m->now_ms;
+	m->cur = c;
 	if (h->flags & WIRE_F_REPLY) {
 		if (!c->hello)
 			goto out_auth;
@@ -391,6 +396,8 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_STAT: status = mkeys_stat(m, &r, reply, st); break;
 	case WIRE_OP_PIN: status = mkeys_pin(m, &r, reply, st); break;
 	case WIRE_OP_INFO: status = mkeys_info(m, reply); break;
+	case WIRE_OP_NS_DECLARE: status = mns_declare(m, c, &r, reply); break;
+	case WIRE_OP_NS_LIST: status = mns_list(m, reply); break;
 	default:
 		status = KVP_EPROTO;	/* FREE/READ/WRITE are not master requests */
 		break;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "master.h"
+#include "mns.h"
 #include "mobj.h"
 #include "mpolicy.h"
 #include "mver.h"
@@ -40,6 +41,8 @@ struct master_client {
 	char host_id[64];
 	uint64_t created_ms;
 	uint64_t last_seen_ms;		/* last frame: the liveness of its segments */
+	struct mns_ns **ns;		/* namespaces it declared (mns.c) */
+	uint32_t nns, ns_cap;
 };
 
 enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };
@@ -71,6 +74,8 @@ struct master {
 
 	struct master_client *clients;
 	size_t nclients;
+	struct master_client *cur;	/* whose frame master_handle handles (mns checks) */
+	struct mns ns;			/* namespaces (mns.c) */
 	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
 	struct mevents *ev;		/* KV events; NULL when off (mevents.h) */

@@ -116,6 +116,41 @@ static void op_counter(struct sbuf *b, struct master *m, const char *name, const
 					  ((const char *)&m->ops[op] + field));
 }
 
+/* Per namespace: keys, bytes, and an info series carrying the fingerprint's
+ * fields as labels (value 1). */
+static void ns_metrics(struct sbuf *b, struct master *m)
+{
+	gauge(b, "kvpool_master_namespaces", "Namespaces declared (docs/master.md \"Namespaces\").",
+	      m->ns.n);
+	head(b, "kvpool_master_namespace_keys", "gauge", "Objects under a namespace's prefix.");
+	for (size_t i = 0; i < m->ns.n; i++)
+		sb_printf(b, "kvpool_master_namespace_keys{namespace=\"%s\"} %llu\n", m->ns.v[i]->name,
+			  (unsigned long long)m->ns.v[i]->keys);
+	head(b, "kvpool_master_namespace_bytes", "gauge",
+	     "Value bytes of the objects under a namespace's prefix.");
+	for (size_t i = 0; i < m->ns.n; i++)
+		sb_printf(b, "kvpool_master_namespace_bytes{namespace=\"%s\"} %llu\n", m->ns.v[i]->name,
+			  (unsigned long long)m->ns.v[i]->bytes);
+	head(b, "kvpool_master_namespace_clients", "gauge",
+	     "Connections that declared a namespace.");
+	for (size_t i = 0; i < m->ns.n; i++)
+		sb_printf(b, "kvpool_master_namespace_clients{namespace=\"%s\"} %u\n",
+			  m->ns.v[i]->name, m->ns.v[i]->clients);
+	head(b, "kvpool_master_namespace_info", "gauge",
+	     "A namespace's model fingerprint and its fields (value 1).");
+	for (size_t i = 0; i < m->ns.n; i++) {
+		const struct mns_ns *ns = m->ns.v[i];
+		sb_printf(b, "kvpool_master_namespace_info{namespace=\"%s\",fingerprint=\"%016llx\","
+			  "model=\"", ns->name, (unsigned long long)ns->fp);
+		label(b, ns->model);
+		sb_printf(b, "\",dtype=\"");
+		label(b, ns->dtype);
+		sb_printf(b, "\",page_size=\"%u\",layout=\"", ns->page_size);
+		label(b, ns->layout);
+		sb_printf(b, "\",tp=\"%u\"} 1\n", ns->tp);
+	}
+}
+
 void mhttp_metrics(struct master *m, struct sbuf *b)
 {
 	uint64_t used, cap;
@@ -131,6 +166,7 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	gauge(b, "kvpool_master_connections", "Open RPC connections.", master_clients(m));
 	gauge(b, "kvpool_master_bytes_used", "Bytes allocated in all segments.", used);
 	gauge(b, "kvpool_master_capacity_bytes", "Bytes of all segments.", cap);
+	ns_metrics(b, m);
 	seg_metric(b, m, "kvpool_master_segment_used_bytes",
 		   "Bytes allocated in a segment (FREEs not yet acknowledged included).", seg_used);
 	seg_metric(b, m, "kvpool_master_segment_capacity_bytes", "Bytes of a segment.", seg_cap);

@@ -55,6 +55,8 @@ static struct obj *find_visible(struct master *m, const struct kref *k, int *sta
 		*status = KVP_EKEY;
 		return NULL;
 	}
+	if ((*status = mns_check(m, m->cur, k->p, k->len)) != 0)
+		return NULL;
 	struct obj *o = objtab_find_hash(&m->objs, k->p, k->len, k->hash);
 	if (!o || !obj_complete(o)) {
 		*status = KVP_ENOTFOUND;

@@ -293,6 +293,7 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 	o->pkey = mpol_admit(m, o->hash);
 	o->flags = OBJ_COMPLETE;
 	m->keys++;
+	mns_count(m, o, 1);
 	if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
 		mobj_unlink(m, o);
 		goto out_unreserve;

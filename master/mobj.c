@@ -52,8 +52,10 @@ void mobj_unlink(struct master *m, struct obj *o)
 		free(o);
 		return;
 	}
-	if (obj_complete(o))
+	if (obj_complete(o)) {
 		m->keys--;
+		mns_count(m, o, -1);
+	}
 	objtab_remove(&m->objs, o);
 }
 
@@ -87,8 +89,10 @@ void mobj_set_aside(struct master *m, struct obj *o)
 {
 	mchain_detach_key(m, o);
 	objtab_unlink(&m->objs, o);
-	if (obj_complete(o))
+	if (obj_complete(o)) {
 		m->keys--;
+		mns_count(m, o, -1);
+	}
 	mver_add(&m->vers, o);
 }
 

@@ -160,6 +160,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EINVAL;
 	else if (!wire_key_ok(key, klen))
 		status = KVP_EKEY;
+	else if (mns_check(m, c, key, klen))
+		status = KVP_ENSMISMATCH;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;
 	else if ((old = objtab_find_hash(&m->objs, key, klen, h)) &&
@@ -507,6 +509,7 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 	for (unsigned t = KVP_TIER_MEM; t <= KVP_TIER_DISK; t++)
 		if (mevents_obj_has_tier(o, t, -1))
 			mevents_obj_stored(m, o, t);
+	mns_count(m, o, 1);
 }
 
 int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)

@@ -274,6 +274,56 @@ static PyObject *store_segments(struct store *self, PyObject *unused)
 	return l;
 }
 
+/* _declare_namespace(name, model, dtype, page_size, layout, tp) -> (code,
+ * message): code is the KVP_E* value itself (0 declared), for
+ * declare_namespace (_store.py) to raise on. */
+static PyObject *store_declare_namespace(struct store *self, PyObject *args)
+{
+	struct kvp_ns ns;
+	unsigned int page_size, tp;
+	char msg[1024] = "";
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "sssIsI:_declare_namespace", &ns.name, &ns.model, &ns.dtype,
+			      &page_size, &ns.layout, &tp))
+		return NULL;
+	ns.page_size = page_size;
+	ns.tp = tp;
+	STORE_CALL(self, rc, kvp_declare_namespace_msg(k, &ns, msg, sizeof(msg)));
+	if (rc == KVP_EINVAL && !msg[0])
+		snprintf(msg, sizeof(msg), "the store is not set up");
+	return Py_BuildValue("(is)", rc, msg);
+}
+
+/* _namespaces() -> [dict] of the master's namespaces, or an int code. */
+static PyObject *store_namespaces(struct store *self, PyObject *unused)
+{
+	struct kvp_ns_info *v = NULL;
+	size_t n = 0;
+	int rc;
+
+	STORE_CALL(self, rc, kvp_namespaces(k, &v, &n));
+	if (rc)
+		return PyLong_FromLong(rc);
+	PyObject *l = PyList_New(0);
+	for (size_t i = 0; l && i < n; i++) {
+		char fp[17];
+		snprintf(fp, sizeof(fp), "%016llx", (unsigned long long)v[i].fingerprint);
+		PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:I,s:s,s:I,s:s,s:K,s:K,s:I}",
+					    "name", v[i].name, "model", v[i].model,
+					    "dtype", v[i].dtype, "page_size", v[i].page_size,
+					    "layout", v[i].layout, "tp", v[i].tp, "fingerprint", fp,
+					    "keys", (unsigned long long)v[i].keys,
+					    "bytes", (unsigned long long)v[i].bytes,
+					    "clients", v[i].clients);
+		if (!d || PyList_Append(l, d) < 0)
+			Py_CLEAR(l);
+		Py_XDECREF(d);
+	}
+	kvp_free(v);
+	return l;
+}
+
 PyMethodDef admin_methods[] = {
 	{ "health_check", METH(store_health_check), METH_NOARGS,
 	  "health_check() -> 0 healthy, 1 not initialized or closed, 2 master unreachable" },
@@ -292,6 +342,10 @@ PyMethodDef admin_methods[] = {
 	  "unmount_and_free_segment(segment_ids, grace_period_seconds=0) -> int" },
 	{ "unmount_local_disk_segment", METH(store_unmount_local_disk_segment), KW,
 	  "unmount_local_disk_segment(grace_period_seconds=0) -> int" },
+	{ "_declare_namespace", METH(store_declare_namespace), METH_VARARGS,
+	  "_declare_namespace(name, model, dtype, page_size, layout, tp) -> (KVP_E* code, message)" },
+	{ "_namespaces", METH(store_namespaces), METH_NOARGS,
+	  "_namespaces() -> [dict] of the master's namespaces, or a KVP_E* code" },
 	{ "_segments", METH(store_segments), METH_NOARGS,
 	  "_segments() -> [(node, shm segment, size, port)] of the embedded nodes" },
 	{ NULL }

@@ -24,6 +24,11 @@ from .buffer_pool import (BufferLease, BufferLeaseView, BufferPool,  # noqa: F40
                           RegisteredBufferLease, RegisteredBufferLeaseView, RegisteredBufferPool)
 
 
+class NamespaceMismatchError(RuntimeError):
+    """declare_namespace: the namespace exists with another model fingerprint
+    (model, dtype, page_size, layout, tp); the message names both."""
+
+
 class ErrorCode(_enum.IntEnum):
     """Mooncake's ErrorCode (mooncake-store/include/types.h), every value."""
     OK = 0
@@ -121,6 +126,7 @@ class MooncakeDistributedStore(_StoreMixin, _TensorMixin, _kvpool.DistributedSto
 DistributedStore = MooncakeDistributedStore
 
 __all__ = (["MooncakeDistributedStore", "DistributedStore", "BufferHandle", "ErrorCode",
+            "NamespaceMismatchError",
             "ERROR_NAMES", "BufferPool", "RegisteredBufferPool", "BufferLease",
             "BufferLeaseView", "EngramStore", "EngramStoreConfig", "bind_to_numa_node", "get_alloc_func_addr",
             "get_free_func_addr", "strerror", "errname", "to_mooncake"] +

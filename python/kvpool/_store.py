@@ -53,6 +53,36 @@ class StoreMixin:
             st["pool_used"] = 0
         return _kvpool.DistributedStore.close(self)
 
+    # ---- namespaces (docs/python.md "Namespaces") ----------------------------
+
+    def declare_namespace(self, name, *, model, dtype, page_size, layout, tp):
+        """Declares what the KV under the keys "name/..." is. The first
+        declaration creates the namespace at the master; the same fields
+        again succeed; other fields raise kvpool.NamespaceMismatchError
+        with the master's message (both sets of fields). Until a store
+        declares a namespace that exists, its keys are refused to it
+        (the calls return INVALID_PARAMS). The store re-declares on every
+        reconnect. Bad fields raise ValueError."""
+        from . import NamespaceMismatchError
+        rc, msg = _kvpool.DistributedStore._declare_namespace(
+            self, str(name), str(model), str(dtype), int(page_size), str(layout), int(tp))
+        if rc == 0:
+            return None
+        if rc == _kvpool.KVP_ENSMISMATCH:
+            raise NamespaceMismatchError(msg)
+        if rc == _kvpool.KVP_EINVAL:
+            raise ValueError(msg or "invalid namespace")
+        raise RuntimeError("declare_namespace: %s%s" % (_kvpool.strerror(rc),
+                                                        ": " + msg if msg else ""))
+
+    def namespaces(self):
+        """The master's namespaces: a list of dicts (name, model, dtype,
+        page_size, layout, tp, fingerprint, keys, bytes, clients)."""
+        r = _kvpool.DistributedStore._namespaces(self)
+        if isinstance(r, int):
+            raise RuntimeError("namespaces: %s" % _kvpool.strerror(r))
+        return r
+
     # ---- setup_dummy and its memory pool ------------------------------------
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):

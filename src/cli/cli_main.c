@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli_bench.h"
+#include "cli_ns.h"
 #include "cli_token.h"
 #include "cli_util.h"
 #include "conf.h"
@@ -902,6 +903,38 @@ static int cmd_info(struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+static int cmd_ns(struct cli *c, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false;
+	struct kvp *kvp;
+	int ch, rc = 0, err;
+
+	cli_getopt_reset();
+	while ((ch = cli_getopt(argc, argv, "h", lo, "ns", &rc)) != -1) {
+		if (ch == -2)
+			return rc;
+		if (ch == 'j')
+			json = true;
+	}
+	if (argc - optind != 0)
+		return cli_usage_error("ns", "no arguments expected");
+	kvp = cli_connect(c, "ns");
+	if (!kvp)
+		return CLI_EXIT_ERR;
+	err = cli_ns_print(kvp, json);
+	kvp_close(kvp);
+	if (err) {
+		cli_error("ns", NULL, err, NULL);
+		return CLI_EXIT_ERR;
+	}
+	return CLI_EXIT_OK;
+}
+
 /* ---- scan / mount / bench ---------------------------------------------- */
 
 static int cmd_scan(struct cli *c, int argc, char **argv)
@@ -1037,6 +1070,10 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "info", cmd_info, "info [--json]",
 	  "Shows the pool: nodes, capacity, use, keys, evictions, demotions, leases,\n"
 	  "and one line per node segment.\n" },
+	{ "ns", cmd_ns, "ns [--json]",
+	  "Lists the namespaces (docs/client.md \"Namespaces\"): each key prefix NAME/\n"
+	  "with its model fingerprint (model, dtype, page size, layout, TP ranks), the\n"
+	  "keys and bytes under it and how many connections declared it.\n" },
 	{ "pin", cmd_pin, "pin KEY TTL",
 	  "Protects KEY against eviction for TTL (e.g. 90s, 10m, 1h; 0 unpins).\n" },
 	{ "scan", cmd_scan, "scan [SEGMENT] [--json] [--no-verify]",

@@ -27,6 +27,8 @@ static const char *const op_names[WIRE_OP_MAX] = {
 	[WIRE_OP_INFO] = "info",
 	[WIRE_OP_REPLICA_CLEAR] = "replica_clear",
 	[WIRE_OP_LEASE_RELEASE] = "lease_release",
+	[WIRE_OP_NS_DECLARE] = "ns_declare",
+	[WIRE_OP_NS_LIST] = "ns_list",
 	[WIRE_OP_READ] = "read",
 	[WIRE_OP_WRITE] = "write",
 	[WIRE_OP_DEMOTE] = "demote",
@@ -244,4 +246,76 @@ uint32_t rb_count(struct rbuf *r, size_t min_item)
 bool wire_key_ok(const uint8_t *key, size_t n)
 {
 	return key && n >= 1 && n <= KVP_MAX_KEY && !memchr(key, '\0', n);
+}
+
+bool wire_ns_name_ok(const uint8_t *p, size_t n)
+{
+	if (!p || n < 1 || n > WIRE_NS_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t ch = p[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+bool wire_ns_field_ok(const uint8_t *p, size_t n, size_t max)
+{
+	if (!p || n < 1 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] < 0x20 || p[i] > 0x7e)
+			return false;
+	return true;
+}
+
+size_t wire_key_ns(const uint8_t *key, size_t n)
+{
+	size_t lim = n < WIRE_NS_NAME_MAX + 1 ? n : WIRE_NS_NAME_MAX + 1;
+	const uint8_t *slash = memchr(key, '/', lim);
+
+	if (!slash || !wire_ns_name_ok(key, (size_t)(slash - key)))
+		return 0;
+	return (size_t)(slash - key);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const uint8_t *p, size_t n)
+{
+	uint8_t len[2] = { (uint8_t)n, (uint8_t)(n >> 8) };
+
+	return fnv(fnv(h, len, 2), p, n);
+}
+
+static uint64_t fnv_u32(uint64_t h, uint32_t v)
+{
+	uint8_t b[4];
+
+	put32(b, v);
+	return fnv(h, b, 4);
+}
+
+uint64_t wire_ns_fingerprint(const uint8_t *model, size_t mlen, const uint8_t *dtype,
+			     size_t dlen, uint32_t page_size, const uint8_t *layout,
+			     size_t llen, uint32_t tp)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = fnv_str(h, model, mlen);
+	h = fnv_str(h, dtype, dlen);
+	h = fnv_u32(h, page_size);
+	h = fnv_str(h, layout, llen);
+	return fnv_u32(h, tp);
 }

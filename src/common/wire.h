@@ -10,12 +10,13 @@
  *
  * Status encoding: every status, in the header and in a body (i32 status),
  * is 0, a positive value an opcode defines (EXISTS: 1), or -n for the code
- * KVP_ERR_BASE - n (n = 1..23: KVP_ENOTFOUND -1 ... KVP_ENOTLEADER -23).
+ * KVP_ERR_BASE - n (n = 1..24: KVP_ENOTFOUND -1 ... KVP_ENSMISMATCH -24).
  * These are the numbers kvpool's codes had before 0.2.0; the wire kept them
  * when the library's codes moved below the errno range, so the wire version
  * did not change. wire_status_encode/decode (wb_status, rb_status) are the
  * only way a status enters or leaves a frame; a decoded wire status outside
- * -23..-1 is a protocol error.
+ * -24..-1 is a protocol error (-24, KVP_ENSMISMATCH, came with NS_DECLARE;
+ * a peer from before reads it as a protocol error).
  *
  * Every connection starts with HELLO; anything else first -> EAUTH and close.
  * Every key opcode is a batch: the body carries n items, the reply n results.
@@ -102,6 +103,23 @@
  *            an object goes with its last replica. 0 also when it had none
  *            there; KVP_ELEASED while read leases are held (unless force);
  *            frame status KVP_ENOSEG for a segment that is not online.
+ * NS_DECLARE req: str name str model str dtype u32 page_size str layout u32 tp
+ *            rep: i32 status u64 fingerprint str message
+ *            Declares what the KV under the key prefix "name/" is
+ *            (docs/master.md "Namespaces"). The first declaration creates
+ *            the namespace; the same fields again succeed; other fields
+ *            get status KVP_ENSMISMATCH and a message naming both sets.
+ *            From then on the key requests of this connection (PUT_START,
+ *            GET, EXISTS, SIZE, STAT, PIN, REMOVE, REPLICA_CLEAR) may name
+ *            keys of that namespace; a connection that has not declared a
+ *            namespace that exists gets item status KVP_ENSMISMATCH for its
+ *            keys. Bad fields: KVP_EINVAL (in the body); a body that does
+ *            not parse: frame status KVP_EPROTO.
+ *            fingerprint = wire_ns_fingerprint() of the fields.
+ * NS_LIST    req: -   rep: n x {str name str model str dtype u32 page_size
+ *                 str layout u32 tp u64 fingerprint u64 keys u64 bytes u32 clients}
+ *            keys/bytes: complete objects under "name/"; clients:
+ *            connections that declared it.
  * Node data server (client -> node):
  * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
  *            (tier 1: off is a spill file offset; the node reads the file
@@ -210,6 +228,8 @@ enum wire_op {
 	WIRE_OP_INFO = 27,
 	WIRE_OP_REPLICA_CLEAR = 28,
 	WIRE_OP_LEASE_RELEASE = 29,
+	WIRE_OP_NS_DECLARE = 30,
+	WIRE_OP_NS_LIST = 31,
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
 	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */
@@ -339,12 +359,12 @@ static inline bool rb_ok(const struct rbuf *r) { return !r->err; }
 static inline bool rb_done(const struct rbuf *r) { return !r->err && r->p == r->end; }
 
 /* Status on the wire (see the top of this file). encode: 0 and positive
- * values pass, a KVP_E* code becomes -1..-23, anything else (a -errno that
+ * values pass, a KVP_E* code becomes -1..-24, anything else (a -errno that
  * leaked: a bug) becomes KVP_EINTERNAL's. decode: 0 and positive values
- * pass, -1..-23 become the KVP_E* code, anything else KVP_EPROTO. */
+ * pass, -1..-24 become the KVP_E* code, anything else KVP_EPROTO. */
 int32_t wire_status_encode(int rc);
 int wire_status_decode(int32_t v);
-/* True when v is a status a frame may carry (0, positive, or -1..-23). */
+/* True when v is a status a frame may carry (0, positive, or -1..-24). */
 bool wire_status_ok(int32_t v);
 
 static inline void wb_status(struct wbuf *b, int rc) { wb_i32(b, wire_status_encode(rc)); }
@@ -361,5 +381,20 @@ static inline int rb_status(struct rbuf *r)
 
 /* Key validity: 1..KVP_MAX_KEY bytes, no NUL. */
 bool wire_key_ok(const uint8_t *key, size_t n);
+
+/* Namespaces (NS_DECLARE): a name is 1..WIRE_NS_NAME_MAX of [A-Za-z0-9._-];
+ * model, dtype and layout are 1..their max printable ASCII bytes. */
+#define WIRE_NS_NAME_MAX 128
+#define WIRE_NS_MODEL_MAX 256
+#define WIRE_NS_FIELD_MAX 64		/* dtype, layout */
+bool wire_ns_name_ok(const uint8_t *p, size_t n);
+bool wire_ns_field_ok(const uint8_t *p, size_t n, size_t max);
+/* The length of NAME when key is "NAME/..." with a valid NAME, else 0. */
+size_t wire_key_ns(const uint8_t *key, size_t n);
+/* FNV-1a 64 of the fields as NS_DECLARE encodes them (after the name):
+ * the same fields give the same fingerprint on every host. */
+uint64_t wire_ns_fingerprint(const uint8_t *model, size_t mlen, const uint8_t *dtype,
+			     size_t dlen, uint32_t page_size, const uint8_t *layout,
+			     size_t llen, uint32_t tp);
 
 #endif

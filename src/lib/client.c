@@ -184,6 +184,7 @@ void kvp_close(struct kvp *kvp)
 		return;
 	lc_destroy(kvp->lc);
 	mc_pool_close(kvp);
+	free(kvp->ns);
 	mlocate_close(kvp);
 	haloc_close(kvp);
 	xp_tcp_close_pools(kvp);

@@ -23,6 +23,7 @@
 
 struct lcache;
 struct haloc;
+struct lns_decl;
 struct mconn;
 struct mlocate;
 struct rdma_info;
@@ -108,6 +109,9 @@ struct kvp {
 	bool epoch_known;
 	struct mlocate *loc;		/* where the master is (mlocate.c); NULL: fixed */
 	struct haloc *haloc;		/* reads without a master (haloc.c); HA only */
+	struct lns_decl *ns;		/* declared namespaces (lns.c) */
+	size_t nns;
+	uint64_t ns_gen;		/* bumped by each declaration: older connections go */
 	_Atomic uint64_t master_down_until;	/* HA: no master answered; until then (ms)
 						 * cached reads do not wait for one */
 

@@ -47,6 +47,9 @@ static const struct err_row err_rows[] = {
 	/* HA: a standby answered, or the new leader is still rebuilding */
 	[23] = { "KVP_ENOTLEADER", "no leader master (failover in progress); retry", -1010, EAGAIN,
 		 { 0 } },	/* UNAVAILABLE_IN_CURRENT_STATUS */
+	/* a namespace's model fingerprint differs (docs/client.md "Namespaces") */
+	[24] = { "KVP_ENSMISMATCH", "namespace declared with another model fingerprint", -600,
+		 EACCES, { 0 } },	/* INVALID_PARAMS */
 };
 
 #define NROWS (sizeof(err_rows) / sizeof(err_rows[0]))

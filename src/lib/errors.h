@@ -1,7 +1,7 @@
 /* errors: the one error convention of kvpool, and its one table (errors.c).
  *
  * Two domains exist and never mix in one variable:
- *  - KVP_E* codes (kvpool.h, -5001..-5023): what every kvpool function
+ *  - KVP_E* codes (kvpool.h, -5001..-5024): what every kvpool function
  *    returns (0 or a negative KVP_E*, or a documented non-negative value).
  *    On the wire they travel in the wire's own encoding (wire.h
  *    wire_status_encode/decode). Variables holding one are named rc (or

@@ -25,7 +25,7 @@
  *    node restart reconnects transparently.
  *
  * Errors: every call returns 0 (or a documented non-negative value) or a
- * negative KVP_E* code (-5001..-5023, never a -errno); kvp_strerror() names
+ * negative KVP_E* code (-5001..-5024, never a -errno); kvp_strerror() names
  * it. They travel on the wire (in the wire's own encoding), become CLI exit
  * messages and Python exceptions (as Mooncake's codes).
  *
@@ -56,8 +56,9 @@ extern "C" {
  * (errors.h); the FUSE view and Python convert with kvp_to_errno() or
  * kvp_to_mooncake() only at their boundary. The numbers changed in 0.2.0
  * (soname libkvpool.so.1; before: -1..-23); the wire keeps its own stable
- * encoding (wire.h: -1..-23), so peers of either version read a status alike. */
-#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..23 */
+ * encoding (wire.h: -1..-24; -24 came with namespaces), so peers of
+ * either version read a status alike. */
+#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..24 */
 
 enum kvp_err {
 	KVP_OK = 0,
@@ -84,7 +85,9 @@ enum kvp_err {
 	KVP_ELIMIT = -5021,	/* resource limit (connections, batch size) */
 	KVP_ESTALE = -5022,	/* extent was reused or put revoked */
 	KVP_ENOTLEADER = -5023,	/* no leader master answers yet (HA failover): retry */
-	KVP_ERR_MIN = KVP_ENOTLEADER,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
+	KVP_ENSMISMATCH = -5024,	/* key's namespace declared with another model
+					 * fingerprint, or not declared on this handle */
+	KVP_ERR_MIN = KVP_ENSMISMATCH,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
 	KVP_ERR_MAX = KVP_ENOTFOUND,
 };
 
@@ -284,6 +287,42 @@ struct kvp_info {
 };
 int kvp_info(struct kvp *kvp, struct kvp_info *out);
 void kvp_info_free(struct kvp_info *info);
+
+/* Namespaces (docs/client.md "Namespaces"): the keys "name/..." hold the KV
+ * of one model layout. Declaring one tells the master what this handle's
+ * KV is; the first declaration creates the namespace, the same fields
+ * again succeed, other fields fail with KVP_ENSMISMATCH. Keys of a
+ * namespace that exists are refused (KVP_ENSMISMATCH, per item) to a
+ * handle that has not declared it with the same fields. The handle
+ * re-declares on every new master connection (reconnects, a restarted
+ * master or a new leader), so the master's table comes back by itself. */
+struct kvp_ns {
+	const char *name;		/* key prefix "name/": 1-128 of [A-Za-z0-9._-] */
+	const char *model;		/* model id: 1-256 printable ASCII characters */
+	const char *dtype;		/* KV dtype ("bfloat16", "fp8_e4m3"): 1-64 */
+	uint32_t page_size;		/* tokens per KV page (block), >= 1 */
+	const char *layout;		/* KV layout ("NHD", "HND", "mla"): 1-64 */
+	uint32_t tp;			/* tensor-parallel rank count, >= 1 */
+};
+int kvp_declare_namespace(struct kvp *kvp, const struct kvp_ns *ns);
+/* The same; msg (cap bytes, may be NULL) gets the master's message on
+ * KVP_ENSMISMATCH (both sets of fields) or KVP_EINVAL, else "". */
+int kvp_declare_namespace_msg(struct kvp *kvp, const struct kvp_ns *ns, char *msg, size_t cap);
+
+struct kvp_ns_info {
+	char name[129];
+	char model[257];
+	char dtype[65];
+	char layout[65];
+	uint32_t page_size;
+	uint32_t tp;
+	uint64_t fingerprint;		/* of model, dtype, page_size, layout, tp */
+	uint64_t keys;			/* complete objects under "name/" */
+	uint64_t bytes;			/* their value bytes */
+	uint32_t clients;		/* master connections that declared it */
+};
+/* The master's namespaces: *out (free with kvp_free), *n of them. */
+int kvp_namespaces(struct kvp *kvp, struct kvp_ns_info **out, size_t *n);
 
 /* The master a handle talks to. With cluster.master = etcd://h:p;... (high
  * availability, docs/ha.md) it is the leader etcd names: addr is "" while

@@ -13,6 +13,7 @@
 #include "client_i.h"
 #include "clock.h"
 #include "kvpool.h"
+#include "lns.h"
 #include "log.h"
 #include "mcall.h"
 #include "mlocate.h"
@@ -50,6 +51,7 @@ struct mconn {
 	uint8_t *rx;			/* MC_RX bytes; unparsed: [rlo, rhi) */
 	size_t rlo, rhi;
 	uint64_t idle_ms;		/* when it went back to the idle list */
+	uint64_t ns_gen;		/* kvp->ns_gen it declared (lns.c): older goes */
 };
 
 static void mconn_free(struct mconn *mc)
@@ -164,13 +166,22 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 
 static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool *reused)
 {
-	uint64_t epoch = 0;
+	uint64_t epoch = 0, ns_gen = 0;
 	struct mconn *mc;
 	int fd;
 
 	pthread_mutex_lock(&kvp->lock);
 	for (;;) {
 		mc = kvp->midle;
+		if (mc && mc->ns_gen != kvp->ns_gen) {
+			/* opened before a namespace declaration: it lacks it */
+			kvp->midle = mc->next;
+			kvp->mconns--;
+			pthread_mutex_unlock(&kvp->lock);
+			mconn_free(mc);
+			pthread_mutex_lock(&kvp->lock);
+			continue;
+		}
 		if (mc) {
 			kvp->midle = mc->next;
 			pthread_mutex_unlock(&kvp->lock);
@@ -225,6 +236,12 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		else if (!mlocate_epoch_ok(kvp, mc->addr, epoch)) {
 			close(fd);
 			fd = KVP_ENOTLEADER;
+		} else {
+			int rc = lns_redeclare(kvp, fd, deadline, &ns_gen);
+			if (rc < 0) {
+				close(fd);
+				fd = rc;
+			}
 		}
 	}
 	pthread_mutex_lock(&kvp->lock);
@@ -250,6 +267,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 	pthread_mutex_unlock(&kvp->lock);
 	client_count(kvp, master_connects, 1);
 	mc->epoch = epoch;
+	mc->ns_gen = ns_gen;
 	mc->fd = fd;
 	mc->next_reqid = 1;
 	*out = mc;
@@ -265,6 +283,8 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	if (healthy)
 		mc->idle_ms = clock_now_ms();
 	pthread_mutex_lock(&kvp->lock);
+	if (healthy && mc->ns_gen != kvp->ns_gen)
+		healthy = false;	/* opened before a declaration (lns.c) */
 	if (healthy) {
 		mc->next = kvp->midle;
 		kvp->midle = mc;

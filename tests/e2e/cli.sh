@@ -22,7 +22,7 @@ expect 0 "$KVP" --help
 grep -q "Usage: kvpool" "$E2E_TMP/out" || fail "--help has no usage line"
 expect 0 "$KVP" --version
 grep -q "^kvpool [0-9]" "$E2E_TMP/out" || fail "--version: $(cat "$E2E_TMP/out")"
-for c in put get ls rm stat exists info pin scan mount bench replay; do
+for c in put get ls rm stat exists info ns pin scan mount bench replay; do
 	expect 0 "$KVP" "$c" --help
 	grep -q "Usage: kvpool .*$c" "$E2E_TMP/out" || fail "$c --help prints no usage"
 	expect 0 "$KVP" help "$c"

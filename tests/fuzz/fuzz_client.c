@@ -1,5 +1,6 @@
 /* fuzz_client: libkvpool's decoders of untrusted bytes — every master reply
- * body it parses (SEGMENTS, GET, PUT_START, STAT, LIST items) and the node
+ * body it parses (SEGMENTS, GET, PUT_START, STAT, LIST items, NS_DECLARE,
+ * NS_LIST) and the node
  * reply stream of the TCP transport (frame headers, bodies and READ
  * payloads split at arbitrary points, replies to unknown or in-flight
  * requests). The harness lives here, not in the library: it reaches the
@@ -14,6 +15,7 @@
 #include "client_i.h"
 #include "extent.h"
 #include "get.h"
+#include "lns.h"
 #include "mcall.h"
 #include "put.h"
 #include "segtab.h"
@@ -71,6 +73,12 @@ static void fuzz_replies(const uint8_t *p, size_t n)
 		segtab_parsed_free(v, nv);
 	client_list_parse(p, n, &l);
 	kvp_list_free(&l);
+	struct kvp_ns_info *nsv;
+	size_t nns;
+	char msg[64];
+	if (lns_list_parse(p, n, &nsv, &nns) == 0)
+		free(nsv);
+	lns_declare_parse(p, n, msg, sizeof(msg));
 	fuzz_get_items(p, n);
 	fuzz_put_items(p, n);
 	rb_init(&r, p, n);
