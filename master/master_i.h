@@ -43,6 +43,7 @@ struct master_client {
 	uint64_t last_seen_ms;		/* last frame: the liveness of its segments */
 	struct mns_ns **ns;		/* namespaces it declared (mns.c) */
 	uint32_t nns, ns_cap;
+	bool ns_tried;			/* sent an NS_DECLARE (its reads are checked too) */
 };
 
 enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };

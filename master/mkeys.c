@@ -49,13 +49,14 @@ static struct kref *read_keys(struct master *m, struct rbuf *r, uint32_t n)
 }
 
 /* A visible (complete) object: incomplete puts are invisible to readers. */
-static struct obj *find_visible(struct master *m, const struct kref *k, int *status)
+static struct obj *find_visible(struct master *m, const struct kref *k, bool write,
+				int *status)
 {
 	if (!wire_key_ok(k->p, k->len)) {
 		*status = KVP_EKEY;
 		return NULL;
 	}
-	if ((*status = mns_check(m, m->cur, k->p, k->len)) != 0)
+	if ((*status = mns_check(m, m->cur, k->p, k->len, write)) != 0)
 		return NULL;
 	struct obj *o = objtab_find_hash(&m->objs, k->p, k->len, k->hash);
 	if (!o || !obj_complete(o)) {
@@ -104,7 +105,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], false, &s);
 		if (o && mlease_grant(m, o)) {
 			o = NULL;
 			s = KVP_ENOMEM;
@@ -137,7 +138,7 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], false, &s);
 		if (o) {
 			/* A read as far as eviction goes: clients that read
 			 * optimistically report their reads this way. */
@@ -161,7 +162,7 @@ int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], false, &s);
 		wb_status(b, s);
 		wb_u64(b, o ? o->value_len : 0);
 		mbatch_item(st, s);
@@ -180,7 +181,7 @@ int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 	uint64_t now_rt = master_clock_ns(CLOCK_REALTIME);
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], false, &s);
 		wb_status(b, s);
 		if (!o) {
 			wb_bytes(b, (const uint8_t[57]){ 0 }, 57);	/* 7 x u64 + nrep */
@@ -211,7 +212,7 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], true, &s);
 		if (o)
 			o->pin_s = mlease_pin_until(m, ttl);	/* hard pins too: no cap */
 		wb_status(b, s);
@@ -259,7 +260,7 @@ int mkeys_replica_clear(struct master *m, struct rbuf *r, struct wbuf *b, struct
 		return KVP_ENOSEG;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], true, &s);
 		unsigned k = 0;
 		while (o && k < o->nrep && (uint32_t)o->rep[k].seg != sid)
 			k++;
@@ -284,7 +285,7 @@ int mkeys_remove(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 		return rc;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
-		struct obj *o = find_visible(m, &keys[i], &s);
+		struct obj *o = find_visible(m, &keys[i], true, &s);
 		if (o && obj_leased(m, o) && !force)
 			s = KVP_ELEASED;
 		else if (o)

@@ -122,6 +122,7 @@ int mns_declare(struct master *m, struct master_client *c, struct rbuf *r, struc
 
 	if (!rb_done(r))
 		return KVP_EPROTO;
+	c->ns_tried = true;	/* held to its declarations from now on, refused or not */
 	if (!wire_ns_name_ok(name, nlen)) {
 		reply(b, KVP_EINVAL, 0, "namespace name: 1-128 characters of [A-Za-z0-9._-]");
 		return 0;
@@ -190,9 +191,9 @@ int mns_list(struct master *m, struct wbuf *b)
 }
 
 int mns_check(const struct master *m, const struct master_client *c,
-	      const uint8_t *key, size_t klen)
+	      const uint8_t *key, size_t klen, bool write)
 {
-	if (!m->ns.n || !c)
+	if (!m->ns.n || !c || (!write && !c->ns_tried))
 		return 0;
 	size_t n = wire_key_ns(key, klen);
 	if (!n)

@@ -45,9 +45,13 @@ int mns_declare(struct master *m, struct master_client *c, struct rbuf *r, struc
 int mns_list(struct master *m, struct wbuf *b);
 
 /* 0, or KVP_ENSMISMATCH when key is under a namespace that c has not
- * declared. c NULL (adoption from a node's REPORT) passes. */
+ * declared. A read (write false) passes for a connection that never tried
+ * to declare a namespace: the tools (kvpool get, the FUSE view) read any
+ * block to debug it, while an engine, which declares, is held to what it
+ * declared, even after a refusal. c NULL (adoption from a node's REPORT)
+ * passes. */
 int mns_check(const struct master *m, const struct master_client *c,
-	      const uint8_t *key, size_t klen);
+	      const uint8_t *key, size_t klen, bool write);
 
 /* A complete object appears (+1) or goes (-1): its namespace's counts. */
 void mns_count(struct master *m, const struct obj *o, int sign);

@@ -160,7 +160,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EINVAL;
 	else if (!wire_key_ok(key, klen))
 		status = KVP_EKEY;
-	else if (mns_check(m, c, key, klen))
+	else if (mns_check(m, c, key, klen, true))
 		status = KVP_ENSMISMATCH;
 	else if (vlen > m->conf.cluster.max_object_size)
 		status = KVP_ETOOBIG;

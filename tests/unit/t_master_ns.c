@@ -78,14 +78,20 @@ static void raw_frames(void)
 	CHECK_EQ(o.size, 4096);
 	CHECK_RC(tl_exists(b, "llama8b/early"), 1);
 
-	/* not declared (plain) or refused (q): every key op refused per item */
+	/* refused (q): every key op refused per item, reads too */
 	CHECK_RC(tl_get1(q, "llama8b/blk-1", &o), KVP_ENSMISMATCH);
-	CHECK_RC(tl_get1(plain, "llama8b/blk-1", &o), KVP_ENSMISMATCH);
-	CHECK_RC(tl_exists(plain, "llama8b/blk-1"), KVP_ENSMISMATCH);
 	CHECK_RC(tl_exists(q, "llama8b/missing"), KVP_ENSMISMATCH);
 	CHECK_RC(tl_remove(q, "llama8b/blk-1", false), KVP_ENSMISMATCH);
 	CHECK_RC(tl_put1(q, "llama8b/blk-2", 100, &o), KVP_ENSMISMATCH);
-	CHECK_RC(tl_stat1(plain, "llama8b/blk-1", &o), KVP_ENSMISMATCH);
+	/* never declared anything (plain: a tool, kvpool get, the FUSE view):
+	 * reads pass, writes are refused */
+	CHECK_RC(tl_get1(plain, "llama8b/blk-1", &o), 0);
+	CHECK_EQ(o.size, 4096);
+	CHECK_RC(tl_exists(plain, "llama8b/blk-1"), 1);
+	CHECK_RC(tl_stat1(plain, "llama8b/blk-1", &o), 0);
+	CHECK_RC(tl_put1(plain, "llama8b/blk-3", 100, &o), KVP_ENSMISMATCH);
+	CHECK_RC(tl_remove(plain, "llama8b/blk-1", false), KVP_ENSMISMATCH);
+	CHECK_RC(tl_pin(plain, "llama8b/blk-1", 1000), KVP_ENSMISMATCH);
 	/* outside every namespace: as before */
 	CHECK_RC(tl_exists(q, "flat-key"), 1);
 	CHECK_RC(tl_put1(q, "qwen-flat/x", 10, &o), 0);
