@@ -783,7 +783,8 @@ static int cmd_stat(struct cli *c, int argc, char **argv)
 
 /* ---- info -------------------------------------------------------------- */
 
-static void info_print_json(const struct kvp_info *in, const struct kvp_master *ms)
+static void info_print_json(const struct kvp_info *in, const struct kvp_master *ms,
+			    const struct kvp_ns_info *ns, size_t nns)
 {
 	printf("{\"master\": {\"addr\": ");
 	cli_json_str(stdout, ms->addr, strnlen(ms->addr, sizeof(ms->addr)));
@@ -811,7 +812,9 @@ static void info_print_json(const struct kvp_info *in, const struct kvp_master *
 		       n->capacity, n->used, n->objects, n->spill_capacity, n->spill_used,
 		       n->draining ? "true" : "false", n->numa_node);
 	}
-	fputs(in->nnodes ? "\n]}\n" : "]}\n", stdout);
+	fputs(in->nnodes ? "\n], \"namespaces\": " : "], \"namespaces\": ", stdout);
+	cli_ns_json(ns, nns);
+	fputs("}\n", stdout);
 }
 
 static double pct(uint64_t part, uint64_t whole)
@@ -871,6 +874,8 @@ static int cmd_info(struct cli *c, int argc, char **argv)
 	};
 	struct kvp_info in;
 	struct kvp_master ms;
+	struct kvp_ns_info *ns = NULL;
+	size_t nns = 0;
 	bool json = false;
 	struct kvp *kvp;
 	int ch, rc = 0, err;
@@ -890,15 +895,26 @@ static int cmd_info(struct cli *c, int argc, char **argv)
 	memset(&in, 0, sizeof(in));
 	err = kvp_info(kvp, &in);
 	kvp_master(kvp, &ms);	/* after a call: the leader that answered it */
+	/* a master before namespaces answers NS_LIST with an error: none */
+	if (!err && kvp_namespaces(kvp, &ns, &nns)) {
+		ns = NULL;
+		nns = 0;
+	}
 	kvp_close(kvp);
 	if (err) {
 		cli_error("info", NULL, err, NULL);
 		return CLI_EXIT_ERR;
 	}
-	if (json)
-		info_print_json(&in, &ms);
-	else
+	if (json) {
+		info_print_json(&in, &ms, ns, nns);
+	} else {
 		info_print(&in, &ms);
+		if (nns) {
+			putchar('\n');
+			cli_ns_table(ns, nns);
+		}
+	}
+	kvp_free(ns);
 	kvp_info_free(&in);
 	return CLI_EXIT_OK;
 }

@@ -8,7 +8,7 @@
 #include "cli_util.h"
 #include "kvpool.h"
 
-static void print_json(const struct kvp_ns_info *v, size_t n)
+void cli_ns_json(const struct kvp_ns_info *v, size_t n)
 {
 	fputs("[", stdout);
 	for (size_t i = 0; i < n; i++) {
@@ -24,10 +24,10 @@ static void print_json(const struct kvp_ns_info *v, size_t n)
 		       PRIu64 ", \"bytes\": %" PRIu64 ", \"clients\": %" PRIu32 "}", v[i].tp,
 		       v[i].fingerprint, v[i].keys, v[i].bytes, v[i].clients);
 	}
-	fputs(n ? "\n]\n" : "]\n", stdout);
+	fputs(n ? "\n]" : "]", stdout);
 }
 
-static void print_table(const struct kvp_ns_info *v, size_t n)
+void cli_ns_table(const struct kvp_ns_info *v, size_t n)
 {
 	char b[32];
 
@@ -52,10 +52,12 @@ int cli_ns_print(struct kvp *kvp, bool json)
 
 	if (err)
 		return err;
-	if (json)
-		print_json(v, n);
-	else
-		print_table(v, n);
+	if (json) {
+		cli_ns_json(v, n);
+		putchar('\n');
+	} else {
+		cli_ns_table(v, n);
+	}
 	kvp_free(v);
 	return 0;
 }

@@ -39,7 +39,16 @@ assert (n["name"], n["model"], n["dtype"], n["page_size"], n["layout"], n["tp"],
         n["bytes"]) == ("llama8b", "meta-llama/Llama-3.1-8B", "bfloat16", 16, "NHD", 2, 2, 1024), n
 assert len(n["fingerprint"]) == 16, n' "$E2E_TMP/out" || fail "kvpool ns --json: $(cat "$E2E_TMP/out")"
 expect 0 kv ns --help
-ok "kvpool ns lists the namespace, its fields and counts"
+expect 0 kv info
+grep -q "^llama8b .* 2 .*meta-llama/Llama-3.1-8B" "$E2E_TMP/out" || fail "kvpool info: $(cat "$E2E_TMP/out")"
+expect 0 kv info --json
+python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert [(n["name"], n["keys"], n["model"]) for n in v["namespaces"]] == \
+    [("llama8b", 2, "meta-llama/Llama-3.1-8B")], v["namespaces"]' "$E2E_TMP/out" ||
+	fail "kvpool info --json: $(cat "$E2E_TMP/out")"
+ok "kvpool ns and kvpool info list the namespace, its fields and counts"
 
 [ "$(metric 'kvpool_master_namespace_keys{namespace="llama8b"}')" = 2 ] ||
 	fail "namespace_keys metric: $(http_get "http://127.0.0.1:$MASTER_HTTP_PORT/metrics" | grep namespace)"
