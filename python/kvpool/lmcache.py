@@ -21,7 +21,7 @@ The batches run on libkvpool's completion queue (kvp_cq_*, through
 kvpool._kvpool.CompletionQueue): worker threads outside the GIL, one
 eventfd. Every key lives under one namespace, ``<namespace>/<LMCache key>``;
 the namespace is ``adapter_params["namespace"]`` or derived from the model
-layout fields, and is declared on the store when the store can.
+layout fields, and is declared on the store at construction.
 """
 import hashlib
 import json
@@ -93,9 +93,11 @@ class KVPoolConnector:
                 raise RuntimeError("kvpool setup failed (%d): %s" % (rc, store.last_error()))
         self._store = store
         try:
-            if hasattr(store, "declare_namespace"):
-                store.declare_namespace(self._ns, model=str(model), dtype=str(dtype),
-                                        page_size=page, layout=str(layout), tp=int(tp))
+            # kvpool.NamespaceMismatchError (the pool holds this namespace
+            # for another layout) stops the adapter's creation.
+            store.declare_namespace(self._ns, model=str(model or "unknown"),
+                                    dtype=str(dtype or "unknown"), page_size=page,
+                                    layout=str(layout or "lmcache"), tp=int(tp))
             self._cq = _kvpool.CompletionQueue(store, int(num_workers))
         except BaseException:
             self._close_store()

@@ -133,7 +133,8 @@ class KvpoolHiCacheStorage(_Base):
             model = _name_part(self.model_name)
             if tag is not None:
                 model = _name_part(tag) + "-" + model
-            self.namespace = "sglang-%s-%s" % (model, kind)
+            # A namespace name is at most 128 characters.
+            self.namespace = "sglang-%s-%s" % (model[:100], kind)
         if self.pp_size > 1:
             rank = "%d_%d" % (self.tp_rank, self.pp_rank)
             self._suffix = "_%d" % self.pp_rank if self.is_mla else "_" + rank
@@ -172,22 +173,32 @@ class KvpoolHiCacheStorage(_Base):
         return s
 
     def _declare(self, host):
-        """kvpool.NamespaceMismatchError (the pool holds this namespace for
-        another layout) propagates: SGLang's attach fails with it."""
-        if self._declared or not hasattr(self.store, "declare_namespace"):
+        """Declares the namespace with the host pool's dtype, page size and
+        layout (once: the first host pool's)."""
+        if self._declared:
             return
-        layout = getattr(host, "layout", "page_first") if host is not None else "page_first"
+        layout = getattr(host, "layout", None) or "page_first"
         self.store.declare_namespace(
-            self.namespace, model=self.model_name,
-            dtype=str(getattr(host, "dtype", "")) if host is not None else "",
-            page_size=int(getattr(host, "page_size", 0) or 0) if host is not None else 0,
+            self.namespace, model=str(self.model_name or "unknown"),
+            dtype=str(getattr(host, "dtype", None) or "unknown"),
+            page_size=int(getattr(host, "page_size", 1) or 1),
             layout="%s/%s" % ("mla" if self.is_mla else "mha", layout),
-            tp=1 if self.is_mla else self.tp_size)
+            tp=1 if self.is_mla else max(self.tp_size, 1))
         self._declared = True
 
     def register_mem_pool_host(self, mem_pool_host):
-        """Registers the host pool's buffers with the store (zero-copy path)
-        and declares the namespace with the pool's dtype and page size."""
+        """Declares the namespace with the host pool's dtype and page size
+        and registers the pool's buffers with the store (zero-copy path).
+        An error (kvpool.NamespaceMismatchError: the pool holds this
+        namespace for another layout) closes the backend and propagates:
+        SGLang's attach fails with it."""
+        try:
+            self._register_host(mem_pool_host)
+        except BaseException:
+            self.close()
+            raise
+
+    def _register_host(self, mem_pool_host):
         self.mem_pool_host = mem_pool_host
         self._declare(mem_pool_host)
         if getattr(mem_pool_host, "kv_buffer", None) is None:

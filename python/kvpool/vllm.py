@@ -184,10 +184,12 @@ class KVPoolSecondaryTier(_TierBase):
             raise RuntimeError("kvpool setup failed (%d): %s"
                                % (rc, self._store.last_error()))
         try:
-            if hasattr(self._store, "declare_namespace"):
-                self._store.declare_namespace(
-                    self.namespace, model=self.fields["model"], dtype=self.fields["dtype"],
-                    page_size=self._block_bytes, layout=self._layout(), tp=self.fields["tp"])
+            # kvpool.NamespaceMismatchError (the pool holds this namespace
+            # for another layout) stops the tier.
+            self._store.declare_namespace(
+                self.namespace, model=self.fields["model"] or "unknown",
+                dtype=self.fields["dtype"] or "unknown", page_size=self._block_bytes,
+                layout=self._layout(), tp=self.fields["tp"])
             rc = self._store.register_buffer(self._base, view.nbytes)
             if rc != 0:
                 raise RuntimeError("kvpool register_buffer failed (%d)" % rc)
@@ -217,11 +219,15 @@ class KVPoolSecondaryTier(_TierBase):
                  self.namespace, self._num_blocks, self._block_bytes)
 
     def _layout(self):
+        """The declared layout: at most 64 characters (the pool's limit), so
+        a long list of KV groups is declared as its hash."""
         f = self.fields
-        return ("vllm-tiering-row;tokens_per_block=%s;tokens_per_hash=%d;pp=%d;pcp=%d;"
-                "dcp=%d;replicated=%d" % (",".join(map(str, f["tokens_per_block"])),
-                                          f["tokens_per_hash"], f["pp"], f["pcp"], f["dcp"],
-                                          f["replicated_layout"]))
+        s = ("vllm-row;tpb=%s;tph=%d;pp=%d;pcp=%d;dcp=%d;rep=%d"
+             % (",".join(map(str, f["tokens_per_block"])), f["tokens_per_hash"],
+                f["pp"], f["pcp"], f["dcp"], f["replicated_layout"]))
+        if len(s) > 64:
+            s = "vllm-row;sha256=" + hashlib.sha256(s.encode()).hexdigest()[:40]
+        return s
 
     def pool_key(self, key):
         """The pool key of a vLLM offload key (bytes)."""

@@ -8,6 +8,7 @@ Binaries come from $KVP_BUILD (tests/run.sh and tests/e2e/python.sh set it)
 or build/; the module from PYTHONPATH. A missing binary skips the test.
 """
 import atexit
+import contextlib
 import glob
 import os
 import shutil
@@ -281,3 +282,29 @@ def run_python(code, env=None, timeout=60):
         e.update(env)
     return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True,
                           text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def tracked_stores():
+    """kvpool.MooncakeDistributedStore, while the block runs, is a subclass
+    that lists each store made (the list yielded) and marks it `closed` on
+    close(): shows what a plugin that opens its own store leaves open."""
+    made = []
+    base = kvpool.MooncakeDistributedStore
+
+    class Tracked(base):
+        closed = False
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+        def close(self):
+            self.closed = True
+            return super().close()
+
+    kvpool.MooncakeDistributedStore = Tracked
+    try:
+        yield made
+    finally:
+        kvpool.MooncakeDistributedStore = base

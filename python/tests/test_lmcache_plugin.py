@@ -20,6 +20,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 import kvp_testlib as tl
@@ -134,6 +135,19 @@ class Bridge:
         self.stop.set()
         self.thread.join(timeout=5)
         self.client.close()
+
+
+def completion(c, fid, timeout=60):
+    """The completion of future fid, as the demux thread would see it."""
+    p = select.poll()
+    p.register(c.event_fd(), select.POLLIN)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if p.poll(500):
+            for x in c.drain_completions():
+                if x[0] == fid:
+                    return x
+    raise AssertionError("future %d did not complete" % fid)
 
 
 READER = r"""
@@ -297,23 +311,45 @@ class LMCachePluginTest(unittest.TestCase):
         self.assertEqual(c2.namespace, "mine")
         c2.close()
 
-    def test_declares_namespace_when_the_store_can(self):
+    def test_declares_namespace_at_start_up(self):
+        """The connector declares its namespace when it is built: another
+        under the same namespace with another model, dtype or TP size is
+        refused (kvpool.NamespaceMismatchError, the store it opened
+        closed); one with the same fields reads the first one's chunks."""
         import kvpool
         from kvpool.lmcache import KVPoolConnector
-        calls = []
-
-        class Store(kvpool.MooncakeDistributedStore):
-            def declare_namespace(self, name, **kw):
-                calls.append((name, kw))
-
-        s = Store()
+        params = dict(self.params, namespace="lm-declared")
+        k = self.keys(0, 1, "declared")[0]
+        c = load_native_plugin(dict(self.plugin, adapter_params=params))
+        try:
+            _, mv = byte_array(100, chunk_bytes(k, 100))
+            self.assertEqual(completion(c, c.submit_batch_set([k], [mv]))[1], True)
+            for kw in ({"model": "other/model"}, {"dtype": "float16"}, {"tp": 2}):
+                with tl.tracked_stores() as made:
+                    with self.assertRaises(kvpool.NamespaceMismatchError):
+                        load_native_plugin(dict(self.plugin,
+                                                adapter_params=dict(params, **kw)))
+                self.assertEqual([s.closed for s in made], [True], kw)
+            c2 = load_native_plugin(dict(self.plugin, adapter_params=params))
+            try:
+                buf, mv = byte_array(100)
+                self.assertEqual(completion(c2, c2.submit_batch_get([k], [mv]))[1:],
+                                 (True, "", [True]))
+                self.assertEqual(bytes(buf), chunk_bytes(k, 100))
+            finally:
+                c2.close()
+        finally:
+            c.close()
+        s = kvpool.MooncakeDistributedStore()
         self.assertEqual(s.setup(self.pool.config()), 0)
+        got = {n["name"]: n for n in s.namespaces()}["lm-declared"]
+        self.assertEqual((got["model"], got["dtype"], got["page_size"], got["layout"],
+                          got["tp"]), (MODEL, "bfloat16", 256, "lmcache", 1))
+        # store= is the caller's: neither a refusal nor close() closes it
+        with self.assertRaises(kvpool.NamespaceMismatchError):
+            KVPoolConnector(store=s, namespace="lm-declared", model=MODEL, dtype="float16")
         c = KVPoolConnector(store=s, model=MODEL, dtype="bfloat16", chunk_size=256, tp=2)
         c.close()
-        self.assertEqual(calls, [(c.namespace, {"model": MODEL, "dtype": "bfloat16",
-                                                "page_size": 256, "layout": "lmcache",
-                                                "tp": 2})])
-        # store= is the caller's: still usable after the connector closed
         self.assertEqual(s.put("after-close", b"x"), 0)
         s.close()
 

@@ -466,32 +466,41 @@ class SGLangBackendTest(unittest.TestCase):
         b.close()
 
     def test_namespace_and_clear(self):
-        declared = []
-
-        class Declaring:
-            """The store as it will be once namespaces land."""
-            def __init__(self, s):
-                self.s = s
-
-            def declare_namespace(self, name, **kw):
-                declared.append((name, kw))
-
-            def __getattr__(self, a):
-                return getattr(self.s, a)
-
+        """register_mem_pool_host declares the namespace: an instance under
+        the same namespace with another model, dtype or TP size fails there
+        (kvpool.NamespaceMismatchError, its store closed); one with the same
+        fields reads the first one's pages. clear removes the namespace's."""
         import kvpool.sglang as ks
-        store = self.pool.store()
         extra = dict(self.extra, namespace="my-ns")
-        cfg = StorageConfig(0, 2, 0, 1, 0, 1, False, False, True, "m", extra_config=extra)
-        b = ks.KvpoolHiCacheStorage(cfg, {}, store=Declaring(store))
-        host = FakeMHAHostPool()
-        b.register_mem_pool_host(host)
-        self.assertEqual(declared, [("my-ns", {"model": "m", "dtype": "bfloat16",
-                                               "page_size": PAGE, "layout": "mha/page_first",
-                                               "tp": 2})])
+
+        def backend(model="m", tp=2, dtype="bfloat16"):
+            cfg = StorageConfig(0, tp, 0, 1, 0, 1, False, False, True, model,
+                                extra_config=extra)
+            b = ks.KvpoolHiCacheStorage(cfg, {})
+            host = FakeMHAHostPool()
+            host.dtype = dtype
+            b.register_mem_pool_host(host)
+            return b, host
+
+        b, host = backend()
         host.fill(0, b"ns")
         self.assertEqual(b.batch_set_v1(["p0"], indices([0])), [True])
+        for kw in ({"model": "other/m"}, {"dtype": "float16"}, {"tp": 4}):
+            with L.tracked_stores() as made:
+                with self.assertRaises(kvpool.NamespaceMismatchError):
+                    backend(**kw)
+            self.assertEqual([s.closed for s in made], [True], kw)
+        b2, host2 = backend()
+        self.assertEqual(b2.batch_exists(["p0"]), 1)
+        self.assertEqual(b2.batch_get_v1(["p0"], indices([8 * PAGE])), [True])
+        self.assertEqual(host2.page(8 * PAGE), host.page(0))
+        b2.close()
+
+        store = self.pool.store()
         self.assertEqual(store.batch_is_exist(["my-ns/p0_0_k", "my-ns/p0_0_v"]), [1, 1])
+        got = {n["name"]: n for n in store.namespaces()}["my-ns"]
+        self.assertEqual((got["model"], got["dtype"], got["page_size"], got["layout"],
+                          got["tp"]), ("m", "bfloat16", PAGE, "mha/page_first", 2))
         b.clear()
         self.assertEqual(b.batch_exists(["p0"]), 0)
         b.close()

@@ -66,11 +66,11 @@ def check(mm, slot, key):
                for r in range(TP))
 
 
-def offloading_spec(tp=TP, model="Qwen/Qwen3-0.6B"):
+def offloading_spec(tp=TP, model="Qwen/Qwen3-0.6B", dtype="bfloat16"):
     """The fields of vLLM's OffloadingSpec (spec.config: OffloadingConfig)
     the tier reads."""
     cfg = SimpleNamespace(
-        model=SimpleNamespace(name=model, dtype="bfloat16"),
+        model=SimpleNamespace(name=model, dtype=dtype),
         groups=(SimpleNamespace(tokens_per_block=16, layer_names=("model.layers.0",)),),
         cache=SimpleNamespace(tokens_per_hash=16, blocks_per_chunk=1),
         parallel=SimpleNamespace(rank=0, world_size=tp, tp_size=tp, pp_size=1, pcp_size=1,
@@ -471,33 +471,74 @@ class VllmTierTest(unittest.TestCase):
         mm.close()
 
     def test_declare_namespace(self):
-        """With a store that has declare_namespace (the namespaces work in
-        progress), the tier declares its namespace at start-up, and a
-        mismatch stops the tier from starting."""
-        calls = []
-
-        class Declaring(kvpool.MooncakeDistributedStore):
-            def declare_namespace(self, name, **kw):
-                calls.append((name, kw))
-                if name == "taken":
-                    raise ValueError("namespace taken with another fingerprint")
-
-        saved = kvpool.MooncakeDistributedStore
-        kvpool.MooncakeDistributedStore = Declaring
+        """The tier declares its namespace at start-up: a second engine under
+        the same namespace with another model, dtype or TP size is refused
+        (kvpool.NamespaceMismatchError, its store closed); one with the same
+        fields starts and loads the first one's blocks."""
+        ns = "team-y.declared"
         mm, view = primary_view()
+        tier = create_tier(self.tier_config(namespace=ns), view, offloading_spec())
         try:
-            tier = create_tier(self.tier_config(), view, offloading_spec())
-            tier.shutdown()
-            with self.assertRaises(ValueError):
-                create_tier(self.tier_config(namespace="taken"), view, offloading_spec())
+            eng = Engine(tier)
+            ctx = ReqContext("req-decl")
+            tier.on_new_request(ctx)
+            k = offload_key(11)
+            fill(mm, 5, k)
+            tier.submit_store(job(0, [k], [5], False, ctx))
+            self.assertTrue(eng.wait_jobs([0])[0].success)
+            tier.on_request_finished(ctx)
+
+            mm2, view2 = primary_view()
+            for spec in (offloading_spec(model="other/model"),
+                         offloading_spec(dtype="float16"), offloading_spec(tp=4)):
+                with L.tracked_stores() as made:
+                    with self.assertRaises(kvpool.NamespaceMismatchError):
+                        create_tier(self.tier_config(namespace=ns), view2, spec)
+                self.assertEqual([s.closed for s in made], [True])
+
+            other = create_tier(self.tier_config(namespace=ns), view2, offloading_spec())
+            try:
+                eng2 = Engine(other)
+                ctx2 = ReqContext("req-decl-2")
+                other.on_new_request(ctx2)
+                other.submit_load(job(1, [k], [9], True, ctx2))
+                self.assertTrue(eng2.wait_jobs([1])[0].success)
+                self.assertTrue(check(mm2, 9, k))
+                other.on_request_finished(ctx2)
+            finally:
+                other.shutdown()
+            view2.release()
+            mm2.close()
         finally:
-            kvpool.MooncakeDistributedStore = saved
-        self.assertEqual(len(calls), 2)
-        name, kw = calls[0]
-        self.assertEqual(name, tier.namespace)
-        self.assertEqual((kw["model"], kw["dtype"], kw["page_size"], kw["tp"]),
+            tier.shutdown()
+        s = self.pool.store()
+        try:
+            got = {n["name"]: n for n in s.namespaces()}[ns]
+        finally:
+            s.close()
+        self.assertEqual((got["model"], got["dtype"], got["page_size"], got["tp"]),
                          ("Qwen/Qwen3-0.6B", "bfloat16", ROW, TP))
-        self.assertIn("tokens_per_block=16", kw["layout"])
+        self.assertEqual(got["layout"], "vllm-row;tpb=16;tph=16;pp=1;pcp=1;dcp=1;rep=0")
+        self.assertEqual(got["keys"], 1)
+        view.release()
+        mm.close()
+
+    def test_long_layout_is_declared_hashed(self):
+        """Many KV groups: the declared layout stays within the pool's 64
+        characters, and differs with the groups."""
+        mm, view = primary_view()
+        layouts = []
+        for tpb in (16, 32):
+            spec = offloading_spec()
+            spec.config.groups = tuple(SimpleNamespace(tokens_per_block=tpb, layer_names=())
+                                       for _ in range(12))
+            tier = create_tier(self.tier_config(), view, spec)
+            try:
+                layouts.append(tier._layout())
+            finally:
+                tier.shutdown()
+        self.assertTrue(all(len(x) <= 64 for x in layouts), layouts)
+        self.assertNotEqual(layouts[0], layouts[1])
         view.release()
         mm.close()
 
