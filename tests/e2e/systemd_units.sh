@@ -18,6 +18,8 @@
 #     small program compiles against the installed kvpool.h and links and
 #     runs against the installed libkvpool.so (and statically against
 #     libkvpool.a with --static); the .so exports only kvp_* symbols;
+#     docs/client.md's example (examples/kvpool_hello.c) builds the same
+#     ways and puts, reads and removes a value in a real pool;
 #  5. a second `make install` keeps an edited kvpool.ini;
 #  6. `make uninstall DESTDIR=...` removes everything but the edited
 #     kvpool.ini; with the file unedited, it leaves DESTDIR empty.
@@ -195,6 +197,36 @@ extra=$(nm -D --defined-only "$D/usr/lib/libkvpool.so" | awk '$2 ~ /[TDBRVW]/ &&
 	grep -v '^KVPOOL_1$' | head -5)
 [ -z "$extra" ] || fail "libkvpool.so exports more than kvp_*: $extra"
 ok "pkg-config (sysroot): shared and static programs build and run; only kvp_* exported"
+
+# docs/client.md's first program is examples/kvpool_hello.c, word for word;
+# built with pkg-config against the installed files, shared and static, it
+# puts, reads back and removes a value in a real pool.
+doc_c=$(awk '/^## Building against it/ { h = 1; next } h && /^```c$/ { inb = 1; next }
+	inb && /^```/ { exit } inb' "$E2E_ROOT/docs/client.md")
+[ "$doc_c" = "$(cat "$E2E_ROOT/examples/kvpool_hello.c")" ] ||
+	fail "docs/client.md's program differs from examples/kvpool_hello.c"
+[ "$(printf '%s\n' "$doc_c" | wc -l)" -le 32 ] || fail "docs/client.md's first program is over 30 lines"
+# shellcheck disable=SC2046
+cc "${san[@]}" -std=c99 -Wall -Wextra -Werror -o "$E2E_TMP/hello" "$E2E_ROOT/examples/kvpool_hello.c" \
+	$(pkg-config --cflags --libs kvpool) 2>"$E2E_TMP/cc.log" ||
+	{ cat "$E2E_TMP/cc.log"; fail "examples/kvpool_hello.c does not build with pkg-config's flags"; }
+# shellcheck disable=SC2046
+cc "${san[@]}" -std=c99 -o "$E2E_TMP/hello-static" "$E2E_ROOT/examples/kvpool_hello.c" \
+	$(pkg-config --cflags kvpool) -Wl,-Bstatic $(pkg-config --libs kvpool) \
+	-Wl,-Bdynamic $(pkg-config --static --libs-only-l kvpool | sed 's/-lkvpool//') 2>"$E2E_TMP/cc.log" ||
+	{ cat "$E2E_TMP/cc.log"; fail "examples/kvpool_hello.c does not link statically as docs/client.md says"; }
+pool_ini
+run_master
+pool_node n1 "segment_size = 16M"
+run_node n1
+wait_nodes n1 20 || fail "the node did not mount"
+for prog in hello hello-static; do
+	out=$(LD_LIBRARY_PATH="$D/usr/lib" "$E2E_TMP/$prog" "$MASTER_ADDR" 2>&1) ||
+		fail "examples/kvpool_hello.c ($prog) against the pool: $out"
+	[ "$out" = "hello-from-c = hello, pool" ] || fail "$prog printed '$out'"
+done
+kv get hello-from-c >/dev/null 2>&1 && fail "the example's value is still in the pool after its remove"
+ok "docs/client.md's program (examples/kvpool_hello.c) builds with pkg-config, shared and static, and round-trips a value"
 unset PKG_CONFIG_PATH PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 
 # ---- 5. reinstall keeps an edited configuration ----
