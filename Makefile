@@ -6,6 +6,7 @@
 #   make fuzz            libFuzzer targets with clang (build-fuzz/)
 #   make install         PREFIX=/usr/local DESTDIR=
 #   make deps            install the Debian packages the build, tests and benchmarks need
+#                        (root; a plain make only checks the build's and names them)
 # V=1 shows the full commands.
 
 CC ?= cc
@@ -42,10 +43,13 @@ endif
 BUILD ?= build
 
 # Flags of the Debian packages come from $(BUILD)/config.mk, which
-# tools/config.sh writes only after tools/deps.sh has made sure the packages
-# are installed; make builds it first and then re-reads this file, so the
-# first plain `make` on a fresh machine computes its flags from the
-# installed packages. Goals that build nothing do not need it.
+# tools/config.sh writes only after `tools/deps.sh --check build` found the
+# packages installed; make builds it first and then re-reads this file, so
+# the first plain `make` on a fresh machine computes its flags from the
+# installed packages. A plain `make` installs nothing: a missing package
+# stops it with the exact apt-get line (and the pkg-config names); `make
+# deps` (root) installs them, as `make test` and tools/quickstart.sh do.
+# Goals that build nothing do not need it.
 CONFIG_MK := $(BUILD)/config.mk
 ifneq ($(filter-out clean deps uninstall run,$(or $(MAKECMDGOALS),all)),)
 include $(CONFIG_MK)
@@ -135,7 +139,7 @@ benches: $(BENCHES)
 
 $(CONFIG_MK): tools/deps.sh tools/config.sh
 	$(Q)mkdir -p $(BUILD)
-	$(Q)tools/deps.sh build
+	$(Q)tools/deps.sh --check build
 	$(Q)tools/config.sh >$@.tmp
 	$(Q)mv $@.tmp $@
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # config.sh — prints the make fragment ($(BUILD)/config.mk) with the compile
 # and link flags of the Debian packages kvpool builds against. The Makefile
-# runs it only after `tools/deps.sh build` made sure the packages are there,
+# runs it only after `tools/deps.sh --check build` found the packages there,
 # so the flags are never computed from a half-installed system; a package
 # whose pkg-config entry is missing stops the build here, before anything is
 # compiled or linked.
@@ -9,14 +9,14 @@ set -eu
 
 pc() {	# pc --cflags|--libs PKG...
 	out=$(pkg-config "$@" 2>/dev/null) || {
-		echo "config.sh: pkg-config $* failed; run 'tools/deps.sh build' as root" >&2
+		echo "config.sh: pkg-config $* failed; run 'make deps' as root" >&2
 		exit 1
 	}
 	echo "$out"
 }
 
 command -v pkg-config >/dev/null || {
-	echo "config.sh: pkg-config is not installed; run 'tools/deps.sh build' as root" >&2
+	echo "config.sh: pkg-config is not installed; run 'make deps' as root" >&2
 	exit 1
 }
 

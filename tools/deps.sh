@@ -1,9 +1,27 @@
 #!/bin/sh
-# deps.sh GROUP... — make sure the Debian packages of each group are installed.
-# As root, missing ones are installed with apt-get; otherwise the exact
-# apt-get line is printed and the script fails.
+# deps.sh [--check] GROUP... — make sure the Debian packages of each group are
+# installed. As root, missing ones are installed with apt-get (`make deps`,
+# `make test`, tools/quickstart.sh); otherwise, and always with --check (what
+# a plain `make` runs: a build has no side effects), the exact apt-get line
+# is printed and the script fails. For the build group it also names the
+# pkg-config modules, for systems without Debian's packages (there the
+# modules are checked with pkg-config instead of dpkg).
 set -u
+check=0
+if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 build="gcc make pkg-config libfuse3-dev liburing-dev libibverbs-dev librdmacm-dev libnuma-dev libinih-dev libmicrohttpd-dev libsystemd-dev libxxhash-dev libssl-dev libcurl4-openssl-dev zlib1g-dev libzmq3-dev libmsgpack-dev"
+# the pkg-config module of each -dev package of the build group
+pcname() {
+	case "$1" in
+	libfuse3-dev) echo fuse3 ;; liburing-dev) echo liburing ;;
+	libibverbs-dev) echo libibverbs ;; librdmacm-dev) echo librdmacm ;;
+	libnuma-dev) echo numa ;; libinih-dev) echo inih ;;
+	libmicrohttpd-dev) echo libmicrohttpd ;; libsystemd-dev) echo libsystemd ;;
+	libxxhash-dev) echo libxxhash ;; libssl-dev) echo libcrypto ;;
+	libcurl4-openssl-dev) echo libcurl ;; zlib1g-dev) echo zlib ;;
+	libzmq3-dev) echo libzmq ;; libmsgpack-dev) echo msgpack ;;
+	esac
+}
 test="fuse3 attr rsync iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang etcd-server python3-zmq python3-msgpack"
 bench="redis-server redis-tools iperf3 fio memcached"
 # tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu
@@ -19,12 +37,29 @@ for g in "$@"; do
 	esac
 done
 missing=""
-for p in $want; do
-	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
-	case "$s" in *" installed") ;; *) missing="$missing $p" ;; esac
-done
+if command -v dpkg-query >/dev/null; then
+	for p in $want; do
+		s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
+		case "$s" in *" installed") ;; *) missing="$missing $p" ;; esac
+	done
+else	# not Debian: what the build needs, by pkg-config module and command
+	for p in $want; do
+		m=$(pcname "$p")
+		if [ -n "$m" ]; then
+			pkg-config --exists "$m" 2>/dev/null || missing="$missing $p"
+		elif [ "$p" = gcc ] || [ "$p" = make ] || [ "$p" = pkg-config ]; then
+			command -v "$p" >/dev/null || missing="$missing $p"
+		fi
+	done
+	[ -z "$missing" ] && exit 0
+	echo "kvpool needs (Debian names):$missing" >&2
+	mods=""
+	for p in $missing; do m=$(pcname "$p"); [ -z "$m" ] || mods="$mods $m"; done
+	[ -z "$mods" ] || echo "  the pkg-config modules:$mods" >&2
+	exit 1
+fi
 [ -z "$missing" ] && exit 0
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+if [ $check = 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	echo "deps: installing$missing"
 	export DEBIAN_FRONTEND=noninteractive
 	if ! apt-get install -y -q --no-install-recommends $missing >/tmp/kvpool-apt.log 2>&1; then
@@ -43,4 +78,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 echo "kvpool needs these Debian packages; run as root:" >&2
 echo "  apt-get install -y$missing" >&2
+mods=""
+for p in $missing; do m=$(pcname "$p"); [ -z "$m" ] || mods="$mods $m"; done
+[ -z "$mods" ] || echo "  (or \`make deps\` as root; on other systems the pkg-config modules:$mods)" >&2
 exit 1
