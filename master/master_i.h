@@ -91,6 +91,7 @@ struct master {
 	uint64_t demotions;		/* memory replicas moved to a spill tier */
 	uint64_t promotions;		/* disk replicas copied back to memory */
 	uint64_t promote_failures;	/* PROMOTEs the node could not do */
+	uint64_t checksum_failures;	/* tier moves refused for a checksum mismatch */
 	uint64_t promote_skipped;	/* disk hits not promoted: memory tight */
 	uint64_t put_timeouts;
 	uint64_t node_expiries;

@@ -207,6 +207,9 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	counter(b, "kvpool_master_promote_failures_total",
 		"Promotions the node could not do (the object stayed on disk).",
 		m->promote_failures);
+	counter(b, "kvpool_master_checksum_failures_total",
+		"Tier moves a node refused because the value no longer matched its checksum "
+		"(the replica was dropped).", m->checksum_failures);
 	counter(b, "kvpool_master_promote_skipped_total",
 		"Gets of disk-only objects not promoted: no room under the watermark, an "
 		"eviction round running, or the node away.",

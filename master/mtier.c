@@ -141,6 +141,8 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 		m->promote_failures++;
 		log_info("segment %u: PROMOTE of '%.*s' failed (%s)", s->id, (int)e->key_len, e->key,
 			 kvp_strerror(st));
+		if (st == KVP_ECHECKSUM)
+			m->checksum_failures++;
 		if (st == KVP_ESTALE || st == KVP_ECHECKSUM)
 			mobj_drop_replica(m, o, (unsigned)ri, true);
 	}

@@ -22,7 +22,7 @@ pcname() {
 	libzmq3-dev) echo libzmq ;; libmsgpack-dev) echo msgpack ;;
 	esac
 }
-test="fuse3 attr rsync iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang etcd-server python3-zmq python3-msgpack"
+test="fuse3 attr rsync iproute2 nftables procps psmisc curl python3 python3-dev python3-numpy python3-torch clang etcd-server python3-zmq python3-msgpack prometheus"
 bench="redis-server redis-tools iperf3 fio memcached"
 # tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu
 vm="debootstrap qemu-system-x86 e2fsprogs"
@@ -74,6 +74,8 @@ if [ $check = 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 	# etcd: the tests start their own on private ports; the packaged
 	# service is stopped by name only (never pkill: tests may run etcds).
 	case "$missing" in *etcd-server*) (systemctl stop etcd || service etcd stop) >/dev/null 2>&1 ;; esac
+	# prometheus: tests/e2e/monitoring.sh runs its own on a private port.
+	case "$missing" in *prometheus*) (systemctl stop prometheus || service prometheus stop) >/dev/null 2>&1 ;; esac
 	exit 0
 fi
 echo "kvpool needs these Debian packages; run as root:" >&2

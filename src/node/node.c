@@ -182,6 +182,9 @@ static void node_metrics(struct node *n, struct sbuf *b)
 		    "Reported extents the master adopted.", st->report_adopted);
 	node_metric(b, "counter", "kvpool_node_report_rejected_total",
 		    "Reported extents the master rejected.", st->report_rejected);
+	node_metric(b, "counter", "kvpool_node_checksum_mismatches_total",
+		    "Extents a segment scan left out because their value did not match its checksum.",
+		    st->checksum_mismatches);
 	node_metric(b, "counter", "kvpool_node_freed_extents_total",
 		    "Extents tombstoned on the master's FREE.", st->freed);
 	node_metric(b, "counter", "kvpool_node_free_stale_total",

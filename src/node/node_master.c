@@ -441,6 +441,10 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 		   x->seg.path, ml->master_addr, segment_id, ml->advertise,
 		   (unsigned long long)ml->scan.count);
 	ml->st.reported += ml->scan.count;
+	ml->st.checksum_mismatches += ml->scan.bad_checksum;
+	if (ml->scan.bad_checksum)
+		log_warn("%s: %llu extents left out: their values do not match their checksums",
+			 x->seg.path, (unsigned long long)ml->scan.bad_checksum);
 	int rr = master_send_reports(ml);
 	node_scan_free(&ml->scan);
 	if (rr < 0) {

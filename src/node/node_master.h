@@ -36,6 +36,7 @@ struct node_mlink_stats {
 	uint64_t master_connects, master_failures;
 	uint64_t mounts, remounts;
 	uint64_t reported, report_adopted, report_rejected;
+	uint64_t checksum_mismatches;	/* extents a scan found corrupt (not reported) */
 	uint64_t freed, free_stale;	/* FREE items tombstoned / skipped */
 	uint64_t heartbeats;
 };

@@ -68,7 +68,11 @@ int node_scan_add_cb(const struct ext_found *f, void *arg)
 	struct node_scan_add *a = arg;
 	struct node_scan *s = a->s;
 
-	if ((f->verified && !f->checksum_ok) || !wire_key_ok(f->key, f->h.key_len))
+	if (f->verified && !f->checksum_ok) {
+		s->bad_checksum++;
+		return 0;
+	}
+	if (!wire_key_ok(f->key, f->h.key_len))
 		return 0;
 	size_t item = 2 + f->h.key_len + 1 + 6 * 8;
 	if (a->cur_n == NODE_REPORT_CHUNK || s->items.len - a->cur_start + item > a->max_bytes) {

@@ -30,6 +30,7 @@ struct node_scan {
 	uint32_t *chunk_n;		/* extents in each chunk */
 	size_t nchunks, cap;
 	uint64_t count, used;		/* tier 0 (the segment) only */
+	uint64_t bad_checksum;		/* extents left out: their value did not match its checksum */
 };
 
 void node_scan_free(struct node_scan *s);	/* and empties it */
