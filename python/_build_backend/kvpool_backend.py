@@ -92,16 +92,18 @@ def _make_extension(root):
     try:
         rc = subprocess.call(cmd, stdout=sys.stdout, stderr=sys.stderr)
     except OSError as e:
-        raise RuntimeError("kvpool: cannot run %s (%s): building the extension needs make "
-                           "and a C compiler" % (make, e)) from None
+        rc = "%s (%s)" % (type(e).__name__, e)
+    # SystemExit: pip shows this message under the output, without a traceback.
     if rc != 0:
-        raise RuntimeError(
-            "kvpool: `%s` exited %d (its output is above). The build needs gcc, make, the "
+        raise SystemExit(
+            "kvpool: `%s` failed: %s (its output is above). The build needs make, gcc, the "
             "Debian packages of `tools/deps.sh build` and the Python headers of %s "
-            "(python3-dev for Debian's python3)." % (" ".join(cmd), rc, sys.executable))
+            "(python3-dev for Debian's python3)." % (" ".join(cmd),
+                                                     "exit %d" % rc if isinstance(rc, int) else rc,
+                                                     sys.executable))
     ext = os.path.join(root, pyb, "kvpool", "_kvpool" + sysconfig.get_config_var("EXT_SUFFIX"))
     if not os.path.isfile(ext):
-        raise RuntimeError("kvpool: make succeeded but %s is not there" % ext)
+        raise SystemExit("kvpool: make succeeded but %s is not there" % ext)
     return ext
 
 

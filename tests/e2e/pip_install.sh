@@ -14,12 +14,12 @@
 cd "$E2E_ROOT" || exit 1
 sys_py=/usr/bin/python3
 
-need "$B/kvpool-master" "$B/kvpool-node"
 case $(basename "$B") in
 build-san | build-tsan)
 	skip "pip builds a plain extension (not instrumented like $(basename "$B")) that a plain interpreter loads; python.sh covers the sanitizer build"
 	;;
 esac
+need "$B/kvpool-master" "$B/kvpool-node"
 [ -x $sys_py ] || skip "$sys_py is not installed"
 $sys_py -c 'import venv, ensurepip' 2>/dev/null || skip "$sys_py has no venv/ensurepip (apt-get install python3-venv)"
 e2e_init pip
