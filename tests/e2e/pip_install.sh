@@ -48,8 +48,8 @@ venv() {
 	(cd "$SITE" && find . | sort) >"$E2E_TMP/$2.before"
 }
 
-# pipx NAME ARG...: VPY -m pip ARG..., output in $E2E_TMP/NAME-pip.log.
-pipx() {
+# vpip NAME ARG...: VPY -m pip ARG..., output in $E2E_TMP/NAME-pip.log.
+vpip() {
 	local n=$1
 	shift
 	(cd "$E2E_ROOT" && "$VPY" -m pip "$@") >"$E2E_TMP/$n-pip.log" 2>&1 ||
@@ -79,7 +79,7 @@ PY
 uninstall() {
 	local n=$1
 	shift
-	pipx "$n-uninstall" uninstall -y "$@"
+	vpip "$n-uninstall" uninstall -y "$@"
 	(cd "$SITE" && find . | sort) >"$E2E_TMP/$n.after"
 	diff "$E2E_TMP/$n.before" "$E2E_TMP/$n.after" >"$E2E_TMP/$n.diff" ||
 		fail "$n: site-packages after pip uninstall differs: $(head -n 20 "$E2E_TMP/$n.diff")"
@@ -89,19 +89,19 @@ uninstall() {
 t0=$SECONDS
 venv "$sys_py" deb
 "$VPY" -c 'import wheel' 2>/dev/null && echo "note: this venv has the wheel package (not needed)"
-pipx deb install --no-build-isolation ./python
+vpip deb install --no-build-isolation ./python
 ok "pip install --no-build-isolation ./python in a venv of $sys_py ($((SECONDS - t0)) s)"
 putget deb
 ok "import kvpool from $SITE, put/get against $MASTER_ADDR"
 
-pipx deb-show show -f kvpool
+vpip deb-show show -f kvpool
 grep -q "^Location: $SITE\$" "$E2E_TMP/deb-show-pip.log" || fail "pip show: $(cat "$E2E_TMP/deb-show-pip.log")"
 ext=$("$VPY" -c 'import sysconfig; print("_kvpool" + sysconfig.get_config_var("EXT_SUFFIX"))')
 grep -qx "  kvpool/$ext" "$E2E_TMP/deb-show-pip.log" || fail "pip show -f lists no kvpool/$ext"
 ok "pip show -f kvpool: $(grep -c '^  ' "$E2E_TMP/deb-show-pip.log") files, $ext among them"
 
 mkdir -p "$E2E_TMP/wheels"
-pipx deb-wheel wheel --no-build-isolation --no-deps -w "$E2E_TMP/wheels" ./python
+vpip deb-wheel wheel --no-build-isolation --no-deps -w "$E2E_TMP/wheels" ./python
 tag=$("$VPY" -c 'import sys, sysconfig; v = "cp%d%d" % sys.version_info[:2]
 print("%s-%s-%s" % (v, v, sysconfig.get_platform().replace("-", "_").replace(".", "_")))')
 whl=$E2E_TMP/wheels/kvpool-$(sed -n 's/^VERSION := //p' Makefile)-$tag.whl
@@ -142,7 +142,7 @@ except ImportError as e:
     print(type(e).__name__)')
 }
 [ "$(hook)" = ModuleNotFoundError ] || fail "mooncake.store resolves before kvpool-mooncake is installed: $(hook)"
-pipx deb-shim install --no-build-isolation ./python/mooncake_shim
+vpip deb-shim install --no-build-isolation ./python/mooncake_shim
 [ "$(hook)" = kvpool.mooncake_store ] || fail "mooncake.store with kvpool-mooncake installed: $(hook)"
 [ "$(hook KVPOOL_MOONCAKE_STORE=0)" = ModuleNotFoundError ] ||
 	fail "KVPOOL_MOONCAKE_STORE=0: mooncake.store is $(hook KVPOOL_MOONCAKE_STORE=0)"
@@ -173,7 +173,7 @@ if [ -z "$SECOND" ]; then
 else
 	t0=$SECONDS
 	venv "$SECOND" alt
-	pipx alt install --no-build-isolation ./python
+	vpip alt install --no-build-isolation ./python
 	putget alt
 	uninstall alt kvpool
 	ok "$SECOND ($("$VPY" -V 2>&1)): pip install, import, put/get, pip uninstall ($((SECONDS - t0)) s)"
