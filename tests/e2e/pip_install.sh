@@ -6,7 +6,8 @@
 # master and node, `pip show -f`; kvpool-mooncake (python/mooncake_shim)
 # makes `import mooncake.store` resolve to kvpool only once installed, and
 # KVPOOL_MOONCAKE_STORE=0 still turns it off; `pip uninstall -y` of both
-# leaves site-packages as it was. Then install, import, put/get and
+# leaves site-packages as it was; `make PYTHON=<venv python> install-python`
+# works too (pip does not see it). Then install, import, put/get and
 # uninstall again in a venv of a second interpreter (python3 on PATH, a
 # pyenv one) when that is not /usr/bin/python3 and has headers.
 # Exit 0 pass, 1 fail, 77 skip (sanitizer builds, no venv module).
@@ -150,6 +151,23 @@ ok "kvpool-mooncake: mooncake.store is kvpool.mooncake_store only once installed
 
 uninstall deb kvpool-mooncake kvpool
 ok "pip uninstall -y kvpool-mooncake kvpool: site-packages as before ($((SECONDS - t0)) s for $sys_py)"
+
+# make install-python with the venv's interpreter (no python-config there):
+# it works, and pip does not see it (no .dist-info); make uninstall-python
+# removes it. Its objects in a private PY_BUILD: build/python stays as it is.
+mk() {
+	make --no-print-directory -s -C "$E2E_ROOT" BUILD="$KVPOOL_BUILD" PY_BUILD="$E2E_TMP/make-py" \
+		PYTHON="$VPY" "$@" >"$E2E_TMP/make.log" 2>&1 || fail "make $*: $(tail -n 10 "$E2E_TMP/make.log")"
+}
+mk install-python
+(cd "$E2E_TMP" && "$VPY" -c 'import kvpool, sys; assert kvpool.__file__.startswith(sys.argv[1]), kvpool.__file__' "$SITE") ||
+	fail "make install-python: kvpool does not import from $SITE"
+"$VPY" -m pip show -q kvpool >/dev/null 2>&1 && fail "pip sees make install-python's kvpool"
+mk uninstall-python
+(cd "$SITE" && find . | sort) >"$E2E_TMP/deb.after-make"
+diff "$E2E_TMP/deb.before" "$E2E_TMP/deb.after-make" >"$E2E_TMP/deb.diff" ||
+	fail "site-packages after make uninstall-python differs: $(head -n 20 "$E2E_TMP/deb.diff")"
+ok "make PYTHON=<venv>/bin/python install-python: imports, invisible to pip, make uninstall-python removes it"
 
 # ---- a second interpreter ----
 # second: sets SECOND to a second interpreter's executable, or NO_SECOND
