@@ -42,7 +42,7 @@ static void str_field(struct sbuf *b, const char *name, const char *v, size_t ca
 	sb_json_str(b, v, strnlen(v, cap));
 }
 
-static const char *seg_state(const struct master *m, const struct seg *s)
+static const char *seg_state(const struct seg *s)
 {
 	if (!s->client)
 		return "down";		/* connection closed: kept until node_ttl */
@@ -70,7 +70,7 @@ static void nodes_json(const struct master *m, struct sbuf *b)
 		sb_printf(b, ",\"state\":\"%s\",\"last_seen_ms_ago\":%llu,\"capacity\":%llu,"
 			  "\"size\":%llu,\"used\":%llu,\"objects\":%llu,\"spill_capacity\":%llu,"
 			  "\"spill_used\":%llu,\"numa_node\":%d}",
-			  seg_state(m, s),
+			  seg_state(s),
 			  (unsigned long long)(m->now_ms > seen ? m->now_ms - seen : 0),
 			  (unsigned long long)s->capacity, (unsigned long long)s->size,
 			  (unsigned long long)s->used,
