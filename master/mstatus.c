@@ -24,6 +24,13 @@ void mstatus_read(const struct master *m, struct mstatus_sample *out)
 	out->keys = m->keys;
 	segreg_usage(&m->segs, &out->used, &out->capacity);
 	out->leases = mlease_active(m);
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (s && s->online) {
+			out->tcp_read += s->tcp_read_bytes;
+			out->tcp_written += s->tcp_written_bytes;
+		}
+	}
 }
 
 void mstatus_tick(struct mstatus *s, const struct master *m)
@@ -69,13 +76,15 @@ static void nodes_json(const struct master *m, struct sbuf *b)
 		str_field(b, "endpoint", s->endpoint, sizeof(s->endpoint));
 		sb_printf(b, ",\"state\":\"%s\",\"last_seen_ms_ago\":%llu,\"capacity\":%llu,"
 			  "\"size\":%llu,\"used\":%llu,\"objects\":%llu,\"spill_capacity\":%llu,"
-			  "\"spill_used\":%llu,\"numa_node\":%d}",
+			  "\"spill_used\":%llu,\"tcp_read_bytes\":%llu,\"tcp_written_bytes\":%llu,"
+			  "\"numa_node\":%d}",
 			  seg_state(s),
 			  (unsigned long long)(m->now_ms > seen ? m->now_ms - seen : 0),
 			  (unsigned long long)s->capacity, (unsigned long long)s->size,
 			  (unsigned long long)s->used,
 			  (unsigned long long)s->nobjs, (unsigned long long)s->spill_capacity,
-			  (unsigned long long)s->spill_used, (int)s->numa_node);
+			  (unsigned long long)s->spill_used, (unsigned long long)s->tcp_read_bytes,
+			  (unsigned long long)s->tcp_written_bytes, (int)s->numa_node);
 		first = false;
 	}
 	sb_printf(b, "]");
@@ -113,6 +122,8 @@ static void history_json(const struct mstatus *s, uint64_t since_ms, struct sbuf
 		{ "keys", offsetof(struct mstatus_sample, keys) },
 		{ "used", offsetof(struct mstatus_sample, used) },
 		{ "leases", offsetof(struct mstatus_sample, leases) },
+		{ "tcp_read_bytes", offsetof(struct mstatus_sample, tcp_read) },
+		{ "tcp_written_bytes", offsetof(struct mstatus_sample, tcp_written) },
 	};
 	unsigned first = (s->head + MSTATUS_RING - s->n) % MSTATUS_RING;
 
@@ -172,15 +183,17 @@ void mstatus_json(const struct mstatus *s, const struct master *m, const struct 
 	}
 	sb_printf(b, "\"spill_used\":%llu,\"spill_capacity\":%llu,", (unsigned long long)sused,
 		  (unsigned long long)scap);
-	/* "paths": bytes by data path are the clients' (kvp_stats) and the
-	 * nodes' (their own /api/status): the master moves no values. */
+	/* bytes by data path: the master moves no values; the nodes report
+	 * their TCP bytes, shared memory and RDMA are the clients' (kvp_stats) */
 	sb_printf(b, "\"counters\":{\"puts\":%llu,\"gets\":%llu,\"hits\":%llu,\"evictions\":%llu,"
 		  "\"evicted_bytes\":%llu,\"demotions\":%llu,\"promotions\":%llu,"
-		  "\"put_timeouts\":%llu,\"node_expiries\":%llu},",
+		  "\"put_timeouts\":%llu,\"node_expiries\":%llu,\"tcp_read_bytes\":%llu,"
+		  "\"tcp_written_bytes\":%llu},",
 		  (unsigned long long)x.puts, (unsigned long long)x.gets, (unsigned long long)x.hits,
 		  (unsigned long long)x.evictions, (unsigned long long)m->evicted_bytes,
 		  (unsigned long long)x.demotions, (unsigned long long)x.promotions,
-		  (unsigned long long)m->put_timeouts, (unsigned long long)m->node_expiries);
+		  (unsigned long long)m->put_timeouts, (unsigned long long)m->node_expiries,
+		  (unsigned long long)x.tcp_read, (unsigned long long)x.tcp_written);
 	nodes_json(m, b);
 	sb_printf(b, ",");
 	ns_json(m, b);

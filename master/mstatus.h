@@ -23,6 +23,9 @@ struct mstatus_sample {
 	uint64_t hits;			/* ... of which found */
 	uint64_t evictions, demotions, promotions;
 	uint64_t keys, used, capacity, leases;
+	/* bytes the nodes' data servers moved over TCP (their HEARTBEATs;
+	 * shared memory and RDMA bytes are the clients' alone) */
+	uint64_t tcp_read, tcp_written;
 };
 
 struct mstatus {

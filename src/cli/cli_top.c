@@ -67,6 +67,8 @@ static void parse_master(const struct json *j, struct top_snap *s)
 	s->evictions = jnum(j, c, "evictions");
 	s->demotions = jnum(j, c, "demotions");
 	s->promotions = jnum(j, c, "promotions");
+	s->tcp_read = jnum(j, c, "tcp_read_bytes");
+	s->tcp_written = jnum(j, c, "tcp_written_bytes");
 	if (json_is(j, nodes, JSON_ARRAY)) {
 		s->nnodes_total = j->t[nodes].count;
 		for (uint32_t i = 0; i < j->t[nodes].count && s->nnodes < TOP_MAX_NODES; i++) {
@@ -288,6 +290,13 @@ static void show_master(FILE *f, const struct top_snap *p, const struct top_snap
 			rate(p->promotions, s->promotions, dt));
 	else
 		fprintf(f, "puts/s -  gets/s -  evictions/s -  demotions/s -  promotions/s -\n");
+	if (p)
+		fprintf(f, "TCP read/s %s  TCP written/s %s  (the nodes' data servers)\n",
+			cli_human_size((uint64_t)rate(p->tcp_read, s->tcp_read, dt), b1, sizeof(b1)),
+			cli_human_size((uint64_t)rate(p->tcp_written, s->tcp_written, dt), b2,
+				       sizeof(b2)));
+	else
+		fprintf(f, "TCP read/s -  TCP written/s -  (the nodes' data servers)\n");
 	fprintf(f, "\nnodes %zu", s->nnodes_total);
 	if (s->nnodes_total > s->nnodes)
 		fprintf(f, " (first %zu shown)", s->nnodes);

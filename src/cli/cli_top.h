@@ -38,6 +38,7 @@ struct top_snap {
 	uint64_t keys, bytes_used, capacity, spill_used, spill_capacity, leases;
 	uint64_t connections, pending_puts;
 	uint64_t puts, gets, hits, evictions, demotions, promotions;
+	uint64_t tcp_read, tcp_written;	/* the nodes' data servers */
 	size_t nnodes, nnodes_total;
 	struct top_node nodes[TOP_MAX_NODES];
 	size_t nns, nns_total;

@@ -4,7 +4,8 @@
 # Debian's headless Chromium opens the master's page, runs its JavaScript
 # and dumps the DOM, which must show the figures `kvpool info --json`
 # prints (keys, capacity, memory used, per node used and objects, epoch),
-# plots with points, and a hit rate below 100% (misses asked). Then a node
+# plots with points, and a hit rate below 100% (misses asked); the master
+# counts the TCP bytes the nodes report. Then a node
 # is killed and the page must show it down within its node_ttl; a node's
 # own HTTP port serves its own view. A screenshot is kept for a person to
 # look at: $E2E_TMP/status-page.png, copied to BUILD/test-logs/ (the temp
@@ -48,13 +49,17 @@ pyjson "$E2E_TMP/status.json" 'r["kind"] == "master" and len(r["nodes"]) == 2' |
 	fail "/api/status: $(head -c 300 "$E2E_TMP/status.json")"
 http_get "$URL/ui" | grep -q '<title>kvpool status</title>' || fail "/ui is not the page"
 ok "/api/status and /ui served on the master's http_listen"
+# the nodes' heartbeats carry their TCP bytes: the 200 gets of 16 KiB
+pyjson "$E2E_TMP/status.json" 'r["counters"]["tcp_read_bytes"] >= 200 * 16384' ||
+	bad "TCP bytes read: $(jval "$E2E_TMP/status.json" 'r["counters"]')"
 
 kv info --json >"$E2E_TMP/info.json" || fail "kvpool info --json"
 browse --dump-dom "$URL/" >"$E2E_TMP/dom.html" || fail "chromium --dump-dom"
 # The screenshot under a load that goes on (the rates move).
 spawn load bash -c 'for i in $(seq 1000); do
 	"$0" -c "$1" bench --op put --size 16K --count 100 --keep --prefix "live/$i/" || exit
-	"$0" -c "$1" bench --op get --size 16K --count 400 --existing --keep --prefix load/ || exit
+	"$0" -c "$1" bench --op get --size 16K --count 400 --existing --keep --prefix load/ \
+		--path tcp || exit
 	"$0" -c "$1" get absent/$i /dev/null 2>/dev/null
 done' "$B/kvpool" "$POOL_INI"
 LOAD_PID=$SPAWN_PID

@@ -165,6 +165,8 @@ static void check_api_status(int port)
 	CHECK(json_str_eq(&j, json_get(&j, n0, "name"), "we\"ird\\n"), "escaped node name");
 	CHECK(json_str_eq(&j, json_get(&j, n0, "state"), "up"), "node up");
 	CHECK_EQ(api_num(&j, n0, "capacity"), 1044480);
+	CHECK_EQ(api_num(&j, n0, "tcp_read_bytes"), 1234);
+	CHECK_EQ(api_num(&j, c, "tcp_written_bytes"), 567);
 	CHECK(json_get(&j, 0, "history") < 0, "no history without since=");
 	free(body);
 
@@ -199,7 +201,20 @@ static void test_metrics_health_metadata(void)
 	tl_start_master(&m, "[master]\nmetadata_server = true\n");
 	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
 	/* a node name that needs escaping in a label */
-	REQUIRE(tl_mount(node, "we\"ird\\n", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	int64_t sid = tl_mount(node, "we\"ird\\n", "h", 1 << 20, 5, 4096, NULL);
+	REQUIRE(sid > 0, "mount");
+	/* a heartbeat with the data server's TCP bytes (optional fields) */
+	struct wbuf hb;
+	wb_init(&hb);
+	wb_u32(&hb, (uint32_t)sid);
+	wb_u64(&hb, 0);
+	wb_u64(&hb, 0);
+	wb_u64(&hb, 1234);
+	wb_u64(&hb, 567);
+	struct tl_frame *hf = tl_call(node, WIRE_OP_HEARTBEAT, &hb);
+	CHECK(hf && hf->h.status == 0, "heartbeat with TCP bytes");
+	tl_frame_free(hf);
+	wb_free(&hb);
 	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
 	struct tl_obj o;
 	CHECK_EQ(tl_put1(c, "k1", 100, &o), 0);
