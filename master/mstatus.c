@@ -167,7 +167,10 @@ void mstatus_json(const struct mstatus *s, const struct master *m, const struct 
 	sb_printf(b, ",\"time_ms\":%llu,\"epoch\":\"%llu\",\"uptime_ms\":%llu,\"node_ttl_ms\":%llu,"
 		  "\"keys\":%llu,\"pending_puts\":%zu,\"leases\":%llu,\"connections\":%zu,"
 		  "\"bytes_used\":%llu,\"capacity\":%llu,",
-		  (unsigned long long)x.t_ms, (unsigned long long)m->epoch,
+		  (unsigned long long)x.t_ms,
+		  /* with HA, the leader's epoch as the election knows it (a
+		   * standby's own state has none; on the leader they are equal) */
+		  (unsigned long long)(strcmp(ha->mode, "etcd") == 0 ? ha->view_version : m->epoch),
 		  (unsigned long long)(m->now_ms - m->start_ms),
 		  (unsigned long long)(m->conf.master.node_ttl < m->conf.master.client_ttl ?
 				       m->conf.master.node_ttl : m->conf.master.client_ttl),
