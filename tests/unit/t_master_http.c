@@ -1,7 +1,7 @@
 /* t_master_http: /metrics is valid Prometheus text (every line checked),
  * /health answers 200, the Mooncake metadata store (GET/PUT/DELETE
  * /metadata?key=K), Mooncake's flag spellings start a working master,
- * /api/status and the status page (/, /ui),
+ * /api/status (namespaces too) and the status page (/, /ui),
  * --help / --version / --print-config, a bad config exits 1 with
  * file:line, SIGHUP applies live keys. */
 #include "testlib.h"
@@ -190,6 +190,49 @@ static void check_api_status(int port)
 	CHECK(strncmp(ctype, "text/html", 9) == 0, "/ui's type '%s'", ctype);
 	CHECK_EQ(tl_http(port, "GET", "/ui/x", NULL, 0, NULL, NULL), 404);
 	CHECK_EQ(tl_http(port, "POST", "/api/status", "x", 1, NULL, NULL), 404);
+}
+
+/* Namespaces on the status page: name, model, keys, declaring clients. */
+static void test_api_status_namespaces(void)
+{
+	static struct json_tok toks[4096];
+	struct tl_master m;
+	struct json j;
+	char *body;
+	size_t blen;
+
+	tl_start_master(&m, "");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	struct wbuf b;
+	wb_init(&b);
+	wb_cstr(&b, "llama8b");
+	wb_cstr(&b, "meta-llama/Llama-3.1-8B");
+	wb_cstr(&b, "bfloat16");
+	wb_u32(&b, 16);
+	wb_cstr(&b, "NHD");
+	wb_u32(&b, 1);
+	struct tl_frame *f = tl_call(c, WIRE_OP_NS_DECLARE, &b);
+	wb_free(&b);
+	CHECK(f && f->h.status == 0, "NS_DECLARE");
+	tl_frame_free(f);
+	struct tl_obj o;
+	CHECK_EQ(tl_put1(c, "llama8b/b0", 100, &o), 0);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/api/status", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 4096) == 0, "/api/status is JSON");
+	int ns = json_at(&j, json_get(&j, 0, "namespaces"), 0);
+	CHECK(json_str_eq(&j, json_get(&j, ns, "name"), "llama8b"), "namespace name");
+	CHECK(json_str_eq(&j, json_get(&j, ns, "model"), "meta-llama/Llama-3.1-8B"), "model");
+	CHECK_EQ(api_num(&j, ns, "keys"), 1);
+	CHECK_EQ(api_num(&j, ns, "clients"), 1);
+	free(body);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
 }
 
 static void test_metrics_health_metadata(void)
@@ -456,6 +499,7 @@ int main(void)
 {
 	test_cli();
 	test_metrics_health_metadata();
+	test_api_status_namespaces();
 	test_mooncake_flags();
 	return tl_done();
 }
