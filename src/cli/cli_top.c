@@ -120,16 +120,18 @@ int top_parse(const char *buf, size_t len, struct top_snap *out, char *err, size
 	static struct json_tok toks[TOP_MAX_TOKENS];	/* single-threaded tool */
 	const char *end = memmem(buf, len, "\r\n\r\n", 4);
 	struct json j;
-	int code;
 
 	memset(out, 0, sizeof(*out));
 	if (len < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ') {
 		snprintf(err, errlen, "not an HTTP answer");
 		return -EPROTO;
 	}
-	code = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
-	if (code != 200) {
-		snprintf(err, errlen, "HTTP status %.3s (a kvpool before the status page?)", buf + 9);
+	if (memcmp(buf + 9, "200", 3) != 0) {
+		char code[4];
+		for (int i = 0; i < 3; i++)
+			code[i] = buf[9 + i] >= '0' && buf[9 + i] <= '9' ? buf[9 + i] : '?';
+		code[3] = '\0';
+		snprintf(err, errlen, "HTTP status %s (a kvpool before the status page?)", code);
 		return -EPROTO;
 	}
 	if (!end) {

@@ -73,6 +73,11 @@ waitfor 5 sh -c "$(printf '%q ' "${T[@]}") capture-pane -p -t top | grep -q top-
 	fail "q did not quit top: $(pane)"
 ok "q quits"
 
+# what is not a kvpool's status: an error, exit 1
+expect 1 kv top --once --http "127.0.0.1:$MASTER_PORT"
+grep -q "top: " "$E2E_TMP/err" || fail "top on the RPC port: $(cat "$E2E_TMP/err")"
+ok "top on a port that is not HTTP fails ($(cat "$E2E_TMP/err"))"
+
 expect 0 kv top --once --http "127.0.0.1:$N1_HTTP"
 grep -q "^node n1  master .* (up)" "$E2E_TMP/out" || fail "top on a node: $(cat "$E2E_TMP/out")"
 ok "top --http NODE shows the node's view"
