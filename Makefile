@@ -150,12 +150,23 @@ $(BUILD)/%.o: %.c | $(CONFIG_MK)
 	$(Q)mkdir -p $(dir $@)
 	$(QCC)$(CC) $(CFLAGS) -c -o $@ $<
 
+# The status page (ui/status.html) compiled in as a byte array: od(1) and
+# sed, no network (tools/embed.sh); src/common/ui.c serves it.
+UI_C := $(BUILD)/gen/ui_status.c
+UI_O := $(BUILD)/gen/ui_status.o
+$(UI_C): ui/status.html tools/embed.sh
+	$(Q)mkdir -p $(dir $@)
+	$(Q)tools/embed.sh ui_status_html ui/status.html >$@.tmp
+	$(Q)mv $@.tmp $@
+$(UI_O): $(UI_C) | $(CONFIG_MK)
+	$(QCC)$(CC) $(CFLAGS) -c -o $@ $<
+
 $(BUILD)/%.a:
 	$(Q)rm -f $@
 	$(QAR)$(AR) rcs $@ $^
 
 $(LIB_A): $(LIB_OBJS)
-$(SUPPORT_A): $(call objs,$(SUPPORT_SRCS))
+$(SUPPORT_A): $(call objs,$(SUPPORT_SRCS)) $(UI_O)
 $(NODE_A): $(call objs,$(NODE_SRCS))
 $(CLI_A): $(call objs,$(CLI_SRCS))
 $(FUSE_A): $(call objs,$(FUSE_SRCS))
@@ -238,7 +249,7 @@ clean:
 
 ALL_OBJS := $(call objs,$(LIB_SRCS) $(SUPPORT_SRCS) $(NODE_SRCS) $(CLI_SRCS) $(FUSE_SRCS) \
 	$(MASTER_SRCS)) $(BUILD)/master/master_main.o $(BUILD)/src/node/node_main.o \
-	$(BUILD)/src/cli/cli_main.o $(TEST_SRCS:%.c=$(BUILD)/%.o) $(TESTLIB_O) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
+	$(BUILD)/src/cli/cli_main.o $(UI_O) $(TEST_SRCS:%.c=$(BUILD)/%.o) $(TESTLIB_O) $(BENCH_SRCS:%.c=$(BUILD)/%.o) $(FUZZ_SRCS:%.c=$(BUILD)/%.o)
 -include $(ALL_OBJS:.o=.d)
 -include python/Makefile.inc
 -include tests/soak/Makefile.inc

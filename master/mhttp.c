@@ -9,6 +9,7 @@
 
 #include <xxhash.h>
 
+#include "ev.h"
 #include "ha.h"
 #include "http.h"
 #include "kvpool.h"
@@ -18,6 +19,8 @@
 #include "mevents.h"
 #include "mpolicy.h"
 #include "mlease.h"
+#include "mstatus.h"
+#include "ui.h"
 
 /* Metadata store: chained hash of key -> value, bounded in count and bytes. */
 struct md_ent {
@@ -39,6 +42,9 @@ struct mhttp {
 	size_t md_keys;
 	size_t md_bytes;
 	struct madmin admin;		/* Mooncake's admin endpoints */
+	struct ev_loop *loop;
+	uint64_t status_timer;		/* samples of /api/status's history, 1 s */
+	struct mstatus status;
 };
 
 /* ---- metrics ---- */
@@ -457,6 +463,32 @@ static void md_handle(struct mhttp *h, const struct http_req *req, struct http_r
 	}
 }
 
+/* /api/status: the status page's and `kvpool top`'s one document. */
+static void api_status(struct mhttp *h, const struct http_req *req, struct http_resp *resp)
+{
+	const struct madmin_ha *a = &h->admin.ha;
+	struct mstatus_ha ha = {
+		.mode = h->ha ? "etcd" : "none",
+		.role = a->role, .state = a->state, .leader = a->leader,
+		.view_version = a->view_version,
+	};
+	struct sbuf b = { 0 };
+	uint64_t since = 0;
+	bool hist = ui_since(req, &since);
+
+	mstatus_json(hist ? &h->status : NULL, h->m, &ha, since, &b);
+	resp->content_type = "application/json";
+	resp->body = b.p;
+	resp->body_len = b.len;
+}
+
+static void status_tick(struct ev_loop *loop, void *arg)
+{
+	struct mhttp *h = arg;
+
+	mstatus_tick(&h->status, h->m);
+}
+
 static void on_http(const struct http_req *req, struct http_resp *resp, void *arg)
 {
 	struct mhttp *h = arg;
@@ -482,6 +514,10 @@ static void on_http(const struct http_req *req, struct http_resp *resp, void *ar
 	}
 	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0)	/* same address */
 		return md_handle(h, req, resp);
+	if (get && strcmp(req->path, "/api/status") == 0)
+		return api_status(h, req, resp);
+	if (ui_serve(req, resp))
+		return;
 	if (madmin_handle(&h->admin, h->m, req, resp))
 		return;
 	text(resp, 404, "not found");
@@ -509,6 +545,7 @@ struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *ht
 		return NULL;
 	}
 	h->m = m;
+	h->loop = loop;
 	madmin_init(&h->admin);
 	h->md_on = metadata_listen != NULL;
 	h->http = http_start(loop, http_listen, MHTTP_MD_MAX_VALUE, on_http, h, err, errlen);
@@ -519,8 +556,16 @@ struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *ht
 		if (!h->md)
 			goto out_http;
 	}
+	mstatus_tick(&h->status, m);
+	h->status_timer = ev_timer_add(loop, 1000, true, status_tick, h);
+	if (!h->status_timer) {
+		snprintf(err, errlen, "cannot add a timer");
+		goto out_md;
+	}
 	return h;
 
+out_md:
+	http_stop(h->md);
 out_http:
 	http_stop(h->http);
 out_free:
@@ -532,6 +577,7 @@ void mhttp_stop(struct mhttp *h)
 {
 	if (!h)
 		return;
+	ev_timer_del(h->loop, h->status_timer);
 	http_stop(h->md);
 	http_stop(h->http);
 	for (size_t i = 0; i < MD_BUCKETS; i++)

@@ -371,6 +371,10 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 		return KVP_ENOSEG;	/* unknown to this master: the node re-mounts */
 	s->node_used = used;
 	s->spill_used = spill;
+	if (r->end - r->p >= 16) {	/* optional (wire.h) */
+		s->tcp_read_bytes = rb_u64(r);
+		s->tcp_written_bytes = rb_u64(r);
+	}
 	s->spill_added = s->spill_dropped = 0;
 	s->last_seen_ms = m->now_ms;
 	s->reported = true;		/* its REPORTs came before, on this connection */

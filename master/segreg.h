@@ -105,6 +105,9 @@ struct seg {
 	uint32_t rdma_len;
 	uint64_t spill_capacity, spill_used;
 	uint64_t node_used;		/* as the node reported in HEARTBEAT */
+	/* its data server's TCP bytes since it started (HEARTBEAT; 0 from a
+	 * node that does not send them): the status page's rates */
+	uint64_t tcp_read_bytes, tcp_written_bytes;
 	uint8_t secret[WIRE_SECRET_LEN];
 	struct grant_key grant_key;	/* HMAC key schedule of secret */
 

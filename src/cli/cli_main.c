@@ -21,6 +21,7 @@
 #include "cli_bench.h"
 #include "cli_ns.h"
 #include "cli_token.h"
+#include "cli_top.h"
 #include "cli_util.h"
 #include "conf.h"
 #include "kvfs.h"
@@ -1019,6 +1020,15 @@ static int cmd_bench(struct cli *c, int argc, char **argv)
 	return cli_bench_main(&c->conf, argc, argv);
 }
 
+static int cmd_top(struct cli *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return cli_cmd_help("top");
+	cli_getopt_reset();
+	return cli_top_main(&c->conf, argc, argv);
+}
+
 static int cmd_replay(struct cli *c, int argc, char **argv)
 {
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
@@ -1086,6 +1096,18 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "info", cmd_info, "info [--json]",
 	  "Shows the pool: nodes, capacity, use, keys, evictions, demotions, leases,\n"
 	  "and one line per node segment.\n" },
+	{ "top", cmd_top, "top [--http HOST:PORT] [-n N | --once] [-d SECONDS]",
+	  "The status page's figures in the terminal, refreshed every second like\n"
+	  "top(1): keys, memory and spill use per node, hit rate, puts, gets,\n"
+	  "evictions, demotions and promotions per second, leases, HA role, epoch\n"
+	  "and leader, namespaces. Read from the master's /api/status (docs/monitoring.md);\n"
+	  "a node's HTTP address shows that node's own view.\n"
+	  "      --http HOST:PORT  the HTTP address (default: the host of cluster.master\n"
+	  "                        and the port of master.http_listen)\n"
+	  "  -n, --iterations N    N refreshes, then exit\n"
+	  "      --once            one plain report (no screen control), for scripts\n"
+	  "  -d, --delay SECONDS   between refreshes (default 1)\n"
+	  "Keys: q quits, any other key refreshes now.\n" },
 	{ "ns", cmd_ns, "ns [--json]",
 	  "Lists the namespaces (docs/client.md \"Namespaces\"): each key prefix NAME/\n"
 	  "with its model fingerprint (model, dtype, page size, layout, TP ranks), the\n"

@@ -40,7 +40,10 @@
  * REPORT     req: u32 segment_id, n x {WIRE_EXTENT}   (after MOUNT, any number)
  *            rep: u32 adopted u32 rejected  (rejected ones get a FREE)
  * UNMOUNT    req: u32 segment_id u8 drain            rep: -
- * HEARTBEAT  req: u32 segment_id u64 used_by_node u64 spill_used   rep: -
+ * HEARTBEAT  req: u32 segment_id u64 used_by_node u64 spill_used
+ *            [u64 tcp_read_bytes u64 tcp_written_bytes]   rep: -
+ *            (the node's data server since it started; optional: a master
+ *            takes a heartbeat without them, as from a node before them)
  * FREE       (master -> node request on the node's connection)
  *            req: u32 segment_id, n x {u8 tier u64 off u64 generation}
  *            rep: -   (the master reuses the space only after this reply)

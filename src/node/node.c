@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -27,6 +28,7 @@
 #include "node_rdma.h"
 #include "node_shm.h"
 #include "numa_util.h"
+#include "ui.h"
 
 #define NODE_SWEEP_MS 500
 #define NODE_DRAIN_MS 10000		/* bound on finishing in-flight transfers */
@@ -201,6 +203,39 @@ static void node_metrics(struct node *n, struct sbuf *b)
 	node_rdma_metrics(n->rdma, b);
 }
 
+/* /api/status: the node's own view for the status page (ui.h) — its
+ * segment, the master link, and the bytes its data server moved over TCP
+ * (RDMA is one-sided: the node does not see those bytes). */
+static void node_api_status(struct node *n, struct sbuf *b)
+{
+	const struct node_data_stats *ds = node_data_stats(n->data);
+	uint64_t req = 0, err = 0;
+	struct timespec ts;
+
+	for (unsigned op = 0; op < WIRE_OP_MAX; op++) {
+		req += n->x.req[op];
+		err += n->x.err[op];
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sb_printf(b, "{\"kind\":\"node\",\"version\":\"%s\",\"time_ms\":%llu,\"name\":",
+		  KVP_VERSION, (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)(ts.tv_nsec / 1000000));
+	sb_json_str(b, n->name, strlen(n->name));
+	sb_printf(b, ",\"segment\":");
+	sb_json_str(b, n->x.seg.path, strlen(n->x.seg.path));
+	sb_printf(b, ",\"segment_id\":%u,\"endpoint\":", node_master_segment_id(n->ml));
+	sb_json_str(b, node_master_advertise(n->ml), strlen(node_master_advertise(n->ml)));
+	sb_printf(b, ",\"master\":\"%s\",\"master_addr\":",
+		  node_master_state_name(node_master_state(n->ml)));
+	sb_json_str(b, node_master_addr(n->ml), strlen(node_master_addr(n->ml)));
+	sb_printf(b, ",\"size\":%llu,\"used\":%llu,\"extents\":%llu,\"connections\":%llu,"
+		  "\"counters\":{\"read_bytes\":%llu,\"written_bytes\":%llu,\"requests\":%llu,"
+		  "\"errors\":%llu}}\n",
+		  (unsigned long long)n->x.seg.size, (unsigned long long)n->x.used,
+		  (unsigned long long)n->x.extents, (unsigned long long)node_data_conns(n->data),
+		  (unsigned long long)ds->bytes_read, (unsigned long long)ds->bytes_written,
+		  (unsigned long long)req, (unsigned long long)err);
+}
+
 static void node_http(const struct http_req *req, struct http_resp *resp, void *arg)
 {
 	struct node *n = arg;
@@ -211,6 +246,11 @@ static void node_http(const struct http_req *req, struct http_resp *resp, void *
 		sb_printf(&b, "method not allowed\n");
 	} else if (strcmp(req->path, "/metrics") == 0) {
 		node_metrics(n, &b);
+	} else if (strcmp(req->path, "/api/status") == 0) {
+		resp->content_type = "application/json";
+		node_api_status(n, &b);
+	} else if (ui_serve(req, resp)) {
+		return;
 	} else if (strcmp(req->path, "/health") == 0) {
 		/* Alive and serving whatever the master says: a master outage is
 		 * not a reason to restart the node (it would lose nothing, but

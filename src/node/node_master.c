@@ -211,6 +211,10 @@ void node_master_heartbeat(struct node_mlink *ml)
 	wb_u32(&b, scanning ? 0 : ml->segment_id);
 	wb_u64(&b, ml->x->used);
 	wb_u64(&b, node_spill_used(ml->o.spill));
+	/* what the data server moved over TCP: the master's status page */
+	const struct node_data_stats *ds = ml->o.data ? node_data_stats(ml->o.data) : NULL;
+	wb_u64(&b, ds ? ds->bytes_read : 0);
+	wb_u64(&b, ds ? ds->bytes_written : 0);
 	wire_finish(&b, st, WIRE_OP_HEARTBEAT, 0, 0, ++ml->mreqid, 0);
 	if (scanning)
 		ml->keepalive_req = ml->mreqid;

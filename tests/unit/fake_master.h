@@ -145,6 +145,7 @@ struct fmaster {
 	int heartbeats;
 	int keepalives;			/* heartbeats for no segment (while scanning) */
 	uint64_t last_used, spill_used;
+	uint64_t tcp_read, tcp_written;	/* HEARTBEAT: the data server's TCP bytes */
 	uint64_t reqid;			/* of the requests it sends */
 };
 
@@ -188,6 +189,9 @@ static inline int fm_next_within(struct fmaster *m, int ms)
 			CHECK(sid == m->segment_id);
 			m->last_used = rb_u64(&r);
 			m->spill_used = rb_u64(&r);
+			/* the data server's TCP bytes read and written */
+			m->tcp_read = rb_u64(&r);
+			m->tcp_written = rb_u64(&r);
 			CHECK(rb_done(&r));
 			m->heartbeats++;
 			fm_send_frame(m->fd, WIRE_OP_HEARTBEAT, WIRE_F_REPLY, 0, m->h.reqid, NULL, 0, 0);

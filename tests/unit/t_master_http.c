@@ -1,11 +1,14 @@
 /* t_master_http: /metrics is valid Prometheus text (every line checked),
  * /health answers 200, the Mooncake metadata store (GET/PUT/DELETE
  * /metadata?key=K), Mooncake's flag spellings start a working master,
+ * /api/status (namespaces too) and the status page (/, /ui),
  * --help / --version / --print-config, a bad config exits 1 with
  * file:line, SIGHUP applies live keys. */
 #include "testlib.h"
 
 #include <ctype.h>
+
+#include "json.h"
 
 static bool name_ok(const char *s, size_t n, bool colon)
 {
@@ -130,6 +133,108 @@ static void http_type(int port, const char *method, const char *path, char *out,
 	}
 }
 
+static int api_num(const struct json *j, int tok, const char *key)
+{
+	int64_t v = -1;
+
+	json_i64(j, json_get(j, tok, key), &v);
+	return (int)v;
+}
+
+/* /api/status (the status page's document) is JSON with the state the
+ * /metrics checks above see; ?since= adds the sample ring; / and /ui are
+ * the page. */
+static void check_api_status(int port)
+{
+	static struct json_tok toks[8192];
+	struct json j;
+	char *body, ctype[128];
+	size_t blen;
+
+	CHECK_EQ(tl_http(port, "GET", "/api/status", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 8192) == 0, "/api/status is JSON: %s", body);
+	CHECK(json_str_eq(&j, json_get(&j, 0, "kind"), "master"), "kind");
+	CHECK(json_str_eq(&j, json_path(&j, 0, "ha", "role", NULL), "leader"), "role");
+	CHECK_EQ(api_num(&j, 0, "keys"), 1);
+	CHECK_EQ(api_num(&j, 0, "pending_puts"), 1);
+	CHECK_EQ(api_num(&j, 0, "leases"), 1);
+	int c = json_get(&j, 0, "counters");
+	CHECK_EQ(api_num(&j, c, "gets"), 2);
+	CHECK_EQ(api_num(&j, c, "hits"), 1);
+	int n0 = json_at(&j, json_get(&j, 0, "nodes"), 0);
+	CHECK(json_str_eq(&j, json_get(&j, n0, "name"), "we\"ird\\n"), "escaped node name");
+	CHECK(json_str_eq(&j, json_get(&j, n0, "state"), "up"), "node up");
+	CHECK_EQ(api_num(&j, n0, "capacity"), 1044480);
+	CHECK_EQ(api_num(&j, n0, "tcp_read_bytes"), 1234);
+	CHECK_EQ(api_num(&j, c, "tcp_written_bytes"), 567);
+	CHECK(json_get(&j, 0, "history") < 0, "no history without since=");
+	free(body);
+
+	CHECK_EQ(tl_http(port, "GET", "/api/status?since=0", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 8192) == 0, "?since=0 is JSON");
+	int h = json_get(&j, 0, "history"), t = json_get(&j, h, "t"), p = json_get(&j, h, "puts");
+	CHECK(json_is(&j, t, JSON_ARRAY) && j.t[t].count >= 1, "the ring has a sample");
+	CHECK(json_is(&j, p, JSON_ARRAY) && j.t[p].count == j.t[t].count, "one array per field");
+	free(body);
+	CHECK_EQ(tl_http(port, "GET", "/api/status?since=99999999999999", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 8192) == 0, "?since=future is JSON");
+	t = json_path(&j, 0, "history", "t", NULL);
+	CHECK(json_is(&j, t, JSON_ARRAY) && j.t[t].count == 0, "nothing after the future");
+	free(body);
+
+	CHECK_EQ(tl_http(port, "GET", "/", NULL, 0, &body, NULL), 200);
+	CHECK(body && strstr(body, "<title>kvpool status</title>") && strstr(body, "api/status"),
+	      "/ is the page");
+	free(body);
+	http_type(port, "GET", "/ui", ctype, sizeof(ctype));
+	CHECK(strncmp(ctype, "text/html", 9) == 0, "/ui's type '%s'", ctype);
+	CHECK_EQ(tl_http(port, "GET", "/ui/x", NULL, 0, NULL, NULL), 404);
+	CHECK_EQ(tl_http(port, "POST", "/api/status", "x", 1, NULL, NULL), 404);
+}
+
+/* Namespaces on the status page: name, model, keys, declaring clients. */
+static void test_api_status_namespaces(void)
+{
+	static struct json_tok toks[4096];
+	struct tl_master m;
+	struct json j;
+	char *body;
+	size_t blen;
+
+	tl_start_master(&m, "");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	struct wbuf b;
+	wb_init(&b);
+	wb_cstr(&b, "llama8b");
+	wb_cstr(&b, "meta-llama/Llama-3.1-8B");
+	wb_cstr(&b, "bfloat16");
+	wb_u32(&b, 16);
+	wb_cstr(&b, "NHD");
+	wb_u32(&b, 1);
+	struct tl_frame *f = tl_call(c, WIRE_OP_NS_DECLARE, &b);
+	wb_free(&b);
+	CHECK(f && f->h.status == 0, "NS_DECLARE");
+	tl_frame_free(f);
+	struct tl_obj o;
+	CHECK_EQ(tl_put1(c, "llama8b/b0", 100, &o), 0);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/api/status", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 4096) == 0, "/api/status is JSON");
+	int ns = json_at(&j, json_get(&j, 0, "namespaces"), 0);
+	CHECK(json_str_eq(&j, json_get(&j, ns, "name"), "llama8b"), "namespace name");
+	CHECK(json_str_eq(&j, json_get(&j, ns, "model"), "meta-llama/Llama-3.1-8B"), "model");
+	CHECK_EQ(api_num(&j, ns, "keys"), 1);
+	CHECK_EQ(api_num(&j, ns, "clients"), 1);
+	free(body);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
 static void test_metrics_health_metadata(void)
 {
 	struct tl_master m;
@@ -139,7 +244,20 @@ static void test_metrics_health_metadata(void)
 	tl_start_master(&m, "[master]\nmetadata_server = true\n");
 	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
 	/* a node name that needs escaping in a label */
-	REQUIRE(tl_mount(node, "we\"ird\\n", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	int64_t sid = tl_mount(node, "we\"ird\\n", "h", 1 << 20, 5, 4096, NULL);
+	REQUIRE(sid > 0, "mount");
+	/* a heartbeat with the data server's TCP bytes (optional fields) */
+	struct wbuf hb;
+	wb_init(&hb);
+	wb_u32(&hb, (uint32_t)sid);
+	wb_u64(&hb, 0);
+	wb_u64(&hb, 0);
+	wb_u64(&hb, 1234);
+	wb_u64(&hb, 567);
+	struct tl_frame *hf = tl_call(node, WIRE_OP_HEARTBEAT, &hb);
+	CHECK(hf && hf->h.status == 0, "heartbeat with TCP bytes");
+	tl_frame_free(hf);
+	wb_free(&hb);
 	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
 	struct tl_obj o;
 	CHECK_EQ(tl_put1(c, "k1", 100, &o), 0);
@@ -171,6 +289,7 @@ static void test_metrics_health_metadata(void)
 	CHECK(samples > 100, "%d samples", samples);
 	free(body);
 	CHECK_EQ(tl_http(m.http_port, "GET", "/nope", NULL, 0, NULL, NULL), 404);
+	check_api_status(m.http_port);
 
 	/* metadata store */
 	int md = m.md_port;
@@ -380,6 +499,7 @@ int main(void)
 {
 	test_cli();
 	test_metrics_health_metadata();
+	test_api_status_namespaces();
 	test_mooncake_flags();
 	return tl_done();
 }
