@@ -76,7 +76,8 @@ static void counter(struct sbuf *b, const char *name, const char *help, unsigned
 /* Requests the master serves (FREE and the node data ops are not). */
 static bool master_op(unsigned op)
 {
-	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE && wire_op_name(op);
+	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE &&
+	       op != WIRE_OP_FOLLOW && op != WIRE_OP_REPL && wire_op_name(op);
 }
 
 static void seg_metric(struct sbuf *b, struct master *m, const char *name, const char *help,
