@@ -237,18 +237,6 @@ static void report_reject(struct seg *s, uint8_t tier, uint64_t off, uint64_t al
 		seg_queue_free(s, off, generation, 0, false);
 }
 
-/* Reserves a reported memory extent; on a segment being reconciled, the
- * table's replicas it overlaps that the node did not report give way. */
-static int report_reserve(struct master *m, struct seg *s, uint64_t off, uint64_t len)
-{
-	if (seg_reserve(s, off, len) == 0)
-		return 0;
-	if (!s->recon)
-		return -EEXIST;
-	mrepl_recon_clear(m, s, off, len);
-	return seg_reserve(s, off, len);
-}
-
 static bool has_replica_on(const struct obj *o, uint32_t seg)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
@@ -281,12 +269,17 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 		report_reject(s, tier, off, alloc_len, gen);
 		return false;
 	}
+	/* Reconciling a warm segment: the node's extent is where it says; a
+	 * replica of the table across it that the node did not report is a
+	 * ghost (before the lookup: it may be this key's). */
+	if (s->recon && tier == 0)
+		mrepl_recon_clear(m, s, off, alloc_len);
 	struct obj *o = objtab_find(&m->objs, key, klen);
 	if (o) {
 		bool same = obj_complete(o) && o->checksum == csum && o->value_len == value_len &&
 			    o->generation == gen;
 		if (same && !has_replica_on(o, s->id) && o->nrep < KVP_MAX_REPLICAS) {
-			if (tier == 0 && report_reserve(m, s, off, alloc_len))
+			if (tier == 0 && seg_reserve(s, off, alloc_len))
 				return false;
 			bool known = mevents_obj_has_tier(o, tier, -1);
 			if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
@@ -303,10 +296,10 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 			report_reject(s, tier, off, alloc_len, gen);
 			return false;
 		}
-		if (tier == 0 && report_reserve(m, s, off, alloc_len))
+		if (tier == 0 && seg_reserve(s, off, alloc_len))
 			return false;
 		mobj_destroy(m, o, true);
-	} else if (tier == 0 && report_reserve(m, s, off, alloc_len)) {
+	} else if (tier == 0 && seg_reserve(s, off, alloc_len)) {
 		return false;	/* overlaps an allocation made since the mount */
 	}
 	o = objtab_insert(&m->objs, key, klen, 1);
