@@ -47,7 +47,7 @@ fill() {
 	after=$(rss_kb "$2")
 	echo $(((after - before) * 1024 / n))
 }
-seg_for() { echo $(($1 * 1280 / 1048576 + 64))M; }
+seg_for() { echo $(($1 * 4700 / 1048576 + 64))M; }
 
 for n in $SIZES; do
 	for mode in $MODES; do
@@ -56,7 +56,7 @@ for n in $SIZES; do
 			[ -n "${ETCD_EPS:-}" ] || start_etcd 1
 			HA_SEGMENT=$(seg_for "$n") ha_pool_ini
 			[ $mode = cold ] && printf '[master]\nha_follow = false\n' >>"$POOL_INI"
-			sed -i 's/^level = info/level = notice/' "$POOL_INI"
+			sed -i "s/^level = info/level = ${HA_SCALE_LOG:-notice}/" "$POOL_INI"
 			ha_master A
 			ha_master B
 			waitfor 10 ha_leader >/dev/null || fail "no leader"
@@ -72,10 +72,13 @@ for n in $SIZES; do
 			fi
 			sleep 1
 			T0=$(now_ms)
-			kill -9 "${HA_PID[$L]}"
+			stop_pid "${HA_PID[$L]}" KILL
 			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
 			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
 			report "{\"objects\": $n, \"mode\": \"$mode\", \"leader_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_first_put_ms\": $put}"
+			sleep 1
+			grep -h "took over\|re-mounted\|reconciled\|recovery complete\|serving as leader" "$E2E_TMP/$S.log" | sed 's/^/# /'
+			grep -h "mounted .* reporting\|scanned\|master\|leader" "$E2E_TMP/n1.log" | tail -8 | sed 's/^/# /'
 			stop_pid "${HA_PID[$S]}" TERM
 			stop_pid "$NODE_PID" TERM
 			rm -f "/dev/shm/$NODE_SEG"
@@ -90,7 +93,7 @@ for n in $SIZES; do
 			wait_nodes n1 30 || fail "node"
 			bpo=$(fill "$n" "$MASTER_PID")
 			T0=$(now_ms)
-			kill -9 "$MASTER_PID"
+			stop_pid "$MASTER_PID" KILL
 			run_master
 			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
 			all=$(first_ok sh -c "'$B/kvpool' -c '$POOL_INI' info --json | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)[\"keys\"] < $n)'")
