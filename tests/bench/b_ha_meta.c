@@ -249,8 +249,14 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ns();
 	if (call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w))
 		return 1;
-	while (!master_follow_synced(standby) && !sync_bad)
+	uint8_t hb[20] = { 0 };
+	memcpy(hb, &sid, 4);
+	while (!master_follow_synced(standby) && !sync_bad) {
 		master_tick(m);
+		/* the node lives on: its segment must outlast node_ttl */
+		if (call(m, node, WIRE_OP_HEARTBEAT, hb, sizeof(hb), &w))
+			return 1;
+	}
 	uint64_t follow_ns = now_ns() - t0;
 	long r2 = rss_kb();
 	if (sync_bad || master_keys(standby) != n) {
