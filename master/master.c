@@ -558,6 +558,15 @@ bool master_follow_synced(const struct master *m)
 	return m->repl_synced;
 }
 
+void master_repl_stats(const struct master *m, struct master_repl_stats *st)
+{
+	st->synced = m->repl_synced;
+	st->warm = m->warm;
+	st->records = m->repl_records;
+	st->confirmed = m->recon_confirmed;
+	st->ghosts = m->recon_ghosts;
+}
+
 uint64_t master_keys(const struct master *m)
 {
 	return m->keys;

@@ -110,5 +110,13 @@ bool master_follow_synced(const struct master *m);
 uint64_t master_keys(const struct master *m);
 void master_standby_tick(struct master *m);
 void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev);
+/* For /metrics: the standby's stream and the new leader's reconciliation. */
+struct master_repl_stats {
+	bool synced;			/* standby: the snapshot is complete */
+	bool warm;			/* leader: took over a followed table */
+	uint64_t records;		/* standby: records applied */
+	uint64_t confirmed, ghosts;	/* leader: replicas the nodes confirmed / did not hold */
+};
+void master_repl_stats(const struct master *m, struct master_repl_stats *st);
 
 #endif

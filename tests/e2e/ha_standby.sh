@@ -33,6 +33,7 @@ stop_pid "${HA_PID[$S]}" TERM
 ha_run "$S"
 waitfor 20 grep -q "following the leader: in step" "$E2E_TMP/$S.log" ||
 	fail "the standby did not get the table: $(grep 'ha:' "$E2E_TMP/$S.log" | tail -5)"
+[ "$(ha_metric "$S" kvpool_master_ha_standby_in_step)" = 1 ] || fail "kvpool_master_ha_standby_in_step on $S"
 ok "standby $S follows leader $L: $(grep -o 'in step, [0-9]* keys' "$E2E_TMP/$S.log" | tail -1)"
 expect 0 kv bench --op put --count $((N / 2)) --size 1K --batch 64 --prefix s/h2/ --keep
 head -c 5000 /dev/urandom >"$E2E_TMP/v1"
@@ -69,6 +70,10 @@ expect 3 kv get s/00000007 "$E2E_TMP/x"
 expect 0 kv info --json
 keys=$(jval "$E2E_TMP/out" 'r["keys"]' 2>/dev/null || jval "$E2E_TMP/out" 'r["objects"]')
 [ "$keys" = $((N + 1)) ] || fail "kvpool info counts $keys keys, expected $((N + 1)) (ghosts or losses)"
+[ "$(ha_metric "$S" kvpool_master_ha_warm_takeover)" = 1 ] || fail "kvpool_master_ha_warm_takeover"
+[ "$(ha_metric "$S" kvpool_master_ha_ghosts_dropped_total)" = 0 ] || fail "ghosts dropped: $(ha_metric "$S" kvpool_master_ha_ghosts_dropped_total)"
+[ "$(ha_metric "$S" kvpool_master_ha_reconciled_replicas_total)" -ge "$N" ] ||
+	fail "replicas confirmed: $(ha_metric "$S" kvpool_master_ha_reconciled_replicas_total)"
 ok "the node's reports confirm the table: no ghost, $keys keys, the removed key stays removed"
 # every old key, byte for byte (the bench verifies what it reads)
 expect 0 kv bench --op get --existing --count $((N / 2)) --size 1K --batch 64 --prefix s/h2/ --keep
