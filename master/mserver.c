@@ -304,6 +304,31 @@ static void recover(struct mserver *s)
 	}
 }
 
+/* Replaces the master's state by an empty one (clients' connections must
+ * be closed already): 0, or -1 (the old state stays; a leader resigns). */
+static int fresh_state(struct mserver *s, bool lead)
+{
+	char err[256];
+	struct master *m = master_create(&s->conf, err, sizeof(err));
+
+	if (!m) {
+		log_err("ha: cannot renew the master state: %s; standing by", err);
+		if (lead)
+			ha_resign(s->ha);
+		s->leading = false;
+		return -1;
+	}
+	master_destroy(s->m);
+	s->m = m;
+	/* the new state's AllBlocksCleared; a standby publishes nothing */
+	master_set_events(m, lead ? s->ev : NULL);
+	mhttp_set_master(s->http, m);
+	s->segs_len = SIZE_MAX;		/* publish the (empty) set once */
+	s->stale = false;
+	s->leading = lead;
+	return 0;
+}
+
 /* A role change: every connection goes (their clients belong to the old
  * state; nodes and clients reconnect to whoever leads), the master's state
  * is replaced by a fresh one — or, for a standby that followed the last
@@ -311,8 +336,6 @@ static void recover(struct mserver *s)
  * window. Never called from a connection callback. */
 static void drop_state(struct mserver *s, bool lead)
 {
-	char err[256];
-
 	while (s->conns)
 		ev_conn_close(s->conns->c);	/* on_close unlinks it */
 	if (lead && warm_table(s)) {
@@ -329,26 +352,10 @@ static void drop_state(struct mserver *s, bool lead)
 	}
 	follow_close(s);
 	s->fepoch = 0;
-	struct master *m = master_create(&s->conf, err, sizeof(err));
-	if (!m) {
-		log_err("ha: cannot renew the master state: %s; standing by", err);
-		if (lead)
-			ha_resign(s->ha);
-		s->leading = false;
-		return;
-	}
-	master_destroy(s->m);
-	s->m = m;
-	/* the new state's AllBlocksCleared; a standby publishes nothing */
-	master_set_events(m, lead ? s->ev : NULL);
-	mhttp_set_master(s->http, m);
-	s->segs_len = SIZE_MAX;		/* publish the (empty) set once */
-	s->stale = false;
-	s->leading = lead;
-	if (!lead)
+	if (fresh_state(s, lead) < 0 || !lead)
 		return;
 	uint64_t epoch = ha_epoch(s->ha);
-	master_set_epoch(m, epoch);
+	master_set_epoch(s->m, epoch);
 	recover(s);
 	log_notice("ha: serving as leader, epoch %llu (the table rebuilt from the nodes' reports)",
 		   (unsigned long long)epoch);
@@ -372,9 +379,18 @@ static int on_frame_f(struct ev_conn *c, const struct wire_hdr *h, const uint8_t
 			return -1;
 		}
 		if (h->opcode == WIRE_OP_HELLO) {
+			/* the leader takes us: only now the table it replaces goes
+			 * (one refused by a leader that lapsed is kept for the
+			 * takeover) */
 			rb_init(&r, body, h->body_len);
 			uint64_t e = rb_u64(&r);
-			s->fepoch = rb_ok(&r) ? e : 0;
+			if (!rb_ok(&r))
+				return -1;
+			while (s->conns)
+				ev_conn_close(s->conns->c);
+			if (fresh_state(s, false) < 0)
+				return -1;
+			s->fepoch = e;
 		}
 		return 0;
 	}
@@ -431,7 +447,6 @@ static void follow_tick(struct mserver *s)
 		log_info("ha: cannot follow the leader at %s: %s", st.rec.rpc, err);
 		return;
 	}
-	drop_state(s, false);		/* an empty table for the snapshot */
 	struct ev_conn *c = ev_conn_create(s->loop, fd, &follow_ops, &s->lim, s);
 	if (!c)
 		return;
