@@ -128,7 +128,7 @@ QAR =
 endif
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak ha-figures run test-vm
+	install uninstall clean soak ha-figures ha-scale run test-vm
 
 all: progs libs tests benches
 
@@ -237,6 +237,11 @@ soak: all
 # The failover figures of docs/ha.md (a few minutes; root adds the nft cut).
 ha-figures: all
 	tests/soak/ha_figures.sh $(BUILD)
+
+# Failover and restart at size: 100k and 1M objects (HA_SIZES), warm and
+# cold standby, a lone master's restart, RSS per object (docs/ha.md).
+ha-scale: all
+	tests/soak/ha_scale.sh $(BUILD)
 
 install: all
 	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)" "$(SOVERSION)"

@@ -22,6 +22,7 @@
 #include "mnode.h"
 #include "mput.h"
 #include "mrecover.h"
+#include "mrepl.h"
 
 #define HELLO_TIMEOUT_MS 10000
 #define EVICT_STEP_US 20		/* eviction per tick: a request waits at most this */
@@ -128,6 +129,7 @@ void master_destroy(struct master *m)
 	free(m->kbuf);
 	free(m->expect);
 	free(m->expect_done);
+	mrepl_destroy(m);
 	wb_free(&m->scratch);
 	free(m);
 }
@@ -230,6 +232,7 @@ void master_client_free(struct master_client *c)
 	struct master *m = c->m;
 
 	mput_client_gone(m, c);
+	mrepl_client_gone(m, c);
 	mnode_client_gone(m, c);
 	mns_client_gone(m, c);
 	if (m->ahead_c == c)
@@ -289,7 +292,7 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	size_t wlen = strlen(want);
 	if (wlen && (tlen != wlen || CRYPTO_memcmp(tok, want, wlen) != 0))
 		return KVP_EAUTH;
-	if (role < WIRE_ROLE_CLIENT || role > WIRE_ROLE_ADMIN)
+	if (role < WIRE_ROLE_CLIENT || role > WIRE_ROLE_MASTER)
 		return KVP_EPROTO;
 	c->hello = true;
 	c->role = role;
@@ -380,6 +383,9 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 			mput_retry(m);	/* its segment may take extents now */
 		break;
 	case WIRE_OP_SEGMENTS: status = mnode_segments(m, reply); break;
+	case WIRE_OP_FOLLOW:
+		status = c->role == WIRE_ROLE_MASTER ? mrepl_follow(m, c) : KVP_EPROTO;
+		break;
 	case WIRE_OP_PUT_START:
 		status = mput_start(m, c, h, body, reply, &parked);
 		break;
@@ -510,6 +516,7 @@ static void check_hello(struct master *m)
 void master_flush(struct master *m)
 {
 	mnode_flush(m);
+	mrepl_flush(m);
 }
 
 bool master_step(struct master *m)
@@ -531,6 +538,46 @@ void master_tick(struct master *m)
 	mrecover_tick(m);
 	check_hello(m);
 	master_step(m);
+	mrepl_tick(m);
+}
+
+void master_standby_tick(struct master *m)
+{
+	master_now(m);
+	check_hello(m);
+}
+
+int master_follow_apply(struct master *m, const uint8_t *body, size_t len)
+{
+	master_now(m);
+	return mrepl_apply(m, body, len);
+}
+
+bool master_follow_synced(const struct master *m)
+{
+	return m->repl_synced;
+}
+
+void master_repl_stats(const struct master *m, struct master_repl_stats *st)
+{
+	st->synced = m->repl_synced;
+	st->warm = m->warm;
+	st->records = m->repl_records;
+	st->confirmed = m->recon_confirmed;
+	st->ghosts = m->recon_ghosts;
+}
+
+uint64_t master_keys(const struct master *m)
+{
+	return m->keys;
+}
+
+void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev)
+{
+	master_now(m);
+	m->epoch = epoch;
+	m->ev = ev;
+	mrepl_takeover(m);
 }
 
 /* ---- reload ---- */

@@ -99,4 +99,24 @@ bool master_recovering(const struct master *m);
 uint64_t master_recover_ms(const struct master *m);
 size_t master_segments_text(const struct master *m, char *buf, size_t cap);
 
+/* The warm standby (mrepl.h): a standby applies the body of each REPL
+ * frame its leader sends (0, or < 0: the stream is broken, follow again);
+ * synced once the snapshot is complete; master_standby_tick() replaces
+ * master_tick() while standing by (no duty may touch the table);
+ * master_takeover() keeps the table for the new leader, with its epoch,
+ * and attaches ev without AllBlocksCleared (the table is not empty). */
+int master_follow_apply(struct master *m, const uint8_t *body, size_t len);
+bool master_follow_synced(const struct master *m);
+uint64_t master_keys(const struct master *m);
+void master_standby_tick(struct master *m);
+void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev);
+/* For /metrics: the standby's stream and the new leader's reconciliation. */
+struct master_repl_stats {
+	bool synced;			/* standby: the snapshot is complete */
+	bool warm;			/* leader: took over a followed table */
+	uint64_t records;		/* standby: records applied */
+	uint64_t confirmed, ghosts;	/* leader: replicas the nodes confirmed / did not hold */
+};
+void master_repl_stats(const struct master *m, struct master_repl_stats *st);
+
 #endif

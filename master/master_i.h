@@ -51,6 +51,7 @@ enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };
 struct parked;				/* mput.c */
 struct mevents;				/* mevents.c */
 struct kref;				/* mkeys.c */
+struct mrepl;				/* mrepl.c */
 
 struct master {
 	struct kvp_conf conf;
@@ -118,6 +119,15 @@ struct master {
 	uint64_t *expect;		/* the segment uuids the last leader had */
 	bool *expect_done;
 	size_t nexpect, nexpect_done;
+
+	/* HA: the warm standby (mrepl.c) */
+	struct mrepl *repl;		/* leader: its standbys; NULL: none */
+	bool repl_mute;			/* a whole segment goes: no DROP per replica */
+	bool repl_synced;		/* standby: the snapshot is complete */
+	bool warm;			/* leader: took the table over from a stream */
+	uint64_t repl_records;		/* standby: records applied */
+	uint64_t recon_confirmed;	/* new leader: replicas the nodes confirmed */
+	uint64_t recon_ghosts;		/* ... dropped: the nodes did not hold them */
 };
 
 static inline uint64_t master_clock_ns(clockid_t clk)

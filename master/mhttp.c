@@ -82,7 +82,8 @@ static void counter(struct sbuf *b, const char *name, const char *help, unsigned
 /* Requests the master serves (FREE and the node data ops are not). */
 static bool master_op(unsigned op)
 {
-	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE && wire_op_name(op);
+	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE &&
+	       op != WIRE_OP_FOLLOW && op != WIRE_OP_REPL && wire_op_name(op);
 }
 
 static void seg_metric(struct sbuf *b, struct master *m, const char *name, const char *help,
@@ -298,6 +299,20 @@ static void ha_metrics(struct mhttp *h, struct sbuf *b)
 	      st.leader && master_recovering(h->m));
 	gauge(b, "kvpool_master_ha_recovery_ms", "How long the last recovery window lasted.",
 	      master_recover_ms(h->m));
+	struct master_repl_stats rs;
+	master_repl_stats(h->m, &rs);
+	gauge(b, "kvpool_master_ha_standby_in_step",
+	      "1 while this standby holds the leader's whole table (its snapshot is complete).",
+	      !st.leader && rs.synced);
+	counter(b, "kvpool_master_ha_standby_records_total",
+		"Changes of the leader's table this standby applied.", rs.records);
+	gauge(b, "kvpool_master_ha_warm_takeover",
+	      "1 if this leader kept the table it followed as a standby.", st.leader && rs.warm);
+	counter(b, "kvpool_master_ha_reconciled_replicas_total",
+		"Replicas of the taken-over table that the nodes' reports confirmed.", rs.confirmed);
+	counter(b, "kvpool_master_ha_ghosts_dropped_total",
+		"Replicas of the taken-over table that no node held (dropped at its HEARTBEAT).",
+		rs.ghosts);
 }
 
 /* The election's state into the admin view (/health /role /ha_status

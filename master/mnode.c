@@ -18,6 +18,7 @@
 #include "mevents.h"
 #include "mpolicy.h"
 #include "mrecover.h"
+#include "mrepl.h"
 #include "mtier.h"
 
 #define RDMA_INFO_MAX 4096
@@ -27,7 +28,10 @@ static void seg_drop(struct master *m, struct seg *s, const char *why)
 {
 	log_notice("segment %u (%s, %s): dropped (%s), %zu replicas gone", s->id, s->name,
 		   s->shm_path, why, s->nobjs);
+	mrepl_segdrop(m, s);
+	m->repl_mute = true;
 	mobj_drop_seg(m, s);
+	m->repl_mute = false;
 	segreg_offline(&m->segs, s);
 }
 
@@ -155,7 +159,15 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		memcpy(rcopy, rdma, rl);
 
 	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
-	if (s && s->online) {
+	/* A segment of a warm table (mrepl.h) keeps its replicas: the node's
+	 * REPORTs confirm them, its first HEARTBEAT drops what they did not. */
+	bool warm = s && s->online && s->warm && s->size == id.size &&
+		    s->data_off == id.data_off && s->align == id.align &&
+		    mrepl_recon_begin(m, s) == 0;
+	if (warm) {
+		log_notice("segment %u: re-mounted into the warm table, %zu replicas to confirm",
+			   s->id, s->nrecon);
+	} else if (s && s->online) {
 		/* Node reconnect or restart: rebuild from its REPORTs. */
 		seg_drop(m, s, "re-mounted");
 	} else if (!s) {
@@ -188,7 +200,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	s->rdma_len = (uint32_t)rl;
 	if (seg_new_secret(s))
 		return KVP_EINTERNAL;
-	int rc = segreg_online_start(&m->segs, s);
+	int rc = warm ? 0 : segreg_online_start(&m->segs, s);
 	if (rc)
 		return rc == -EINVAL ? KVP_EINVAL : KVP_ENOMEM;
 	s->client = c;
@@ -197,6 +209,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	log_notice("segment %u mounted: node %s host %s %s, %llu bytes, align %u, endpoint %s%s",
 		   s->id, s->name, s->host_id, s->shm_path, (unsigned long long)s->capacity,
 		   s->align, s->endpoint, s->reject.n ? " (re-mount)" : "");
+	mrepl_seg(m, s);
 	wb_u32(b, s->id);
 	wb_blob(b, s->secret, sizeof(s->secret));
 	return 0;
@@ -250,10 +263,17 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 			report_reject(s, tier, off, alloc_len, gen);
 		return false;
 	}
+	if (s->recon && mrepl_recon_confirm(m, s, key, klen, tier, off, gen))
+		return true;	/* the warm table has it */
 	if (seg_rejected(s, tier, off, gen)) {
 		report_reject(s, tier, off, alloc_len, gen);
 		return false;
 	}
+	/* Reconciling a warm segment: the node's extent is where it says; a
+	 * replica of the table across it that the node did not report is a
+	 * ghost (before the lookup: it may be this key's). */
+	if (s->recon && tier == 0)
+		mrepl_recon_clear(m, s, off, alloc_len);
 	struct obj *o = objtab_find(&m->objs, key, klen);
 	if (o) {
 		bool same = obj_complete(o) && o->checksum == csum && o->value_len == value_len &&
@@ -377,6 +397,8 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 	}
 	s->spill_added = s->spill_dropped = 0;
 	s->last_seen_ms = m->now_ms;
+	if (s->recon)
+		mrepl_recon_finish(m, s);
 	s->reported = true;		/* its REPORTs came before, on this connection */
 	mrecover_reported(m, s);
 	evict_check(m, s);		/* the spill tier may have filled */

@@ -9,6 +9,7 @@
 #include "master_i.h"
 #include "mchain.h"
 #include "mevents.h"
+#include "mrepl.h"
 
 int mobj_arr_push(struct objarr *a, struct obj *o)
 {
@@ -101,6 +102,7 @@ bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_e
 	struct rep rp = o->rep[ri];
 	struct seg *s = segreg_online(&m->segs, (uint32_t)rp.seg);
 
+	mrepl_drop(m, o, &rp);
 	if (!mevents_obj_has_tier(o, rp.tier, (int)ri))
 		mevents_obj_removed(m, o, rp.tier);	/* its last replica in that tier */
 
@@ -153,6 +155,7 @@ int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, 
 		return KVP_ENOMEM;
 	}
 	mchain_changed(m, o);
+	mrepl_add(m, o, ri);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "mevents.h"
 #include "mlease.h"
 #include "mpolicy.h"
+#include "mrepl.h"
 
 #define PARK_MAX_MS 2000		/* a parked PUT_START retries by then at the latest */
 
@@ -132,10 +133,13 @@ static void put_args_read(struct master *m, struct rbuf *r, struct put_args *a)
  * read any more. */
 static bool put_ghost(const struct master *m, const struct obj *o)
 {
-	/* (seg_alive: a segment still sending its REPORTs is no ghost) */
-	for (unsigned k = 0; k < o->nrep; k++)
-		if (seg_alive(segreg_get(&m->segs, (uint32_t)o->rep[k].seg)))
+	/* (seg_alive: a segment still sending its REPORTs is no ghost; nor is
+	 * one of a warm table whose node has not re-mounted yet) */
+	for (unsigned k = 0; k < o->nrep; k++) {
+		const struct seg *s = segreg_get(&m->segs, (uint32_t)o->rep[k].seg);
+		if (seg_alive(s) || (s && s->online && s->warm))
 			return false;
+	}
 	return o->nrep > 0;
 }
 
@@ -538,6 +542,7 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 			s = KVP_ENOMEM;		/* no slot to link it in: not committed */
 		} else if (o) {
 			commit(m, o, csum, now_ns);
+			mrepl_commit(m, o);
 		}
 		wb_status(b, s);
 		mbatch_item(st, s);

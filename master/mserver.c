@@ -59,6 +59,12 @@ struct mserver {
 	uint64_t drop_timer;		/* a role change to carry out outside callbacks */
 	size_t segs_len;		/* the segment set last handed to ha */
 	char *segs_text;
+
+	/* a standby follows the leader's table (mrepl.h) */
+	struct ev_conn *fc;		/* to the leader followed; NULL: none */
+	uint64_t fepoch;		/* its epoch (HELLO reply); 0: not yet */
+	uint64_t seen_epoch;		/* the last leader's, as the election saw it */
+	uint64_t fnext_ms;		/* the next attempt to follow */
 };
 
 /* ---- connections ---- */
@@ -270,44 +276,198 @@ static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
 	}
 }
 
-/* A role change: every connection goes (their clients belong to the old
- * state; nodes and clients reconnect to whoever leads), the master's state
- * is replaced by a fresh one, and a new leader opens its recovery window.
- * Never called from a connection callback. */
-static void drop_state(struct mserver *s, bool lead)
+/* The standby's table is the last leader's, complete and followed up to
+ * its end: a new leader may keep it (mrepl.h). */
+static bool warm_table(const struct mserver *s)
+{
+	return s->conf.master.ha_follow && !s->stale && s->fepoch &&
+	       s->fepoch == s->seen_epoch && master_follow_synced(s->m);
+}
+
+static void follow_close(struct mserver *s)
+{
+	if (s->fc)
+		ev_conn_close(s->fc);	/* on_close_f forgets it */
+}
+
+/* Opens the recovery window of a new leader (mrecover.h). */
+static void recover(struct mserver *s)
+{
+	size_t cap = 1u << 16;
+	char *exp = malloc(cap);
+
+	if (exp) {
+		ha_expected(s->ha, exp, cap);
+		/* nodes re-mount within a heartbeat or two of the election */
+		master_recover(s->m, exp, 2 * s->conf.node.heartbeat_interval + 2000);
+		free(exp);
+	}
+}
+
+/* Replaces the master's state by an empty one (clients' connections must
+ * be closed already): 0, or -1 (the old state stays; a leader resigns). */
+static int fresh_state(struct mserver *s, bool lead)
 {
 	char err[256];
-
-	while (s->conns)
-		ev_conn_close(s->conns->c);	/* on_close unlinks it */
 	struct master *m = master_create(&s->conf, err, sizeof(err));
+
 	if (!m) {
 		log_err("ha: cannot renew the master state: %s; standing by", err);
 		if (lead)
 			ha_resign(s->ha);
 		s->leading = false;
-		return;
+		return -1;
 	}
 	master_destroy(s->m);
 	s->m = m;
-	master_set_events(m, s->ev);	/* the new state's AllBlocksCleared */
+	/* the new state's AllBlocksCleared; a standby publishes nothing */
+	master_set_events(m, lead ? s->ev : NULL);
 	mhttp_set_master(s->http, m);
 	s->segs_len = SIZE_MAX;		/* publish the (empty) set once */
 	s->stale = false;
 	s->leading = lead;
-	if (!lead)
+	return 0;
+}
+
+/* A role change: every connection goes (their clients belong to the old
+ * state; nodes and clients reconnect to whoever leads), the master's state
+ * is replaced by a fresh one — or, for a standby that followed the last
+ * leader to its end, kept (warm) — and a new leader opens its recovery
+ * window. Never called from a connection callback. */
+static void drop_state(struct mserver *s, bool lead)
+{
+	while (s->conns)
+		ev_conn_close(s->conns->c);	/* on_close unlinks it */
+	if (lead && warm_table(s)) {
+		uint64_t epoch = ha_epoch(s->ha);
+		follow_close(s);
+		master_takeover(s->m, epoch, s->ev);
+		s->segs_len = SIZE_MAX;
+		s->leading = true;
+		recover(s);
+		log_notice("ha: serving as leader, epoch %llu, with the table of epoch %llu",
+			   (unsigned long long)epoch, (unsigned long long)s->fepoch);
+		s->fepoch = 0;
+		return;
+	}
+	follow_close(s);
+	s->fepoch = 0;
+	if (fresh_state(s, lead) < 0 || !lead)
 		return;
 	uint64_t epoch = ha_epoch(s->ha);
-	size_t cap = 1u << 16;
-	char *exp = malloc(cap);
-	master_set_epoch(m, epoch);
-	if (exp) {
-		ha_expected(s->ha, exp, cap);
-		/* nodes re-mount within a heartbeat or two of the election */
-		master_recover(m, exp, 2 * s->conf.node.heartbeat_interval + 2000);
-		free(exp);
+	master_set_epoch(s->m, epoch);
+	recover(s);
+	log_notice("ha: serving as leader, epoch %llu (the table rebuilt from the nodes' reports)",
+		   (unsigned long long)epoch);
+}
+
+/* ---- HA: a standby follows the leader (mrepl.h) ---- */
+
+static int on_frame_f(struct ev_conn *c, const struct wire_hdr *h, const uint8_t *body)
+{
+	struct mserver *s = ev_conn_udata(c);
+	struct rbuf r;
+
+	if (h->payload_len)
+		ev_conn_discard_payload(c);
+	if (!s || s->leading)
+		return -1;
+	if (h->flags & WIRE_F_REPLY) {
+		if (h->status) {
+			log_warn("ha: the leader refused to be followed (op %u): %s", h->opcode,
+				 kvp_strerror(h->status));
+			return -1;
+		}
+		if (h->opcode == WIRE_OP_HELLO) {
+			/* the leader takes us: only now the table it replaces goes
+			 * (one refused by a leader that lapsed is kept for the
+			 * takeover) */
+			rb_init(&r, body, h->body_len);
+			uint64_t e = rb_u64(&r);
+			if (!rb_ok(&r))
+				return -1;
+			while (s->conns)
+				ev_conn_close(s->conns->c);
+			if (fresh_state(s, false) < 0)
+				return -1;
+			s->fepoch = e;
+		}
+		return 0;
 	}
-	log_notice("ha: serving as leader, epoch %llu", (unsigned long long)epoch);
+	if (h->opcode != WIRE_OP_REPL)
+		return 0;
+	int rc = master_follow_apply(s->m, body, h->body_len);
+	if (rc) {
+		log_warn("ha: the leader's stream: %s; following afresh", kvp_strerror(rc));
+		s->fepoch = 0;	/* the table is not the leader's */
+		return -1;
+	}
+	return 0;
+}
+
+static void on_close_f(struct ev_conn *c)
+{
+	struct mserver *s = ev_conn_udata(c);
+
+	if (!s || s->fc != c)
+		return;
+	s->fc = NULL;
+	s->fnext_ms = ev_now(s->loop) + 200;
+	log_info("ha: stopped following the leader (%llu keys in the table)",
+		 (unsigned long long)master_keys(s->m));
+}
+
+static const struct ev_conn_ops follow_ops = {
+	.on_frame = on_frame_f,
+	.on_close = on_close_f,
+};
+
+/* Per tick on a standby: follow the leader the election names, afresh
+ * (an empty table, then its snapshot) whenever the leader changes. */
+static void follow_tick(struct mserver *s)
+{
+	struct ha_status st;
+	char err[256], host[64];
+
+	if (!s->conf.master.ha_follow || s->stale)
+		return;
+	ha_get_status(s->ha, &st);
+	if (st.leader_known && !st.leader)
+		s->seen_epoch = st.epoch;
+	if (s->fc) {
+		if (s->fepoch && s->seen_epoch != s->fepoch)
+			ev_conn_close(s->fc);	/* another leader: follow it */
+		return;
+	}
+	if (!st.leader_known || st.leader || !st.rec.rpc[0] || ev_now(s->loop) < s->fnext_ms)
+		return;
+	s->fnext_ms = ev_now(s->loop) + 500;
+	int fd = net_connect(st.rec.rpc, 300, err, sizeof(err));
+	if (fd < 0) {
+		log_info("ha: cannot follow the leader at %s: %s", st.rec.rpc, err);
+		return;
+	}
+	struct ev_conn *c = ev_conn_create(s->loop, fd, &follow_ops, &s->lim, s);
+	if (!c)
+		return;
+	s->fc = c;
+	if (net_host_id(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "?");
+	wb_reset(&s->reply);
+	size_t start = wire_begin(&s->reply);
+	wb_u16(&s->reply, WIRE_ROLE_MASTER);
+	wb_cstr(&s->reply, s->conf.cluster.token);
+	wb_cstr(&s->reply, "standby-master");
+	wb_cstr(&s->reply, host);
+	wire_finish(&s->reply, start, WIRE_OP_HELLO, 0, 0, 1, 0);
+	start = wire_begin(&s->reply);
+	wire_finish(&s->reply, start, WIRE_OP_FOLLOW, 0, 0, 2, 0);
+	if (s->reply.oom || ev_conn_send(c, s->reply.p, s->reply.len) < 0) {
+		ev_conn_close(c);
+		return;
+	}
+	log_notice("ha: following the leader at %s (epoch %llu)", st.rec.rpc,
+		   (unsigned long long)st.epoch);
 }
 
 /* The election thread changed our role (ha_fd readable). */
@@ -359,7 +519,12 @@ static void tick(struct ev_loop *loop, void *arg)
 		lapsed(s);
 	if (s->stale)
 		return;		/* no FREE, DEMOTE or eviction from a lead that ended */
-	master_tick(s->m);	/* a standby's state is empty: HELLO timeouts only */
+	if (s->ha && !s->leading) {
+		master_standby_tick(s->m);	/* HELLO timeouts only: the table is the leader's */
+		follow_tick(s);
+		return;
+	}
+	master_tick(s->m);
 	publish_segments(s);
 	want_tick(s);
 }

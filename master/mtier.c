@@ -15,6 +15,7 @@
 #include "mchain.h"
 #include "mevents.h"
 #include "mlease.h"
+#include "mrepl.h"
 
 /* Room in s's memory for a promoted copy of len bytes: the segment stays
  * at or under the high watermark (1.0 when it is 0), counting extents on
@@ -123,8 +124,10 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 			uint64_t sidx = o->rep[ri].sidx;
 			bool had_mem = mevents_obj_has_tier(o, KVP_TIER_MEM, -1);
 			bool disk_left = mevents_obj_has_tier(o, KVP_TIER_DISK, ri);
+			mrepl_drop(m, o, &o->rep[ri]);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
 			o->rep[ri].sidx = sidx;
+			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);
 			m->promotions++;
 			if (!had_mem)
@@ -195,8 +198,10 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 				mevents_obj_stored(m, o, KVP_TIER_DISK);
 			if (!mem_left)
 				mevents_obj_removed(m, o, KVP_TIER_MEM);
+			mrepl_drop(m, o, &o->rep[ri]);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
 			o->rep[ri].sidx = sidx;
+			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);
 			seg_queue_free(s, e->off, e->generation, 0, false);
 			s->spill_added += slen;

@@ -87,6 +87,7 @@ void segreg_destroy(struct segreg *r)
 			alloc_destroy(s->alloc);
 		free(s->objs);
 		free(s->rdma_info);
+		free(s->recon);
 		fvec_free(&s->fq);
 		fvec_free(&s->reject);
 		seg_free_batches(s);
@@ -203,6 +204,10 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	s->freeing = 0;
 	s->online = false;
 	s->client = NULL;
+	s->warm = false;
+	free(s->recon);
+	s->recon = NULL;
+	s->nrecon = 0;
 	s->evicting = s->evicting_disk = false;
 	s->spill_dropped = s->spill_added = 0;
 	r->online--;

@@ -84,6 +84,14 @@ struct lfvec {
 	size_t n, cap;
 };
 
+/* One replica a warm segment held at its re-mount (mrepl.c): offset with
+ * the tier in bits 1..2 and bit 0 set once the node reported it. */
+struct mrecon_ent {
+	uint64_t key;			/* off | tier << 1 | confirmed */
+	uint64_t len;
+	uint32_t hash, gen32;		/* the object: objtab_find_hg */
+};
+
 struct seg {
 	uint32_t id;
 	bool online;			/* mounted; false: remembered for its uuid only */
@@ -91,6 +99,13 @@ struct seg {
 	/* the node's REPORTs are in (its first HEARTBEAT after MOUNT follows
 	 * them): until then a new extent could land on one not reported yet */
 	bool reported;
+	/* warm: taken over from the last leader's stream (mrepl.h), its node
+	 * not re-mounted here yet; recon: since its re-mount, the replicas the
+	 * table had then, each marked when the node reports it (the rest are
+	 * ghosts, dropped at its first HEARTBEAT) */
+	bool warm;
+	struct mrecon_ent *recon;
+	size_t nrecon;
 	char name[64];
 	char host_id[64];
 	char shm_path[256];

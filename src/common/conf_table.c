@@ -147,6 +147,10 @@ const struct conf_key conf_table[] = {
 	    "Lease the leader renews in etcd (whole seconds; etcd grants at least 2s by "
 	    "default). A leader that cannot renew steps down before it lapses; a dead one is "
 	    "replaced after it lapses."),
+	BOOL("master", "ha_follow", master.ha_follow, "true",
+	     "A standby follows the leader's table (a snapshot, then every change) so that it "
+	     "serves at once when it takes over; false: a new leader rebuilds from the nodes' "
+	     "reports."),
 	HP("master", "advertise", master.advertise, 1, "",
 	   "host:port of this master's RPC that the leader publishes in etcd. Empty: listen, "
 	   "a wildcard host replaced by this host's address towards etcd."),

@@ -48,6 +48,18 @@
  *            req: u32 segment_id, n x {u8 tier u64 off u64 generation}
  *            rep: -   (the master reuses the space only after this reply)
  * SEGMENTS   req: -   rep: n x {WIRE_SEGMENT}
+ * FOLLOW     (HELLO role WIRE_ROLE_MASTER) req: -   rep: -
+ *            The leader then sends REPL frames (not replies) on this
+ *            connection: a snapshot of its table, then every committed
+ *            change (docs/ha.md "Warm standby").
+ * REPL       (leader -> standby) body: records, each u8 type then
+ *            1 SEG: u32 id u64 uuid str name str host_id str shm_path
+ *               u64 shm_dev u64 shm_ino u64 size u64 data_off u32 align
+ *               str endpoint blob rdma_info u64 spill_capacity i32 numa_node
+ *            2 SEGDROP: u32 id
+ *            3 ADD: u32 segment_id {WIRE_EXTENT}
+ *            4 DROP: u32 segment_id str key u8 tier u64 off u64 generation
+ *            5 SYNCED: u64 generation   (the snapshot is complete)
  * DEMOTE     (master -> node request on the node's connection)
  *            req: u32 segment_id, n x {u64 off u64 generation}
  *            rep: n x {i32 status u64 spill_off u64 alloc_len}
@@ -207,6 +219,7 @@ enum wire_role {
 	WIRE_ROLE_CLIENT = 1,
 	WIRE_ROLE_NODE = 2,
 	WIRE_ROLE_ADMIN = 3,
+	WIRE_ROLE_MASTER = 4,		/* a standby master following the leader (FOLLOW) */
 };
 
 enum wire_op {
@@ -217,6 +230,8 @@ enum wire_op {
 	WIRE_OP_HEARTBEAT = 5,
 	WIRE_OP_FREE = 6,
 	WIRE_OP_SEGMENTS = 7,
+	WIRE_OP_FOLLOW = 8,	/* standby -> leader: stream the table (mrepl.h) */
+	WIRE_OP_REPL = 9,	/* leader -> standby: table changes (mrepl.h) */
 	WIRE_OP_PUT_START = 16,
 	WIRE_OP_PUT_END = 17,
 	WIRE_OP_PUT_REVOKE = 18,

@@ -11,7 +11,10 @@
 #  3. SIGSTOP of the leader past its lease, then SIGCONT: the other master
 #     took over; the resumed one steps down and serves nothing;
 #  4. SIGTERM of the leader: the standby takes over at once (lease revoked);
-#  5. at the end: no completed put lost, no wrong byte, every daemon exits 0.
+#  5. at the end: no completed put lost, no wrong byte, every daemon exits 0;
+#     the HA_FULL (10,000) objects put before the faults (the standby
+#     follows them, and takes them over warm after the kill -9) all read
+#     back byte for byte.
 # Exit 0 pass, 1 fail, 77 without etcd (apt-get install etcd-server).
 . "$(dirname "$0")/lib.sh"
 e2e_init ha
@@ -91,6 +94,12 @@ else
 	echo "# FUSE step skipped: no /dev/fuse or fusermount3"
 fi
 
+# ---- a table with some weight: the standby follows it (docs/ha.md "Warm standby") ----
+FULL=${HA_FULL:-10000}
+expect 0 kv bench --op put --count "$FULL" --size 1K --batch 64 --prefix ha/full/ --keep
+waitfor 20 grep -q "following the leader: in step" "$E2E_TMP/$S.log" || fail "the standby does not follow"
+ok "$FULL objects put; the standby follows the table"
+
 # ---- load for the rest: the probe puts fresh keys, the driver races ----
 spawn probe "$B/soak/kvp-ha-probe" -c "$POOL_INI" --prefix "ha/probe" --interval-ms 10 \
 	--size 4096 --read-ms 50 --json "$E2E_TMP/probe.json"
@@ -116,6 +125,7 @@ if [ -n "$MNT" ]; then
 	expect 0 kv put ha/after "$E2E_TMP/v2"
 	cmp -s "$E2E_TMP/v2" "$MNT/ha/after" || fail "the FUSE view does not follow the new leader"
 fi
+grep -q "took over a warm table" "$E2E_TMP/$S.log" || fail "$S did not take the table over warm"
 ok "kill -9 $L: $S leads after ${ms} ms (epoch $e2), nodes re-mounted, data still there${MNT:+, the FUSE view follows}"
 ha_run "$L"
 waitfor 10 ha_standby "$L" || fail "restarted $L is not standing by"
@@ -168,6 +178,9 @@ pyjson "$E2E_TMP/probe.json" 'len(r["faults"]) == 3 and all(f["first_put_ms"] >=
 pyjson "$E2E_TMP/driver.json" 'r["wrong_bytes"] == 0 and r["wrong_meta"] == 0' ||
 	fail "the soak driver saw wrong bytes (exit $drc)"
 echo "kill -9, SIGSTOP, SIGTERM: first put after (ms): $(jval "$E2E_TMP/probe.json" '" ".join(str(f["first_put_ms"]) for f in r["faults"])'), longest gap (ms): $(jval "$E2E_TMP/probe.json" '" ".join(str(f["gap_ms"]) for f in r["faults"])')"
+# the table put before the faults, after three failovers: every object, byte for byte
+expect 0 kv bench --op get --existing --count "$FULL" --size 1K --batch 64 --prefix ha/full/ --keep
+grep -q "0 missing, 0 errors, 0 wrong values" "$E2E_TMP/out" || fail "the table put before the faults: $(grep verified "$E2E_TMP/out")"
 ok "no completed put lost, no wrong byte"
 for m in A B; do stop_pid "${HA_PID[$m]}" TERM || fail "master $m exited $?"; done
 ok "masters exit 0"

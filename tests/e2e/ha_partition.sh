@@ -12,7 +12,8 @@
 #  3. the etcd majority killed: nobody leads, puts fail with a retryable
 #     error, gets of keys read before go on from their last location;
 #     with the majority back, a leader again and puts go on;
-#  4. no completed put lost, no wrong byte.
+#  4. no completed put lost, no wrong byte; the HA_FULL (10,000) objects put
+#     first (taken over warm after the cut) all read back byte for byte.
 # Needs root, `ip netns`, nft and etcd; exit 77 otherwise. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/lib.sh"
 e2e_init hapart
@@ -31,6 +32,10 @@ run_node n1
 run_node n2
 wait_nodes "n1 n2" 30 || fail "the nodes did not mount"
 ok "master $(ha_leader) leads; nodes mounted across the namespaces"
+# a table with some weight, which the standby follows (docs/ha.md "Warm standby")
+FULL=${HA_FULL:-10000}
+expect 0 kv bench --op put --count "$FULL" --size 1K --batch 64 --prefix ha/full/ --keep
+ok "$FULL objects put"
 
 # both masters' view every 50 ms: a line "A B" of 1/0 per sample
 (
@@ -69,6 +74,7 @@ in_netns "${HA_NS[$L]}" nft delete table inet kvpcut
 etcd_up() { ha_health "$1" | grep -q '"etcd":"up"'; }
 waitfor 10 etcd_up "$L" || fail "$L does not reach etcd again"
 ha_is_leader "$L" && fail "$L leads again next to $S"
+grep -q "took over a warm table" "$E2E_TMP/$S.log" || fail "$S did not take the table over warm"
 ok "nftables cut $L off etcd: it stood down, $S leads after ${ms} ms; healed, $L stands by"
 wait_nodes "n1 n2" 30 || fail "the nodes did not follow"
 sleep 1
@@ -115,6 +121,8 @@ pyjson "$E2E_TMP/probe.json" 'len(r["faults"]) == 2 and r["faults"][1]["reads_ok
 	fail "no read of a known key worked while etcd had no majority"
 echo "longest time without a put: cut $(jval "$E2E_TMP/probe.json" 'r["faults"][0]["gap_ms"]') ms;" \
 	"gets served while puts were down without an etcd majority: $(jval "$E2E_TMP/probe.json" 'r["faults"][1]["reads_ok"]')"
+expect 0 kv bench --op get --existing --count "$FULL" --size 1K --batch 64 --prefix ha/full/ --keep
+grep -q "0 missing, 0 errors, 0 wrong values" "$E2E_TMP/out" || fail "the table put before the faults: $(grep verified "$E2E_TMP/out")"
 ok "never two leaders ($(wc -l <"$E2E_TMP/samples") samples), no completed put lost, no wrong byte"
 for m in A B; do stop_pid "${HA_PID[$m]}" TERM || fail "master $m exited $?"; done
 ok "masters exit 0"

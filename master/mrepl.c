@@ -1,0 +1,656 @@
+/* mrepl: the warm standby; see mrepl.h and docs/ha.md "Warm standby". */
+#include "mrepl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "extent.h"
+#include "kvpool.h"
+#include "log.h"
+#include "mns.h"
+#include "mpolicy.h"
+
+#define MREPL_MAX 8			/* standbys per leader */
+#define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
+#define FRAME_MAX (1u << 20)		/* a REPL body is cut here (the standby's max_frame) */
+#define SEG_GAP_MAX 4096		/* ids a SEG may skip (offline segments the standby never saw) */
+
+struct follower {
+	struct master_client *c;
+	bool snapping;			/* the snapshot is still being sent */
+	size_t clen;			/* cursor: the last key sent (clen 0: none yet) */
+	uint8_t cursor[KVP_MAX_KEY];
+};
+
+struct mrepl {
+	struct follower f[MREPL_MAX];
+	unsigned nf;
+	struct wbuf out;		/* records for every standby */
+	size_t start;			/* the open frame in out; SIZE_MAX: none */
+	struct wbuf snap;		/* one standby's snapshot slice */
+};
+
+/* ---- leader: recording ---- */
+
+static void frame_open(struct wbuf *w, size_t *start)
+{
+	if (*start == SIZE_MAX)
+		*start = wire_begin(w);
+}
+
+/* Closes the open frame once it is large enough (the next record opens one). */
+static void frame_cut(struct wbuf *w, size_t *start, bool force)
+{
+	if (*start == SIZE_MAX || (!force && w->len - *start < FRAME_MAX))
+		return;
+	if (w->len - *start == WIRE_HDR_SIZE)
+		w->len = *start;	/* empty */
+	else
+		wire_finish(w, *start, WIRE_OP_REPL, 0, 0, 0, 0);
+	*start = SIZE_MAX;
+}
+
+static void put_add(struct wbuf *w, const struct obj *o, const struct rep *rp)
+{
+	wb_u8(w, MREPL_ADD);
+	wb_u32(w, (uint32_t)rp->seg);
+	wb_str(w, obj_key(o), o->key_len);
+	wb_u8(w, (uint8_t)rp->tier);
+	wb_u64(w, rep_off(rp));
+	wb_u64(w, rep_len(rp));
+	wb_u64(w, o->value_len);
+	wb_u64(w, o->checksum);
+	wb_u64(w, o->generation);
+	wb_u64(w, o->put_time_ns);
+}
+
+static void put_seg(struct wbuf *w, const struct seg *s)
+{
+	wb_u8(w, MREPL_SEG);
+	wb_u32(w, s->id);
+	wb_u64(w, s->uuid);
+	wb_cstr(w, s->name);
+	wb_cstr(w, s->host_id);
+	wb_cstr(w, s->shm_path);
+	wb_u64(w, s->shm_dev);
+	wb_u64(w, s->shm_ino);
+	wb_u64(w, s->size);
+	wb_u64(w, s->data_off);
+	wb_u32(w, s->align);
+	wb_cstr(w, s->endpoint);
+	wb_blob(w, s->rdma_info, s->rdma_len);
+	wb_u64(w, s->spill_capacity);
+	wb_i32(w, s->numa_node);
+}
+
+static struct wbuf *rec(struct master *m)
+{
+	struct mrepl *r = m->repl;
+
+	frame_cut(&r->out, &r->start, false);
+	frame_open(&r->out, &r->start);
+	return &r->out;
+}
+
+void mrepl_add(struct master *m, const struct obj *o, unsigned ri)
+{
+	if (mrepl_on(m) && obj_complete(o) && !(o->flags & OBJ_VERSION))
+		put_add(rec(m), o, &o->rep[ri]);
+}
+
+void mrepl_drop(struct master *m, const struct obj *o, const struct rep *rp)
+{
+	if (!mrepl_on(m) || !obj_complete(o))
+		return;
+	struct wbuf *w = rec(m);
+	wb_u8(w, MREPL_DROP);
+	wb_u32(w, (uint32_t)rp->seg);
+	wb_str(w, obj_key(o), o->key_len);
+	wb_u8(w, (uint8_t)rp->tier);
+	wb_u64(w, rep_off(rp));
+	wb_u64(w, o->generation);
+}
+
+void mrepl_commit(struct master *m, const struct obj *o)
+{
+	for (unsigned k = 0; mrepl_on(m) && k < o->nrep; k++)
+		mrepl_add(m, o, k);
+}
+
+void mrepl_seg(struct master *m, const struct seg *s)
+{
+	if (mrepl_on(m))
+		put_seg(rec(m), s);
+}
+
+void mrepl_segdrop(struct master *m, const struct seg *s)
+{
+	if (!mrepl_on(m))
+		return;
+	struct wbuf *w = rec(m);
+	wb_u8(w, MREPL_SEGDROP);
+	wb_u32(w, s->id);
+}
+
+static void send_to(struct master_client *c, struct wbuf *w)
+{
+	if (w->len && !w->oom)
+		c->send(c->arg, w->p, w->len);
+	else if (w->oom && c->close)
+		c->close(c->arg);	/* a gap in the stream: it must start again */
+}
+
+void mrepl_flush(struct master *m)
+{
+	struct mrepl *r = m->repl;
+
+	if (!r || r->start == SIZE_MAX)
+		return;
+	frame_cut(&r->out, &r->start, true);
+	for (unsigned i = 0; i < r->nf; i++)
+		send_to(r->f[i].c, &r->out);
+	wb_reset(&r->out);
+}
+
+/* ---- leader: standbys and their snapshots ---- */
+
+int mrepl_follow(struct master *m, struct master_client *c)
+{
+	struct mrepl *r = m->repl;
+
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return KVP_ENOMEM;
+		wb_init(&r->out);
+		wb_init(&r->snap);
+		r->start = SIZE_MAX;
+		m->repl = r;
+	}
+	for (unsigned i = 0; i < r->nf; i++)
+		if (r->f[i].c == c)
+			return KVP_EEXIST;
+	if (r->nf == MREPL_MAX)
+		return KVP_ELIMIT;
+	mrepl_flush(m);		/* what came before is in the snapshot */
+	struct follower *f = &r->f[r->nf++];
+	memset(f, 0, sizeof(*f));
+	f->c = c;
+	f->snapping = true;
+	/* the segment set first, on its own: the objects refer to it */
+	size_t st = SIZE_MAX;
+	wb_reset(&r->snap);
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (!s || !s->online)
+			continue;
+		frame_cut(&r->snap, &st, false);
+		frame_open(&r->snap, &st);
+		put_seg(&r->snap, s);
+	}
+	frame_cut(&r->snap, &st, true);
+	send_to(c, &r->snap);
+	log_notice("ha: standby '%s' follows: %llu keys to send", c->name,
+		   (unsigned long long)m->keys);
+	return 0;
+}
+
+void mrepl_client_gone(struct master *m, struct master_client *c)
+{
+	struct mrepl *r = m->repl;
+
+	for (unsigned i = 0; r && i < r->nf; i++)
+		if (r->f[i].c == c) {
+			log_notice("ha: standby '%s' stopped following", c->name);
+			r->f[i] = r->f[--r->nf];
+			break;
+		}
+	if (r && !r->nf)
+		mrepl_destroy(m);
+}
+
+void mrepl_destroy(struct master *m)
+{
+	struct mrepl *r = m->repl;
+
+	if (!r)
+		return;
+	wb_free(&r->out);
+	wb_free(&r->snap);
+	free(r);
+	m->repl = NULL;
+}
+
+/* The next slice of f's snapshot, in key order from its cursor: changes
+ * behind the cursor reach f as records, those ahead of it in the slice
+ * that covers them. */
+static void snap_slice(struct master *m, struct follower *f)
+{
+	struct mrepl *r = m->repl;
+	size_t st = SIZE_MAX;
+	struct obj *o = objtab_seek(&m->objs, f->cursor, f->clen, f->clen > 0);
+
+	wb_reset(&r->snap);
+	for (unsigned n = 0; o && n < SNAP_SLICE; n++, o = objtab_next(&m->objs, o)) {
+		if (!obj_complete(o))
+			continue;
+		for (unsigned k = 0; k < o->nrep; k++) {
+			frame_cut(&r->snap, &st, false);
+			frame_open(&r->snap, &st);
+			put_add(&r->snap, o, &o->rep[k]);
+		}
+		f->clen = o->key_len;
+		memcpy(f->cursor, obj_key(o), o->key_len);
+	}
+	if (!o) {
+		frame_cut(&r->snap, &st, false);
+		frame_open(&r->snap, &st);
+		wb_u8(&r->snap, MREPL_SYNCED);
+		wb_u64(&r->snap, m->gen);
+		f->snapping = false;
+		log_notice("ha: standby '%s' has the whole table (%llu keys)", f->c->name,
+			   (unsigned long long)m->keys);
+	}
+	frame_cut(&r->snap, &st, true);
+	send_to(f->c, &r->snap);
+}
+
+void mrepl_tick(struct master *m)
+{
+	struct mrepl *r = m->repl;
+
+	if (!r)
+		return;
+	mrepl_flush(m);
+	for (unsigned i = 0; i < r->nf; i++)
+		if (r->f[i].snapping)
+			snap_slice(m, &r->f[i]);
+}
+
+/* ---- standby: applying the stream ---- */
+
+static bool copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
+{
+	if (!p || n >= cap)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] < 0x20 || p[i] >= 0x7f)
+			return false;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+	return true;
+}
+
+/* Drops replica ri of o from this master's table (a standby's or a
+ * reconciling leader's: no FREE, the node does not hold it or the leader
+ * frees it), releasing its memory extent. True if o went with it. */
+static bool forget_replica(struct master *m, struct obj *o, unsigned ri)
+{
+	struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[ri].seg);
+
+	if (s && o->rep[ri].tier == KVP_TIER_MEM)
+		seg_unalloc(s, rep_off(&o->rep[ri]));
+	return mobj_drop_replica(m, o, ri, false);
+}
+
+static void forget_obj(struct master *m, struct obj *o)
+{
+	if (!o->nrep) {
+		mobj_unlink(m, o);
+		return;
+	}
+	while (!forget_replica(m, o, o->nrep - 1u))
+		;
+}
+
+static void drop_seg(struct master *m, struct seg *s)
+{
+	mobj_drop_seg(m, s);
+	segreg_offline(&m->segs, s);
+}
+
+static int apply_seg(struct master *m, struct rbuf *r)
+{
+	struct seg id;
+	size_t nl, hl, pl, el, rl;
+
+	memset(&id, 0, sizeof(id));
+	id.id = rb_u32(r);
+	id.uuid = rb_u64(r);
+	const uint8_t *name = rb_str(r, &nl), *host = rb_str(r, &hl), *path = rb_str(r, &pl);
+	id.shm_dev = rb_u64(r);
+	id.shm_ino = rb_u64(r);
+	id.size = rb_u64(r);
+	id.data_off = rb_u64(r);
+	id.align = rb_u32(r);
+	const uint8_t *ep = rb_str(r, &el);
+	const uint8_t *rdma = rb_blob(r, &rl);
+	id.spill_capacity = rb_u64(r);
+	id.numa_node = rb_i32(r);
+	if (!rb_ok(r))
+		return KVP_EPROTO;
+	if (!copy_str(id.name, sizeof(id.name), name, nl) ||
+	    !copy_str(id.host_id, sizeof(id.host_id), host, hl) ||
+	    !copy_str(id.shm_path, sizeof(id.shm_path), path, pl) ||
+	    !copy_str(id.endpoint, sizeof(id.endpoint), ep, el) || rl > 4096 || !id.id ||
+	    id.id > REP_MAX_SEG || id.id >= m->segs.n + SEG_GAP_MAX || !id.uuid ||
+	    id.size > REP_MAX_OFF)
+		return KVP_EPROTO;
+	struct seg *other = segreg_by_uuid(&m->segs, id.uuid);
+	if (other && other->id != id.id)
+		return KVP_EPROTO;	/* one uuid, one id */
+	while (m->segs.n <= id.id)
+		if (!segreg_add(&m->segs))
+			return KVP_ENOMEM;
+	struct seg *s = m->segs.v[id.id];
+	if (s->online)
+		drop_seg(m, s);
+	uint8_t *rcopy = NULL;
+	if (rl && !(rcopy = malloc(rl)))
+		return KVP_ENOMEM;
+	if (rl)
+		memcpy(rcopy, rdma, rl);
+	memcpy(s->name, id.name, sizeof(s->name));
+	memcpy(s->host_id, id.host_id, sizeof(s->host_id));
+	memcpy(s->shm_path, id.shm_path, sizeof(s->shm_path));
+	memcpy(s->endpoint, id.endpoint, sizeof(s->endpoint));
+	s->uuid = id.uuid;
+	s->shm_dev = id.shm_dev;
+	s->shm_ino = id.shm_ino;
+	s->size = id.size;
+	s->data_off = id.data_off;
+	s->align = id.align;
+	s->spill_capacity = id.spill_capacity;
+	s->numa_node = id.numa_node;
+	free(s->rdma_info);
+	s->rdma_info = rcopy;
+	s->rdma_len = (uint32_t)rl;
+	if (segreg_online_start(&m->segs, s))
+		return KVP_EPROTO;
+	s->client = NULL;
+	s->reported = false;
+	s->last_seen_ms = m->now_ms;
+	return 0;
+}
+
+static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t off, int *ri)
+{
+	for (unsigned k = 0; k < o->nrep; k++)
+		if ((uint32_t)o->rep[k].seg == seg && o->rep[k].tier == tier &&
+		    rep_off(&o->rep[k]) == off) {
+			*ri = (int)k;
+			return true;
+		}
+	return false;
+}
+
+static int apply_add(struct master *m, struct rbuf *r)
+{
+	size_t klen;
+	uint32_t sid = rb_u32(r);
+	const uint8_t *key = rb_str(r, &klen);
+	uint8_t tier = rb_u8(r);
+	uint64_t off = rb_u64(r), alen = rb_u64(r), vlen = rb_u64(r);
+	uint64_t csum = rb_u64(r), gen = rb_u64(r), put_ns = rb_u64(r);
+
+	if (!rb_ok(r))
+		return KVP_EPROTO;
+	struct seg *s = segreg_online(&m->segs, sid);
+	bool placed = off % (1u << REP_UNIT_SHIFT) == 0 && alen % (1u << REP_UNIT_SHIFT) == 0 &&
+		      alen && alen < REP_MAX_LEN && off < REP_MAX_OFF;
+	if (!s || !wire_key_ok(key, klen) || tier > KVP_TIER_DISK || !vlen ||
+	    vlen > m->conf.cluster.max_object_size || alen < ext_size((uint32_t)klen, vlen) ||
+	    !placed || (tier == KVP_TIER_MEM && (alen > s->capacity || off % s->align)))
+		return KVP_EPROTO;
+	if (gen > m->gen)
+		m->gen = gen;
+	struct obj *o = objtab_find(&m->objs, key, klen);
+	int ri;
+	if (o && (o->generation > gen || !obj_complete(o)))
+		return 0;	/* a newer value (cannot happen in order): keep it */
+	if (o && o->generation < gen) {
+		forget_obj(m, o);	/* replaced: its own DROPs follow from the leader */
+		o = NULL;
+	}
+	if (o && (has_rep(o, sid, tier, off, &ri) || o->nrep >= KVP_MAX_REPLICAS))
+		return 0;	/* the snapshot and a change both carried it */
+	if (tier == KVP_TIER_MEM && seg_reserve(s, off, alen))
+		return 0;	/* overlaps: the takeover's reconciliation settles it */
+	bool fresh = !o;
+	if (fresh) {
+		o = objtab_insert(&m->objs, key, klen, 1);
+		if (!o)
+			goto out_unreserve;
+		o->value_len = vlen;
+		o->generation = gen;
+		o->checksum = csum;
+		o->put_time_ns = put_ns;
+		o->atime = m_now32(m);
+		o->pkey = mpol_admit(m, o->hash);
+		o->flags = OBJ_COMPLETE;
+		m->keys++;
+		mns_count(m, o, 1);
+	}
+	if (mobj_attach(m, s, &o, tier, off, alen)) {
+		if (fresh)
+			mobj_unlink(m, o);
+		goto out_unreserve;
+	}
+	return 0;
+
+out_unreserve:
+	if (tier == KVP_TIER_MEM)
+		seg_unalloc(s, off);
+	return KVP_ENOMEM;
+}
+
+static int apply_drop(struct master *m, struct rbuf *r)
+{
+	size_t klen;
+	uint32_t sid = rb_u32(r);
+	const uint8_t *key = rb_str(r, &klen);
+	uint8_t tier = rb_u8(r);
+	uint64_t off = rb_u64(r), gen = rb_u64(r);
+
+	if (!rb_ok(r) || !wire_key_ok(key, klen))
+		return KVP_EPROTO;
+	struct obj *o = objtab_find(&m->objs, key, klen);
+	int ri;
+	if (o && o->generation == gen && has_rep(o, sid, tier, off, &ri))
+		forget_replica(m, o, (unsigned)ri);
+	return 0;
+}
+
+int mrepl_apply(struct master *m, const uint8_t *body, size_t len)
+{
+	struct rbuf r;
+	int rc = 0;
+
+	rb_init(&r, body, len);
+	while (!rc && !rb_done(&r)) {
+		uint8_t type = rb_u8(&r);
+		if (!rb_ok(&r))
+			return KVP_EPROTO;
+		switch (type) {
+		case MREPL_SEG: rc = apply_seg(m, &r); break;
+		case MREPL_SEGDROP: {
+			struct seg *s = segreg_online(&m->segs, rb_u32(&r));
+			if (!rb_ok(&r))
+				return KVP_EPROTO;
+			if (s)
+				drop_seg(m, s);
+			break;
+		}
+		case MREPL_ADD: rc = apply_add(m, &r); break;
+		case MREPL_DROP: rc = apply_drop(m, &r); break;
+		case MREPL_SYNCED: {
+			uint64_t gen = rb_u64(&r);
+			if (!rb_ok(&r))
+				return KVP_EPROTO;
+			if (gen > m->gen)
+				m->gen = gen;
+			if (!m->repl_synced)
+				log_notice("ha: following the leader: in step, %llu keys",
+					   (unsigned long long)m->keys);
+			m->repl_synced = true;
+			break;
+		}
+		default:
+			return KVP_EPROTO;
+		}
+		m->repl_records++;
+	}
+	return rc;
+}
+
+/* ---- new leader: takeover and reconciliation ---- */
+
+void mrepl_takeover(struct master *m)
+{
+	struct timespec ts;
+	size_t nseg = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	if (m->gen < us)
+		m->gen = us;	/* past any put the last leader may have begun */
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (!s || !s->online)
+			continue;
+		s->warm = true;
+		s->client = NULL;
+		s->reported = false;
+		s->last_seen_ms = m->now_ms;	/* node_ttl to re-mount */
+		nseg++;
+	}
+	m->warm = true;
+	log_notice("ha: took over a warm table: %llu keys in %zu segments", (unsigned long long)m->keys,
+		   nseg);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct mrecon_ent *)a)->key >> 1;
+	uint64_t y = ((const struct mrecon_ent *)b)->key >> 1;
+
+	return x < y ? -1 : x > y;
+}
+
+int mrepl_recon_begin(struct master *m, struct seg *s)
+{
+	size_t n = 0;
+
+	(void)m;
+	s->warm = false;
+	free(s->recon);
+	s->recon = NULL;
+	s->nrecon = 0;
+	if (!s->nobjs)
+		return 0;
+	s->recon = malloc(s->nobjs * sizeof(*s->recon));
+	if (!s->recon)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nobjs; i++) {
+		const struct obj *o = s->objs[i];
+		if (o->flags & OBJ_VERSION)
+			continue;	/* set aside by an upsert here: its readers decide */
+		for (unsigned k = 0; k < o->nrep; k++)
+			if ((uint32_t)o->rep[k].seg == s->id) {
+				s->recon[n++] = (struct mrecon_ent){
+					.key = rep_off(&o->rep[k]) | (uint64_t)o->rep[k].tier << 1,
+					.len = rep_len(&o->rep[k]), .hash = o->hash,
+					.gen32 = (uint32_t)o->generation };
+				break;
+			}
+	}
+	qsort(s->recon, n, sizeof(*s->recon), ent_cmp);
+	s->nrecon = n;
+	return 0;
+}
+
+/* The first entry whose (off, tier) is >= key's. */
+static size_t lower(const struct seg *s, uint64_t key)
+{
+	size_t lo = 0, hi = s->nrecon;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->recon[mid].key >> 1 < key >> 1)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+bool mrepl_recon_confirm(struct master *m, struct seg *s, const uint8_t *key, size_t klen,
+			 uint8_t tier, uint64_t off, uint64_t gen)
+{
+	uint64_t k = off | (uint64_t)tier << 1;
+	size_t i = lower(s, k);
+	int ri;
+
+	if (!s->recon || i == s->nrecon || s->recon[i].key >> 1 != k >> 1 ||
+	    s->recon[i].gen32 != (uint32_t)gen || (s->recon[i].key & 1))
+		return false;
+	struct obj *o = objtab_find(&m->objs, key, klen);
+	if (!o || o->generation != gen || !has_rep(o, s->id, tier, off, &ri))
+		return false;
+	s->recon[i].key |= 1;
+	m->recon_confirmed++;
+	return true;
+}
+
+/* Drops the replica of entry e if the table still has it (a ghost). */
+static void drop_ghost(struct master *m, struct seg *s, struct mrecon_ent *e)
+{
+	uint8_t tier = (uint8_t)(e->key >> 1 & 3);
+	uint64_t off = e->key & ~(uint64_t)7;
+	struct obj *o = objtab_find_hg(&m->objs, e->hash, e->gen32);
+	int ri;
+
+	e->key |= 1;
+	if (o && has_rep(o, s->id, tier, off, &ri)) {
+		forget_replica(m, o, (unsigned)ri);
+		m->recon_ghosts++;
+	}
+}
+
+void mrepl_recon_clear(struct master *m, struct seg *s, uint64_t off, uint64_t len)
+{
+	if (!s->recon)
+		return;
+	size_t i = lower(s, off);
+	/* memory extents do not overlap one another: at most one before off */
+	for (size_t j = i; j-- > 0;) {
+		struct mrecon_ent *e = &s->recon[j];
+		if ((e->key >> 1 & 3) != KVP_TIER_MEM)
+			continue;
+		if (!(e->key & 1) && (e->key & ~(uint64_t)7) + e->len > off)
+			drop_ghost(m, s, e);
+		break;
+	}
+	for (; i < s->nrecon && (s->recon[i].key & ~(uint64_t)7) < off + len; i++) {
+		struct mrecon_ent *e = &s->recon[i];
+		if ((e->key >> 1 & 3) == KVP_TIER_MEM && !(e->key & 1))
+			drop_ghost(m, s, e);
+	}
+}
+
+void mrepl_recon_finish(struct master *m, struct seg *s)
+{
+	uint64_t ghosts = m->recon_ghosts;
+
+	for (size_t i = 0; i < s->nrecon; i++)
+		if (!(s->recon[i].key & 1))
+			drop_ghost(m, s, &s->recon[i]);
+	log_notice("segment %u (%s): reconciled with the node: %zu replicas of the table checked, "
+		   "%llu not held by the node dropped", s->id, s->name, s->nrecon,
+		   (unsigned long long)(m->recon_ghosts - ghosts));
+	free(s->recon);
+	s->recon = NULL;
+	s->nrecon = 0;
+}

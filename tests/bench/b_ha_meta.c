@@ -1,0 +1,307 @@
+/* b_ha_meta: the master's side of failover and restart at sizes no host
+ * here can hold the values of (docs/ha.md "Failover at size"): metadata
+ * only, in one process, one node's segment simulated by its REPORTs.
+ *  1. cold: a master adopts N reported extents (REPORT frames of 1,024,
+ *     then the HEARTBEAT), as a lone master's restart or a cold new leader
+ *     does: the time, and the RSS it grew by per object (1 KiB values,
+ *     20-byte keys, one replica);
+ *  2. follow: a standby follows that master (FOLLOW): the snapshot sent by
+ *     the leader's ticks and applied by the standby, until it is in step;
+ *  3. takeover: the standby takes the table over and answers a GET of an
+ *     old key (the master's part of a failover; the election's lease is
+ *     not in it);
+ *  4. reconcile: the node re-mounts at the new leader and reports all N
+ *     again (runs between requests, frame by frame); no ghost may be found.
+ * Usage: b_ha_meta [-n OBJECTS] [-c] (-c: part 1 only, for sizes whose two
+ * tables do not fit). One JSON object on stdout. Exit 0 when it ran, 1
+ * when a step failed.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "extent.h"
+#include "log.h"
+#include "master.h"
+#include "wire.h"
+
+#define BATCH 1024
+#define KEYLEN 20
+#define VLEN 1024
+
+static struct master *standby;
+static int sync_bad;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static long rss_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+static int drop(void *arg, const void *p, size_t n)
+{
+	(void)arg;
+	(void)p;
+	(void)n;
+	return 0;
+}
+
+/* The standby's end of the FOLLOW connection: every REPL frame applied. */
+static int follow_sink(void *arg, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	(void)arg;
+	while (n >= WIRE_HDR_SIZE) {
+		struct wire_hdr h;
+		if (wire_hdr_decode(b, &h, UINT32_MAX, UINT64_MAX) || n < WIRE_HDR_SIZE + h.body_len) {
+			sync_bad++;
+			return 0;
+		}
+		if (h.opcode == WIRE_OP_REPL && !(h.flags & WIRE_F_REPLY) &&
+		    master_follow_apply(standby, b + WIRE_HDR_SIZE, h.body_len))
+			sync_bad++;
+		b += WIRE_HDR_SIZE + h.body_len;
+		n -= WIRE_HDR_SIZE + h.body_len;
+	}
+	return 0;
+}
+
+static void hangup(void *arg)
+{
+	(void)arg;
+}
+
+static int call(struct master *m, struct master_client *c, uint16_t op, const void *body,
+		size_t len, struct wbuf *reply)
+{
+	struct wire_hdr h = { .magic = WIRE_MAGIC, .version = WIRE_VERSION, .opcode = op,
+			      .body_len = (uint32_t)len, .reqid = 1 };
+	struct wire_hdr rh;
+
+	wb_reset(reply);
+	master_handle(m, c, &h, body, reply);
+	if (reply->len < WIRE_HDR_SIZE || wire_hdr_decode(reply->p, &rh, UINT32_MAX, UINT64_MAX))
+		return -1;
+	return rh.status;
+}
+
+static void hello(struct master *m, struct master_client *c, uint16_t role, struct wbuf *w)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	wb_u16(&b, role);
+	wb_cstr(&b, "");
+	wb_cstr(&b, "bench");
+	wb_cstr(&b, "host");
+	if (call(m, c, WIRE_OP_HELLO, b.p, b.len, w))
+		abort();
+	wb_free(&b);
+}
+
+static uint32_t mount(struct master *m, struct master_client *c, uint64_t size, struct wbuf *w)
+{
+	struct wbuf b;
+	uint32_t id;
+
+	wb_init(&b);
+	wb_cstr(&b, "node");
+	wb_cstr(&b, "host");
+	wb_cstr(&b, "/dev/shm/bench");
+	wb_u64(&b, 1);
+	wb_u64(&b, 1);
+	wb_u64(&b, size);
+	wb_u64(&b, 7);		/* uuid */
+	wb_u64(&b, 4096);
+	wb_u32(&b, 64);
+	wb_cstr(&b, "127.0.0.1:1");
+	wb_blob(&b, NULL, 0);
+	wb_u64(&b, 0);
+	wb_i32(&b, -1);
+	if (call(m, c, WIRE_OP_MOUNT, b.p, b.len, w))
+		abort();
+	memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
+	wb_free(&b);
+	return id;
+}
+
+static void key_of(char *k, uint64_t i)
+{
+	char tmp[32];
+
+	snprintf(tmp, sizeof(tmp), "kvcache-%012" PRIu64, i);
+	memcpy(k, tmp, KEYLEN);
+}
+
+/* Reports n extents into segment sid, then the HEARTBEAT; returns ns. */
+static uint64_t report_all(struct master *m, struct master_client *c, uint32_t sid, uint64_t n,
+			   uint64_t alen, struct wbuf *w)
+{
+	struct wbuf b;
+	char key[KEYLEN];
+	uint64_t t0 = now_ns();
+
+	wb_init(&b);
+	for (uint64_t i = 0; i < n;) {
+		uint32_t k = n - i < BATCH ? (uint32_t)(n - i) : BATCH;
+		wb_reset(&b);
+		wb_u32(&b, sid);
+		wb_u32(&b, k);
+		for (uint32_t j = 0; j < k; j++, i++) {
+			key_of(key, i);
+			wb_str(&b, key, KEYLEN);
+			wb_u8(&b, 0);
+			wb_u64(&b, 4096 + i * alen);
+			wb_u64(&b, alen);
+			wb_u64(&b, VLEN);
+			wb_u64(&b, i * 2654435761u);
+			wb_u64(&b, 1000 + i);
+			wb_u64(&b, 1);
+		}
+		if (call(m, c, WIRE_OP_REPORT, b.p, b.len, w))
+			abort();
+	}
+	uint8_t hb[20] = { 0 };
+	memcpy(hb, &sid, 4);
+	if (call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w))
+		abort();
+	wb_free(&b);
+	return now_ns() - t0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t n = 100000;
+	bool cold_only = false;
+	int opt;
+	char err[256], key[KEYLEN];
+	struct kvp_conf conf;
+	struct wbuf w;
+
+	while ((opt = getopt(argc, argv, "n:c")) != -1) {
+		if (opt == 'n')
+			n = strtoull(optarg, NULL, 10);
+		else if (opt == 'c')
+			cold_only = true;
+		else
+			return 2;
+	}
+	if (!n)
+		return 2;
+	conf_defaults(&conf);
+	conf.cluster.max_batch = BATCH;
+	log_init("b_ha_meta", LOG_WARNING);
+	wb_init(&w);
+	uint64_t alen = (ext_size(KEYLEN, VLEN) + 63) & ~63ull;
+	/* twice the room: no eviction while the leader ticks */
+	uint64_t size = 4096 + 2 * n * alen + (1u << 20);
+
+	/* 1. cold */
+	long r0 = rss_kb();
+	struct master *m = master_create(&conf, err, sizeof(err));
+	if (!m)
+		return 1;
+	struct master_client *node = master_client_new(m, drop, hangup, NULL);
+	hello(m, node, WIRE_ROLE_NODE, &w);
+	uint32_t sid = mount(m, node, size, &w);
+	uint64_t cold_ns = report_all(m, node, sid, n, alen, &w);
+	long r1 = rss_kb();
+	if (master_keys(m) != n) {
+		fprintf(stderr, "cold: %" PRIu64 " keys, expected %" PRIu64 "\n", master_keys(m), n);
+		return 1;
+	}
+	printf("{\"objects\": %" PRIu64 ", \"key_bytes\": %d, \"cold_rebuild_ms\": %.1f, "
+	       "\"cold_objects_per_s\": %.0f, \"rss_bytes_per_object\": %.1f",
+	       n, KEYLEN, cold_ns / 1e6, n / (cold_ns / 1e9), (r1 - r0) * 1024.0 / (double)n);
+	fflush(stdout);
+	if (cold_only) {
+		printf("}\n");
+		return 0;
+	}
+
+	/* 2. follow */
+	standby = master_create(&conf, err, sizeof(err));
+	if (!standby)
+		return 1;
+	struct master_client *fol = master_client_new(m, follow_sink, hangup, NULL);
+	hello(m, fol, WIRE_ROLE_MASTER, &w);
+	uint64_t t0 = now_ns();
+	if (call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w))
+		return 1;
+	uint8_t hb[20] = { 0 };
+	memcpy(hb, &sid, 4);
+	while (!master_follow_synced(standby) && !sync_bad) {
+		master_tick(m);
+		/* the node lives on: its segment must outlast node_ttl */
+		if (call(m, node, WIRE_OP_HEARTBEAT, hb, sizeof(hb), &w))
+			return 1;
+	}
+	uint64_t follow_ns = now_ns() - t0;
+	long r2 = rss_kb();
+	if (sync_bad || master_keys(standby) != n) {
+		fprintf(stderr, "follow: %d bad frames, %" PRIu64 " keys\n", sync_bad,
+			master_keys(standby));
+		return 1;
+	}
+
+	/* 3. takeover: the old leader is gone; a GET of an old key */
+	master_client_free(fol);
+	t0 = now_ns();
+	master_takeover(standby, 2, NULL);
+	struct master_client *cli = master_client_new(standby, drop, hangup, NULL);
+	hello(standby, cli, WIRE_ROLE_CLIENT, &w);
+	struct wbuf b;
+	wb_init(&b);
+	wb_u32(&b, 1);
+	key_of(key, n / 2);
+	wb_str(&b, key, KEYLEN);
+	int st = call(standby, cli, WIRE_OP_GET, b.p, b.len, &w);
+	struct rbuf rr;
+	rb_init(&rr, w.p + WIRE_HDR_SIZE, w.len - WIRE_HDR_SIZE);
+	rb_u32(&rr);
+	int item = rb_status(&rr);
+	uint64_t take_ns = now_ns() - t0;
+	if (st || item) {
+		fprintf(stderr, "takeover: GET answered %d / %d\n", st, item);
+		return 1;
+	}
+
+	/* 4. reconcile */
+	struct master_client *node2 = master_client_new(standby, drop, hangup, NULL);
+	hello(standby, node2, WIRE_ROLE_NODE, &w);
+	uint32_t sid2 = mount(standby, node2, size, &w);
+	uint64_t recon_ns = report_all(standby, node2, sid2, n, alen, &w);
+	if (master_keys(standby) != n || !master_check(standby)) {
+		fprintf(stderr, "reconcile: %" PRIu64 " keys\n", master_keys(standby));
+		return 1;
+	}
+	printf(", \"follow_snapshot_ms\": %.1f, \"standby_rss_bytes_per_object\": %.1f, "
+	       "\"takeover_to_get_us\": %.1f, \"reconcile_ms\": %.1f}\n",
+	       follow_ns / 1e6, (r2 - r1) * 1024.0 / (double)n, take_ns / 1e3, recon_ns / 1e6);
+	wb_free(&b);
+	wb_free(&w);
+	master_destroy(standby);
+	master_destroy(m);
+	return 0;
+}

@@ -1,0 +1,87 @@
+#!/bin/bash
+# ha_standby.sh — the warm standby (docs/ha.md "Warm standby"): two masters
+# on a one-member etcd, one node, HA_OBJECTS (20,000) objects of 1 KiB.
+#  1. the standby follows the leader: it logs that it holds the whole table,
+#     and later puts and removes reach it as they happen;
+#  2. kill -9 of the leader: the standby takes the table over (it logs a warm
+#     takeover with every key) and serves a get of an old key and a put;
+#  3. the node re-mounts; its REPORTs confirm the table: no replica dropped
+#     as a ghost, every key reads back byte for byte (0 lost, 0 wrong), the
+#     removed key stays removed and `kvpool info` counts exactly the keys;
+#  4. the restarted old leader follows the new one.
+# Exit 0 pass, 1 fail, 77 without etcd (apt-get install etcd-server).
+. "$(dirname "$0")/lib.sh"
+e2e_init has
+need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
+N=${HA_OBJECTS:-20000}
+start_etcd 1
+ha_pool_ini
+ha_master A
+ha_master B
+waitfor 10 ha_leader >/dev/null || fail "no leader elected"
+L=$(ha_leader)
+S=$(ha_other "$L")
+pool_node n1
+run_node n1
+wait_nodes "n1" 30 || fail "the node did not mount at the leader"
+
+# ---- 1. the standby follows ----
+# half before the standby (restarted) follows: the snapshot; half after: the stream
+expect 0 kv bench --op put --count $((N / 2)) --size 1K --batch 64 --prefix s/ --keep
+stop_pid "${HA_PID[$S]}" TERM
+: >"$E2E_TMP/$S.log"
+ha_run "$S"
+waitfor 20 grep -q "following the leader: in step" "$E2E_TMP/$S.log" ||
+	fail "the standby did not get the table: $(grep 'ha:' "$E2E_TMP/$S.log" | tail -5)"
+[ "$(ha_metric "$S" kvpool_master_ha_standby_in_step)" = 1 ] || fail "kvpool_master_ha_standby_in_step on $S"
+ok "standby $S follows leader $L: $(grep -o 'in step, [0-9]* keys' "$E2E_TMP/$S.log" | tail -1)"
+expect 0 kv bench --op put --count $((N / 2)) --size 1K --batch 64 --prefix s/h2/ --keep
+head -c 5000 /dev/urandom >"$E2E_TMP/v1"
+expect 0 kv put s/late "$E2E_TMP/v1"
+expect 0 kv rm s/00000007
+sleep 0.5	# the stream is asynchronous (sent before the reply, applied a little later)
+
+# ---- 2. kill -9 of the leader ----
+t0=$(date +%s%N)
+stop_pid "${HA_PID[$L]}" KILL
+got=""
+end=$((SECONDS + 20))
+while [ $SECONDS -lt $end ]; do
+	if kv -o client.timeout=1s get s/00000123 "$E2E_TMP/g" >/dev/null 2>&1; then
+		got=$((($(date +%s%N) - t0) / 1000000))
+		break
+	fi
+done
+[ -n "$got" ] || fail "no get of an old key within 20 s of kill -9"
+t1=$(date +%s%N)
+expect 0 kv put s/after "$E2E_TMP/v1"
+put_ms=$((($(date +%s%N) - t0) / 1000000))
+grep -q "took over a warm table: $N keys" "$E2E_TMP/$S.log" ||
+	fail "no warm takeover with $N keys: $(grep 'ha:' "$E2E_TMP/$S.log" | tail -5)"
+ok "kill -9 $L: $S took the table over warm; first get of an old key after ${got} ms, a put done ${put_ms} ms after the kill"
+
+# ---- 3. reconciliation: no ghosts, nothing lost ----
+waitfor 30 grep -q "reconciled with the node" "$E2E_TMP/$S.log" || fail "the node's reports did not reconcile"
+grep -q "reconciled with the node: [0-9]* replicas of the table checked, 0 not held" "$E2E_TMP/$S.log" ||
+	fail "ghosts: $(grep reconciled "$E2E_TMP/$S.log")"
+expect 0 kv get s/late "$E2E_TMP/v1.back"
+cmp -s "$E2E_TMP/v1" "$E2E_TMP/v1.back" || fail "s/late differs"
+expect 3 kv get s/00000007 "$E2E_TMP/x"
+expect 0 kv info --json
+keys=$(jval "$E2E_TMP/out" 'r["keys"]' 2>/dev/null || jval "$E2E_TMP/out" 'r["objects"]')
+[ "$keys" = $((N + 1)) ] || fail "kvpool info counts $keys keys, expected $((N + 1)) (ghosts or losses)"
+[ "$(ha_metric "$S" kvpool_master_ha_warm_takeover)" = 1 ] || fail "kvpool_master_ha_warm_takeover"
+[ "$(ha_metric "$S" kvpool_master_ha_ghosts_dropped_total)" = 0 ] || fail "ghosts dropped: $(ha_metric "$S" kvpool_master_ha_ghosts_dropped_total)"
+[ "$(ha_metric "$S" kvpool_master_ha_reconciled_replicas_total)" -ge "$N" ] ||
+	fail "replicas confirmed: $(ha_metric "$S" kvpool_master_ha_reconciled_replicas_total)"
+ok "the node's reports confirm the table: no ghost, $keys keys, the removed key stays removed"
+# every old key, byte for byte (the bench verifies what it reads)
+expect 0 kv bench --op get --existing --count $((N / 2)) --size 1K --batch 64 --prefix s/h2/ --keep
+ok "the $((N / 2)) keys put while the standby followed read back and verified"
+
+# ---- 4. the old leader comes back as a follower ----
+ha_run "$L"
+waitfor 15 grep -q "following the leader: in step" "$E2E_TMP/$L.log" ||
+	fail "the restarted $L does not follow: $(grep 'ha:' "$E2E_TMP/$L.log" | tail -5)"
+ok "restarted $L follows $S"
+e2e_finish

@@ -1,0 +1,108 @@
+#!/bin/bash
+# tests/soak/ha_scale.sh [BUILD] — `make ha-scale`: failover and restart at
+# size (docs/ha.md "Failover at size"). For each count in HA_SIZES
+# (default "100000 1000000"): one node, HA_SIZES objects of 1 KiB under
+# 20-byte keys, then
+#   warm  two masters on etcd (master.ha_follow = true): kill -9 of the
+#         leader once the standby holds the table;
+#   cold  the same with master.ha_follow = false (the new leader rebuilds
+#         from the node's reports);
+#   lone  one master (ha = none): kill -9, started again at once;
+# each reporting the time from the kill to the first successful get of an
+# old key and to the first successful put (a fresh key), and, for lone,
+# until `kvpool info` counts every key again. The leader's RSS per object
+# (VmRSS after the fill minus before, divided by the count) comes with
+# each size. One JSON line per measurement on stdout and in HA_SCALE_JSON
+# (default BUILD/ha-scale.json). Env: HA_SIZES, HA_MODES (warm cold lone).
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+export KVP_BUILD=$build
+. "$root/tests/e2e/lib.sh"
+e2e_init hascale
+need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
+SIZES=${HA_SIZES:-100000 1000000}
+MODES=${HA_MODES:-warm cold lone}
+OUT=${HA_SCALE_JSON:-$B/ha-scale.json}
+: >"$OUT"
+PREFIX=bench-key-000000/	# 12 + 8 digits: 20-byte keys
+
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# first_ok CMD...: ms from T0 until CMD succeeds (tries for 60 s), or -1
+first_ok() {
+	local end=$((SECONDS + 60))
+	while [ $SECONDS -lt $end ]; do
+		"$@" >/dev/null 2>&1 && { echo $(($(now_ms) - T0)); return 0; }
+	done
+	echo -1
+}
+report() { echo "$1" | tee -a "$OUT"; }
+fill() {
+	local n=$1 before after
+	before=$(rss_kb "$2")
+	kv bench --op put --count "$n" --size 1K --batch 256 --prefix "$PREFIX" --keep >"$E2E_TMP/fill.out" 2>&1 ||
+		fail "fill: $(tail -3 "$E2E_TMP/fill.out")"
+	after=$(rss_kb "$2")
+	echo $(((after - before) * 1024 / n))
+}
+seg_for() { echo $(($1 * 4700 / 1048576 + 64))M; }
+
+for n in $SIZES; do
+	for mode in $MODES; do
+		case $mode in
+		warm | cold)
+			[ -n "${ETCD_EPS:-}" ] || start_etcd 1
+			HA_SEGMENT=$(seg_for "$n") ha_pool_ini
+			[ $mode = cold ] && printf '[master]\nha_follow = false\n' >>"$POOL_INI"
+			sed -i "s/^level = info/level = ${HA_SCALE_LOG:-notice}/" "$POOL_INI"
+			ha_master A
+			ha_master B
+			waitfor 10 ha_leader >/dev/null || fail "no leader"
+			L=$(ha_leader)
+			S=$(ha_other "$L")
+			pool_node n1
+			run_node n1
+			wait_nodes n1 30 || fail "node"
+			bpo=$(fill "$n" "${HA_PID[$L]}")
+			if [ $mode = warm ]; then
+				waitfor 120 grep -q "following the leader: in step" "$E2E_TMP/$S.log" || fail "standby not in step"
+				waitfor 60 sh -c "grep -q 'has the whole table' '$E2E_TMP/$L.log'" || fail "snapshot not sent"
+			fi
+			sleep 1
+			T0=$(now_ms)
+			stop_pid "${HA_PID[$L]}" KILL
+			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
+			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
+			report "{\"objects\": $n, \"mode\": \"$mode\", \"leader_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_first_put_ms\": $put}"
+			sleep 1
+			grep -h "took over\|re-mounted\|reconciled\|recovery complete\|serving as leader" "$E2E_TMP/$S.log" | sed 's/^/# /'
+			grep -h "mounted .* reporting\|scanned\|master\|leader" "$E2E_TMP/n1.log" | tail -8 | sed 's/^/# /'
+			stop_pid "${HA_PID[$S]}" TERM
+			stop_pid "$NODE_PID" TERM
+			rm -f "/dev/shm/$NODE_SEG"
+			;;
+		lone)
+			start_master "[log]" "level = notice"
+			POOL_INI=$E2E_TMP/lone.ini
+			printf '[cluster]\nmaster = %s\n[node]\nsegment_size = %s\nheartbeat_interval = 500ms\n[client]\ntimeout = 5s\n' \
+				"$MASTER_ADDR" "$(seg_for "$n")" >"$POOL_INI"
+			pool_node n1
+			run_node n1
+			wait_nodes n1 30 || fail "node"
+			bpo=$(fill "$n" "$MASTER_PID")
+			T0=$(now_ms)
+			stop_pid "$MASTER_PID" KILL
+			run_master
+			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
+			all=$(first_ok sh -c "'$B/kvpool' -c '$POOL_INI' info --json | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)[\"keys\"] < $n)'")
+			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
+			report "{\"objects\": $n, \"mode\": \"lone\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
+			stop_master
+			stop_pid "$NODE_PID" TERM
+			rm -f "/dev/shm/$NODE_SEG"
+			;;
+		esac
+	done
+done
