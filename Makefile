@@ -124,7 +124,7 @@ QAR =
 endif
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak ha-figures run test-vm
+	install install-core uninstall clean soak ha-figures run test-vm
 
 all: progs libs tests benches
 
@@ -223,7 +223,11 @@ soak: all
 ha-figures: all
 	tests/soak/ha_figures.sh $(BUILD)
 
-install: all
+install: all install-core
+
+# What the programs and the library need, without the tests and benchmarks
+# (debian/rules installs with it and install-python).
+install-core: progs libs
 	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)" "$(SOVERSION)"
 
 uninstall:

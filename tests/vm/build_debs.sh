@@ -1,0 +1,42 @@
+#!/bin/sh
+# build_debs.sh OUTDIR — the Debian packages of this tree, for
+# tests/vm/systemd_vm.sh: `dpkg-buildpackage -us -uc -b` in a private copy
+# of the tree (it writes its .debs into the parent directory), then
+#   OUTDIR/1/  kvpool, libkvpool1, libkvpool-dev, python3-kvpool as built
+#   OUTDIR/2/  the same packages at the next Debian revision (-N+1), repacked
+#              with dpkg-deb: the upgrade test's "next build"
+#   OUTDIR/lintian.txt, OUTDIR/build.log
+# The -dbgsym packages are left out. PATH is the system's: a python3 or
+# shim of pyenv's ahead of /usr/bin leaks into the build.
+set -eu
+[ $# = 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+top=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/kvpool"
+(cd "$top" && { git ls-files -z -c -o --exclude-standard 2>/dev/null ||
+	find . -path ./.git -prune -o -path './build*' -prune -o -type f -print0; } |
+	tar --null -T - -cf -) | tar -C "$tmp/kvpool" -xf -
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+(cd "$tmp/kvpool" && dpkg-buildpackage -us -uc -b -j2) >"$out/build.log" 2>&1 || {
+	tail -n 30 "$out/build.log" >&2; echo "build_debs: dpkg-buildpackage failed (log: $out/build.log)" >&2; exit 1; }
+lintian -I --pedantic "$tmp"/kvpool_*.changes >"$out/lintian.txt" 2>&1 || true
+rm -rf "$out/1" "$out/2"
+mkdir -p "$out/1" "$out/2"
+for d in "$tmp"/*.deb; do
+	case $d in *-dbgsym_*) continue ;; esac
+	cp "$d" "$out/1/"
+done
+ver=$(dpkg-deb -f "$out"/1/kvpool_*.deb Version)
+next=${ver%-*}-$((${ver##*-} + 1))
+for d in "$out"/1/*.deb; do
+	rm -rf "$tmp/x"
+	dpkg-deb -R "$d" "$tmp/x"
+	# the version and the = dependencies between the packages
+	sed -i "s/$ver/$next/g" "$tmp/x/DEBIAN/control"
+	p=$(dpkg-deb -f "$d" Package)
+	dpkg-deb --root-owner-group -b "$tmp/x" "$out/2/${p}_${next}_$(dpkg-deb -f "$d" Architecture).deb" >/dev/null
+done
+echo "build_debs: $(cd "$out/1" && echo *.deb) ($ver) and $next in $out/2"
