@@ -6,8 +6,11 @@
 #   OUTDIR/2/  the same packages at the next Debian revision (-N+1), repacked
 #              with dpkg-deb: the upgrade test's "next build"
 #   OUTDIR/lintian.txt, OUTDIR/build.log
-# The -dbgsym packages are left out. PATH is the system's: a python3 or
-# shim of pyenv's ahead of /usr/bin leaks into the build.
+# The -dbgsym packages are left out. The build gets a minimal environment
+# (env -i, the system's PATH), as sbuild would give it: with pyenv's shims
+# and variables inherited, a pyenv error message once ended up in
+# libkvpool1's DEBIAN/triggers, which dpkg then refused to unpack. Every
+# triggers file is checked for that reason.
 set -eu
 [ $# = 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,15 +22,20 @@ mkdir "$tmp/kvpool"
 (cd "$top" && { git ls-files -z -c -o --exclude-standard 2>/dev/null ||
 	find . -path ./.git -prune -o -path './build*' -prune -o -type f -print0; } |
 	tar --null -T - -cf -) | tar -C "$tmp/kvpool" -xf -
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-(cd "$tmp/kvpool" && dpkg-buildpackage -us -uc -b -j2) >"$out/build.log" 2>&1 || {
+(cd "$tmp/kvpool" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp" LANG=C.UTF-8 \
+	dpkg-buildpackage -us -uc -b -j2) >"$out/build.log" 2>&1 || {
 	tail -n 30 "$out/build.log" >&2; echo "build_debs: dpkg-buildpackage failed (log: $out/build.log)" >&2; exit 1; }
-lintian -I --pedantic "$tmp"/kvpool_*.changes >"$out/lintian.txt" 2>&1 || true
+lintian -I --pedantic --show-overrides "$tmp"/kvpool_*.changes >"$out/lintian.txt" 2>&1 || true
 rm -rf "$out/1" "$out/2"
 mkdir -p "$out/1" "$out/2"
 for d in "$tmp"/*.deb; do
 	case $d in *-dbgsym_*) continue ;; esac
 	cp "$d" "$out/1/"
+done
+for d in "$out"/1/*.deb; do
+	dpkg-deb --ctrl-tarfile "$d" | tar -xOf - ./triggers 2>/dev/null |
+		grep -Ev '^(#|$|(interest|activate)(-await|-noawait)? )' && {
+		echo "build_debs: $d: DEBIAN/triggers has the lines above" >&2; exit 1; }
 done
 ver=$(dpkg-deb -f "$out"/1/kvpool_*.deb Version)
 next=${ver%-*}-$((${ver##*-} + 1))
