@@ -7,12 +7,14 @@
 #              with dpkg-deb: the upgrade test's "next build"
 #   OUTDIR/lintian.txt, OUTDIR/build.log
 # The -dbgsym packages are left out. The build gets a minimal environment
-# (env -i, the system's PATH), as sbuild would give it: with pyenv's shims
-# and variables inherited, a pyenv error message once ended up in
-# libkvpool1's DEBIAN/triggers, which dpkg then refused to unpack. Every
-# triggers file is checked for that reason.
+# (env -i, the system's PATH), as sbuild would give it. debhelper reads
+# /dev/null as "no triggers yet": where /dev/null had become a regular file
+# (some `rm /dev/null`, then a redirection), other programs' output landed in
+# libkvpool1's DEBIAN/triggers and dpkg refused the package; hence the
+# check of /dev/null first and of every triggers file after.
 set -eu
 [ $# = 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+[ -c /dev/null ] || { echo "build_debs: /dev/null is not a character device (restore it: mknod -m 666 /dev/null c 1 3)" >&2; exit 1; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
