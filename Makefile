@@ -128,7 +128,7 @@ QAR =
 endif
 
 .PHONY: all progs libs tests benches fuzz fuzz-targets fuzz-run test check deps \
-	install uninstall clean soak ha-figures ha-scale run test-vm
+	install install-core uninstall clean soak ha-figures ha-scale run test-vm
 
 all: progs libs tests benches
 
@@ -243,7 +243,11 @@ ha-figures: all
 ha-scale: all
 	tests/soak/ha_scale.sh $(BUILD)
 
-install: all
+install: all install-core
+
+# What the programs and the library need, without the tests and benchmarks
+# (debian/rules installs with it and install-python).
+install-core: progs libs
 	tools/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BUILD)" "$(VERSION)" "$(SOVERSION)"
 
 uninstall:

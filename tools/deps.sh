@@ -24,8 +24,9 @@ pcname() {
 }
 test="fuse3 attr rsync iproute2 nftables procps psmisc curl tmux chromium python3 python3-dev python3-venv python3-numpy python3-torch clang etcd-server python3-zmq python3-msgpack prometheus"
 bench="redis-server redis-tools iperf3 fio memcached"
-# tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu
-vm="debootstrap qemu-system-x86 e2fsprogs"
+# tests/vm/: debootstrap a Debian root, mkfs.ext4 -d it, boot it in qemu;
+# build the Debian packages it installs (tests/vm/build_debs.sh)
+vm="debootstrap qemu-system-x86 e2fsprogs debhelper dh-python dpkg-dev fakeroot lintian"
 want=""
 for g in "$@"; do
 	case "$g" in

@@ -7,9 +7,10 @@
 #
 # 1. The README's "Run as a service" block (the first ```sh block after
 #    that heading, the same as docs/service.md's, which is checked; or
-#    KVPOOL_VM_DOC=FILE's) runs command by command in the guest, as an ordinary user with sudo, in
-#    a copy of this tree that was built here: `make`, `sudo make install`,
-#    `systemctl enable --now`, ... Every command must exit 0.
+#    KVPOOL_VM_DOC=FILE's) runs command by command in the guest, as an
+#    ordinary user with sudo, after the install the README names above it:
+#    `make` and `sudo make install` in a copy of this tree that was built
+#    here. Every command must exit 0.
 # 2. Then, with systemctl and the journal: readiness is READY=1 (a node
 #    stays "activating" while the master is down), the install's user and
 #    state directory, the segment's owner and mode, the sandbox really
@@ -20,6 +21,13 @@
 #    unit, a reboot that brings the pool and the view back; the block's
 #    `systemctl stop` (and the reboot's shutdown) unmount the view, drain
 #    the node and unmount it at the master before the master goes.
+# 3. The Debian packages (tests/vm/build_debs.sh, built here): the source
+#    install is removed, `sudo apt install ./*.deb` installs them (nothing
+#    enabled or started), the block runs again against the packaged files;
+#    an upgrade to the next build keeps the edited kvpool.ini and restarts
+#    the running pool, whose objects are still there; `apt purge` removes
+#    the units, the user, /etc/kvpool, /var/lib/kvpool and the segment, and
+#    says so.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/vm.inc"
 
@@ -59,14 +67,23 @@ mapfile -t CMDS < <(block_cmds "$DOC")
 [ "$(block_cmds "$VM_TOP/README.md")" = "$(block_cmds "$VM_TOP/docs/service.md")" ] ||
 	fail "the service blocks of README.md and docs/service.md differ"
 [ ${#CMDS[@]} -ge 5 ] || fail "no \`\`\`sh block of at least 5 commands under \"Run as a service\" in $DOC"
-printf '%s\n' "${CMDS[@]}" | grep -q 'make install' || fail "$DOC's block does not install"
+printf '%s\n' "${CMDS[@]}" | grep -q 'systemctl enable --now' || fail "$DOC's block enables nothing"
+# the section names both installs the test does before the block
+for i in 'make && sudo make install' 'sudo apt install ./kvpool_'; do
+	awk '/^#+ +Run as a service *$/ { h = 1; next } h && /^```sh/ { exit } h' "$DOC" | grep -qF "$i" ||
+		fail "$DOC's service section does not say \`$i\`"
+done
 vm_log "running the ${#CMDS[@]} commands of the block in ${DOC#"$VM_TOP"/}"
 
 vm_base
 # The guest gets this tree built: make here, just before the copy, so that
 # `make` there (which has no compiler) finds nothing to do.
 make -C "$VM_TOP" -j2 all >"$E2E_TMP/make.log" 2>&1 || { tail -n 20 "$E2E_TMP/make.log"; fail "make all"; }
+"$VM_DIR/build_debs.sh" "$E2E_TMP/debs" || fail "building the Debian packages"
+vm_log "lintian on the build: $(grep -c "^[EW]:" "$E2E_TMP/debs/lintian.txt") errors and warnings, $(grep -c "^O:" "$E2E_TMP/debs/lintian.txt") overridden"
 vm_root
+mkdir -p "$VM_ROOT/home/$VM_USER/debs"
+cp -r "$E2E_TMP/debs/1" "$E2E_TMP/debs/2" "$VM_ROOT/home/$VM_USER/debs/"
 vm_copy_tree "/home/$VM_USER/kvpool"
 vm_image
 vm_boot
@@ -93,8 +110,12 @@ VM_PRELUDE+='stop_order() {
 }
 '
 
-# --- 1. the documented commands, as the guest's ordinary user
-declare -A OUT
+# run_block DIR: the block's commands, as the guest's ordinary user in DIR,
+# then what their outputs must show, the documented stop's order, and a
+# start that brings the pool back.
+run_block() {
+local dir=$1 c
+declare -gA OUT=()
 STOP_CURSOR=""
 for c in "${CMDS[@]}"; do
 	echo "  \$ $c"
@@ -102,7 +123,7 @@ for c in "${CMDS[@]}"; do
 		vm_sh 'journalctl -n 0 --show-cursor | sed -n "s/^-- cursor: //p"'
 		STOP_CURSOR=$VM_OUT
 	fi
-	vm_sh -u "$VM_USER" -t 600 "cd ~/kvpool && set -o pipefail
+	vm_sh -u "$VM_USER" -t 600 "cd $dir && set -o pipefail
 $c"
 	OUT[$c]=$VM_OUT
 	printf '%s\n' "$VM_OUT" | tail -n 15 | sed 's/^/    /'
@@ -140,6 +161,16 @@ vm_ok "systemctl start brings them back" '
 	systemctl start $UNITS
 	for u in $UNITS; do [ "$(prop $u ActiveState)" = active ]; done
 	runuser -u kvpool -- cat $MNT/greeting | grep -qx "hello, pool"'
+}
+
+# --- 1. the source install the README names, then the documented commands
+for c in make "sudo make install"; do
+	echo "  \$ $c"
+	vm_sh -u "$VM_USER" -t 600 "cd ~/kvpool && $c"
+	printf '%s\n' "$VM_OUT" | tail -n 5 | sed 's/^/    /'
+	[ "$VM_RC" = 0 ] || vm_fail "the documented install failed (exit $VM_RC): $c"
+done
+run_block "~/kvpool"
 T_BLOCK=$SECONDS
 
 # --- 2. the installed pieces
@@ -293,8 +324,86 @@ vm_ok "the reboot's shutdown stopped the view, the node (drained, unmounted), th
 	stop_order --after-cursor '$REBOOT_CURSOR' -b -1"
 printf '%s\n' "$VM_OUT" | sed 's/^/    /'
 
+T_REBOOTED=$SECONDS
+
+# --- 7. the Debian packages, on a host without the source install
+VM_PRELUDE+='DEBS=/home/'"$VM_USER"'/debs
+'
+vm_ok "the source install and all it made are gone (make uninstall, user, state, segment)" '
+	systemctl disable --now $UNITS
+	cd ~'"$VM_USER"'/kvpool && runuser -u '"$VM_USER"' -- sudo make uninstall | tail -n 1
+	rm -rf /etc/kvpool /var/lib/kvpool $SEG
+	userdel kvpool
+	systemctl daemon-reload
+	not command -v kvpool
+	[ -z "$(systemctl list-unit-files --no-legend "kvpool-master*" "kvpool-node*" "kvpool-fuse*")" ]'
+vm_ok "sudo apt install ./*.deb (0.2.0-1): installed, the user and state made, nothing enabled or started" '
+	cd $DEBS/1
+	ls -l *.deb
+	runuser -u '"$VM_USER"' -- sudo apt install -y ./*.deb >/root/apt.log 2>&1 || { tail -n 40 /root/apt.log; exit 1; }
+	tail -n 25 /root/apt.log
+	dpkg-query -W -f="\${Package} \${Version} \${db:Status-Abbrev}\n" kvpool libkvpool1 libkvpool-dev python3-kvpool
+	[ "$(command -v kvpool)" = /usr/bin/kvpool ]
+	[ "$(getent passwd kvpool | cut -d: -f6)" = /var/lib/kvpool ]
+	[ "$(stat -c "%U:%G %a" /var/lib/kvpool)" = "kvpool:kvpool 750" ]
+	dpkg-query -W -f="\${Conffiles}\n" kvpool | grep -q "^ /etc/kvpool/kvpool.ini "
+	for u in kvpool-master kvpool-node; do
+		echo "$u: $(systemctl is-enabled $u || true), $(prop $u ActiveState), $(prop $u FragmentPath)"
+		[ "$(prop $u ActiveState)" = inactive ]
+		[ "$(systemctl is-enabled $u || true)" = disabled ]
+	done
+	grep "^Version: " /usr/lib/*/pkgconfig/kvpool.pc
+	ls -l /usr/lib/*/libkvpool.so*
+	python3 -c "import kvpool; print(\"python3-kvpool:\", kvpool.__file__)"'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+run_block "~/debs"
+vm_ok "the block ran the packaged programs and units" '
+	for u in $UNITS; do echo "$u: $(prop $u FragmentPath)"; prop $u FragmentPath | grep -Eq "^(/usr)?/lib/systemd/system/"; done
+	[ "$(readlink /proc/$(prop kvpool-node MainPID)/exe)" = /usr/bin/kvpool-node ]'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+vm_ok "upgrade to 0.2.0-2 with apt: the edited kvpool.ini kept, the pool restarted with its objects" '
+	echo "# edited before the upgrade" >>/etc/kvpool/kvpool.ini
+	sum=$(sha256sum </etc/kvpool/kvpool.ini)
+	echo "kept across the upgrade" | kvpool put before-upgrade
+	m0=$(prop kvpool-master MainPID) n0=$(prop kvpool-node MainPID)
+	cd $DEBS/2
+	runuser -u '"$VM_USER"' -- sudo apt install -y ./*.deb >/root/apt.log 2>&1 || { tail -n 40 /root/apt.log; exit 1; }
+	tail -n 12 /root/apt.log
+	dpkg-query -W -f="\${Package} \${Version}\n" kvpool libkvpool1 libkvpool-dev python3-kvpool
+	[ "$(dpkg-query -W -f="\${Version}" kvpool)" = 0.2.0-2 ]
+	[ "$(sha256sum </etc/kvpool/kvpool.ini)" = "$sum" ]
+	grep -q "^level = info$" /etc/kvpool/kvpool.ini
+	not ls /etc/kvpool/kvpool.ini.dpkg-* 2>/dev/null
+	echo "master pid $m0 -> $(prop kvpool-master MainPID), node pid $n0 -> $(prop kvpool-node MainPID)"
+	for u in kvpool-master kvpool-node; do [ "$(prop $u ActiveState)" = active ]; done
+	[ "$(prop kvpool-master MainPID)" != "$m0" ] && [ "$(prop kvpool-node MainPID)" != "$n0" ]
+	[ "$(kvpool get before-upgrade -)" = "kept across the upgrade" ]
+	kvpool get greeting - | grep -qx "hello, pool"
+	echo "view (not restarted: an instance of a template): $(prop $FUSE_UNIT ActiveState)"'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+vm_ok "apt purge: units, user, /etc/kvpool, /var/lib/kvpool and the segment gone, and said so" '
+	runuser -u '"$VM_USER"' -- sudo apt purge -y kvpool libkvpool1 libkvpool-dev python3-kvpool >/root/purge.log 2>&1 ||
+		{ tail -n 40 /root/purge.log; exit 1; }
+	grep "^kvpool:" /root/purge.log
+	grep -q "^kvpool: removing segment $SEG " /root/purge.log
+	not dpkg -s kvpool >/dev/null 2>&1
+	not ls /lib/systemd/system/kvpool* /usr/lib/systemd/system/kvpool* 2>/dev/null
+	[ -z "$(systemctl list-unit-files --no-legend "kvpool-master*" "kvpool-node*" "kvpool-fuse*")" ]
+	not ls /etc/systemd/system/*.wants/kvpool-[mnf]* 2>/dev/null
+	for u in $UNITS; do [ "$(prop $u ActiveState)" = inactive ]; done
+	not findmnt $MNT
+	not getent passwd kvpool
+	not getent group kvpool
+	not ls -d /etc/kvpool /var/lib/kvpool $SEG 2>/dev/null
+	not ls /usr/lib/*/libkvpool* /usr/include/kvpool.h /usr/lib/python3/dist-packages/kvpool 2>/dev/null
+	not pgrep -f "^/usr/bin/kvpool"'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+T_DEBS=$SECONDS
+
 vm_poweroff
 T_END=$SECONDS
 vm_log "times: boot ${VM_BOOT_S} s ($VM_ACCEL${VM_KVM_NOTE:+; $VM_KVM_NOTE}), block $((T_BLOCK - T_BOOTED)) s," \
-	"checks $((T_CHECKS - T_BLOCK)) s, reboot ${VM_REBOOT_S} s, total $((T_END - T0)) s"
+	"checks $((T_CHECKS - T_BLOCK)) s, reboot ${VM_REBOOT_S} s, packages $((T_DEBS - T_REBOOTED)) s, total $((T_END - T0)) s"
 echo "systemd_vm: $PASSED passed, 0 failed"
