@@ -27,7 +27,8 @@
 #    an upgrade to the next build keeps the edited kvpool.ini and restarts
 #    the running pool, whose objects are still there; `apt purge` removes
 #    the units, the user, /etc/kvpool, /var/lib/kvpool and the segment, and
-#    says so.
+#    says so. On the host, before the VM: docs/client.md's program builds
+#    with pkg-config against libkvpool1 + libkvpool-dev unpacked, and runs.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/vm.inc"
 
@@ -81,6 +82,37 @@ vm_base
 make -C "$VM_TOP" -j2 all >"$E2E_TMP/make.log" 2>&1 || { tail -n 20 "$E2E_TMP/make.log"; fail "make all"; }
 "$VM_DIR/build_debs.sh" "$E2E_TMP/debs" || fail "building the Debian packages"
 vm_log "lintian on the build: $(grep -c "^[EW]:" "$E2E_TMP/debs/lintian.txt") errors and warnings, $(grep -c "^O:" "$E2E_TMP/debs/lintian.txt") overridden"
+# A C user's path from the packages, here on the host: libkvpool1 and
+# libkvpool-dev unpacked into a root, pkg-config through its sysroot,
+# docs/client.md's program (examples/kvpool_hello.c) built against them and
+# run against a pool of this build.
+dev_pkg_check() {
+	local R=$E2E_TMP/devroot pc flags out
+	mkdir -p "$R"
+	for d in "$E2E_TMP"/debs/1/libkvpool1_*.deb "$E2E_TMP"/debs/1/libkvpool-dev_*.deb; do
+		dpkg-deb -x "$d" "$R" || fail "dpkg-deb -x $d"
+	done
+	pc=$(dirname "$(find "$R" -name kvpool.pc | head -1)")
+	[ -f "$pc/kvpool.pc" ] || fail "libkvpool-dev has no kvpool.pc"
+	flags=$(PKG_CONFIG_PATH="" PKG_CONFIG_LIBDIR="$pc" PKG_CONFIG_SYSROOT_DIR="$R" pkg-config --cflags --libs kvpool) ||
+		fail "pkg-config --cflags --libs kvpool from libkvpool-dev"
+	# shellcheck disable=SC2086
+	cc -std=c99 -Wall -Werror -o "$E2E_TMP/hello-deb" "$VM_TOP/examples/kvpool_hello.c" $flags ||
+		fail "examples/kvpool_hello.c does not build against libkvpool-dev ($flags)"
+	pool_ini
+	run_master
+	pool_node devcheck "segment_size = 16M"
+	run_node devcheck
+	wait_nodes devcheck 20 || fail "the host pool for the -dev check did not come up"
+	out=$(LD_LIBRARY_PATH="$(dirname "$pc")" "$E2E_TMP/hello-deb" "$MASTER_ADDR" 2>&1) ||
+		fail "kvpool_hello built from libkvpool-dev: $out"
+	[ "$out" = "hello-from-c = hello, pool" ] || fail "kvpool_hello built from libkvpool-dev printed '$out'"
+	LD_LIBRARY_PATH="$(dirname "$pc")" ldd "$E2E_TMP/hello-deb" | grep -q "$R/.*libkvpool.so.1" ||
+		fail "kvpool_hello did not load libkvpool1's library"
+	stop_pid "$NODE_PID"; stop_master
+	ok "libkvpool-dev: pkg-config $flags; docs/client.md's program builds and round-trips a value with libkvpool1's library"
+}
+dev_pkg_check
 vm_root
 mkdir -p "$VM_ROOT/home/$VM_USER/debs"
 cp -r "$E2E_TMP/debs/1" "$E2E_TMP/debs/2" "$VM_ROOT/home/$VM_USER/debs/"
