@@ -124,39 +124,88 @@ static bool copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
 	return true;
 }
 
-int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
+int mnode_seg_decode(struct rbuf *r, struct seg *id, uint8_t **rdma, size_t *rdma_len)
 {
-	struct seg id;
 	size_t nl, hl, pl, el, rl;
 	const uint8_t *name = rb_str(r, &nl), *host = rb_str(r, &hl), *path = rb_str(r, &pl);
 
-	memset(&id, 0, sizeof(id));
-	id.shm_dev = rb_u64(r);
-	id.shm_ino = rb_u64(r);
-	id.size = rb_u64(r);
-	id.uuid = rb_u64(r);
-	id.data_off = rb_u64(r);
-	id.align = rb_u32(r);
+	*rdma = NULL;
+	*rdma_len = 0;
+	memset(id, 0, sizeof(*id));
+	id->shm_dev = rb_u64(r);
+	id->shm_ino = rb_u64(r);
+	id->size = rb_u64(r);
+	id->uuid = rb_u64(r);
+	id->data_off = rb_u64(r);
+	id->align = rb_u32(r);
 	const uint8_t *ep = rb_str(r, &el);
-	const uint8_t *rdma = rb_blob(r, &rl);
-	id.spill_capacity = rb_u64(r);
-	id.numa_node = rb_i32(r);
+	const uint8_t *blob = rb_blob(r, &rl);
+	id->spill_capacity = rb_u64(r);
+	id->numa_node = rb_i32(r);
 	if (!rb_ok(r))
 		return KVP_EPROTO;
-	if (!copy_str(id.name, sizeof(id.name), name, nl) ||
-	    !copy_str(id.host_id, sizeof(id.host_id), host, hl) ||
-	    !copy_str(id.shm_path, sizeof(id.shm_path), path, pl) ||
-	    !copy_str(id.endpoint, sizeof(id.endpoint), ep, el) || rl > RDMA_INFO_MAX)
+	if (!copy_str(id->name, sizeof(id->name), name, nl) ||
+	    !copy_str(id->host_id, sizeof(id->host_id), host, hl) ||
+	    !copy_str(id->shm_path, sizeof(id->shm_path), path, pl) ||
+	    !copy_str(id->endpoint, sizeof(id->endpoint), ep, el) || rl > RDMA_INFO_MAX)
 		return KVP_EINVAL;
-	if (id.data_off >= id.size || id.align < 64 || (id.align & (id.align - 1)) ||
-	    id.data_off % id.align || id.size > REP_MAX_OFF)
+	if (id->data_off >= id->size || id->align < 64 || (id->align & (id->align - 1)) ||
+	    id->data_off % id->align || id->size > REP_MAX_OFF)
 		return KVP_EINVAL;
+	if (rl) {
+		if (!(*rdma = malloc(rl)))
+			return KVP_ENOMEM;
+		memcpy(*rdma, blob, rl);
+		*rdma_len = rl;
+	}
+	return 0;
+}
 
-	uint8_t *rcopy = NULL;
-	if (rl && !(rcopy = malloc(rl)))
-		return KVP_ENOMEM;
-	if (rl)
-		memcpy(rcopy, rdma, rl);
+void mnode_seg_encode(struct wbuf *w, const struct seg *s)
+{
+	wb_cstr(w, s->name);
+	wb_cstr(w, s->host_id);
+	wb_cstr(w, s->shm_path);
+	wb_u64(w, s->shm_dev);
+	wb_u64(w, s->shm_ino);
+	wb_u64(w, s->size);
+	wb_u64(w, s->uuid);
+	wb_u64(w, s->data_off);
+	wb_u32(w, s->align);
+	wb_cstr(w, s->endpoint);
+	wb_blob(w, s->rdma_info, s->rdma_len);
+	wb_u64(w, s->spill_capacity);
+	wb_i32(w, s->numa_node);
+}
+
+void mnode_seg_set(struct seg *s, const struct seg *id, uint8_t *rdma, size_t rdma_len)
+{
+	memcpy(s->name, id->name, sizeof(s->name));
+	memcpy(s->host_id, id->host_id, sizeof(s->host_id));
+	memcpy(s->shm_path, id->shm_path, sizeof(s->shm_path));
+	memcpy(s->endpoint, id->endpoint, sizeof(s->endpoint));
+	s->shm_dev = id->shm_dev;
+	s->shm_ino = id->shm_ino;
+	s->size = id->size;
+	s->uuid = id->uuid;
+	s->data_off = id->data_off;
+	s->align = id->align;
+	s->spill_capacity = id->spill_capacity;
+	s->numa_node = id->numa_node;
+	free(s->rdma_info);
+	s->rdma_info = rdma;
+	s->rdma_len = (uint32_t)rdma_len;
+}
+
+int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
+{
+	struct seg id;
+	uint8_t *rcopy;
+	size_t rl;
+	int err = mnode_seg_decode(r, &id, &rcopy, &rl);
+
+	if (err)
+		return err;
 
 	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
 	/* A segment of a warm table (mrepl.h) keeps its replicas: the node's
@@ -181,23 +230,9 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 			return KVP_ENOMEM;
 		}
 	}
-	memcpy(s->name, id.name, sizeof(s->name));
-	memcpy(s->host_id, id.host_id, sizeof(s->host_id));
-	memcpy(s->shm_path, id.shm_path, sizeof(s->shm_path));
-	memcpy(s->endpoint, id.endpoint, sizeof(s->endpoint));
-	s->shm_dev = id.shm_dev;
-	s->shm_ino = id.shm_ino;
-	s->size = id.size;
-	s->uuid = id.uuid;
-	s->data_off = id.data_off;
-	s->align = id.align;
-	s->spill_capacity = id.spill_capacity;
+	mnode_seg_set(s, &id, rcopy, rl);
 	s->spill_used = 0;
 	s->node_used = 0;
-	s->numa_node = id.numa_node;
-	free(s->rdma_info);
-	s->rdma_info = rcopy;
-	s->rdma_len = (uint32_t)rl;
 	if (seg_new_secret(s))
 		return KVP_EINTERNAL;
 	int rc = warm ? 0 : segreg_online_start(&m->segs, s);

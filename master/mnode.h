@@ -12,6 +12,16 @@
 #include "master_i.h"
 
 int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b);
+/* A segment's identity in MOUNT's order — name, host id, shm path, device,
+ * inode, size, uuid, data offset, alignment, endpoint, RDMA blob, spill
+ * capacity, NUMA node — the one format of MOUNT and of the standby stream's
+ * segment records (mrepl.c). decode checks every field into id and copies
+ * the RDMA blob into *rdma (malloc'ed; NULL when empty): 0, KVP_EPROTO
+ * (truncated), KVP_EINVAL (out of range) or KVP_ENOMEM. set copies an
+ * identity into s and takes rdma. */
+int mnode_seg_decode(struct rbuf *r, struct seg *id, uint8_t **rdma, size_t *rdma_len);
+void mnode_seg_encode(struct wbuf *w, const struct seg *s);
+void mnode_seg_set(struct seg *s, const struct seg *id, uint8_t *rdma, size_t rdma_len);
 int mnode_report(struct master *m, struct master_client *c, struct rbuf *r,
 		 struct wbuf *b, struct op_stats *st);
 int mnode_unmount(struct master *m, struct master_client *c, struct rbuf *r);

@@ -9,6 +9,7 @@
 #include "extent.h"
 #include "kvpool.h"
 #include "log.h"
+#include "mnode.h"
 #include "mns.h"
 #include "mpolicy.h"
 
@@ -70,19 +71,7 @@ static void put_seg(struct wbuf *w, const struct seg *s)
 {
 	wb_u8(w, MREPL_SEG);
 	wb_u32(w, s->id);
-	wb_u64(w, s->uuid);
-	wb_cstr(w, s->name);
-	wb_cstr(w, s->host_id);
-	wb_cstr(w, s->shm_path);
-	wb_u64(w, s->shm_dev);
-	wb_u64(w, s->shm_ino);
-	wb_u64(w, s->size);
-	wb_u64(w, s->data_off);
-	wb_u32(w, s->align);
-	wb_cstr(w, s->endpoint);
-	wb_blob(w, s->rdma_info, s->rdma_len);
-	wb_u64(w, s->spill_capacity);
-	wb_i32(w, s->numa_node);
+	mnode_seg_encode(w, s);
 }
 
 static struct wbuf *rec(struct master *m)
@@ -271,18 +260,6 @@ void mrepl_tick(struct master *m)
 
 /* ---- standby: applying the stream ---- */
 
-static bool copy_str(char *dst, size_t cap, const uint8_t *p, size_t n)
-{
-	if (!p || n >= cap)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (p[i] < 0x20 || p[i] >= 0x7f)
-			return false;
-	memcpy(dst, p, n);
-	dst[n] = '\0';
-	return true;
-}
-
 /* Drops replica ri of o from this master's table (a standby's or a
  * reconciling leader's: no FREE, the node does not hold it or the leader
  * frees it), releasing its memory extent. True if o went with it. */
@@ -314,59 +291,31 @@ static void drop_seg(struct master *m, struct seg *s)
 static int apply_seg(struct master *m, struct rbuf *r)
 {
 	struct seg id;
-	size_t nl, hl, pl, el, rl;
+	uint8_t *rcopy;
+	size_t rl;
+	uint32_t sid = rb_u32(r);
 
-	memset(&id, 0, sizeof(id));
-	id.id = rb_u32(r);
-	id.uuid = rb_u64(r);
-	const uint8_t *name = rb_str(r, &nl), *host = rb_str(r, &hl), *path = rb_str(r, &pl);
-	id.shm_dev = rb_u64(r);
-	id.shm_ino = rb_u64(r);
-	id.size = rb_u64(r);
-	id.data_off = rb_u64(r);
-	id.align = rb_u32(r);
-	const uint8_t *ep = rb_str(r, &el);
-	const uint8_t *rdma = rb_blob(r, &rl);
-	id.spill_capacity = rb_u64(r);
-	id.numa_node = rb_i32(r);
-	if (!rb_ok(r))
+	if (!rb_ok(r) || mnode_seg_decode(r, &id, &rcopy, &rl))
 		return KVP_EPROTO;
-	if (!copy_str(id.name, sizeof(id.name), name, nl) ||
-	    !copy_str(id.host_id, sizeof(id.host_id), host, hl) ||
-	    !copy_str(id.shm_path, sizeof(id.shm_path), path, pl) ||
-	    !copy_str(id.endpoint, sizeof(id.endpoint), ep, el) || rl > 4096 || !id.id ||
-	    id.id > REP_MAX_SEG || id.id >= m->segs.n + SEG_GAP_MAX || !id.uuid ||
-	    id.size > REP_MAX_OFF)
+	id.id = sid;
+	if (!id.id || id.id > REP_MAX_SEG || id.id >= m->segs.n + SEG_GAP_MAX || !id.uuid) {
+		free(rcopy);
 		return KVP_EPROTO;
+	}
 	struct seg *other = segreg_by_uuid(&m->segs, id.uuid);
-	if (other && other->id != id.id)
+	if (other && other->id != id.id) {
+		free(rcopy);
 		return KVP_EPROTO;	/* one uuid, one id */
+	}
 	while (m->segs.n <= id.id)
-		if (!segreg_add(&m->segs))
+		if (!segreg_add(&m->segs)) {
+			free(rcopy);
 			return KVP_ENOMEM;
+		}
 	struct seg *s = m->segs.v[id.id];
 	if (s->online)
 		drop_seg(m, s);
-	uint8_t *rcopy = NULL;
-	if (rl && !(rcopy = malloc(rl)))
-		return KVP_ENOMEM;
-	if (rl)
-		memcpy(rcopy, rdma, rl);
-	memcpy(s->name, id.name, sizeof(s->name));
-	memcpy(s->host_id, id.host_id, sizeof(s->host_id));
-	memcpy(s->shm_path, id.shm_path, sizeof(s->shm_path));
-	memcpy(s->endpoint, id.endpoint, sizeof(s->endpoint));
-	s->uuid = id.uuid;
-	s->shm_dev = id.shm_dev;
-	s->shm_ino = id.shm_ino;
-	s->size = id.size;
-	s->data_off = id.data_off;
-	s->align = id.align;
-	s->spill_capacity = id.spill_capacity;
-	s->numa_node = id.numa_node;
-	free(s->rdma_info);
-	s->rdma_info = rcopy;
-	s->rdma_len = (uint32_t)rl;
+	mnode_seg_set(s, &id, rcopy, rl);
 	if (segreg_online_start(&m->segs, s))
 		return KVP_EPROTO;
 	s->client = NULL;
