@@ -14,13 +14,7 @@
 e2e_init has
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
 N=${HA_OBJECTS:-20000}
-start_etcd 1
-ha_pool_ini
-ha_master A
-ha_master B
-waitfor 10 ha_leader >/dev/null || fail "no leader elected"
-L=$(ha_leader)
-S=$(ha_other "$L")
+ha_pool_up
 pool_node n1
 run_node n1
 wait_nodes "n1" 30 || fail "the node did not mount at the leader"

@@ -653,6 +653,19 @@ ha_leader() { local m; for m in A B; do ha_is_leader "$m" && { echo "$m"; return
 ha_other() { [ "$1" = A ] && echo B || echo A; }
 ha_metric() { curl -sf -m 1 "http://${HA_HTTP[$1]}/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
 
+# ha_pool_up [LINE...]: the usual HA pool — one etcd, ha_pool_ini LINE...,
+# masters A and B, a leader elected; sets L (the leader) and S (the
+# standby). Nodes are the caller's.
+ha_pool_up() {
+	start_etcd 1
+	ha_pool_ini "$@"
+	ha_master A
+	ha_master B
+	waitfor 10 ha_leader >/dev/null || fail "no leader elected"
+	L=$(ha_leader)
+	S=$(ha_other "$L")
+}
+
 # ---- self-test ----
 
 # Run directly (tests/run.sh runs every tests/e2e/*.sh), this file tests

@@ -9,13 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 e2e_init spha
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
-start_etcd 1
-ha_pool_ini
-ha_master A
-ha_master B
-waitfor 10 ha_leader >/dev/null || fail "no leader elected"
-L=$(ha_leader)
-S=$(ha_other "$L")
+ha_pool_up
 pool_node n1
 run_node n1
 wait_nodes "n1" 30 || fail "the node did not mount at the leader"
