@@ -26,7 +26,9 @@
 #include "conf.h"
 #include "extent.h"
 #include "log.h"
+#include "clock.h"
 #include "master.h"
+#include "../unit/mdrive.h"
 #include "wire.h"
 
 #define BATCH 1024
@@ -34,15 +36,7 @@
 #define VLEN 1024
 
 static struct master *standby;
-static int sync_bad;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static struct mdrive_follow fol_state;	/* the FOLLOW connection's sink */
 
 static long rss_kb(void)
 {
@@ -58,92 +52,12 @@ static long rss_kb(void)
 	return kb;
 }
 
-static int drop(void *arg, const void *p, size_t n)
+/* A benchmark stops at a step that failed (its harness, not its figures). */
+static struct master_client *need(struct master_client *c)
 {
-	(void)arg;
-	(void)p;
-	(void)n;
-	return 0;
-}
-
-/* The standby's end of the FOLLOW connection: every REPL frame applied. */
-static int follow_sink(void *arg, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	(void)arg;
-	while (n >= WIRE_HDR_SIZE) {
-		struct wire_hdr h;
-		if (wire_hdr_decode(b, &h, UINT32_MAX, UINT64_MAX) || n < WIRE_HDR_SIZE + h.body_len) {
-			sync_bad++;
-			return 0;
-		}
-		if (h.opcode == WIRE_OP_REPL && !(h.flags & WIRE_F_REPLY) &&
-		    master_follow_apply(standby, b + WIRE_HDR_SIZE, h.body_len))
-			sync_bad++;
-		b += WIRE_HDR_SIZE + h.body_len;
-		n -= WIRE_HDR_SIZE + h.body_len;
-	}
-	return 0;
-}
-
-static void hangup(void *arg)
-{
-	(void)arg;
-}
-
-static int call(struct master *m, struct master_client *c, uint16_t op, const void *body,
-		size_t len, struct wbuf *reply)
-{
-	struct wire_hdr h = { .magic = WIRE_MAGIC, .version = WIRE_VERSION, .opcode = op,
-			      .body_len = (uint32_t)len, .reqid = 1 };
-	struct wire_hdr rh;
-
-	wb_reset(reply);
-	master_handle(m, c, &h, body, reply);
-	if (reply->len < WIRE_HDR_SIZE || wire_hdr_decode(reply->p, &rh, UINT32_MAX, UINT64_MAX))
-		return -1;
-	return rh.status;
-}
-
-static void hello(struct master *m, struct master_client *c, uint16_t role, struct wbuf *w)
-{
-	struct wbuf b;
-
-	wb_init(&b);
-	wb_u16(&b, role);
-	wb_cstr(&b, "");
-	wb_cstr(&b, "bench");
-	wb_cstr(&b, "host");
-	if (call(m, c, WIRE_OP_HELLO, b.p, b.len, w))
+	if (!c)
 		abort();
-	wb_free(&b);
-}
-
-static uint32_t mount(struct master *m, struct master_client *c, uint64_t size, struct wbuf *w)
-{
-	struct wbuf b;
-	uint32_t id;
-
-	wb_init(&b);
-	wb_cstr(&b, "node");
-	wb_cstr(&b, "host");
-	wb_cstr(&b, "/dev/shm/bench");
-	wb_u64(&b, 1);
-	wb_u64(&b, 1);
-	wb_u64(&b, size);
-	wb_u64(&b, 7);		/* uuid */
-	wb_u64(&b, 4096);
-	wb_u32(&b, 64);
-	wb_cstr(&b, "127.0.0.1:1");
-	wb_blob(&b, NULL, 0);
-	wb_u64(&b, 0);
-	wb_i32(&b, -1);
-	if (call(m, c, WIRE_OP_MOUNT, b.p, b.len, w))
-		abort();
-	memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
-	wb_free(&b);
-	return id;
+	return c;
 }
 
 static void key_of(char *k, uint64_t i)
@@ -160,7 +74,7 @@ static uint64_t report_all(struct master *m, struct master_client *c, uint32_t s
 {
 	struct wbuf b;
 	char key[KEYLEN];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_now_ns();
 
 	wb_init(&b);
 	for (uint64_t i = 0; i < n;) {
@@ -179,15 +93,15 @@ static uint64_t report_all(struct master *m, struct master_client *c, uint32_t s
 			wb_u64(&b, 1000 + i);
 			wb_u64(&b, 1);
 		}
-		if (call(m, c, WIRE_OP_REPORT, b.p, b.len, w))
+		if (mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w))
 			abort();
 	}
 	uint8_t hb[20] = { 0 };
 	memcpy(hb, &sid, 4);
-	if (call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w))
+	if (mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w))
 		abort();
 	wb_free(&b);
-	return now_ns() - t0;
+	return clock_now_ns() - t0;
 }
 
 int main(int argc, char **argv)
@@ -222,9 +136,10 @@ int main(int argc, char **argv)
 	struct master *m = master_create(&conf, err, sizeof(err));
 	if (!m)
 		return 1;
-	struct master_client *node = master_client_new(m, drop, hangup, NULL);
-	hello(m, node, WIRE_ROLE_NODE, &w);
-	uint32_t sid = mount(m, node, size, &w);
+	struct master_client *node = need(mdrive_client(m, WIRE_ROLE_NODE, mdrive_drop, NULL, &w));
+	uint32_t sid = mdrive_mount(m, node, size, 64, &w);
+	if (!sid)
+		abort();
 	uint64_t cold_ns = report_all(m, node, sid, n, alen, &w);
 	long r1 = rss_kb();
 	if (master_keys(m) != n) {
@@ -242,55 +157,56 @@ int main(int argc, char **argv)
 
 	/* 2. follow */
 	standby = master_create(&conf, err, sizeof(err));
+	fol_state.standby = standby;
 	if (!standby)
 		return 1;
-	struct master_client *fol = master_client_new(m, follow_sink, hangup, NULL);
-	hello(m, fol, WIRE_ROLE_MASTER, &w);
-	uint64_t t0 = now_ns();
-	if (call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w))
+	struct master_client *fol = need(mdrive_client(m, WIRE_ROLE_MASTER, mdrive_follow_sink,
+						       &fol_state, &w));
+	uint64_t t0 = clock_now_ns();
+	if (mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w))
 		return 1;
 	uint8_t hb[20] = { 0 };
 	memcpy(hb, &sid, 4);
-	while (!master_follow_synced(standby) && !sync_bad) {
+	while (!master_follow_synced(standby) && !fol_state.bad) {
 		master_tick(m);
 		/* the node lives on: its segment must outlast node_ttl */
-		if (call(m, node, WIRE_OP_HEARTBEAT, hb, sizeof(hb), &w))
+		if (mdrive_call(m, node, WIRE_OP_HEARTBEAT, hb, sizeof(hb), &w))
 			return 1;
 	}
-	uint64_t follow_ns = now_ns() - t0;
+	uint64_t follow_ns = clock_now_ns() - t0;
 	long r2 = rss_kb();
-	if (sync_bad || master_keys(standby) != n) {
-		fprintf(stderr, "follow: %d bad frames, %" PRIu64 " keys\n", sync_bad,
+	if (fol_state.bad || master_keys(standby) != n) {
+		fprintf(stderr, "follow: %d bad frames, %" PRIu64 " keys\n", fol_state.bad,
 			master_keys(standby));
 		return 1;
 	}
 
 	/* 3. takeover: the old leader is gone; a GET of an old key */
 	master_client_free(fol);
-	t0 = now_ns();
+	t0 = clock_now_ns();
 	master_takeover(standby, 2, NULL);
-	struct master_client *cli = master_client_new(standby, drop, hangup, NULL);
-	hello(standby, cli, WIRE_ROLE_CLIENT, &w);
+	struct master_client *cli = need(mdrive_client(standby, WIRE_ROLE_CLIENT, mdrive_drop, NULL, &w));
 	struct wbuf b;
 	wb_init(&b);
 	wb_u32(&b, 1);
 	key_of(key, n / 2);
 	wb_str(&b, key, KEYLEN);
-	int st = call(standby, cli, WIRE_OP_GET, b.p, b.len, &w);
+	int st = mdrive_call(standby, cli, WIRE_OP_GET, b.p, b.len, &w);
 	struct rbuf rr;
 	rb_init(&rr, w.p + WIRE_HDR_SIZE, w.len - WIRE_HDR_SIZE);
 	rb_u32(&rr);
 	int item = rb_status(&rr);
-	uint64_t take_ns = now_ns() - t0;
+	uint64_t take_ns = clock_now_ns() - t0;
 	if (st || item) {
 		fprintf(stderr, "takeover: GET answered %d / %d\n", st, item);
 		return 1;
 	}
 
 	/* 4. reconcile */
-	struct master_client *node2 = master_client_new(standby, drop, hangup, NULL);
-	hello(standby, node2, WIRE_ROLE_NODE, &w);
-	uint32_t sid2 = mount(standby, node2, size, &w);
+	struct master_client *node2 = need(mdrive_client(standby, WIRE_ROLE_NODE, mdrive_drop, NULL, &w));
+	uint32_t sid2 = mdrive_mount(standby, node2, size, 64, &w);
+	if (!sid2)
+		abort();
 	uint64_t recon_ns = report_all(standby, node2, sid2, n, alen, &w);
 	if (master_keys(standby) != n || !master_check(standby)) {
 		fprintf(stderr, "reconcile: %" PRIu64 " keys\n", master_keys(standby));

@@ -19,98 +19,28 @@
 #include "conf.h"
 #include "log.h"
 #include "master.h"
+#include "mdrive.h"
 #include "wire.h"
 
 #define ALEN 4096
 
 static struct master *standby;
-static int bad_frames;
-
-static int drop(void *arg, const void *p, size_t n)
-{
-	(void)arg;
-	(void)p;
-	(void)n;
-	return 0;
-}
-
-static int follow_sink(void *arg, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	(void)arg;
-	while (n >= WIRE_HDR_SIZE) {
-		struct wire_hdr h;
-		if (wire_hdr_decode(b, &h, UINT32_MAX, UINT64_MAX) || n < WIRE_HDR_SIZE + h.body_len) {
-			bad_frames++;
-			return 0;
-		}
-		if (h.opcode == WIRE_OP_REPL && !(h.flags & WIRE_F_REPLY) &&
-		    master_follow_apply(standby, b + WIRE_HDR_SIZE, h.body_len))
-			bad_frames++;
-		b += WIRE_HDR_SIZE + h.body_len;
-		n -= WIRE_HDR_SIZE + h.body_len;
-	}
-	return 0;
-}
-
-static void hangup(void *arg)
-{
-	(void)arg;
-}
-
-static int call(struct master *m, struct master_client *c, uint16_t op, const void *body,
-		size_t len, struct wbuf *reply)
-{
-	struct wire_hdr h = { .magic = WIRE_MAGIC, .version = WIRE_VERSION, .opcode = op,
-			      .body_len = (uint32_t)len, .reqid = 1 };
-	struct wire_hdr rh;
-
-	wb_reset(reply);
-	master_handle(m, c, &h, body, reply);
-	if (reply->len < WIRE_HDR_SIZE || wire_hdr_decode(reply->p, &rh, UINT32_MAX, UINT64_MAX))
-		return -1;
-	return rh.status;
-}
+static struct mdrive_follow fol_state;	/* the FOLLOW connections' sink */
 
 static struct master_client *client(struct master *m, uint16_t role, master_send_fn fn,
 				    struct wbuf *w)
 {
-	struct master_client *c = master_client_new(m, fn, hangup, NULL);
-	struct wbuf b;
+	struct master_client *c = mdrive_client(m, role, fn, &fol_state, w);
 
-	wb_init(&b);
-	wb_u16(&b, role);
-	wb_cstr(&b, "");
-	wb_cstr(&b, "t");
-	wb_cstr(&b, "host");
-	CHECK(call(m, c, WIRE_OP_HELLO, b.p, b.len, w) == 0);
-	wb_free(&b);
+	CHECK(c != NULL);
 	return c;
 }
 
 static uint32_t mount(struct master *m, struct master_client *c, struct wbuf *w)
 {
-	struct wbuf b;
-	uint32_t id = 0;
+	uint32_t id = mdrive_mount(m, c, 64u << 20, 4096, w);
 
-	wb_init(&b);
-	wb_cstr(&b, "node");
-	wb_cstr(&b, "host");
-	wb_cstr(&b, "/dev/shm/t");
-	wb_u64(&b, 1);
-	wb_u64(&b, 1);
-	wb_u64(&b, 64u << 20);
-	wb_u64(&b, 7);		/* uuid */
-	wb_u64(&b, 4096);
-	wb_u32(&b, 4096);
-	wb_cstr(&b, "127.0.0.1:1");
-	wb_blob(&b, NULL, 0);
-	wb_u64(&b, 0);
-	wb_i32(&b, -1);
-	CHECK(call(m, c, WIRE_OP_MOUNT, b.p, b.len, w) == 0);
-	memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
-	wb_free(&b);
+	CHECK(id != 0);
 	return id;
 }
 
@@ -141,10 +71,10 @@ static void report(struct master *m, struct master_client *c, uint32_t sid, cons
 		wb_u64(&b, 1000 + ids[i]);
 		wb_u64(&b, 1);
 	}
-	CHECK(call(m, c, WIRE_OP_REPORT, b.p, b.len, w) == 0);
+	CHECK(mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w) == 0);
 	uint8_t hb[20] = { 0 };
 	memcpy(hb, &sid, 4);
-	CHECK(call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w) == 0);
+	CHECK(mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w) == 0);
 	wb_free(&b);
 }
 
@@ -158,7 +88,7 @@ static bool exists(struct master *m, struct master_client *c, unsigned i, struct
 	wb_u32(&b, 1);
 	key_of(key, sizeof(key), i);
 	wb_str(&b, key, strlen(key));
-	int st = call(m, c, WIRE_OP_EXISTS, b.p, b.len, w);
+	int st = mdrive_call(m, c, WIRE_OP_EXISTS, b.p, b.len, w);
 	wb_free(&b);
 	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
 	rb_u32(&r);
@@ -175,7 +105,7 @@ static void removes(struct master *m, struct master_client *c, unsigned i, struc
 	wb_u32(&b, 1);
 	key_of(key, sizeof(key), i);
 	wb_str(&b, key, strlen(key));
-	CHECK(call(m, c, WIRE_OP_REMOVE, b.p, b.len, w) == 0);
+	CHECK(mdrive_call(m, c, WIRE_OP_REMOVE, b.p, b.len, w) == 0);
 	wb_free(&b);
 }
 
@@ -190,9 +120,10 @@ static void test_follow_takeover(void)
 	wb_init(&w);
 	struct master *m = master_create(&conf, err, sizeof(err));
 	standby = master_create(&conf, err, sizeof(err));
+	fol_state.standby = standby;
 	CHECK(m && standby);
-	struct master_client *node = client(m, WIRE_ROLE_NODE, drop, &w);
-	struct master_client *cli = client(m, WIRE_ROLE_CLIENT, drop, &w);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
+	struct master_client *cli = client(m, WIRE_ROLE_CLIENT, mdrive_drop, &w);
 	uint32_t sid = mount(m, node, &w);
 	for (unsigned i = 0; i < 100; i++)
 		ids[i] = slots[i] = i;
@@ -200,22 +131,22 @@ static void test_follow_takeover(void)
 	CHECK_EQ(master_keys(m), 100);
 
 	/* 1. the snapshot, then a change as it happens */
-	struct master_client *fol = client(m, WIRE_ROLE_MASTER, follow_sink, &w);
-	CHECK(call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
 	for (int i = 0; i < 100 && !master_follow_synced(standby); i++)
 		master_tick(m);
 	CHECK(master_follow_synced(standby));
 	CHECK_EQ(master_keys(standby), 100);
 	removes(m, cli, 5, &w);
 	CHECK_EQ(master_keys(standby), 99);
-	CHECK_EQ(bad_frames, 0);
+	CHECK_EQ(fol_state.bad, 0);
 
 	/* 2. a remove the standby misses, the leader dies */
 	master_client_free(fol);
 	removes(m, cli, 6, &w);
 	CHECK_EQ(master_keys(standby), 99);
 	master_takeover(standby, 9, NULL);
-	struct master_client *c2 = client(standby, WIRE_ROLE_CLIENT, drop, &w);
+	struct master_client *c2 = client(standby, WIRE_ROLE_CLIENT, mdrive_drop, &w);
 	CHECK(exists(standby, c2, 10, &w));	/* served before the node is back */
 	CHECK(exists(standby, c2, 6, &w));	/* the ghost, until the node reports */
 	/* the node holds 0..99 but 5 and 6, and key 100 the standby never saw */
@@ -225,7 +156,7 @@ static void test_follow_takeover(void)
 			ids[n] = i;
 			slots[n++] = i;
 		}
-	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, drop, &w);
+	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, mdrive_drop, &w);
 	uint32_t sid2 = mount(standby, node2, &w);
 	CHECK_EQ(sid2, sid);
 	report(standby, node2, sid2, ids, slots, n, &w);
@@ -250,12 +181,13 @@ static void test_overlap(void)
 	wb_init(&w);
 	struct master *m = master_create(&conf, err, sizeof(err));
 	standby = master_create(&conf, err, sizeof(err));
+	fol_state.standby = standby;
 	CHECK(m && standby);
-	struct master_client *node = client(m, WIRE_ROLE_NODE, drop, &w);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
 	uint32_t sid = mount(m, node, &w);
 	report(m, node, sid, ids, slots, 3, &w);
-	struct master_client *fol = client(m, WIRE_ROLE_MASTER, follow_sink, &w);
-	CHECK(call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
 	for (int i = 0; i < 100 && !master_follow_synced(standby); i++)
 		master_tick(m);
 	CHECK_EQ(master_keys(standby), 3);
@@ -263,10 +195,10 @@ static void test_overlap(void)
 	master_takeover(standby, 9, NULL);
 	/* key 2's slot now holds key 7 (key 2 was removed, 7 put there) */
 	unsigned ids2[3] = { 1, 7, 3 }, slots2[3] = { 1, 2, 3 };
-	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, drop, &w);
+	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, mdrive_drop, &w);
 	uint32_t sid2 = mount(standby, node2, &w);
 	report(standby, node2, sid2, ids2, slots2, 3, &w);
-	struct master_client *c2 = client(standby, WIRE_ROLE_CLIENT, drop, &w);
+	struct master_client *c2 = client(standby, WIRE_ROLE_CLIENT, mdrive_drop, &w);
 	CHECK(exists(standby, c2, 7, &w));
 	CHECK(!exists(standby, c2, 2, &w));
 	CHECK_EQ(master_keys(standby), 3);
