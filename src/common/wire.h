@@ -144,7 +144,7 @@
  *            Clients post it (at most once a second, when a count moved)
  *            without waiting; a master from before it refuses the frame
  *            (a bad header: it answers EPROTO and closes), and the client
- *            then stops sending it.
+ *            then stops sending it (src/lib/cstats.h).
  * Node data server (client -> node):
  * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
  *            (tier 1: off is a spill file offset; the node reads the file

@@ -81,3 +81,14 @@ void cstats_refused(struct kvp *kvp)
 {
 	atomic_store(&kvp->cs.due_ms, CSTATS_OFF);
 }
+
+void cstats_answered(struct kvp *kvp)
+{
+	atomic_store(&kvp->cs.lost, 0);
+}
+
+void cstats_lost(struct kvp *kvp)
+{
+	if (atomic_fetch_add(&kvp->cs.lost, 1) + 1 >= CSTATS_STRIKES)
+		cstats_refused(kvp);
+}

@@ -55,8 +55,10 @@ struct mconn {
 	uint64_t stats_reqid;		/* a CLIENT_STATS posted, unanswered; 0: none */
 };
 
-static void mconn_free(struct mconn *mc)
+static void mconn_free(struct kvp *kvp, struct mconn *mc)
 {
+	if (mc->stats_reqid)
+		cstats_lost(kvp);	/* closed before its CLIENT_STATS was answered */
 	close(mc->fd);
 	free(mc->rx);
 	free(mc);
@@ -161,6 +163,8 @@ static bool owed_drop(struct kvp *kvp, struct mconn *mc, const struct wire_hdr *
 	if (h->status == KVP_EPROTO) {
 		log_debug("master refused CLIENT_STATS: no more byte reports");
 		cstats_refused(kvp);
+	} else if (h->status == 0) {
+		cstats_answered(kvp);
 	}
 	return h->opcode == WIRE_OP_CLIENT_STATS;
 }
@@ -196,7 +200,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			kvp->midle = mc->next;
 			kvp->mconns--;
 			pthread_mutex_unlock(&kvp->lock);
-			mconn_free(mc);
+			mconn_free(kvp, mc);
 			pthread_mutex_lock(&kvp->lock);
 			continue;
 		}
@@ -220,7 +224,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 				return 0;
 			}
 			/* Master restarted or dropped us while idle. */
-			mconn_free(mc);
+			mconn_free(kvp, mc);
 			pthread_mutex_lock(&kvp->lock);
 			kvp->mconns--;
 			continue;
@@ -312,7 +316,7 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	pthread_cond_broadcast(&kvp->cond);
 	pthread_mutex_unlock(&kvp->lock);
 	if (!healthy)
-		mconn_free(mc);
+		mconn_free(kvp, mc);
 }
 
 void mc_free(struct mcall *c, size_t n)
@@ -626,6 +630,6 @@ void mc_pool_close(struct kvp *kvp)
 		if (mc->owed)
 			mc_settle(kvp, mc, deadline);
 		kvp->midle = mc->next;
-		mconn_free(mc);
+		mconn_free(kvp, mc);
 	}
 }
