@@ -23,6 +23,7 @@
 #include "mput.h"
 #include "mrecover.h"
 #include "mrepl.h"
+#include "mstatus.h"
 
 #define HELLO_TIMEOUT_MS 10000
 #define EVICT_STEP_US 20		/* eviction per tick: a request waits at most this */
@@ -404,6 +405,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_INFO: status = mkeys_info(m, reply); break;
 	case WIRE_OP_NS_DECLARE: status = mns_declare(m, c, &r, reply); break;
 	case WIRE_OP_NS_LIST: status = mns_list(m, reply); break;
+	case WIRE_OP_CLIENT_STATS: status = mstatus_client_stats(m, &r); break;
 	default:
 		status = KVP_EPROTO;	/* FREE/READ/WRITE are not master requests */
 		break;

@@ -98,6 +98,11 @@ struct master {
 	uint64_t node_expiries;
 	uint64_t ghosts_replaced;	/* puts of keys whose every replica was on a dead segment */
 	uint64_t auth_failures;		/* refused HELLOs not logged yet */
+	/* bytes the clients moved by path (CLIENT_STATS sums, enum wire_cstat) */
+	uint64_t client_bytes[WIRE_CSTAT_N];
+	/* prefix lookups: EXISTS and GET batches of more than one key (mkeys.c) */
+	uint64_t prefix_blocks_asked, prefix_blocks_found;
+	uint64_t prefix_tokens_asked, prefix_tokens_found;	/* under a namespace */
 	uint64_t auth_logged_ms;
 
 	struct op_stats ops[WIRE_OP_MAX];

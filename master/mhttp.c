@@ -82,7 +82,7 @@ static void counter(struct sbuf *b, const char *name, const char *help, unsigned
 /* Requests the master serves (FREE and the node data ops are not). */
 static bool master_op(unsigned op)
 {
-	return op >= WIRE_OP_HELLO && op <= WIRE_OP_INFO && op != WIRE_OP_FREE &&
+	return op >= WIRE_OP_HELLO && op <= WIRE_OP_CLIENT_STATS && op != WIRE_OP_FREE &&
 	       op != WIRE_OP_FOLLOW && op != WIRE_OP_REPL && wire_op_name(op);
 }
 
@@ -243,6 +243,24 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	counter(b, "kvpool_master_node_expiries_total",
 		"Segments dropped because their node was silent for node_ttl.",
 		m->node_expiries);
+	static const char *const paths[WIRE_CSTAT_N] = { "local", "tcp", "rdma", "disk" };
+	head(b, "kvpool_master_client_bytes_total", "counter",
+	     "Value bytes the clients moved, by path (their CLIENT_STATS reports; disk: read "
+	     "from a spill tier, also counted in its path).");
+	for (int i = 0; i < WIRE_CSTAT_N; i++)
+		sb_printf(b, "kvpool_master_client_bytes_total{path=\"%s\"} %llu\n", paths[i],
+			  (unsigned long long)m->client_bytes[i]);
+	counter(b, "kvpool_master_prefix_blocks_asked_total",
+		"Keys of EXISTS and GET batches of more than one key (prefix lookups).",
+		m->prefix_blocks_asked);
+	counter(b, "kvpool_master_prefix_blocks_found_total",
+		"Keys of the leading run found in those batches.", m->prefix_blocks_found);
+	counter(b, "kvpool_master_prefix_tokens_asked_total",
+		"Blocks asked times their namespace's page size (batches under a namespace).",
+		m->prefix_tokens_asked);
+	counter(b, "kvpool_master_prefix_tokens_found_total",
+		"Tokens of the leading runs found (batches under a namespace).",
+		m->prefix_tokens_found);
 	op_counter(b, m, "kvpool_master_requests_total", "Request frames per opcode.",
 		   offsetof(struct op_stats, frames));
 	op_counter(b, m, "kvpool_master_request_items_total", "Keys (batch items) per opcode.",

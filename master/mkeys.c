@@ -94,6 +94,22 @@ static void put_reps(struct wbuf *b, const struct obj *o)
 	}
 }
 
+/* A prefix lookup: an engine asks a request's block keys in chain order
+ * and uses the leading run of present blocks. Batches of one key are not
+ * counted (single reads, not lookups). */
+static void prefix_count(struct master *m, const struct kref *keys, uint32_t n, uint32_t run)
+{
+	if (n < 2)
+		return;
+	m->prefix_blocks_asked += n;
+	m->prefix_blocks_found += run;
+	uint32_t page = mns_page_size(m, keys[0].p, keys[0].len);
+	if (page) {
+		m->prefix_tokens_asked += (uint64_t)n * page;
+		m->prefix_tokens_found += (uint64_t)run * page;
+	}
+}
+
 int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b,
 	      struct op_stats *st)
 {
@@ -103,6 +119,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 
 	if (rc)
 		return rc;
+	uint32_t run = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], false, &s);
@@ -110,6 +127,8 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 			o = NULL;
 			s = KVP_ENOMEM;
 		}
+		if (o && run == i)
+			run++;
 		wb_status(b, s);
 		if (!o) {
 			wb_bytes(b, (const uint8_t[33]){ 0 }, 33);	/* 4 x u64 + nrep */
@@ -125,6 +144,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 		}
 		mbatch_item(st, s);
 	}
+	prefix_count(m, keys, n, run);
 	return 0;
 }
 
@@ -136,6 +156,7 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 
 	if (rc)
 		return rc;
+	uint32_t run = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], false, &s);
@@ -144,11 +165,14 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 			 * optimistically report their reads this way. */
 			mpol_touch(&m->pol, o, m_now32(m));
 			s = 1;
+			if (run == i)
+				run++;
 		} else if (s == KVP_ENOTFOUND)
 			s = 0;
 		wb_status(b, s);
 		mbatch_item(st, s);
 	}
+	prefix_count(m, keys, n, run);
 	return 0;
 }
 

@@ -204,6 +204,15 @@ int mns_check(const struct master *m, const struct master_client *c,
 	return KVP_ENSMISMATCH;
 }
 
+uint32_t mns_page_size(const struct master *m, const uint8_t *key, size_t klen)
+{
+	if (!m->ns.n)
+		return 0;
+	size_t n = wire_key_ns(key, klen);
+	const struct mns_ns *ns = n ? ns_find(&m->ns, key, n) : NULL;
+	return ns ? ns->page_size : 0;
+}
+
 void mns_count(struct master *m, const struct obj *o, int sign)
 {
 	if (!m->ns.n)

@@ -53,6 +53,10 @@ int mns_list(struct master *m, struct wbuf *b);
 int mns_check(const struct master *m, const struct master_client *c,
 	      const uint8_t *key, size_t klen, bool write);
 
+/* The page size (tokens per block) of the namespace key lies under; 0
+ * when it lies under none. */
+uint32_t mns_page_size(const struct master *m, const uint8_t *key, size_t klen);
+
 /* A complete object appears (+1) or goes (-1): its namespace's counts. */
 void mns_count(struct master *m, const struct obj *o, int sign);
 

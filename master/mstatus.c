@@ -9,6 +9,20 @@
 #include "master_i.h"
 #include "mlease.h"
 
+int mstatus_client_stats(struct master *m, struct rbuf *r)
+{
+	uint32_t n = rb_count(r, 8);
+
+	if (!rb_ok(r) || n > WIRE_CSTATS_MAX)
+		return KVP_EPROTO;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t v = rb_u64(r);
+		if (i < WIRE_CSTAT_N)
+			m->client_bytes[i] += v;
+	}
+	return rb_ok(r) ? 0 : KVP_EPROTO;
+}
+
 void mstatus_read(const struct master *m, struct mstatus_sample *out)
 {
 	const struct op_stats *pe = &m->ops[WIRE_OP_PUT_END], *g = &m->ops[WIRE_OP_GET];
@@ -24,6 +38,14 @@ void mstatus_read(const struct master *m, struct mstatus_sample *out)
 	out->keys = m->keys;
 	segreg_usage(&m->segs, &out->used, &out->capacity);
 	out->leases = mlease_active(m);
+	out->client_local = m->client_bytes[WIRE_CSTAT_LOCAL];
+	out->client_tcp = m->client_bytes[WIRE_CSTAT_TCP];
+	out->client_rdma = m->client_bytes[WIRE_CSTAT_RDMA];
+	out->client_disk = m->client_bytes[WIRE_CSTAT_DISK];
+	out->prefix_blocks_asked = m->prefix_blocks_asked;
+	out->prefix_blocks_found = m->prefix_blocks_found;
+	out->prefix_tokens_asked = m->prefix_tokens_asked;
+	out->prefix_tokens_found = m->prefix_tokens_found;
 	for (size_t i = 1; i < m->segs.n; i++) {
 		const struct seg *s = m->segs.v[i];
 		if (s && s->online) {
@@ -124,6 +146,14 @@ static void history_json(const struct mstatus *s, uint64_t since_ms, struct sbuf
 		{ "leases", offsetof(struct mstatus_sample, leases) },
 		{ "tcp_read_bytes", offsetof(struct mstatus_sample, tcp_read) },
 		{ "tcp_written_bytes", offsetof(struct mstatus_sample, tcp_written) },
+		{ "client_local_bytes", offsetof(struct mstatus_sample, client_local) },
+		{ "client_tcp_bytes", offsetof(struct mstatus_sample, client_tcp) },
+		{ "client_rdma_bytes", offsetof(struct mstatus_sample, client_rdma) },
+		{ "client_disk_bytes", offsetof(struct mstatus_sample, client_disk) },
+		{ "prefix_blocks_asked", offsetof(struct mstatus_sample, prefix_blocks_asked) },
+		{ "prefix_blocks_found", offsetof(struct mstatus_sample, prefix_blocks_found) },
+		{ "prefix_tokens_asked", offsetof(struct mstatus_sample, prefix_tokens_asked) },
+		{ "prefix_tokens_found", offsetof(struct mstatus_sample, prefix_tokens_found) },
 	};
 	unsigned first = (s->head + MSTATUS_RING - s->n) % MSTATUS_RING;
 
@@ -187,7 +217,7 @@ void mstatus_json(const struct mstatus *s, const struct master *m, const struct 
 	sb_printf(b, "\"spill_used\":%llu,\"spill_capacity\":%llu,", (unsigned long long)sused,
 		  (unsigned long long)scap);
 	/* bytes by data path: the master moves no values; the nodes report
-	 * their TCP bytes, shared memory and RDMA are the clients' (kvp_stats) */
+	 * their TCP bytes (heartbeats), the clients every path (CLIENT_STATS) */
 	sb_printf(b, "\"counters\":{\"puts\":%llu,\"gets\":%llu,\"hits\":%llu,\"evictions\":%llu,"
 		  "\"evicted_bytes\":%llu,\"demotions\":%llu,\"promotions\":%llu,"
 		  "\"put_timeouts\":%llu,\"node_expiries\":%llu,\"tcp_read_bytes\":%llu,"
@@ -197,6 +227,13 @@ void mstatus_json(const struct mstatus *s, const struct master *m, const struct 
 		  (unsigned long long)x.demotions, (unsigned long long)x.promotions,
 		  (unsigned long long)m->put_timeouts, (unsigned long long)m->node_expiries,
 		  (unsigned long long)x.tcp_read, (unsigned long long)x.tcp_written);
+	sb_printf(b, "\"client_bytes\":{\"local\":%llu,\"tcp\":%llu,\"rdma\":%llu,\"disk\":%llu},",
+		  (unsigned long long)x.client_local, (unsigned long long)x.client_tcp,
+		  (unsigned long long)x.client_rdma, (unsigned long long)x.client_disk);
+	sb_printf(b, "\"prefix\":{\"blocks_asked\":%llu,\"blocks_found\":%llu,"
+		  "\"tokens_asked\":%llu,\"tokens_found\":%llu},",
+		  (unsigned long long)x.prefix_blocks_asked, (unsigned long long)x.prefix_blocks_found,
+		  (unsigned long long)x.prefix_tokens_asked, (unsigned long long)x.prefix_tokens_found);
 	nodes_json(m, b);
 	sb_printf(b, ",");
 	ns_json(m, b);

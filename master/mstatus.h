@@ -1,7 +1,8 @@
 /* mstatus: the master's /api/status — one JSON object with what the status
  * page (/ and /ui, ui/status.html) and `kvpool top` show: capacity and use
  * per node and tier, keys, gets and hits, puts, evictions, demotions,
- * promotions, leases, HA role, epoch and leader, namespaces; and a ring of
+ * promotions, leases, HA role, epoch and leader, namespaces, the bytes
+ * clients moved by path (CLIENT_STATS), prefix hit rates; and a ring of
  * one sample a second over the last MSTATUS_RING seconds, so that the
  * page's plots are not empty on first load. Loop thread only; no locks.
  */
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 struct master;
+struct rbuf;
 struct sbuf;
 
 #define MSTATUS_RING 300		/* samples: 5 minutes at one a second */
@@ -26,6 +28,11 @@ struct mstatus_sample {
 	/* bytes the nodes' data servers moved over TCP (their HEARTBEATs;
 	 * shared memory and RDMA bytes are the clients' alone) */
 	uint64_t tcp_read, tcp_written;
+	/* bytes the clients moved, by path (their CLIENT_STATS) */
+	uint64_t client_local, client_tcp, client_rdma, client_disk;
+	/* prefix lookups (EXISTS/GET batches of more than one key) */
+	uint64_t prefix_blocks_asked, prefix_blocks_found;
+	uint64_t prefix_tokens_asked, prefix_tokens_found;
 };
 
 struct mstatus {
@@ -39,6 +46,10 @@ struct mstatus_ha {
 	const char *role, *state, *leader;
 	uint64_t view_version;
 };
+
+/* CLIENT_STATS (layout in wire.h): adds a client's deltas to
+ * m->client_bytes. 0 or KVP_EPROTO. */
+int mstatus_client_stats(struct master *m, struct rbuf *r);
 
 void mstatus_read(const struct master *m, struct mstatus_sample *out);
 /* Takes one sample (a 1 s timer calls it). */

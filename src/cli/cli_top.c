@@ -69,6 +69,15 @@ static void parse_master(const struct json *j, struct top_snap *s)
 	s->promotions = jnum(j, c, "promotions");
 	s->tcp_read = jnum(j, c, "tcp_read_bytes");
 	s->tcp_written = jnum(j, c, "tcp_written_bytes");
+	int cb = json_get(j, 0, "client_bytes"), px = json_get(j, 0, "prefix");
+	s->path_local = jnum(j, cb, "local");
+	s->path_tcp = jnum(j, cb, "tcp");
+	s->path_rdma = jnum(j, cb, "rdma");
+	s->path_disk = jnum(j, cb, "disk");
+	s->pfx_blocks_asked = jnum(j, px, "blocks_asked");
+	s->pfx_blocks_found = jnum(j, px, "blocks_found");
+	s->pfx_tokens_asked = jnum(j, px, "tokens_asked");
+	s->pfx_tokens_found = jnum(j, px, "tokens_found");
 	if (json_is(j, nodes, JSON_ARRAY)) {
 		s->nnodes_total = j->t[nodes].count;
 		for (uint32_t i = 0; i < j->t[nodes].count && s->nnodes < TOP_MAX_NODES; i++) {
@@ -299,6 +308,22 @@ static void show_master(FILE *f, const struct top_snap *p, const struct top_snap
 				       sizeof(b2)));
 	else
 		fprintf(f, "TCP read/s -  TCP written/s -  (the nodes' data servers)\n");
+	if (p)
+		fprintf(f, "bytes/s by path: local %s  TCP %s  RDMA %s  disk %s  (the clients')\n",
+			cli_human_size((uint64_t)rate(p->path_local, s->path_local, dt), b1, sizeof(b1)),
+			cli_human_size((uint64_t)rate(p->path_tcp, s->path_tcp, dt), b2, sizeof(b2)),
+			cli_human_size((uint64_t)rate(p->path_rdma, s->path_rdma, dt), b3, sizeof(b3)),
+			cli_human_size((uint64_t)rate(p->path_disk, s->path_disk, dt), b4, sizeof(b4)));
+	else
+		fprintf(f, "bytes/s by path: local -  TCP -  RDMA -  disk -  (the clients')\n");
+	fprintf(f, "prefix hit rate %.1f%% (%" PRIu64 " of %" PRIu64 " blocks)",
+		pctf(s->pfx_blocks_found, s->pfx_blocks_asked), s->pfx_blocks_found,
+		s->pfx_blocks_asked);
+	if (s->pfx_tokens_asked)
+		fprintf(f, "  tokens found/asked %" PRIu64 "/%" PRIu64 " (%.1f%%)",
+			s->pfx_tokens_found, s->pfx_tokens_asked,
+			pctf(s->pfx_tokens_found, s->pfx_tokens_asked));
+	fprintf(f, "\n");
 	fprintf(f, "\nnodes %zu", s->nnodes_total);
 	if (s->nnodes_total > s->nnodes)
 		fprintf(f, " (first %zu shown)", s->nnodes);

@@ -39,6 +39,8 @@ struct top_snap {
 	uint64_t connections, pending_puts;
 	uint64_t puts, gets, hits, evictions, demotions, promotions;
 	uint64_t tcp_read, tcp_written;	/* the nodes' data servers */
+	uint64_t path_local, path_tcp, path_rdma, path_disk;	/* the clients' (client_bytes) */
+	uint64_t pfx_blocks_asked, pfx_blocks_found, pfx_tokens_asked, pfx_tokens_found;
 	size_t nnodes, nnodes_total;
 	struct top_node nodes[TOP_MAX_NODES];
 	size_t nns, nns_total;

@@ -135,6 +135,16 @@
  *                 str layout u32 tp u64 fingerprint u64 keys u64 bytes u32 clients}
  *            keys/bytes: complete objects under "name/"; clients:
  *            connections that declared it.
+ * CLIENT_STATS req: u32 n, n x {u64 delta}   rep: -
+ *            Value bytes the client moved since its last CLIENT_STATS, by
+ *            path, in this order: local (memcpy through a mapping), tcp,
+ *            rdma, disk (read from a spill tier; also counted in its path).
+ *            A master sums the ones it knows and skips the rest (later
+ *            clients may send more); n > 64 or a short body: KVP_EPROTO.
+ *            Clients post it (at most once a second, when a count moved)
+ *            without waiting; a master from before it refuses the frame
+ *            (a bad header: it answers EPROTO and closes), and the client
+ *            then stops sending it (src/lib/cstats.h).
  * Node data server (client -> node):
  * READ       req: u8 tier u64 off u64 len    rep: payload = the bytes
  *            (tier 1: off is a spill file offset; the node reads the file
@@ -204,6 +214,16 @@
 #define WIRE_SECRET_LEN 32
 #define WIRE_SEG_LOCAL 0xffffffffu
 #define WIRE_PUT_PREFIX 17		/* PUT_START's fields before the item count */
+#define WIRE_CSTATS_MAX 64		/* CLIENT_STATS: most counters in one frame */
+
+/* CLIENT_STATS's counters, in their wire order. */
+enum wire_cstat {
+	WIRE_CSTAT_LOCAL,
+	WIRE_CSTAT_TCP,
+	WIRE_CSTAT_RDMA,
+	WIRE_CSTAT_DISK,
+	WIRE_CSTAT_N,
+};
 
 enum wire_put_flag {
 	WIRE_PUT_UPSERT = 1,		/* = KVP_PUT_UPSERT */
@@ -248,6 +268,7 @@ enum wire_op {
 	WIRE_OP_LEASE_RELEASE = 29,
 	WIRE_OP_NS_DECLARE = 30,
 	WIRE_OP_NS_LIST = 31,
+	WIRE_OP_CLIENT_STATS = 32,	/* client -> master: bytes by data path */
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
 	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */

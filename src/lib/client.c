@@ -92,6 +92,7 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 
 	pthread_mutex_init(&kvp->lock, NULL);
 	pthread_mutex_init(&kvp->refresh_lock, NULL);
+	cstats_init(&kvp->cs);
 	pthread_condattr_t ca;
 
 	pthread_condattr_init(&ca);
@@ -183,6 +184,7 @@ void kvp_close(struct kvp *kvp)
 	if (!kvp)
 		return;
 	lc_destroy(kvp->lc);
+	cstats_flush(kvp);	/* a short-lived process reports too */
 	mc_pool_close(kvp);
 	free(kvp->ns);
 	mlocate_close(kvp);
@@ -198,6 +200,7 @@ void kvp_close(struct kvp *kvp)
 	}
 	pthread_cond_destroy(&kvp->cond);
 	pthread_mutex_destroy(&kvp->refresh_lock);
+	cstats_destroy(&kvp->cs);
 	pthread_mutex_destroy(&kvp->lock);
 	free(kvp);
 }
@@ -410,6 +413,7 @@ int kvp_batch_exists(struct kvp *kvp, size_t n, const char *const *keys, int *re
 	}
 	free(ask);
 	lc_touch_poll(kvp);
+	cstats_poll(kvp);
 	return rc;
 }
 

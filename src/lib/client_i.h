@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "conf.h"
+#include "cstats.h"
 #include "kvpool.h"
 #include "net.h"
 #include "segment.h"
@@ -127,6 +128,7 @@ struct kvp {
 	struct regbuf *bufs;		/* protected by lock */
 	struct xp_rdma *rdma;		/* RDMA state (xp_rdma.c); NULL: RDMA off */
 	struct lcache *lc;		/* optimistic reads (lcache.c); NULL: off */
+	struct cstats cs;		/* bytes by path reported to the master (cstats.c) */
 
 	struct {
 		atomic_uint_fast64_t puts, gets, local_bytes, tcp_bytes, rdma_bytes;

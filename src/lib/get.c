@@ -743,13 +743,14 @@ static int get_setup(struct kvp *kvp, struct get_ctx *gc, size_t n, const char *
 	return 0;
 }
 
-static void get_teardown(struct get_ctx *gc, size_t n)
+static void get_teardown(struct kvp *kvp, struct get_ctx *gc, size_t n)
 {
 	for (size_t i = 0; gc->items && i < n; i++)
 		xp_stage_free(gc->items[i].stage, gc->items[i].stage_pinned);
 	free(gc->hdrs);
 	free(gc->items);
 	free(gc->todo);
+	cstats_poll(kvp);
 }
 
 int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
@@ -793,7 +794,7 @@ int kvp_batch_get_into(struct kvp *kvp, size_t n, const char *const *keys,
 		else
 			results[i] = gc.items[i].result;
 	}
-	get_teardown(&gc, n);
+	get_teardown(kvp, &gc, n);
 	return rc < 0 ? rc : 0;
 }
 
@@ -829,6 +830,6 @@ int kvp_get(struct kvp *kvp, const char *key, void **buf, size_t *len)
 	}
 	if (gc.items)
 		free(gc.items[0].dst);
-	get_teardown(&gc, 1);
+	get_teardown(kvp, &gc, 1);
 	return res < 0 ? (int)res : 0;
 }

@@ -52,10 +52,13 @@ struct mconn {
 	size_t rlo, rhi;
 	uint64_t idle_ms;		/* when it went back to the idle list */
 	uint64_t ns_gen;		/* kvp->ns_gen it declared (lns.c): older goes */
+	uint64_t stats_reqid;		/* a CLIENT_STATS posted, unanswered; 0: none */
 };
 
-static void mconn_free(struct mconn *mc)
+static void mconn_free(struct kvp *kvp, struct mconn *mc)
 {
+	if (mc->stats_reqid)
+		cstats_lost(kvp);	/* closed before its CLIENT_STATS was answered */
 	close(mc->fd);
 	free(mc->rx);
 	free(mc);
@@ -139,11 +142,31 @@ static int mc_recv_frame(struct kvp *kvp, struct mconn *mc, uint64_t deadline,
 	}
 }
 
-/* h is the reply to a frame mc_post sent (their opcodes), and one is owed. */
+/* h is the reply to a frame mc_post sent (their opcodes), and one is owed.
+ * A master from before CLIENT_STATS answers it as a bad header: opcode
+ * HELLO, status EPROTO, the frame's reqid. */
 static bool owed_reply(const struct mconn *mc, const struct wire_hdr *h)
 {
 	return mc->owed && !h->payload_len &&
-	       (h->opcode == WIRE_OP_LEASE_RELEASE || h->opcode == WIRE_OP_EXISTS);
+	       (h->opcode == WIRE_OP_LEASE_RELEASE || h->opcode == WIRE_OP_EXISTS ||
+		(mc->stats_reqid && h->reqid == mc->stats_reqid));
+}
+
+/* An owed reply is dropped: false when the master closes the connection
+ * after it (it refused CLIENT_STATS: reports go off). */
+static bool owed_drop(struct kvp *kvp, struct mconn *mc, const struct wire_hdr *h)
+{
+	mc->owed--;
+	if (!mc->stats_reqid || h->reqid != mc->stats_reqid)
+		return true;
+	mc->stats_reqid = 0;
+	if (h->status == KVP_EPROTO) {
+		log_debug("master refused CLIENT_STATS: no more byte reports");
+		cstats_refused(kvp);
+	} else if (h->status == 0) {
+		cstats_answered(kvp);
+	}
+	return h->opcode == WIRE_OP_CLIENT_STATS;
 }
 
 /* Reads and drops the replies mc is owed: true when they came in order
@@ -157,9 +180,8 @@ static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
 		if (mc_recv_frame(kvp, mc, deadline, &h, &body) < 0)
 			return false;
 		free(body);
-		if (!owed_reply(mc, &h))
+		if (!owed_reply(mc, &h) || !owed_drop(kvp, mc, &h))
 			return false;
-		mc->owed--;
 	}
 	return true;
 }
@@ -178,7 +200,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			kvp->midle = mc->next;
 			kvp->mconns--;
 			pthread_mutex_unlock(&kvp->lock);
-			mconn_free(mc);
+			mconn_free(kvp, mc);
 			pthread_mutex_lock(&kvp->lock);
 			continue;
 		}
@@ -202,7 +224,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 				return 0;
 			}
 			/* Master restarted or dropped us while idle. */
-			mconn_free(mc);
+			mconn_free(kvp, mc);
 			pthread_mutex_lock(&kvp->lock);
 			kvp->mconns--;
 			continue;
@@ -294,7 +316,7 @@ static void mc_give(struct kvp *kvp, struct mconn *mc, bool healthy)
 	pthread_cond_broadcast(&kvp->cond);
 	pthread_mutex_unlock(&kvp->lock);
 	if (!healthy)
-		mconn_free(mc);
+		mconn_free(kvp, mc);
 }
 
 void mc_free(struct mcall *c, size_t n)
@@ -407,7 +429,8 @@ static int mc_exchange(struct kvp *kvp, struct mconn *mc, struct mcall *c, size_
 				if (m || !owed_reply(mc, &h))
 					break;
 				free(body);
-				mc->owed--;
+				if (!owed_drop(kvp, mc, &h))
+					return KVP_ECONN;	/* the master closes it */
 			}
 			*got_any = true;
 			if (!m || h.payload_len || (h.opcode != m->op && h.status == 0)) {
@@ -503,6 +526,9 @@ int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 		rc = mc_send(kvp, mc, win, w, deadline);
 		if (rc == 0)
 			mc->owed += (uint32_t)w;
+		for (size_t i = 0; rc == 0 && i < w; i++)
+			if (win[i]->op == WIRE_OP_CLIENT_STATS)
+				mc->stats_reqid = win[i]->reqid;
 	}
 	mc_give(kvp, mc, rc == 0);
 	return rc;
@@ -604,6 +630,6 @@ void mc_pool_close(struct kvp *kvp)
 		if (mc->owed)
 			mc_settle(kvp, mc, deadline);
 		kvp->midle = mc->next;
-		mconn_free(mc);
+		mconn_free(kvp, mc);
 	}
 }

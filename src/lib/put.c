@@ -759,6 +759,8 @@ out:
 	}
 	free(pc.items);
 	free(pc.todo);
+	if (kvp)
+		cstats_poll(kvp);
 	return rc < 0 ? rc : 0;
 }
 

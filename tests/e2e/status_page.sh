@@ -5,7 +5,9 @@
 # and dumps the DOM, which must show the figures `kvpool info --json`
 # prints (keys, capacity, memory used, per node used and objects, epoch),
 # plots with points, and a hit rate below 100% (misses asked); the master
-# counts the TCP bytes the nodes report. Then a node
+# counts the TCP bytes the nodes report, and the bytes the clients report
+# by path (CLIENT_STATS: local shared memory for the same-host gets, TCP
+# for --path tcp), which the page shows too. Then a node
 # is killed and the page must show it down within its node_ttl; a node's
 # own HTTP port serves its own view. A screenshot is kept for a person to
 # look at: $E2E_TMP/status-page.png, copied to BUILD/test-logs/ (the temp
@@ -52,6 +54,17 @@ ok "/api/status and /ui served on the master's http_listen"
 # the nodes' heartbeats carry their TCP bytes: the 200 gets of 16 KiB
 pyjson "$E2E_TMP/status.json" 'r["counters"]["tcp_read_bytes"] >= 200 * 16384' ||
 	bad "TCP bytes read: $(jval "$E2E_TMP/status.json" 'r["counters"]')"
+# the clients report their bytes by path (each bench reports as it closes)
+pyjson "$E2E_TMP/status.json" 'r["client_bytes"]["local"] >= 400 * 16384 and
+	r["client_bytes"]["tcp"] >= 200 * 16384' ||
+	bad "client bytes by path: $(jval "$E2E_TMP/status.json" 'r.get("client_bytes")')"
+http_get "$URL/metrics" >"$E2E_TMP/metrics.txt" || fail "/metrics"
+for path in local tcp; do
+	awk -v p="kvpool_master_client_bytes_total{path=\"$path\"}" \
+		'$1 == p && $2 > 0 { f = 1 } END { exit !f }' "$E2E_TMP/metrics.txt" ||
+		bad "/metrics: no $path bytes: $(grep client_bytes "$E2E_TMP/metrics.txt")"
+done
+ok "the clients' local and TCP bytes reach the master (/api/status, /metrics)"
 
 kv info --json >"$E2E_TMP/info.json" || fail "kvpool info --json"
 browse --dump-dom "$URL/" >"$E2E_TMP/dom.html" || fail "chromium --dump-dom"
@@ -125,6 +138,12 @@ if mode == "pool":
                 bad.append("node %s %s: page %s, info %s" % (n["name"], f, r.get("data-" + f), want))
         if r.get("data-state") != "up":
             bad.append("node %s: %s" % (n["name"], r.get("data-state")))
+    for path in ("local", "tcp"):
+        tot = p.ids.get("path-%s-rate" % path, {}).get("data-total")
+        if not tot or int(tot) <= 0:
+            bad.append("clients' %s bytes on the page: %r" % (path, tot))
+    if val("prefix-hit-rate") is None and "prefix-hit-rate" not in p.ids:
+        bad.append("no prefix hit rate card")
     hr = val("hit-rate")
     if not hr or not (0 < float(hr) < 100):
         bad.append("hit rate %r: expected between 0 and 100 (misses were asked)" % hr)
@@ -151,7 +170,7 @@ dom_check() {
 }
 
 if dom_check "$E2E_TMP/dom.html" "$E2E_TMP/info.json" pool; then
-	ok "the page shows kvpool info --json's figures, a hit rate and plots with points"
+	ok "the page shows kvpool info --json's figures, a hit rate, bytes by path and plots with points"
 else
 	bad "page vs kvpool info --json: $(cat "$E2E_TMP/domcheck.out")"
 fi

@@ -25,7 +25,10 @@ KEYS=$(jval "$E2E_TMP/info.json" 'r["keys"]')
 # --once: one plain report
 expect 0 kv top --once
 grep -q "^keys $KEYS " "$E2E_TMP/out" || fail "top --once: no 'keys $KEYS': $(cat "$E2E_TMP/out")"
-ok "top --once shows the keys"
+grep -q "^bytes/s by path: local .* TCP .* RDMA .* disk " "$E2E_TMP/out" &&
+	grep -q "^prefix hit rate " "$E2E_TMP/out" ||
+	fail "top --once: no bytes by path or prefix hit rate: $(cat "$E2E_TMP/out")"
+ok "top --once shows the keys, bytes by path and the prefix hit rate"
 
 # A private tmux server (its own socket), in the foreground (-D: tmux's
 # daemon() refuses a /dev/null that is not a character device, as in some

@@ -235,6 +235,139 @@ static void test_api_status_namespaces(void)
 		tl_dump_log(m.log);
 }
 
+static struct tl_frame *keys_call(struct tl_conn *c, uint16_t op, int n, const char *const *k)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	wb_u32(&b, (uint32_t)n);
+	for (int i = 0; i < n; i++)
+		wb_cstr(&b, k[i]);
+	struct tl_frame *f = tl_call(c, op, &b);
+	wb_free(&b);
+	return f;
+}
+
+static struct tl_frame *stats_call(struct tl_conn *c, uint32_t n, uint32_t have, uint64_t v)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	wb_u32(&b, n);
+	for (uint32_t i = 0; i < have; i++)
+		wb_u64(&b, v * (i + 1));
+	struct tl_frame *f = tl_call(c, WIRE_OP_CLIENT_STATS, &b);
+	wb_free(&b);
+	return f;
+}
+
+/* CLIENT_STATS sums by path; prefix lookups count the leading run of an
+ * EXISTS/GET batch of more than one key, in tokens under a namespace. */
+static void test_client_bytes_prefix(void)
+{
+	static struct json_tok toks[8192];
+	struct tl_master m;
+	struct json j;
+	char *body;
+	size_t blen;
+
+	tl_start_master(&m, "");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	struct wbuf b;
+	wb_init(&b);
+	wb_cstr(&b, "llama8b");
+	wb_cstr(&b, "meta-llama/Llama-3.1-8B");
+	wb_cstr(&b, "bfloat16");
+	wb_u32(&b, 16);
+	wb_cstr(&b, "NHD");
+	wb_u32(&b, 1);
+	struct tl_frame *f = tl_call(c, WIRE_OP_NS_DECLARE, &b);
+	wb_free(&b);
+	CHECK(f && f->h.status == 0, "NS_DECLARE");
+	tl_frame_free(f);
+	struct tl_obj o;
+	CHECK_EQ(tl_put1(c, "llama8b/b0", 100, &o), 0);
+	CHECK_EQ(tl_put1(c, "llama8b/b1", 100, &o), 0);
+	CHECK_EQ(tl_put1(c, "plain", 100, &o), 0);
+
+	/* the leading run: b0 b1 found, b2 missing, b0 again not counted */
+	const char *chain[] = { "llama8b/b0", "llama8b/b1", "llama8b/b2", "llama8b/b0" };
+	f = keys_call(c, WIRE_OP_EXISTS, 4, chain);
+	CHECK(f && f->h.status == 0, "EXISTS");
+	tl_frame_free(f);
+	/* GET outside a namespace: blocks only; a miss first: a run of 0 */
+	const char *g[] = { "nothere", "plain" };
+	f = keys_call(c, WIRE_OP_GET, 2, g);
+	CHECK(f && f->h.status == 0, "GET");
+	tl_frame_free(f);
+	const char *g2[] = { "plain", "plain" };
+	f = keys_call(c, WIRE_OP_GET, 2, g2);
+	CHECK(f && f->h.status == 0, "GET");
+	tl_frame_free(f);
+	/* one key: not a prefix lookup */
+	f = keys_call(c, WIRE_OP_EXISTS, 1, chain);
+	tl_frame_free(f);
+
+	/* CLIENT_STATS: 4 known; a fifth (a later client's) skipped; bad ones refused */
+	f = stats_call(c, 4, 4, 100);		/* 100 200 300 400 */
+	CHECK(f && f->h.status == 0 && f->h.opcode == WIRE_OP_CLIENT_STATS, "CLIENT_STATS");
+	tl_frame_free(f);
+	f = stats_call(c, 5, 5, 1);		/* 1 2 3 4 (5) */
+	CHECK(f && f->h.status == 0, "CLIENT_STATS with more than known");
+	tl_frame_free(f);
+	f = stats_call(c, 2, 2, 10);		/* fewer: 10 20 */
+	CHECK(f && f->h.status == 0, "CLIENT_STATS with fewer");
+	tl_frame_free(f);
+	f = stats_call(c, 65, 65, 1);
+	CHECK(f && f->h.status == KVP_EPROTO, "count > 64 refused");
+	tl_frame_free(f);
+	f = stats_call(c, 4, 3, 1);
+	CHECK(f && f->h.status == KVP_EPROTO, "short body refused");
+	tl_frame_free(f);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
+	REQUIRE(body, "metrics body");
+	CHECK(strstr(body, "kvpool_master_client_bytes_total{path=\"local\"} 111\n"), "local");
+	CHECK(strstr(body, "kvpool_master_client_bytes_total{path=\"tcp\"} 222\n"), "tcp");
+	CHECK(strstr(body, "kvpool_master_client_bytes_total{path=\"rdma\"} 303\n"), "rdma");
+	CHECK(strstr(body, "kvpool_master_client_bytes_total{path=\"disk\"} 404\n"), "disk");
+	CHECK(strstr(body, "kvpool_master_prefix_blocks_asked_total 8\n"), "blocks asked");
+	CHECK(strstr(body, "kvpool_master_prefix_blocks_found_total 4\n"), "blocks found");
+	CHECK(strstr(body, "kvpool_master_prefix_tokens_asked_total 64\n"), "tokens asked");
+	CHECK(strstr(body, "kvpool_master_prefix_tokens_found_total 32\n"), "tokens found");
+	CHECK(strstr(body, "kvpool_master_requests_total{op=\"client_stats\"} 5\n"), "per-op");
+	CHECK(check_prometheus(body) > 100, "valid exposition");
+	free(body);
+
+	CHECK_EQ(tl_http(m.http_port, "GET", "/api/status?since=0", NULL, 0, &body, &blen), 200);
+	REQUIRE(body && json_parse(&j, body, blen, toks, 8192) == 0, "/api/status is JSON");
+	int cb = json_get(&j, 0, "client_bytes"), px = json_get(&j, 0, "prefix");
+	CHECK_EQ(api_num(&j, cb, "local"), 111);
+	CHECK_EQ(api_num(&j, cb, "tcp"), 222);
+	CHECK_EQ(api_num(&j, cb, "rdma"), 303);
+	CHECK_EQ(api_num(&j, cb, "disk"), 404);
+	CHECK_EQ(api_num(&j, px, "blocks_asked"), 8);
+	CHECK_EQ(api_num(&j, px, "blocks_found"), 4);
+	CHECK_EQ(api_num(&j, px, "tokens_asked"), 64);
+	CHECK_EQ(api_num(&j, px, "tokens_found"), 32);
+	int h = json_get(&j, 0, "history"), t = json_get(&j, h, "t");
+	static const char *const hf[] = { "client_local_bytes", "client_tcp_bytes",
+		"client_rdma_bytes", "client_disk_bytes", "prefix_blocks_asked",
+		"prefix_blocks_found", "prefix_tokens_asked", "prefix_tokens_found" };
+	for (size_t i = 0; i < sizeof(hf) / sizeof(hf[0]); i++) {
+		int a = json_get(&j, h, hf[i]);
+		CHECK(json_is(&j, a, JSON_ARRAY) && j.t[a].count == j.t[t].count, "history %s", hf[i]);
+	}
+	free(body);
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
 static void test_metrics_health_metadata(void)
 {
 	struct tl_master m;
@@ -500,6 +633,7 @@ int main(void)
 	test_cli();
 	test_metrics_health_metadata();
 	test_api_status_namespaces();
+	test_client_bytes_prefix();
 	test_mooncake_flags();
 	return tl_done();
 }
