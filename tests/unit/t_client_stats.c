@@ -136,6 +136,7 @@ int main(void)
 		atomic_fetch_add(&kvp->st.local_bytes, 100);	/* as a copy would */
 		cstats_flush(kvp);
 		CHECK_EQ(kvp_info(kvp, &info), 0);
+		kvp_info_free(&info);
 	}
 	int n = atomic_load(&stats_frames);
 	CHECK(n >= 1 && n <= CSTATS_STRIKES, "%d CLIENT_STATS frames sent (at most %d)", n,
