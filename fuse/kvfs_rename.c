@@ -263,6 +263,16 @@ static int move_stored(struct rn *r, struct kvfs_node *n)
 	at = st.access_time_ns ? st.access_time_ns : st.put_time_ns;
 	pthread_mutex_lock(&fs->lock);
 	kvfs_times_get_locked(&fs->times, r->c.raw, r->c.rawlen, st.put_time_ns, &mt, &at);
+	if (n && (n->set_mtime_ns || n->set_atime_ns)) {
+		/* times set while its put was in flight, not yet applied by
+		 * kvfs_commit_times (it runs after the put, unlocked): they are
+		 * the file's and go with it (rsync: utimes, then rename) */
+		if (n->set_mtime_ns)
+			mt = n->set_mtime_ns;
+		if (n->set_atime_ns)
+			at = n->set_atime_ns;
+		n->set_mtime_ns = n->set_atime_ns = 0;
+	}
 	kvfs_times_drop_locked(&fs->times, r->c.raw, r->c.rawlen);
 	pthread_mutex_unlock(&fs->lock);
 	rc = remove_key(fs, r->c.raw);
