@@ -192,19 +192,14 @@ static void check_api_status(int port)
 	CHECK_EQ(tl_http(port, "POST", "/api/status", "x", 1, NULL, NULL), 404);
 }
 
-/* Namespaces on the status page: name, model, keys, declaring clients. */
-static void test_api_status_namespaces(void)
+/* A master, a node's segment mounted and a client that declared namespace
+ * llama8b (16 tokens a page); *node is the node's connection. */
+static struct tl_conn *ns_pool(struct tl_master *m, struct tl_conn **node)
 {
-	static struct json_tok toks[4096];
-	struct tl_master m;
-	struct json j;
-	char *body;
-	size_t blen;
-
-	tl_start_master(&m, "");
-	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
-	REQUIRE(tl_mount(node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
-	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	tl_start_master(m, "");
+	*node = tl_client(m->port, WIRE_ROLE_NODE, NULL, "h");
+	REQUIRE(tl_mount(*node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
+	struct tl_conn *c = tl_client(m->port, WIRE_ROLE_CLIENT, NULL, "h");
 	struct wbuf b;
 	wb_init(&b);
 	wb_cstr(&b, "llama8b");
@@ -217,6 +212,19 @@ static void test_api_status_namespaces(void)
 	wb_free(&b);
 	CHECK(f && f->h.status == 0, "NS_DECLARE");
 	tl_frame_free(f);
+	return c;
+}
+
+/* Namespaces on the status page: name, model, keys, declaring clients. */
+static void test_api_status_namespaces(void)
+{
+	static struct json_tok toks[4096];
+	struct tl_master m;
+	struct json j;
+	char *body;
+	size_t blen;
+
+	struct tl_conn *node, *c = ns_pool(&m, &node);
 	struct tl_obj o;
 	CHECK_EQ(tl_put1(c, "llama8b/b0", 100, &o), 0);
 
@@ -271,22 +279,7 @@ static void test_client_bytes_prefix(void)
 	char *body;
 	size_t blen;
 
-	tl_start_master(&m, "");
-	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
-	REQUIRE(tl_mount(node, "n1", "h", 1 << 20, 5, 4096, NULL) > 0, "mount");
-	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
-	struct wbuf b;
-	wb_init(&b);
-	wb_cstr(&b, "llama8b");
-	wb_cstr(&b, "meta-llama/Llama-3.1-8B");
-	wb_cstr(&b, "bfloat16");
-	wb_u32(&b, 16);
-	wb_cstr(&b, "NHD");
-	wb_u32(&b, 1);
-	struct tl_frame *f = tl_call(c, WIRE_OP_NS_DECLARE, &b);
-	wb_free(&b);
-	CHECK(f && f->h.status == 0, "NS_DECLARE");
-	tl_frame_free(f);
+	struct tl_conn *node, *c = ns_pool(&m, &node);
 	struct tl_obj o;
 	CHECK_EQ(tl_put1(c, "llama8b/b0", 100, &o), 0);
 	CHECK_EQ(tl_put1(c, "llama8b/b1", 100, &o), 0);
@@ -294,7 +287,7 @@ static void test_client_bytes_prefix(void)
 
 	/* the leading run: b0 b1 found, b2 missing, b0 again not counted */
 	const char *chain[] = { "llama8b/b0", "llama8b/b1", "llama8b/b2", "llama8b/b0" };
-	f = keys_call(c, WIRE_OP_EXISTS, 4, chain);
+	struct tl_frame *f = keys_call(c, WIRE_OP_EXISTS, 4, chain);
 	CHECK(f && f->h.status == 0, "EXISTS");
 	tl_frame_free(f);
 	/* GET outside a namespace: blocks only; a miss first: a run of 0 */
