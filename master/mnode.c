@@ -337,18 +337,9 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 	} else if (tier == 0 && seg_reserve(s, off, alloc_len)) {
 		return false;	/* overlaps an allocation made since the mount */
 	}
-	o = objtab_insert(&m->objs, key, klen, 1);
+	o = mobj_new_complete(m, key, klen, value_len, gen, csum, put_ns);
 	if (!o)
 		goto out_unreserve;
-	o->value_len = value_len;
-	o->generation = gen;
-	o->checksum = csum;
-	o->put_time_ns = put_ns;
-	o->atime = m_now32(m);
-	o->pkey = mpol_admit(m, o->hash);
-	o->flags = OBJ_COMPLETE;
-	m->keys++;
-	mns_count(m, o, 1);
 	if (mobj_attach(m, s, &o, tier, off, alloc_len)) {
 		mobj_unlink(m, o);
 		goto out_unreserve;

@@ -43,6 +43,25 @@ static struct objarr *obj_arr(struct master *m, const struct obj *o)
 	return obj_complete(o) ? &m->leased : &m->pending;
 }
 
+struct obj *mobj_new_complete(struct master *m, const uint8_t *key, size_t klen,
+			      uint64_t value_len, uint64_t gen, uint64_t csum, uint64_t put_ns)
+{
+	struct obj *o = objtab_insert(&m->objs, key, klen, 1);
+
+	if (!o)
+		return NULL;
+	o->value_len = value_len;
+	o->generation = gen;
+	o->checksum = csum;
+	o->put_time_ns = put_ns;
+	o->atime = m_now32(m);
+	o->pkey = mpol_admit(m, o->hash);
+	o->flags = OBJ_COMPLETE;
+	m->keys++;
+	mns_count(m, o, 1);
+	return o;
+}
+
 void mobj_unlink(struct master *m, struct obj *o)
 {
 	mchain_unlink(m, o);

@@ -48,6 +48,12 @@ void mobj_set_aside(struct master *m, struct obj *o);
 bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent);
 /* Drops every replica of o (see mobj_drop_replica), then o. */
 void mobj_destroy(struct master *m, struct obj *o, bool free_extents);
+/* A new complete object of key (value_len, generation gen, checksum csum,
+ * put at put_ns) in the table, counted in keys and its namespace, with no
+ * replica yet: a node's REPORT or the standby stream adopting it. NULL on
+ * out of memory. */
+struct obj *mobj_new_complete(struct master *m, const uint8_t *key, size_t klen,
+			      uint64_t value_len, uint64_t gen, uint64_t csum, uint64_t put_ns);
 /* Adds a replica (s, tier, off, len) to *op, which may move to make room
  * (objtab_regrow: *op is updated). 0 or KVP_ENOMEM (nothing added). */
 int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, uint64_t off,

@@ -369,18 +369,9 @@ static int apply_add(struct master *m, struct rbuf *r)
 		return 0;	/* overlaps: the takeover's reconciliation settles it */
 	bool fresh = !o;
 	if (fresh) {
-		o = objtab_insert(&m->objs, key, klen, 1);
+		o = mobj_new_complete(m, key, klen, vlen, gen, csum, put_ns);
 		if (!o)
 			goto out_unreserve;
-		o->value_len = vlen;
-		o->generation = gen;
-		o->checksum = csum;
-		o->put_time_ns = put_ns;
-		o->atime = m_now32(m);
-		o->pkey = mpol_admit(m, o->hash);
-		o->flags = OBJ_COMPLETE;
-		m->keys++;
-		mns_count(m, o, 1);
 	}
 	if (mobj_attach(m, s, &o, tier, off, alen)) {
 		if (fresh)
