@@ -6,7 +6,8 @@
 # rotting) and, when built, each fuzz target for a few seconds (through
 # tests/fuzz/run.sh, the runner `make fuzz-run` uses). One line per
 # test, then "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
-# Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10).
+# Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10; 0:
+# no fuzz targets).
 set -u
 build=${1:-build}
 shift || true
@@ -25,7 +26,7 @@ for t in tests/e2e/*.sh; do
 	[ -f "$t" ] && tests+=("$t")
 done
 for t in tests/bench/*.sh; do [ -f "$t" ] && tests+=("bench:$t"); done
-if [ -d build-fuzz/fuzz ]; then
+if [ -d build-fuzz/fuzz ] && [ "$fuzz_s" != 0 ]; then
 	for t in build-fuzz/fuzz/fuzz_*; do [ -x "$t" ] && tests+=("fuzz:$t"); done
 fi
 if [ $# -gt 0 ]; then

@@ -8,6 +8,7 @@
 # Needs torch in /usr/bin/python3 (Debian's python3-torch; PREFIX_REUSE_PYTHON
 # names another). Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
+skip_in_san_pass "torch under the ASan runtime takes minutes; python.sh runs the instrumented extension"
 PY=${PREFIX_REUSE_PYTHON:-/usr/bin/python3}
 cd "$E2E_ROOT" || exit 1
 

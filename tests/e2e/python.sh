@@ -27,7 +27,10 @@ rc=$?
 # of the same version has Debian's python3-torch (a pyenv python3 first on
 # PATH), they run there too: the module's ABI is the same.
 sys_py=/usr/bin/python3
-if [ $rc = 0 ] && ! "$PY" -c 'import torch' 2>/dev/null && [ -x $sys_py ] &&
+# Not in the ASan pass (build-san): torch under the ASan runtime takes minutes
+# and the first pass runs them against the same C code.
+if [ $rc = 0 ] && [ "$(basename "$B")" != build-san ] &&
+	! "$PY" -c 'import torch' 2>/dev/null && [ -x $sys_py ] &&
 	[ "$("$PY" -c 'import sys; print(sys.version_info[:2])')" = \
 	  "$($sys_py -c 'import sys; print(sys.version_info[:2])')" ] &&
 	$sys_py -c 'import torch' 2>/dev/null; then

@@ -13,6 +13,7 @@
 # look at: $E2E_TMP/status-page.png, copied to BUILD/test-logs/ (the temp
 # dir goes at exit). Skips (77) without chromium.
 . "$(dirname "$0")/lib.sh"
+skip_in_san_pass "a browser's view of the page; t_master_http runs /api/status under ASan"
 e2e_init status_page
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
 command -v chromium >/dev/null || skip "chromium is not installed (apt-get install chromium)"

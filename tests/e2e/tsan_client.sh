@@ -9,6 +9,8 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
+# Its own TSan build: the same run in the ASan pass (build-san) would repeat it.
+case ${KVP_BUILD:-} in */build-san) echo "skip: not in the ASan pass: it builds and runs its own build-tsan"; exit 77 ;; esac
 cc=${CC:-cc}
 probe=$(mktemp -d /tmp/kvp-tsan.XXXXXX)
 trap 'rm -rf "$probe"' EXIT
