@@ -174,6 +174,7 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	gauge(b, "kvpool_master_bytes_used", "Bytes allocated in all segments.", used);
 	gauge(b, "kvpool_master_capacity_bytes", "Bytes of all segments.", cap);
 	ns_metrics(b, m);
+	mten_metrics(m, b);
 	seg_metric(b, m, "kvpool_master_segment_used_bytes",
 		   "Bytes allocated in a segment (FREEs not yet acknowledged included).", seg_used);
 	seg_metric(b, m, "kvpool_master_segment_capacity_bytes", "Bytes of a segment.", seg_cap);
