@@ -17,49 +17,11 @@
 #include "mlease.h"
 #include "wire.h"
 
-#define CLUSTER_TENANT "cluster"
-
 void mten_destroy(struct mten *t)
 {
 	tenant_tab_free(&t->tab);
 	free(t->st);
 	t->st = NULL;
-}
-
-/* The file's table plus the cluster token as the admin tenant "cluster". */
-static int load(const struct kvp_conf *conf, struct tenant_tab *tab, char *err, size_t errlen)
-{
-	if (!conf->cluster.token[0]) {
-		log_seterr(err, errlen, "[cluster] tenants_file needs token_file: the cluster token "
-			   "is the admin tenant, and nodes use it");
-		return KVP_EINVAL;
-	}
-	if (tenant_load(tab, conf->cluster.tenants_file, err, errlen))
-		return KVP_EINVAL;
-	size_t tl = strlen(conf->cluster.token);
-	if (tenant_find_name(tab, CLUSTER_TENANT) ||
-	    tenant_find_token(tab, (const uint8_t *)conf->cluster.token, tl)) {
-		log_seterr(err, errlen, "tenants file %s: the name '" CLUSTER_TENANT "' and the "
-			   "cluster token are the admin tenant's", conf->cluster.tenants_file);
-		tenant_tab_free(tab);
-		return KVP_EINVAL;
-	}
-	struct tenant *v = realloc(tab->v, (tab->n + 1) * sizeof(*v));
-	if (!v || tl > TENANT_TOKEN_MAX) {
-		if (v)
-			tab->v = v;
-		log_seterr(err, errlen, "out of memory");
-		tenant_tab_free(tab);
-		return KVP_ENOMEM;
-	}
-	tab->v = v;
-	struct tenant *c = &v[tab->n++];
-	memset(c, 0, sizeof(*c));
-	strcpy(c->name, CLUSTER_TENANT);
-	memcpy(c->token, conf->cluster.token, tl + 1);
-	c->token_len = tl;
-	c->admin = c->read_all = c->write_all = c->rdma_trusted = true;
-	return 0;
 }
 
 static int owner(const struct mten *t, const uint8_t *key, size_t klen)
@@ -93,7 +55,8 @@ int mten_init(struct master *m, char *err, size_t errlen)
 	memset(t, 0, sizeof(*t));
 	if (!m->conf.cluster.tenants_file[0])
 		return 0;
-	if (load(&m->conf, &t->tab, err, errlen))
+	if (tenant_load_cluster(&t->tab, m->conf.cluster.tenants_file, m->conf.cluster.token,
+				err, errlen))
 		return KVP_EINVAL;
 	t->st = calloc(t->tab.n, sizeof(*t->st));
 	if (!t->st) {
@@ -114,7 +77,8 @@ int mten_reload(struct master *m, char *err, size_t errlen)
 
 	if (!t->on)
 		return 0;
-	if (load(&m->conf, &nt, err, errlen))
+	if (tenant_load_cluster(&nt, m->conf.cluster.tenants_file, m->conf.cluster.token, err,
+				errlen))
 		return KVP_EINVAL;
 	struct mten_stats *st = calloc(nt.n, sizeof(*st));
 	if (!st) {

@@ -421,3 +421,41 @@ bool tenant_covers_prefix(const struct tenant *t, const uint8_t *p, size_t n,
 {
 	return tenant_may(t, p, n, r);	/* a rule prefix of p covers all under p */
 }
+
+int tenant_load_cluster(struct tenant_tab *t, const char *path, const char *cluster_token,
+			char *err, size_t errlen)
+{
+	size_t tl = strlen(cluster_token);
+
+	t->v = NULL;
+	t->n = 0;
+	if (!tl || tl > TENANT_TOKEN_MAX) {
+		log_seterr(err, errlen, "[cluster] tenants_file needs token_file (a token of at "
+			   "most %d bytes): the cluster token is the admin tenant, and nodes use "
+			   "it", TENANT_TOKEN_MAX);
+		return KVP_EINVAL;
+	}
+	if (tenant_load(t, path, err, errlen))
+		return KVP_EINVAL;
+	if (tenant_find_name(t, TENANT_CLUSTER) ||
+	    tenant_find_token(t, (const uint8_t *)cluster_token, tl)) {
+		log_seterr(err, errlen, "tenants file %s: the name '" TENANT_CLUSTER "' and the "
+			   "cluster token are the admin tenant's", path);
+		tenant_tab_free(t);
+		return KVP_EINVAL;
+	}
+	struct tenant *v = realloc(t->v, (t->n + 1) * sizeof(*v));
+	if (!v) {
+		log_seterr(err, errlen, "out of memory");
+		tenant_tab_free(t);
+		return KVP_ENOMEM;
+	}
+	t->v = v;
+	struct tenant *c = &v[t->n++];
+	memset(c, 0, sizeof(*c));
+	strcpy(c->name, TENANT_CLUSTER);
+	memcpy(c->token, cluster_token, tl + 1);
+	c->token_len = tl;
+	c->admin = c->read_all = c->write_all = c->rdma_trusted = true;
+	return 0;
+}

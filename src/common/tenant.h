@@ -23,6 +23,8 @@
 #define TENANT_PREFIXES_MAX 64		/* per right */
 #define TENANT_FILE_MAX (1u << 20)	/* bytes */
 
+#define TENANT_CLUSTER "cluster"	/* the cluster token's tenant (admin) */
+
 enum tenant_right { TENANT_READ, TENANT_WRITE };
 
 struct tenant_prefix {
@@ -58,6 +60,13 @@ int tenant_parse(struct tenant_tab *t, const char *buf, size_t len, bool read_fi
 /* Reads and decodes path (at most TENANT_FILE_MAX bytes; like token_file it
  * must not be readable by group or other). */
 int tenant_load(struct tenant_tab *t, const char *path, char *err, size_t errlen);
+
+/* tenant_load, then the cluster token appended as the admin tenant
+ * TENANT_CLUSTER (the name and token are refused in the file): what
+ * master and nodes run on. An empty cluster_token is refused (nodes need
+ * one, and the daemons would listen on loopback only). */
+int tenant_load_cluster(struct tenant_tab *t, const char *path, const char *cluster_token,
+			char *err, size_t errlen);
 
 void tenant_tab_free(struct tenant_tab *t);
 
