@@ -15,7 +15,10 @@
 #  4. a tenant token may not connect as a node;
 #  5. reload (SIGHUP): a connection of a removed token is refused at its
 #     next request on master and node, a new token works, others keep on;
-#  6. per-tenant metrics; the daemons keep serving throughout.
+#  6. per-tenant metrics; the daemons keep serving throughout;
+#  7. HTTP: the metadata store and the admin queries need a Bearer token
+#     (401 without, 403 for a tenant on admin endpoints), /metrics and
+#     /health stay open.
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 e2e_init tenants
@@ -37,7 +40,7 @@ bob   token=$BOB write=bob/,shared/ rdma=trusted
 EOF
 chmod 600 "$T/tenants"
 
-pool_ini "[cluster]" "token_file = $T/admin.tok" "tenants_file = $T/tenants" \
+pool_ini "metadata_server = true" "[cluster]" "token_file = $T/admin.tok" "tenants_file = $T/tenants" \
 	"[client]" "protocol = tcp" "timeout = 5s" "[log]" "level = info"
 run_master
 pool_node n1 "segment_size = 16M" "heartbeat_interval = 300ms"
@@ -216,6 +219,35 @@ r=$(awk '$1 == "kvpool_master_tenant_refused_total{tenant=\"alice\"}" { print $2
 o=$(awk '$1 == "kvpool_master_tenant_objects{tenant=\"bob\"}" { print $2 }' <<<"$m")
 [ "$o" = 2 ] && ok "metrics: bob owns 2 objects" || bad "metrics: bob owns '$o' objects"
 grep -q "$ALICE\|$BOB" <<<"$m" && bad "a token appears in /metrics"
+
+# ---- 7. HTTP ----
+code() {	# code METHOD URL [TOKEN]: the HTTP status (curl)
+	local h=()
+	[ -n "${3:-}" ] && h=(-H "Authorization: Bearer $3")
+	curl -s -o "$T/body" -w '%{http_code}' -X "$1" "${h[@]}" --data-binary x "$2"
+}
+if command -v curl >/dev/null; then
+	md=http://127.0.0.1:$MASTER_MD_PORT/metadata?key=k1
+	adm=http://127.0.0.1:$MASTER_HTTP_PORT
+	[ "$(code PUT "$md")" = 401 ] && grep -q "Bearer" "$T/body" &&
+		ok "metadata store: a PUT without a token is 401: $(cat "$T/body")" ||
+		bad "metadata store PUT without a token: $(cat "$T/body")"
+	[ "$(code PUT "$md" wrong)" = 401 ] || bad "metadata store PUT with a wrong token not 401"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$md")" = 404 ] ||
+		bad "the unauthorized PUT stored k1"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$md")" = 401 ] || bad "metadata GET without a token"
+	[ "$(code PUT "$md" "$ALICE")" = 200 ] || bad "metadata PUT with alice's token: $(cat "$T/body")"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "$adm/get_all_keys")" = 401 ] ||
+		bad "/get_all_keys without a token"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ALICE" \
+		"$adm/get_all_keys")" = 403 ] || bad "/get_all_keys with a tenant's token"
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" \
+		"$adm/get_all_keys")" = 200 ] || bad "/get_all_keys with the cluster token"
+	for p in /metrics /health /api/status; do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$adm$p")" = 200 ] || bad "$p not open"
+	done
+	ok "HTTP: data and admin endpoints need a Bearer token, /metrics /health /api/status open"
+fi
 
 # ---- 5. reload: bob's token goes, carol's comes ----
 mkfifo "$T/go"
