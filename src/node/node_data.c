@@ -266,7 +266,7 @@ static const struct tenant *dconn_tenant(const struct node_dconn *d)
 }
 
 /* A tenant that may not read every key reads a whole extent it may read:
- * off must hold a committed header of this segment whose key its rights
+ * off must hold a decodable header of this segment whose key its rights
  * cover, len no more than that extent, and the value must match its
  * checksum (so a header forged inside a value cannot reach the bytes of
  * the extent behind it). 0 or KVP_EPERM / KVP_ESTALE. */
