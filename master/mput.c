@@ -574,8 +574,8 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 		uint64_t gen;
 		struct obj *o = mobj_read_gen(m, r, &gen, &s);
 		if (o && (s = mten_check(m, m->cur, obj_key(o), o->key_len, true)) != 0)
-			;			/* another tenant's put: not this token's */
-		else if (o && obj_complete(o))
+			o = NULL;		/* another tenant's put: not this token's */
+		if (o && obj_complete(o))
 			s = KVP_EINVAL;		/* finished puts are REMOVEd */
 		else if (o)
 			mobj_destroy(m, o, true);

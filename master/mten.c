@@ -137,9 +137,13 @@ int mten_hello(struct master *m, struct master_client *c, const uint8_t *tok, si
 
 const struct tenant *mten_of(const struct master *m, const struct master_client *c)
 {
-	if (!m->ten.on || !c || c->tenant < 0)
+	/* no rights: a connection before HELLO or revoked (a parked put of
+	 * its retried after the reload) */
+	static const struct tenant none = { .name = "none" };
+
+	if (!m->ten.on || !c)
 		return NULL;
-	return &m->ten.tab.v[c->tenant];
+	return c->tenant < 0 ? &none : &m->ten.tab.v[c->tenant];
 }
 
 int mten_check(struct master *m, struct master_client *c, const uint8_t *key, size_t klen,
@@ -149,7 +153,8 @@ int mten_check(struct master *m, struct master_client *c, const uint8_t *key, si
 
 	if (!x || tenant_may(x, key, klen, write ? TENANT_WRITE : TENANT_READ))
 		return 0;
-	m->ten.st[c->tenant].refused++;
+	if (c->tenant >= 0)
+		m->ten.st[c->tenant].refused++;
 	return KVP_EPERM;
 }
 
@@ -166,7 +171,8 @@ int mten_check_prefix(struct master *m, struct master_client *c, const uint8_t *
 
 	if (!x || tenant_may_prefix(x, p, n, write ? TENANT_WRITE : TENANT_READ))
 		return 0;
-	m->ten.st[c->tenant].refused++;
+	if (c->tenant >= 0)
+		m->ten.st[c->tenant].refused++;
 	return KVP_EPERM;
 }
 

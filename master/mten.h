@@ -53,7 +53,8 @@ int mten_hello(struct master *m, struct master_client *c, const uint8_t *tok, si
  * write key. c NULL (the master itself) passes. */
 int mten_check(struct master *m, struct master_client *c, const uint8_t *key, size_t klen,
 	       bool write);
-/* c's tenant; NULL when every right is c's (no tenants file). */
+/* c's tenant; NULL when every right is c's (no tenants file, or c NULL:
+ * the master itself); a tenant of no rights before HELLO or once revoked. */
 const struct tenant *mten_of(const struct master *m, const struct master_client *c);
 
 /* Read-only: may c read key (LIST filtering, not counted)? */

@@ -260,8 +260,14 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 static void sread_start(struct node_dconn *d, const struct wire_hdr *h, uint64_t off,
 			uint64_t len);
 
+/* NULL: every right (no tenants file); a tenant of no rights once revoked
+ * (a WRITE payload still arriving). */
 static const struct tenant *dconn_tenant(const struct node_dconn *d)
 {
+	static const struct tenant none = { .name = "revoked" };
+
+	if (d->revoked)
+		return &none;
 	return d->tenant < 0 ? NULL : &d->sv->tenants.v[d->tenant];
 }
 
