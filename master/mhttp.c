@@ -562,10 +562,12 @@ static bool authorized(struct mhttp *h, const struct http_req *req, struct http_
 	return true;
 }
 
+/* /get_all_segments (node names) stays open: SGLang's check_server polls
+ * it without credentials. */
 static bool admin_path(const char *p)
 {
-	static const char *const paths[] = { "/get_all_segments", "/get_segments_detail",
-		"/query_segment", "/query_key", "/batch_query_keys", "/get_all_keys" };
+	static const char *const paths[] = { "/get_segments_detail", "/query_segment",
+		"/query_key", "/batch_query_keys", "/get_all_keys" };
 
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (!strcmp(p, paths[i]))

@@ -285,7 +285,7 @@ int tenant_parse(struct tenant_tab *t, const char *buf, size_t len, bool read_fi
 		}
 		struct tenant *v = realloc(t->v, (t->n + 1) * sizeof(*v));
 		if (!v) {
-			log_seterr(err, errlen, "out of memory");
+			log_seterr(err, errlen, "line %zu: out of memory", line);
 			goto out_free;
 		}
 		t->v = v;

@@ -243,10 +243,10 @@ if command -v curl >/dev/null; then
 		"$adm/get_all_keys")" = 403 ] || bad "/get_all_keys with a tenant's token"
 	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" \
 		"$adm/get_all_keys")" = 200 ] || bad "/get_all_keys with the cluster token"
-	for p in /metrics /health /api/status; do
+	for p in /metrics /health /api/status /get_all_segments; do
 		[ "$(curl -s -o /dev/null -w '%{http_code}' "$adm$p")" = 200 ] || bad "$p not open"
 	done
-	ok "HTTP: data and admin endpoints need a Bearer token, /metrics /health /api/status open"
+	ok "HTTP: data and admin endpoints need a Bearer token, status endpoints open"
 fi
 
 # ---- 5. reload: bob's token goes, carol's comes ----
