@@ -536,10 +536,10 @@ static bool authorized(struct mhttp *h, const struct http_req *req, struct http_
 {
 	const struct master *m = h->m;
 	const char *want = m->conf.cluster.token;
-	const char *a = http_header(req, "Authorization");
 
 	if (!want[0])
 		return true;	/* no token: loopback only (DESIGN: Safety) */
+	const char *a = http_header(req, "Authorization");
 	const char *tok = a && strncasecmp(a, "Bearer ", 7) == 0 ? a + 7 : NULL;
 	size_t n = tok ? strlen(tok) : 0;
 	const struct tenant *t = NULL;
