@@ -249,6 +249,30 @@ if command -v curl >/dev/null; then
 	ok "HTTP: data and admin endpoints need a Bearer token, status endpoints open"
 fi
 
+# ---- 8. the FUSE view as a tenant (libkvpool: the master's checks) ----
+if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
+	mnt=$T/mnt
+	mkdir -p "$mnt"
+	on_cleanup "fuse_unmount '$mnt'"
+	spawn mount-alice "$B/kvpool" -c "$POOL_INI" -o "cluster.token_file=$T/alice.tok" \
+		mount -f "$mnt"
+	vpid=$SPAWN_PID
+	waitfor 10 grep -q " $mnt fuse" /proc/mounts || fail "alice's FUSE view did not mount"
+	top=$(ls "$mnt")
+	grep -qx bob <<<"$top" && bad "alice's FUSE view lists bob/: $top"
+	grep -qx alice <<<"$top" || bad "alice's FUSE view lacks alice/: $top"
+	cmp -s "$mnt/alice/q2" "$T/q2" || bad "alice cannot read her own file in the view"
+	if cat "$mnt/bob/secret" >/dev/null 2>"$T/err"; then
+		bad "alice read bob/secret through the FUSE view"
+	fi
+	grep -qi "permission denied\|no such file" "$T/err" || bad "FUSE view error: $(cat "$T/err")"
+	if cp "$T/alival" "$mnt/bob/evil" 2>"$T/err"; then bad "alice wrote bob/evil through the view"; fi
+	as admin exists bob/evil >/dev/null 2>&1 && bad "bob/evil stored through the view"
+	fusermount3 -u "$mnt"
+	waitfor 10 gone "$vpid" || bad "alice's FUSE view did not exit"
+	ok "FUSE view as alice: her keys only, bob's refused ($(head -c 80 "$T/err"))"
+fi
+
 # ---- 5. reload: bob's token goes, carol's comes ----
 mkfifo "$T/go"
 raw hold "$MASTER_PORT" "$N1_PORT" "$BOB" "$T/go" >"$T/hold.out" 2>&1 &
