@@ -9,7 +9,7 @@
 #  2. the node data path: a raw READ at the offset of another tenant's
 #     object is refused with no payload (and works for its own), a WRITE
 #     whose image names a key of another tenant under its own grant is
-#     tombstoned, RDMA_CONNECT by a tenant not rdma=trusted is refused;
+#     refused and tombstoned, RDMA_CONNECT by a tenant not rdma=trusted is refused;
 #  3. quotas: a tenant's put over its quota evicts its own objects first,
 #     fails with KVP_ENOSPC when it cannot fit, and never touches another's;
 #  4. a tenant token may not connect as a node;
@@ -135,8 +135,44 @@ class Conn:
             return self.s.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
+xxh = ctypes.CDLL("libxxhash.so.0").XXH3_64bits
+xxh.restype = ctypes.c_uint64
+xxh.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+def image(key, value, gen, uuid):
+    h = struct.pack("<IHHIIQQQQQ", 0x5850564B, 1, 0, len(key), 0, len(value), xxh(value, len(value)),
+                    gen, uuid, time.time_ns())
+    return h + struct.pack("<Q", xxh(h + key, len(h) + len(key))) + key + value
+def seg_uuid(m):
+    st, body, _ = m.call(7)
+    p = 4 + 4
+    for _ in range(3):
+        p += 2 + struct.unpack_from("<H", body, p)[0]
+    return struct.unpack_from("<Q", body, p + 24)[0]
 cmd = sys.argv[1]
-if cmd == "read":	# read PORT TOKEN OFF LEN: status and payload length
+if cmd == "forge":	# forge MPORT NPORT TOKEN: WRITE statuses of a forged and an honest image
+    m, n = Conn(int(sys.argv[2])), Conn(int(sys.argv[3]))
+    tok = sys.argv[4]
+    st, body, _ = m.call(1, struct.pack("<H", 1) + s16(tok.encode()) + s16(b"raw") + s16(b"e2e"))
+    epoch = struct.unpack_from("<Q", body)[0]
+    if st or n.hello(tok): sys.exit("HELLO refused")
+    uuid = seg_uuid(m)
+    value = b"v" * 1000
+    out = []
+    for key, wkey in ((b"alice/f1", b"bob/forged"), (b"alice/f2", b"alice/f2")):
+        st, body, _ = m.call(16, struct.pack("<BIIQI", 1, 0, 0, 0, 1) + s16(key) + struct.pack("<Q", len(value)))
+        _, ist, gen, nrep = struct.unpack_from("<IiQB", body)
+        if st or ist or nrep != 1: sys.exit("PUT_START %s: %d %d" % (key, st, ist))
+        sid, off, alloc = struct.unpack_from("<IQQ", body, 17)
+        grant = body[17 + 20:17 + 36]
+        img = image(wkey, value, gen, uuid)
+        wst, _, _ = n.call(49, struct.pack("<IQQQQ", sid, gen, off, alloc, epoch) + grant, img)
+        out.append(wst)
+        if wst == 0:
+            m.call(17, struct.pack("<I", 1) + s16(key) + struct.pack("<QQ", gen, xxh(value, len(value))))
+        else:
+            m.call(18, struct.pack("<I", 1) + s16(key) + struct.pack("<Q", gen))
+    print(*out)
+elif cmd == "read":	# read PORT TOKEN OFF LEN: status and payload length
     c = Conn(int(sys.argv[2]))
     if c.hello(sys.argv[3]): sys.exit("HELLO refused")
     st, _, p = c.call(48, struct.pack("<BQQ", 0, int(sys.argv[4]), int(sys.argv[5])))
@@ -179,6 +215,12 @@ got=$(raw read "$N1_PORT" "$ALICE" "$aoff" $((alen + 4096)))
 	bad "node: alice's READ past her extent: $got"
 got=$(raw read "$N1_PORT" "$ADMIN" "$boff" "$blen")
 [ "$got" = "0 $blen" ] || bad "node: the admin's READ of bob's extent: $got"
+got=$(raw forge "$MASTER_PORT" "$N1_PORT" "$ALICE")
+[ "$got" = "-25 0" ] &&
+	ok "node: alice's WRITE of an image naming bob/forged under her own grant refused (KVP_EPERM)" ||
+	bad "node: forged WRITE image: $got"
+as admin exists bob/forged >/dev/null 2>&1 && bad "bob/forged exists"
+as alice rm alice/f2 >/dev/null || bad "alice's honest crafted write alice/f2 missing"
 got=$(raw rdma "$N1_PORT" "$ALICE")
 [ "$got" = -25 ] && ok "node: RDMA_CONNECT by alice (not rdma=trusted) refused" ||
 	bad "node: alice's RDMA_CONNECT: $got"
