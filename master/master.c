@@ -91,6 +91,8 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 		snprintf(err, errlen, "out of memory");
 		goto out_segs;
 	}
+	if (mten_init(m, err, errlen))
+		goto out_pol;
 	if (getrandom(&m->rng, sizeof(m->rng), 0) != sizeof(m->rng) || !m->rng)
 		m->rng = mono_ns() | 1;
 	m->epoch = master_clock_ns(CLOCK_REALTIME);
@@ -102,6 +104,8 @@ struct master *master_create(const struct kvp_conf *conf, char *err, size_t errl
 	wb_init(&m->scratch);
 	return m;
 
+out_pol:
+	mpol_destroy(m);
 out_segs:
 	segreg_destroy(&m->segs);
 out_vers:
@@ -121,6 +125,7 @@ void master_destroy(struct master *m)
 		master_client_free(m->clients);
 	objtab_destroy(&m->objs);
 	mns_destroy(&m->ns);
+	mten_destroy(&m->ten);
 	mver_destroy(&m->vers);
 	segreg_destroy(&m->segs);
 	mpol_destroy(m);
@@ -219,6 +224,7 @@ struct master_client *master_client_new(struct master *m, master_send_fn send,
 	c->send = send;
 	c->close = close;
 	c->arg = arg;
+	c->tenant = -1;
 	c->created_ms = c->last_seen_ms = master_now(m);
 	c->next = m->clients;
 	if (m->clients)
@@ -291,8 +297,13 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	printable(c->host_id, sizeof(c->host_id), host, hlen);
 	const char *want = m->conf.cluster.token;
 	size_t wlen = strlen(want);
-	if (wlen && (tlen != wlen || CRYPTO_memcmp(tok, want, wlen) != 0))
+	if (m->ten.on) {
+		int rc = mten_hello(m, c, tok, tlen, role);	/* the cluster token included */
+		if (rc)
+			return rc;
+	} else if (wlen && (tlen != wlen || CRYPTO_memcmp(tok, want, wlen) != 0)) {
 		return KVP_EAUTH;
+	}
 	if (role < WIRE_ROLE_CLIENT || role > WIRE_ROLE_MASTER)
 		return KVP_EPROTO;
 	c->hello = true;
@@ -361,6 +372,14 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 		ret = -1;
 		goto out_reply;
 	}
+	if (c->tenant_revoked) {
+		/* a reload removed its token: refused, then closed */
+		log_notice("client '%s' (host '%s'): token revoked by a tenants reload; closing",
+			   c->name, c->host_id);
+		status = KVP_EAUTH;
+		ret = -1;
+		goto out_reply;
+	}
 	if (node_op(h->opcode) && c->role != WIRE_ROLE_NODE) {
 		status = KVP_EPROTO;
 		goto out_reply;
@@ -372,6 +391,11 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 		status = op_hello(m, c, &r, reply);
 		if (status == KVP_EAUTH) {
 			log_auth_failure(m, c);
+			ret = -1;
+		} else if (status == KVP_EPERM) {
+			log_warn("client '%s' (host '%s'): a tenant token may only connect as a "
+				 "client (node, standby and admin roles need an admin tenant)",
+				 c->name, c->host_id);
 			ret = -1;
 		}
 		break;
@@ -600,6 +624,9 @@ void master_reload(struct master *m, const struct kvp_conf *nc)
 	mpol_configure(m);
 	if (restart)
 		log_warn("reload: %d changed key(s) take effect after a restart", restart);
+	char err[512];
+	if (mten_reload(m, err, sizeof(err)))
+		log_err("reload: %s; the tenants stay as they were", err);
 	/* New watermarks apply to the next usage change; look now as well. */
 	for (size_t i = 1; i < m->segs.n; i++)
 		if (m->segs.v[i] && m->segs.v[i]->online)

@@ -13,6 +13,7 @@
 #include "mns.h"
 #include "mobj.h"
 #include "mpolicy.h"
+#include "mten.h"
 #include "mver.h"
 #include "objtab.h"
 #include "segreg.h"
@@ -44,6 +45,8 @@ struct master_client {
 	struct mns_ns **ns;		/* namespaces it declared (mns.c) */
 	uint32_t nns, ns_cap;
 	bool ns_tried;			/* sent an NS_DECLARE (its reads are checked too) */
+	int tenant;			/* m->ten.tab index of its token, -1: none (mten.c) */
+	bool tenant_revoked;		/* a reload removed its token: refuse and close */
 };
 
 enum strategy { STRAT_RANDOM, STRAT_FREE_RATIO };
@@ -78,6 +81,7 @@ struct master {
 	size_t nclients;
 	struct master_client *cur;	/* whose frame master_handle handles (mns checks) */
 	struct mns ns;			/* namespaces (mns.c) */
+	struct mten ten;		/* tenants (mten.c) */
 	struct parked *parked;		/* PUT_STARTs waiting for eviction (mput.c) */
 
 	struct mevents *ev;		/* KV events; NULL when off (mevents.h) */

@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+
+#include <openssl/crypto.h>
 
 #include <xxhash.h>
 
@@ -174,6 +177,7 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	gauge(b, "kvpool_master_bytes_used", "Bytes allocated in all segments.", used);
 	gauge(b, "kvpool_master_capacity_bytes", "Bytes of all segments.", cap);
 	ns_metrics(b, m);
+	mten_metrics(m, b);
 	seg_metric(b, m, "kvpool_master_segment_used_bytes",
 		   "Bytes allocated in a segment (FREEs not yet acknowledged included).", seg_used);
 	seg_metric(b, m, "kvpool_master_segment_capacity_bytes", "Bytes of a segment.", seg_cap);
@@ -522,6 +526,55 @@ static void status_tick(struct ev_loop *loop, void *arg)
 	mstatus_tick(&h->status, h->m);
 }
 
+/* Endpoints that read or change data (the metadata store, the admin
+ * queries of keys and segments) need "Authorization: Bearer TOKEN" when a
+ * cluster token is configured: the cluster token or a tenant's, an admin
+ * one where admin is set. /metrics, /health and the status page stay open
+ * (docs/monitoring.md "Authentication"). false: resp holds the 401/403. */
+static bool authorized(struct mhttp *h, const struct http_req *req, struct http_resp *resp,
+		       bool admin)
+{
+	const struct master *m = h->m;
+	const char *want = m->conf.cluster.token;
+
+	if (!want[0])
+		return true;	/* no token: loopback only (DESIGN: Safety) */
+	const char *a = http_header(req, "Authorization");
+	const char *tok = a && strncasecmp(a, "Bearer ", 7) == 0 ? a + 7 : NULL;
+	size_t n = tok ? strlen(tok) : 0;
+	const struct tenant *t = NULL;
+	bool ok = false;
+	if (tok && m->ten.on) {
+		t = tenant_find_token(&m->ten.tab, (const uint8_t *)tok, n);
+		ok = t != NULL;
+	} else if (tok) {
+		ok = n == strlen(want) && CRYPTO_memcmp(tok, want, n) == 0;
+	}
+	if (!ok) {
+		text(resp, 401, "401 unauthorized: this endpoint needs 'Authorization: Bearer "
+		     "<token>' (the cluster token, or a tenant's)\n");
+		return false;
+	}
+	if (admin && t && !t->admin) {
+		text(resp, 403, "403 forbidden: this endpoint needs an admin tenant's token\n");
+		return false;
+	}
+	return true;
+}
+
+/* /get_all_segments (node names) stays open: SGLang's check_server polls
+ * it without credentials. */
+static bool admin_path(const char *p)
+{
+	static const char *const paths[] = { "/get_segments_detail", "/query_segment",
+		"/query_key", "/batch_query_keys", "/get_all_keys" };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (!strcmp(p, paths[i]))
+			return true;
+	return false;
+}
+
 static void on_http(const struct http_req *req, struct http_resp *resp, void *arg)
 {
 	struct mhttp *h = arg;
@@ -545,8 +598,13 @@ static void on_http(const struct http_req *req, struct http_resp *resp, void *ar
 		if (get && strcmp(req->path, "/health/leader") == 0)
 			return ha_leader_only(h, resp);
 	}
-	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0)	/* same address */
-		return md_handle(h, req, resp);
+	if (h->md_on && !h->md && strcmp(req->path, "/metadata") == 0) {	/* same address */
+		if (authorized(h, req, resp, false))
+			md_handle(h, req, resp);
+		return;
+	}
+	if (admin_path(req->path) && !authorized(h, req, resp, true))
+		return;
 	if (get && strcmp(req->path, "/api/status") == 0)
 		return api_status(h, req, resp);
 	if (ui_serve(req, resp))
@@ -561,8 +619,11 @@ static void on_md(const struct http_req *req, struct http_resp *resp, void *arg)
 {
 	struct mhttp *h = arg;
 
-	if (strcmp(req->path, "/metadata") == 0)
-		return md_handle(h, req, resp);
+	if (strcmp(req->path, "/metadata") == 0) {
+		if (authorized(h, req, resp, false))
+			md_handle(h, req, resp);
+		return;
+	}
 	if (strcmp(req->path, "/health") == 0 && strcmp(req->method, "GET") == 0)
 		return text(resp, 200, "OK");		/* as Mooncake's metadata server */
 	text(resp, 404, "not found");

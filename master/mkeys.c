@@ -56,7 +56,8 @@ static struct obj *find_visible(struct master *m, const struct kref *k, bool wri
 		*status = KVP_EKEY;
 		return NULL;
 	}
-	if ((*status = mns_check(m, m->cur, k->p, k->len, write)) != 0)
+	if ((*status = mten_check(m, m->cur, k->p, k->len, write)) != 0 ||
+	    (*status = mns_check(m, m->cur, k->p, k->len, write)) != 0)
 		return NULL;
 	struct obj *o = objtab_find_hash(&m->objs, k->p, k->len, k->hash);
 	if (!o || !obj_complete(o)) {
@@ -258,6 +259,8 @@ int mkeys_lease_release(struct master *m, struct rbuf *r, struct wbuf *b, struct
 		int s;
 		uint64_t gen;
 		struct obj *o = mobj_read_gen(m, r, &gen, &s);
+		if (o && !mten_may_read(m, m->cur, obj_key(o), o->key_len))
+			o = NULL;	/* not its lease to release */
 		if (o && obj_complete(o))
 			mlease_release(m, o);
 		else if (s != KVP_EKEY)
@@ -330,18 +333,24 @@ int mkeys_remove_prefix(struct master *m, struct rbuf *r, struct wbuf *b)
 	size_t plen;
 	const uint8_t *prefix = rb_str(r, &plen);
 	uint8_t force = rb_u8(r);
+	int rc;
 
 	if (!rb_ok(r))
 		return KVP_EPROTO;
+	if ((rc = mten_check_prefix(m, m->cur, prefix, plen, true)) != 0)
+		return rc;
+	/* a tenant's keys only: the others under the prefix stay */
+	bool mine = tenant_covers_prefix(mten_of(m, m->cur), prefix, plen, TENANT_WRITE);
 	uint64_t count = 0;
 	/* Every object goes (none is leased, or force): one AllBlocksCleared
 	 * says it instead of a BlockRemoved per block. */
-	bool all = !plen && (force || !m->leased.n);
+	bool all = !plen && mine && (force || !m->leased.n);
 	m->ev_mute = all;
 	struct obj *o = objtab_seek(&m->objs, prefix, plen, false);
 	while (o && has_prefix(o, prefix, plen)) {
 		struct obj *next = objtab_next(&m->objs, o);
-		if (obj_complete(o) && (force || !obj_leased(m, o))) {
+		if (obj_complete(o) && (force || !obj_leased(m, o)) &&
+		    (mine || tenant_may(mten_of(m, m->cur), obj_key(o), o->key_len, TENANT_WRITE))) {
 			mobj_destroy(m, o, true);
 			count++;
 		}
@@ -392,6 +401,12 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 		return KVP_EPROTO;
 	if (dlen > 1 || plen > KVP_MAX_KEY || clen > KVP_MAX_KEY)
 		return KVP_EINVAL;
+	int rc = mten_check_prefix(m, m->cur, prefix, plen, false);
+	if (rc)
+		return rc;
+	/* a tenant sees the keys it may read, and prefixes rolled up over them */
+	const struct tenant *ten = mten_of(m, m->cur);
+	bool all = tenant_covers_prefix(ten, prefix, plen, TENANT_READ);
 	int delim = dlen ? dp[0] : -1;
 	if (!limit)
 		limit = LIST_DEFAULT;
@@ -413,7 +428,8 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 	size_t last_len = 0;
 	wb_u32(b, 0);
 	while (o && has_prefix(o, prefix, plen)) {
-		if (!obj_complete(o)) {
+		if (!obj_complete(o) ||
+		    (!all && !tenant_may(ten, obj_key(o), o->key_len, TENANT_READ))) {
 			o = objtab_next(&m->objs, o);
 			continue;
 		}
@@ -441,7 +457,8 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 		count++;
 	}
 	/* More to come if a visible key under the prefix remains. */
-	while (o && has_prefix(o, prefix, plen) && !obj_complete(o))
+	while (o && has_prefix(o, prefix, plen) &&
+	       (!obj_complete(o) || (!all && !tenant_may(ten, obj_key(o), o->key_len, TENANT_READ))))
 		o = objtab_next(&m->objs, o);
 	if (o && has_prefix(o, prefix, plen) && last)
 		wb_str(b, last, last_len);

@@ -215,6 +215,7 @@ uint32_t mns_page_size(const struct master *m, const uint8_t *key, size_t klen)
 
 void mns_count(struct master *m, const struct obj *o, int sign)
 {
+	mten_count(m, o, sign);	/* the one place complete objects appear and go */
 	if (!m->ns.n)
 		return;
 	size_t n = wire_key_ns(obj_key(o), o->key_len);

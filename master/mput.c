@@ -164,6 +164,8 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		status = KVP_EINVAL;
 	else if (!wire_key_ok(key, klen))
 		status = KVP_EKEY;
+	else if (mten_check(m, c, key, klen, true))
+		status = KVP_EPERM;
 	else if (mns_check(m, c, key, klen, true))
 		status = KVP_ENSMISMATCH;
 	else if (vlen > m->conf.cluster.max_object_size)
@@ -177,6 +179,12 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 			if (obj_complete(old))
 				mpol_touch(&m->pol, old, m_now32(m));	/* the engine needed it again */
 		}
+		put_fail(b, status);
+		return status;
+	}
+	/* the owner's quota: may evict its own objects, never old or prev */
+	status = mten_quota(m, key, klen, vlen, prev);
+	if (status) {
 		put_fail(b, status);
 		return status;
 	}
@@ -531,7 +539,9 @@ int mput_end(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *
 		uint64_t gen;
 		struct obj *o = mobj_read_gen(m, r, &gen, &s);
 		uint64_t csum = rb_u64(r);
-		if (o && obj_complete(o)) {
+		if (o && (s = mten_check(m, m->cur, obj_key(o), o->key_len, true)) != 0) {
+			/* another tenant's put: not this token's to end */
+		} else if (o && obj_complete(o)) {
 			s = o->checksum == csum ? 0 : KVP_ESTALE;	/* a retried PUT_END */
 		} else if (o && (o->flags & OBJ_VERSION) && !(o->flags & OBJ_UPSERT)) {
 			/* A plain put an upsert overtook: the key has that
@@ -563,6 +573,8 @@ int mput_revoke(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stat
 		int s;
 		uint64_t gen;
 		struct obj *o = mobj_read_gen(m, r, &gen, &s);
+		if (o && (s = mten_check(m, m->cur, obj_key(o), o->key_len, true)) != 0)
+			o = NULL;		/* another tenant's put: not this token's */
 		if (o && obj_complete(o))
 			s = KVP_EINVAL;		/* finished puts are REMOVEd */
 		else if (o)

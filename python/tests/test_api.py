@@ -47,7 +47,7 @@ class ApiTest(unittest.TestCase):
         self.assertEqual(kvpool.KVP_ENOTFOUND, -5001)
         self.assertEqual(kvpool.KVP_ESTALE, -5022)
         codes = [getattr(kvpool, n) for n in dir(kvpool) if n.startswith("KVP_E")]
-        self.assertEqual(len(codes), 24)
+        self.assertEqual(len(codes), 25)
         self.assertTrue(all(c < -4095 for c in codes), codes)
         self.assertFalse(set(codes) & set(kvpool.ERROR_NAMES))
         self.assertEqual(kvpool.to_mooncake(kvpool.KVP_ENOTFOUND), kvpool.OBJECT_NOT_FOUND)

@@ -29,6 +29,7 @@ struct kvp_conf {
 		char master[CONF_STR];		/* host:port, or etcd://h:p;h:p (HA) */
 		char token_file[CONF_STR];	/* "" = no token: loopback only */
 		char token[CONF_STR];		/* loaded from token_file (not a key) */
+		char tenants_file[CONF_STR];	/* "" = one tenant: the cluster token (tenant.h) */
 		char metadata_server[CONF_STR];	/* MOONCAKE_METADATA_SERVER, recorded only */
 		uint64_t max_object_size;
 		uint64_t max_frame;

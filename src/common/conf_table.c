@@ -51,6 +51,11 @@ const struct conf_key conf_table[] = {
 	    "File whose first line is the cluster token that authenticates every RPC and data "
 	    "connection. It must not be readable by group or other (chmod 600). Empty: no "
 	    "token, and the daemons listen on loopback only."),
+	STR("cluster", "tenants_file", cluster.tenants_file, "",
+	    "File of tenants: one per line, NAME token=T read=P,.. write=P,.. quota_bytes=N "
+	    "rdma=trusted [admin] (docs/config.md \"Tenants\"). Master and nodes read it at "
+	    "start and on SIGHUP; the cluster token stays the admin tenant. Needs token_file. "
+	    "Empty: the cluster token is the only one."),
 	NUM("cluster", "max_object_size", CONF_T_SIZE, cluster.max_object_size, 1, TiB, "1G",
 	    "Largest value one object may hold; larger puts fail with KVP_ETOOBIG."),
 	NUM("cluster", "max_frame", CONF_T_SIZE, cluster.max_frame, 4 * KiB, 2 * GiB, "64M",

@@ -183,6 +183,11 @@ const char *http_query(const struct http_req *req, const char *name)
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+const char *http_header(const struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
 static void srv_run(struct http_srv *srv);
 
 static void on_timer(struct ev_loop *loop, void *arg)

@@ -28,6 +28,8 @@ struct http_resp {
 
 /* Query argument of the request ("key" in /metadata?key=K), NULL if absent. */
 const char *http_query(const struct http_req *req, const char *name);
+/* Request header (case-insensitive name, "Authorization"), NULL if absent. */
+const char *http_header(const struct http_req *req, const char *name);
 
 typedef void (*http_handler)(const struct http_req *req, struct http_resp *resp, void *arg);
 

@@ -10,13 +10,14 @@
  *
  * Status encoding: every status, in the header and in a body (i32 status),
  * is 0, a positive value an opcode defines (EXISTS: 1), or -n for the code
- * KVP_ERR_BASE - n (n = 1..24: KVP_ENOTFOUND -1 ... KVP_ENSMISMATCH -24).
+ * KVP_ERR_BASE - n (n = 1..25: KVP_ENOTFOUND -1 ... KVP_EPERM -25).
  * These are the numbers kvpool's codes had before 0.2.0; the wire kept them
  * when the library's codes moved below the errno range, so the wire version
  * did not change. wire_status_encode/decode (wb_status, rb_status) are the
  * only way a status enters or leaves a frame; a decoded wire status outside
- * -24..-1 is a protocol error (-24, KVP_ENSMISMATCH, came with NS_DECLARE;
- * a peer from before reads it as a protocol error).
+ * -25..-1 is a protocol error (-24, KVP_ENSMISMATCH, came with NS_DECLARE,
+ * -25, KVP_EPERM, with tenants; a peer from before reads them as a protocol
+ * error).
  *
  * Every connection starts with HELLO; anything else first -> EAUTH and close.
  * Every key opcode is a batch: the body carries n items, the reply n results.

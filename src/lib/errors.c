@@ -50,6 +50,9 @@ static const struct err_row err_rows[] = {
 	/* a namespace's model fingerprint differs (docs/client.md "Namespaces") */
 	[24] = { "KVP_ENSMISMATCH", "namespace declared with another model fingerprint", -600,
 		 EACCES, { 0 } },	/* INVALID_PARAMS */
+	/* tenants (docs/reliability.md "Threat model") */
+	[25] = { "KVP_EPERM", "not permitted for this token's tenant", -601, EACCES,
+		 { 0 } },	/* ILLEGAL_CLIENT */
 };
 
 #define NROWS (sizeof(err_rows) / sizeof(err_rows[0]))

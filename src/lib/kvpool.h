@@ -58,7 +58,7 @@ extern "C" {
  * (soname libkvpool.so.1; before: -1..-23); the wire keeps its own stable
  * encoding (wire.h: -1..-24; -24 came with namespaces), so peers of
  * either version read a status alike. */
-#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..24 */
+#define KVP_ERR_BASE (-5000)	/* KVP_E* = KVP_ERR_BASE - n, n = 1..25 */
 
 enum kvp_err {
 	KVP_OK = 0,
@@ -87,7 +87,9 @@ enum kvp_err {
 	KVP_ENOTLEADER = -5023,	/* no leader master answers yet (HA failover): retry */
 	KVP_ENSMISMATCH = -5024,	/* key's namespace declared with another model
 					 * fingerprint, or not declared on this handle */
-	KVP_ERR_MIN = KVP_ENSMISMATCH,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
+	KVP_EPERM = -5025,	/* the token's tenant has no right to this key
+				 * (or this request) */
+	KVP_ERR_MIN = KVP_EPERM,	/* the codes are KVP_ERR_MIN..KVP_ERR_MAX */
 	KVP_ERR_MAX = KVP_ENOTFOUND,
 };
 

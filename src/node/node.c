@@ -468,6 +468,8 @@ static void node_do_reload(struct node *n)
 		n->hb_timer = ev_timer_add(n->x.loop, n->conf.node.heartbeat_interval, true,
 					   node_hb_timer, n);
 	}
+	if (n->data && node_data_reload_tenants(n->data, err, sizeof(err)))
+		log_err("reload: %s; the tenants stay as they were", err);
 	log_notice("configuration reloaded; %d changed keys need a restart", restart);
 	char tail[64];
 

@@ -26,6 +26,7 @@
 #include "net.h"
 #include "node_rdma.h"
 #include "spill.h"
+#include "tenant.h"
 
 #define DATA_HELLO_MIN_MS 1000		/* a connection must HELLO within */
 #define DATA_HELLO_MAX_MS 60000		/* client.timeout clamped to these */
@@ -80,6 +81,8 @@ struct node_dconn {
 	struct ev_conn *c;		/* NULL once closed */
 	uint64_t created_ms;
 	bool authed;
+	int tenant;			/* sv->tenants index of its token, -1: every right */
+	bool revoked;			/* a reload removed its token: refuse and close */
 	bool writing;			/* pw is live (payload in flight) */
 	bool close_when_done;		/* draining: close after the transfer */
 	uint32_t sends;			/* zero-copy sends not yet released */
@@ -108,6 +111,9 @@ struct node_data {
 	uint8_t secret[WIRE_SECRET_LEN];
 	uint64_t grant_epoch;		/* of the master that mounted the segment */
 	bool have_secret;
+	/* cluster.tenants_file (tenant.h): who may read which keys */
+	bool tenants_on;
+	struct tenant_tab tenants;
 	struct node_data_stats st;
 };
 
@@ -225,13 +231,18 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 	}
 	const char *want = sv->x->conf->cluster.token;
 	size_t wantlen = strlen(want);
-	if (wantlen && (toklen != wantlen || CRYPTO_memcmp(tok, want, wantlen) != 0)) {
+	const struct tenant *t = NULL;
+	if (sv->tenants_on)
+		t = tenant_find_token(&sv->tenants, tok, toklen);	/* the cluster token included */
+	if (sv->tenants_on ? !t :
+	    wantlen && (toklen != wantlen || CRYPTO_memcmp(tok, want, wantlen) != 0)) {
 		log_notice("data connection from %s: wrong token", ev_conn_peer(d->c));
 		data_reply(d, h, KVP_EAUTH);
 		ev_conn_close_after_send(d->c);
 		return 0;
 	}
 	d->authed = true;
+	d->tenant = t ? (int)(t - sv->tenants.v) : -1;
 
 	struct wbuf b;
 	wb_init(&b);
@@ -248,6 +259,42 @@ static int data_hello(struct node_dconn *d, const struct wire_hdr *h, const uint
 
 static void sread_start(struct node_dconn *d, const struct wire_hdr *h, uint64_t off,
 			uint64_t len);
+
+/* NULL: every right (no tenants file); a tenant of no rights once revoked
+ * (a WRITE payload still arriving). */
+static const struct tenant *dconn_tenant(const struct node_dconn *d)
+{
+	static const struct tenant none = { .name = "revoked" };
+
+	if (d->revoked)
+		return &none;
+	return d->tenant < 0 ? NULL : &d->sv->tenants.v[d->tenant];
+}
+
+/* A tenant that may not read every key reads a whole extent it may read:
+ * off must hold a decodable header of this segment whose key its rights
+ * cover, len no more than that extent, and the value must match its
+ * checksum (so a header forged inside a value cannot reach the bytes of
+ * the extent behind it). 0 or KVP_EPERM / KVP_ESTALE. */
+static int read_allowed(struct node_dconn *d, uint64_t off, uint64_t len)
+{
+	const struct tenant *t = dconn_tenant(d);
+	const struct segment *seg = &d->sv->x->seg;
+	struct ext_hdr eh;
+	const uint8_t *key;
+
+	if (!t || t->read_all)
+		return 0;
+	const uint8_t *at = (const uint8_t *)seg->base + off;
+	if (ext_decode(at, seg->size - off, 0, &eh, &key) != 0 || eh.seg_uuid != seg->uuid ||
+	    len > ext_size(eh.key_len, eh.value_len))
+		return KVP_ESTALE;	/* what a reused extent answers */
+	if (!tenant_may(t, key, eh.key_len, TENANT_READ))
+		return KVP_EPERM;
+	if (!ext_verify(at, &eh))
+		return KVP_ESTALE;
+	return 0;
+}
 
 static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint8_t *body)
 {
@@ -268,6 +315,14 @@ static void data_read(struct node_dconn *d, const struct wire_hdr *h, const uint
 	}
 	if (tier != 0 || !node_ctx_range_ok(sv->x, off, len)) {
 		data_reply(d, h, KVP_EINVAL);
+		return;
+	}
+	int rc = read_allowed(d, off, len);
+	if (rc) {
+		if (rc == KVP_EPERM)
+			log_info("READ at %llu from %s refused: tenant %s may not read that key",
+				 (unsigned long long)off, ev_conn_peer(d->c), dconn_tenant(d)->name);
+		data_reply(d, h, rc);
 		return;
 	}
 
@@ -401,6 +456,8 @@ static void data_on_payload(struct ev_conn *c, bool ok, void *arg)
 		status = KVP_EINVAL;
 	} else if (eh.generation != pw->generation || eh.seg_uuid != x->seg.uuid) {
 		status = KVP_ESTALE;
+	} else if (!tenant_may(dconn_tenant(d), key, eh.key_len, TENANT_WRITE)) {
+		status = KVP_EPERM;	/* a grant for its key, an image of another's */
 	}
 	if (status) {
 		/* Never leave a half-written or foreign image that a later scan
@@ -444,6 +501,15 @@ static void data_rdma_connect(struct node_dconn *d, const struct wire_hdr *h, co
 		data_reply(d, h, KVP_EPROTO);	/* one set per connection */
 		return;
 	}
+	/* One-sided RDMA bypasses every per-key check: trusted tenants only
+	 * (docs/rdma-cuda-numa.md "RDMA and tenants"). */
+	const struct tenant *t = dconn_tenant(d);
+	if (t && !t->rdma_trusted) {
+		log_info("RDMA_CONNECT from %s refused: tenant %s is not rdma=trusted",
+			 ev_conn_peer(d->c), t->name);
+		data_reply(d, h, KVP_EPERM);
+		return;
+	}
 	wb_init(&rep);
 	rc = node_rdma_connect(d->sv->rdma, body, h->body_len, &q, &rep);
 	if (rc < 0) {
@@ -481,6 +547,14 @@ static int data_on_frame(struct ev_conn *c, const struct wire_hdr *h, const uint
 			ev_conn_discard_payload(c);
 		if (h->opcode == WIRE_OP_HELLO)
 			return data_hello(d, h, body);
+		data_reply(d, h, KVP_EAUTH);
+		ev_conn_close_after_send(c);
+		return 0;
+	}
+	if (d->revoked) {
+		/* a reload removed its token: refused, then closed */
+		if (h->payload_len)
+			ev_conn_discard_payload(c);
 		data_reply(d, h, KVP_EAUTH);
 		ev_conn_close_after_send(c);
 		return 0;
@@ -756,6 +830,14 @@ static void sread_start(struct node_dconn *d, const struct wire_hdr *h, uint64_t
 		ev_conn_reply(d->c, h, sv->spill ? KVP_ESTALE : KVP_ENOTSUP, NULL, 0);
 		return;
 	}
+	/* the index knows the key: a tenant reads its own extents only */
+	const struct tenant *t = dconn_tenant(d);
+	if (t && !t->read_all && (len > ext_size(f.h.key_len, f.h.value_len) ||
+				  !tenant_may(t, f.key, f.h.key_len, TENANT_READ))) {
+		sv->x->err[WIRE_OP_READ]++;
+		ev_conn_reply(d->c, h, KVP_EPERM, NULL, 0);
+		return;
+	}
 	struct node_sread *sr = calloc(1, sizeof(*sr));
 	if (!sr) {
 		sv->x->err[WIRE_OP_READ]++;
@@ -895,6 +977,7 @@ int node_data_adopt(struct node_data *sv, int fd)
 		.idle_ms = DATA_IDLE_MS,
 	};
 	d->sv = sv;
+	d->tenant = -1;
 	d->created_ms = ev_now(sv->x->loop);
 	d->c = ev_conn_create(sv->x->loop, fd, &data_ops, &lim, d);	/* closes fd on failure */
 	if (!d->c) {
@@ -934,9 +1017,15 @@ struct node_data *node_data_create(struct node_ctx *x, const char *listen_addr, 
 	if (sv->hello_ms > DATA_HELLO_MAX_MS)
 		sv->hello_ms = DATA_HELLO_MAX_MS;
 
+	if (x->conf->cluster.tenants_file[0]) {
+		if (tenant_load_cluster(&sv->tenants, x->conf->cluster.tenants_file,
+					x->conf->cluster.token, err, errlen))
+			goto out_free;
+		sv->tenants_on = true;
+	}
 	int fd = net_listen(sv->listen_addr, err, errlen);
 	if (fd < 0)
-		goto out_free;
+		goto out_tenants;
 	int r = ev_add_fd(x->loop, fd, EPOLLIN, data_on_accept, sv);
 	if (r < 0) {
 		snprintf(err, errlen, "%s: cannot watch the listener: %s", sv->listen_addr,
@@ -948,9 +1037,45 @@ struct node_data *node_data_create(struct node_ctx *x, const char *listen_addr, 
 	sv->port = net_local_port(fd);
 	return sv;
 
+out_tenants:
+	tenant_tab_free(&sv->tenants);
 out_free:
 	free(sv);
 	return NULL;
+}
+
+int node_data_reload_tenants(struct node_data *sv, char *err, size_t errlen)
+{
+	struct tenant_tab nt;
+	unsigned revoked = 0;
+
+	if (!sv->tenants_on)
+		return 0;
+	if (tenant_load_cluster(&nt, sv->x->conf->cluster.tenants_file, sv->x->conf->cluster.token,
+				err, errlen))
+		return KVP_EINVAL;
+	for (struct node_dconn *d = sv->dconns, *next; d; d = next) {
+		next = d->next;
+		if (d->tenant < 0)
+			continue;
+		const struct tenant *o = &sv->tenants.v[d->tenant];
+		const struct tenant *n = tenant_find_name(&nt, o->name);
+		if (n && n->token_len == o->token_len && !memcmp(n->token, o->token, o->token_len) &&
+		    (n->rdma_trusted || !d->qps)) {
+			d->tenant = (int)(n - nt.v);
+			continue;
+		}
+		d->tenant = -1;
+		d->revoked = true;
+		revoked++;
+		if (d->qps && d->c)
+			ev_conn_close(d->c);	/* one-sided access ends with its QPs */
+	}
+	tenant_tab_free(&sv->tenants);
+	sv->tenants = nt;
+	log_notice("tenants: reloaded %zu from %s; %u data connection(s) revoked", nt.n - 1,
+		   sv->x->conf->cluster.tenants_file, revoked);
+	return 0;
 }
 
 void node_data_destroy(struct node_data *sv)
@@ -958,6 +1083,7 @@ void node_data_destroy(struct node_data *sv)
 	if (!sv)
 		return;
 	node_data_stop_accepting(sv);
+	tenant_tab_free(&sv->tenants);
 	free(sv);
 }
 

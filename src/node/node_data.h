@@ -46,6 +46,10 @@ void node_data_set_grant(struct node_data *d, uint32_t segment_id,
 
 /* A connected client (takes fd); also used by tests and fuzzing. */
 int node_data_adopt(struct node_data *d, int fd);
+/* SIGHUP: re-reads cluster.tenants_file; connections whose token is gone
+ * are refused (KVP_EAUTH) at their next frame and closed, RDMA ones at
+ * once. A bad file keeps the old table: KVP_EINVAL, reason in err. */
+int node_data_reload_tenants(struct node_data *d, char *err, size_t errlen);
 void node_data_stop_accepting(struct node_data *d);
 void node_data_drain(struct node_data *d);	/* close idle, mark busy ones */
 void node_data_close_all(struct node_data *d);	/* the drain's deadline passed */

@@ -371,7 +371,8 @@ def slow_and_idle(nslow, nidle, secs):
     say("opened %d idle + %d slow connections (%d failed)" % (len(idle), len(slow), refused))
     if kind in ("http", "metadata"):
         path = b"/metadata?key=probe" if kind == "metadata" else b"/health"
-        st = http_req(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 5.0)
+        st = http_req(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                      b"\r\nConnection: close\r\n\r\n", 5.0)
         say("GET %s while they are held -> %s" % (path.decode(), st))
         if st not in ("200", "404"):
             sys.exit(1)
@@ -461,7 +462,8 @@ def http_attacks():
         rst(s) if i % 2 else s.close()
     check_alive("truncated HTTP")
     path = b"/metadata?key=probe" if kind == "metadata" else b"/health"
-    st = http_req(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    st = http_req(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                  b"\r\nConnection: close\r\n\r\n")
     say("GET %s after the odd requests -> %s" % (path.decode(), st))
     if st not in ("200", "404") or (kind == "http" and st != "200"):
         sys.exit(1)

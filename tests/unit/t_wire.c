@@ -122,7 +122,8 @@ static void test_header(void)
 	CHECK(decode_raw_status(-11, &out) == 0 && out.status == KVP_EAUTH);
 	CHECK(decode_raw_status(-23, &out) == 0 && out.status == KVP_ENOTLEADER);
 	CHECK(decode_raw_status(-24, &out) == 0 && out.status == KVP_ENSMISMATCH);
-	CHECK(decode_raw_status(-25, &out) == KVP_EPROTO);
+	CHECK(decode_raw_status(-25, &out) == 0 && out.status == KVP_EPERM);
+	CHECK(decode_raw_status(-26, &out) == KVP_EPROTO);
 	CHECK(decode_raw_status(KVP_ENOTFOUND, &out) == KVP_EPROTO);
 	CHECK(decode_raw_status(INT32_MIN, &out) == KVP_EPROTO);
 	CHECK(decode_raw_status(1, &out) == KVP_EPROTO);
@@ -298,8 +299,8 @@ static void test_codes(void)
 {
 	int n = 0;
 
-	CHECK(KVP_ERR_MAX == KVP_ERR_BASE - 1 && KVP_ERR_MIN == KVP_ERR_BASE - 24);
-	CHECK(KVP_ENOTFOUND == KVP_ERR_MAX && KVP_ENSMISMATCH == KVP_ERR_MIN);
+	CHECK(KVP_ERR_MAX == KVP_ERR_BASE - 1 && KVP_ERR_MIN == KVP_ERR_BASE - 25);
+	CHECK(KVP_ENOTFOUND == KVP_ERR_MAX && KVP_EPERM == KVP_ERR_MIN);
 	CHECK(KVP_EAUTH == KVP_ERR_BASE - 11 && KVP_ELIMIT == KVP_ERR_BASE - 21);
 	CHECK(!kvp_is_err(KVP_OK) && !kvp_is_err(KVP_ERR_MIN - 1) && !kvp_is_err(KVP_ERR_MAX + 1));
 	for (int e = KVP_ERR_MAX; e >= KVP_ERR_MIN; e--, n++) {
@@ -316,12 +317,12 @@ static void test_codes(void)
 		CHECK(mc < 0 && !kvp_is_err(mc));
 		CHECK(kvp_is_err(err_from_errno(-en)));
 		CHECK(err_from_errno(e) == e);
-		/* the wire: -1..-24 in the order of the codes, and back */
+		/* the wire: -1..-25 in the order of the codes, and back */
 		CHECK(wire_status_encode(e) == e - KVP_ERR_BASE);
 		CHECK(wire_status_ok(wire_status_encode(e)));
 		CHECK(wire_status_decode(wire_status_encode(e)) == e);
 	}
-	CHECK(n == 24);
+	CHECK(n == 25);
 	CHECK(kvp_to_errno(KVP_OK) == 0 && strcmp(kvp_errname(KVP_OK), "KVP_OK") == 0);
 	CHECK(kvp_to_errno(KVP_EAUTH) == EACCES && kvp_to_errno(KVP_ENOTFOUND) == ENOENT);
 	/* no -errno is a code; each maps to one; the table does not take them */
@@ -337,12 +338,13 @@ static void test_codes(void)
 	CHECK(wire_status_encode(KVP_ENOTFOUND) == -1 && wire_status_encode(KVP_EAUTH) == -11);
 	CHECK(wire_status_encode(KVP_ENOTLEADER) == -23);
 	CHECK(wire_status_encode(KVP_ENSMISMATCH) == -24);
+	CHECK(wire_status_encode(KVP_EPERM) == -25);
 	CHECK(wire_status_encode(0) == 0 && wire_status_encode(1) == 1);
 	/* a -errno that leaked into a status goes out as an internal error */
 	CHECK(wire_status_encode(-EAGAIN) == wire_status_encode(KVP_EINTERNAL));
 	CHECK(wire_status_decode(0) == 0 && wire_status_decode(1) == 1);
-	CHECK(wire_status_decode(-25) == KVP_EPROTO && wire_status_decode(INT32_MIN) == KVP_EPROTO);
-	CHECK(!wire_status_ok(-25) && !wire_status_ok(KVP_EAUTH) && wire_status_ok(-24));
+	CHECK(wire_status_decode(-26) == KVP_EPROTO && wire_status_decode(INT32_MIN) == KVP_EPROTO);
+	CHECK(!wire_status_ok(-26) && !wire_status_ok(KVP_EAUTH) && wire_status_ok(-25));
 
 	/* body statuses: rb_status decodes, a bad one makes the body malformed */
 	struct wbuf w;
@@ -352,7 +354,7 @@ static void test_codes(void)
 	wb_status(&w, KVP_EEXIST);
 	wb_status(&w, 1);
 	wb_status(&w, 0);
-	wb_i32(&w, -25);
+	wb_i32(&w, -26);
 	CHECK(!w.oom && w.len == 16);
 	CHECK(w.p[0] == (uint8_t)-2 && w.p[3] == 0xff);
 	rb_init(&r, w.p, w.len);
