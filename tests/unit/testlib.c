@@ -1238,7 +1238,7 @@ int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds)
 				size_t n = info.nnodes;
 
 				kvp_info_free(&info);
-				if (n == want) {
+				if (n == want || want == TL_ANY_NODES) {
 					kvp_close(k);
 					return 1;
 				}

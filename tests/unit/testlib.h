@@ -429,6 +429,8 @@ void tl_pool_kill(pid_t *pid, int sig);
 struct kvp *tl_pool_open(const struct tl_pool *p, const char *const *overrides, int *err);
 /* Until the master lists want nodes (or seconds pass): 1 when it does. */
 int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds);
+/* want TL_ANY_NODES: until the master answers INFO, whatever its count. */
+#define TL_ANY_NODES ((size_t)-1)
 
 /* Value bytes derived from the key and a length: any byte that lands in the
  * wrong place or the wrong object is detected. */
