@@ -314,8 +314,9 @@ const struct conf_key conf_table[] = {
 
 	/* [tls] */
 	BOOL("tls", "enabled", tls.enabled, "false",
-	     "TLS 1.3 on every TCP connection (master RPC, node data, standby stream, HTTP); "
-	     "a TLS cluster refuses plain connections. Every process of the cluster sets it alike."),
+	     "TLS 1.3 on the pool's TCP connections (master RPC, node data port, the nodes' and "
+	     "standbys' links to the master; not the HTTP ports); a TLS cluster refuses plain "
+	     "connections. Every process of the cluster sets it alike."),
 	STR("tls", "cert", tls.cert, "",
 	    "PEM certificate (chain) this process presents; servers need one, clients when "
 	    "verify_peer is on."),

@@ -27,6 +27,7 @@
 #define TLS_GATHER (64u * 1024)		/* small iovecs are copied into one write */
 #define TLS_DIRECT_MIN (16u * 1024)	/* an iovec this large is written in place */
 #define TLS_WRITE_MAX (1u << 20)	/* bytes one SSL_write takes at most */
+#define TLS_READ_AHEAD (64u * 1024)	/* bytes one read of the socket asks for */
 
 struct tls_ctx {
 	SSL_CTX *ssl;
@@ -72,6 +73,12 @@ struct tls_ctx *tls_ctx_new(const struct kvp_conf *conf, bool server, char *err,
 				   SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_clear_mode(ctx->ssl, SSL_MODE_AUTO_RETRY);
 	SSL_CTX_set_session_cache_mode(ctx->ssl, SSL_SESS_CACHE_OFF);
+	/* Read ahead: one read takes several records (not a 5-byte header,
+	 * then the record); tls_conn_pending() counts what it holds. A peer
+	 * that ends without close_notify is an EOF, not a protocol error. */
+	SSL_CTX_set_read_ahead(ctx->ssl, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx->ssl, TLS_READ_AHEAD);
+	SSL_CTX_set_options(ctx->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_options(ctx->ssl, SSL_OP_NO_TICKET);
 	if (server)
 		SSL_CTX_set_num_tickets(ctx->ssl, 0);
@@ -163,7 +170,7 @@ void tls_conn_free(struct tls_conn *t)
 bool tls_conn_done(const struct tls_conn *t) { return t->done; }
 bool tls_conn_want_write(const struct tls_conn *t) { return t->want_write; }
 const char *tls_conn_error(const struct tls_conn *t) { return t->err; }
-bool tls_conn_pending(const struct tls_conn *t) { return SSL_pending(t->ssl) > 0; }
+bool tls_conn_pending(const struct tls_conn *t) { return SSL_has_pending(t->ssl); }
 
 /* Once per process: did the kernel take the record layer? */
 static void ktls_note(struct tls_conn *t)
