@@ -24,7 +24,7 @@
 #include "conf.h"
 #include "log.h"
 
-#define TLS_GATHER (64u * 1024)		/* small iovecs are copied into one write */
+#define TLS_GATHER (16u * 1024)		/* small iovecs are copied into one record */
 #define TLS_DIRECT_MIN (16u * 1024)	/* an iovec this large is written in place */
 #define TLS_WRITE_MAX (1u << 20)	/* bytes one SSL_write takes at most */
 #define TLS_READ_AHEAD (64u * 1024)	/* bytes one read of the socket asks for */
@@ -275,7 +275,8 @@ ssize_t tls_sendv(struct tls_conn *t, const struct iovec *iov, int iovcnt)
 			return -ENOMEM;
 		for (int i = 0; i < iovcnt && n < TLS_GATHER; i++) {
 			size_t k = iov[i].iov_len < TLS_GATHER - n ? iov[i].iov_len : TLS_GATHER - n;
-			memcpy(t->gather + n, iov[i].iov_base, k);
+			if (k)
+				memcpy(t->gather + n, iov[i].iov_base, k);
 			n += k;
 		}
 		p = t->gather;
