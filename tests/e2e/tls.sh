@@ -3,7 +3,8 @@
 # ports and a throw-away CA made here with openssl(1):
 #  1. a master, a node and the kvpool CLI with TLS (mutual: verify_peer):
 #     put/get/ls round trip byte for byte (1 MiB random, 4 KiB, many keys
-#     in one batch through the data port); the node mounted over TLS;
+#     in one batch through the data port); the node mounted over TLS; the
+#     FUSE view (kvpool mount) reading a file;
 #  2. a plain-TCP client (TLS off) is refused with "TLS required" on both
 #     sides, a raw plain HELLO on the RPC and data ports gets KVP_EAUTH, and
 #     the daemons keep serving;
@@ -74,6 +75,24 @@ cmp -s "$tmp/small" "$tmp/small.out" || fail "4 KiB value differs after a TLS ro
 expect 0 "$B/kvpool" -c "$C" ls tls/
 grep -q "tls/big" "$tmp/out" && grep -q "tls/small" "$tmp/out" || fail "ls misses keys: $(cat "$tmp/out")"
 ok "put/get/ls over TLS, byte for byte (1 MiB, 4 KiB)"
+
+# the FUSE view (kvpool mount: libkvpool inside) reads through TLS too
+if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
+	mnt=$tmp/mnt
+	mkdir "$mnt"
+	on_cleanup "fuse_unmount '$mnt'"
+	spawn mount "$B/kvpool" -c "$C" mount -f "$mnt"
+	mpid=$SPAWN_PID
+	waitfor 10 mountpoint -q "$mnt" || fail "kvpool mount (TLS) did not mount within 10 s"
+	cmp -s "$mnt/tls/big" "$tmp/big" || fail "MNT/tls/big differs (FUSE over TLS)"
+	fusermount3 -u "$mnt" || fail "fusermount3 -u"
+	waitfor 5 gone "$mpid" || fail "kvpool mount did not exit after unmount"
+	wait "$mpid"
+	forget "$mpid"
+	ok "the FUSE view reads a 1 MiB file over TLS, byte for byte"
+else
+	echo "note: /dev/fuse or fusermount3 missing, the FUSE view not tested"
+fi
 
 # a batch through the data port: many values, pipelined frames on one connection
 for i in $(seq 1 40); do head -c $((4096 + i * 1000)) /dev/urandom >"$tmp/v$i"; done
