@@ -69,6 +69,10 @@ struct tls_ctx *tls_ctx_new(const struct kvp_conf *conf, bool server, char *err,
 		goto out_free;
 	}
 	SSL_CTX_set_min_proto_version(ctx->ssl, TLS1_3_VERSION);
+	/* AES-128-GCM first: the pool's bulk cipher, a third cheaper than
+	 * AES-256 with AES-NI; the peer's preference decides between equals */
+	SSL_CTX_set_ciphersuites(ctx->ssl, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+					   "TLS_CHACHA20_POLY1305_SHA256");
 	SSL_CTX_set_mode(ctx->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE |
 				   SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_clear_mode(ctx->ssl, SSL_MODE_AUTO_RETRY);
