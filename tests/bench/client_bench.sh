@@ -141,7 +141,8 @@ topology() {
 	# TLS against plain TCP, same pool and ports, one after the other in
 	# each round: the batch rows only (tls.ini = pool.ini + [tls])
 	if [ "$tls_ok" = 1 ]; then
-		{ cat "$d/pool.ini"; printf '[tls]\nenabled = true\ncert = %s\nkey = %s\nca = %s\n' \
+		# (log level notice: the line that says what kTLS did)
+		{ sed 's/^level = warning$/level = notice/' "$d/pool.ini"; printf '[tls]\nenabled = true\ncert = %s\nkey = %s\nca = %s\n' \
 			"$pki/server.crt" "$pki/server.key" "$pki/ca.crt"; } >"$d/tls.ini"
 		for r in $(seq "$rounds"); do
 			echo "== $topo, round $r of $rounds: batches, plain TCP then TLS"
@@ -353,7 +354,8 @@ def tls_report(topo):
             show(f"{topo}: TLS {w}" if topo != "loopback" else f"TLS {w}", med(t[r][n] for r in R),
                  med(p[r][n] for r in R), "plain TCP", med(ratios), target, unit, scale)
         else:
-            print(f"  {'TLS ' + w:40s} {med(t[r][n] for r in R)/scale:9.2f} {unit}  vs {'plain TCP':28s} "
+            label = ("TLS " if topo == "loopback" else f"{topo}: TLS ") + w
+            print(f"  {label:40s} {med(t[r][n] for r in R)/scale:9.2f} {unit}  vs {'plain TCP':28s} "
                   f"{med(p[r][n] for r in R)/scale:9.2f} {unit}  = {med(ratios):5.2f}x (no target)")
 report("loopback")
 if tls:
