@@ -38,6 +38,7 @@ struct tls_conn {
 	SSL *ssl;
 	bool done;			/* handshake finished */
 	bool want_write;		/* the last -EAGAIN waits for POLLOUT */
+	bool starved;			/* the last read wanted more from the socket */
 	uint8_t *gather;		/* TLS_GATHER bytes, allocated on first use */
 	char err[160];
 };
@@ -174,7 +175,13 @@ void tls_conn_free(struct tls_conn *t)
 bool tls_conn_done(const struct tls_conn *t) { return t->done; }
 bool tls_conn_want_write(const struct tls_conn *t) { return t->want_write; }
 const char *tls_conn_error(const struct tls_conn *t) { return t->err; }
-bool tls_conn_pending(const struct tls_conn *t) { return SSL_has_pending(t->ssl); }
+/* Read-ahead bytes count only until a read found them short of a whole
+ * record (the socket was drained then: poll reports what completes it);
+ * counting them after that would spin. */
+bool tls_conn_pending(const struct tls_conn *t)
+{
+	return SSL_pending(t->ssl) > 0 || (!t->starved && SSL_has_pending(t->ssl));
+}
 
 /* Once per process: did the kernel take the record layer? */
 static void ktls_note(struct tls_conn *t)
@@ -252,9 +259,11 @@ ssize_t tls_recv(struct tls_conn *t, void *p, size_t n)
 	int r = SSL_read_ex(t->ssl, p, n, &got);
 	if (r == 1) {
 		t->want_write = false;
+		t->starved = false;
 		return (ssize_t)got;
 	}
 	int rc = ssl_fail(t, 0, "TLS read");
+	t->starved = rc == -EAGAIN && !t->want_write;
 	/* close_notify or a plain EOF: the peer's end, as recv's 0 */
 	return rc == -ECONNRESET ? 0 : rc;
 }
