@@ -1316,7 +1316,7 @@ static bool conn_handshake(struct ev_conn *c)
 		log_debug("ev: %s: TLS handshake done", c->peer);
 		c->last_active = c->loop->now;
 		c->want_out = false;
-		if (c->qhead) {
+		if (c->qhead || c->close_after_send) {	/* what waited for it; or the linger */
 			c->want_flush = true;
 			conn_schedule(c);
 		}
