@@ -15,6 +15,9 @@
 #  5. a peer that opens a connection and says nothing is dropped after the
 #     handshake timeout, and the loop serves others meanwhile;
 #  6. each daemon logs once whether kernel TLS was used.
+# The standby masters' FOLLOW stream is covered by ha_standby.sh run with
+# the [tls] keys in the environment (KVPOOL_TLS_ENABLED=true and
+# KVPOOL_TLS_CERT/KEY/CA/VERIFY_PEER: every process then speaks TLS).
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 e2e_init tls
