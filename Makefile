@@ -77,7 +77,7 @@ override LDFLAGS += -Wl,--as-needed
 #             allocator, scanner) that daemons and tools share.
 LIB_CLOSURE := src/common/conf.c src/common/conf_parse.c src/common/conf_table.c \
 	src/common/clock.c src/common/cuda.c src/common/log.c src/common/net.c src/common/rdma.c \
-	src/common/rdma_codec.c src/common/rdma_eng.c src/common/wire.c shm/extent.c shm/segment.c shm/segmap.c \
+	src/common/rdma_codec.c src/common/rdma_eng.c src/common/tls.c src/common/wire.c shm/extent.c shm/segment.c shm/segmap.c \
 	src/common/etcd.c src/common/json.c src/common/leader.c
 LIB_SRCS := $(wildcard src/lib/*.c) $(LIB_CLOSURE)
 SUPPORT_SRCS := $(filter-out $(LIB_CLOSURE),$(wildcard src/common/*.c shm/*.c))

@@ -19,6 +19,7 @@
 #include "mevents.h"
 #include "mhttp.h"
 #include "net.h"
+#include "tls.h"
 
 #define TICK_MS 50
 /* While eviction runs: one ~20 us step per loop pass when puts wait for
@@ -65,6 +66,9 @@ struct mserver {
 	uint64_t fepoch;		/* its epoch (HELLO reply); 0: not yet */
 	uint64_t seen_epoch;		/* the last leader's, as the election saw it */
 	uint64_t fnext_ms;		/* the next attempt to follow */
+
+	/* [tls] enabled: RPC connections accepted, and the standby's stream */
+	struct tls_ctx *tls_srv, *tls_cli;
 };
 
 /* ---- connections ---- */
@@ -261,6 +265,12 @@ static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
 			free(mc);
 			continue;
 		}
+		if (s->tls_srv && ev_conn_start_tls(c, s->tls_srv) < 0) {
+			ev_conn_set_udata(c, NULL);
+			free(mc);
+			ev_conn_close(c);
+			continue;
+		}
 		mc->mc = master_client_new(s->m, conn_send, conn_close, c);
 		if (!mc->mc) {
 			ev_conn_set_udata(c, NULL);
@@ -450,6 +460,10 @@ static void follow_tick(struct mserver *s)
 	struct ev_conn *c = ev_conn_create(s->loop, fd, &follow_ops, &s->lim, s);
 	if (!c)
 		return;
+	if (s->tls_cli && ev_conn_start_tls(c, s->tls_cli) < 0) {
+		ev_conn_close(c);
+		return;
+	}
 	s->fc = c;
 	if (net_host_id(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
@@ -661,6 +675,14 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	}
 	ev_set_busy_poll(s->loop, (int)s->conf.cluster.busy_poll_us);
 	ev_set_congestion(s->loop, net_cc_parse(s->conf.cluster.tcp_congestion));
+	if (s->conf.tls.enabled) {
+		s->tls_srv = tls_ctx_new(&s->conf, true, err, errlen);
+		if (!s->tls_srv)
+			goto out_loop;
+		s->tls_cli = tls_ctx_new(&s->conf, false, err, errlen);
+		if (!s->tls_cli)
+			goto out_loop;
+	}
 	s->lfd = net_listen(s->conf.master.listen, err, errlen);
 	if (s->lfd < 0)
 		goto out_loop;
@@ -694,6 +716,8 @@ out_http:
 out_lfd:
 	close(s->lfd);
 out_loop:
+	tls_ctx_free(s->tls_cli);
+	tls_ctx_free(s->tls_srv);
 	ev_destroy(s->loop);
 out_master:
 	master_destroy(s->m);
@@ -735,6 +759,8 @@ void mserver_destroy(struct mserver *s)
 	ev_del_fd(s->loop, s->lfd);
 	close(s->lfd);
 	ev_destroy(s->loop);	/* closes connections: their clients are freed */
+	tls_ctx_free(s->tls_cli);
+	tls_ctx_free(s->tls_srv);
 	master_destroy(s->m);
 	mevents_destroy(s->ev);
 	wb_free(&s->reply);

@@ -126,6 +126,14 @@ struct kvp_conf {
 	struct {
 		char level[CONF_STR];		/* err warning notice info debug */
 	} log;
+	struct {
+		bool enabled;			/* TLS on every TCP connection (tls.h) */
+		char cert[CONF_STR];		/* PEM certificate (chain) of this process */
+		char key[CONF_STR];		/* PEM private key of cert */
+		char ca[CONF_STR];		/* PEM CA bundle the peer is verified against */
+		bool verify_peer;		/* servers ask clients for a certificate */
+		char ktls[CONF_STR];		/* auto | off */
+	} tls;
 
 	/* where each key's value came from, indexed like the table */
 	uint8_t src[128];

@@ -316,6 +316,23 @@ const struct conf_key conf_table[] = {
 	STR("log", "level", log.level, "notice",
 	    "Messages up to this syslog level are logged (to stderr, or journald under systemd).",
 	    .choices = "err|warning|notice|info|debug", .flags = CONF_F_LOGLEVEL, .live = true),
+
+	/* [tls] */
+	BOOL("tls", "enabled", tls.enabled, "false",
+	     "TLS 1.3 on the pool's TCP connections (master RPC, node data port, the nodes' and "
+	     "standbys' links to the master; not the HTTP ports); a TLS cluster refuses plain "
+	     "connections. Every process of the cluster sets it alike."),
+	STR("tls", "cert", tls.cert, "",
+	    "PEM certificate (chain) this process presents; servers need one, clients when "
+	    "verify_peer is on."),
+	STR("tls", "key", tls.key, "", "PEM private key of cert."),
+	STR("tls", "ca", tls.ca, "",
+	    "PEM CA bundle peers are verified against. Empty: the system's default CAs."),
+	BOOL("tls", "verify_peer", tls.verify_peer, "false",
+	     "Mutual TLS: servers require a client certificate signed by ca."),
+	STR("tls", "ktls", tls.ktls, "auto",
+	    "Kernel TLS (the tls module) for the record layer when the kernel has it; off: "
+	    "always OpenSSL in user space.", .choices = "auto|off"),
 };
 const size_t conf_table_len = sizeof(conf_table) / sizeof(conf_table[0]);
 
@@ -333,6 +350,7 @@ const struct conf_section conf_sections[] = {
 	{ "fuse", "The FUSE view (in kvpool-node, or kvpool mount)." },
 	{ "rdma", "RDMA transport (ibverbs)." },
 	{ "log", "Logging of every process." },
+	{ "tls", "TLS of the TCP connections (OpenSSL; docs/config.md)." },
 };
 const size_t conf_sections_len = NELEM(conf_sections);
 

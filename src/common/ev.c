@@ -36,6 +36,7 @@
 #include "kvpool.h"
 #include "log.h"
 #include "net.h"
+#include "tls.h"
 
 #define EV_BATCH 64			/* epoll events per epoll_wait */
 #define EV_IOV 128			/* iovecs per sendmsg (a zero-copy reply takes 2) */
@@ -102,6 +103,7 @@ struct ev_loop {
 	bool cc_warned;			/* ... which could not be set: said once */
 	struct epoll_event *spin_evs;	/* where a spin's look puts what it found */
 	int spin_n;
+	size_t tls_more;		/* conns whose TLS state holds decrypted bytes */
 };
 
 /* A copied chunk holds its bytes in buf (p == buf). A referenced one
@@ -157,6 +159,12 @@ struct ev_conn {
 	size_t qbytes;
 
 	uint64_t last_active, linger_until;
+
+	/* TLS (ev_conn_start_tls): NULL on a plain connection */
+	struct tls_conn *tls;
+	bool tls_sniff;			/* server: a plain first frame is refused */
+	bool tls_more;			/* read again without an epoll event */
+	uint64_t tls_deadline;		/* the handshake ends by then */
 };
 
 /* ---- timers ---------------------------------------------------------- */
@@ -490,6 +498,23 @@ void ev_set_congestion(struct ev_loop *loop, enum net_cc cc)
 	loop->cc = cc;
 }
 
+/* Connections whose last read left decrypted bytes inside TLS (a read
+ * budget or a full buffer stopped it): epoll will not report them. */
+static void tls_read_more(struct ev_loop *loop)
+{
+	loop->tls_more = 0;
+	for (struct ev_conn *c = loop->conns; c; c = c->next) {
+		if (!c->tls_more)
+			continue;
+		c->tls_more = false;
+		if (c->io.dead || c->closed || !(c->mask & EPOLLIN))
+			continue;
+		conn_read(c);
+		if (!c->closed)
+			conn_update_mask(c);
+	}
+}
+
 static bool spin_look(void *arg)
 {
 	struct ev_loop *loop = arg;
@@ -502,7 +527,7 @@ static bool spin_look(void *arg)
  * last ones are taken without sleeping. */
 static int ev_wait(struct ev_loop *loop, struct epoll_event *evs)
 {
-	int timeout = next_timeout(loop);
+	int timeout = loop->tls_more ? 0 : next_timeout(loop);
 
 	if (loop->spin_us && timeout != 0) {
 		loop->spin_evs = evs;
@@ -533,6 +558,8 @@ int ev_run(struct ev_loop *loop)
 		loop->now = clock_now_ms();
 		for (int i = 0; i < n && !atomic_load(&loop->stop); i++)
 			dispatch(loop, evs[i].data.ptr, evs[i].events);
+		if (loop->tls_more)
+			tls_read_more(loop);
 		run_timers(loop);
 	}
 	/* Replies queued by the last callbacks still go out before returning. */
@@ -612,6 +639,12 @@ static void sweep(struct ev_loop *loop, void *arg)
 		if (c->closed) {
 			if (c->lingering && loop->now >= c->linger_until)
 				conn_teardown(c);
+			continue;
+		}
+		if (c->tls && !tls_conn_done(c->tls) && loop->now >= c->tls_deadline) {
+			log_warn("ev: %s: no TLS handshake within %d ms, closing", c->peer,
+				 TLS_HANDSHAKE_MS);
+			conn_close(c);
 			continue;
 		}
 		if (c->lim.idle_ms && loop->now - c->last_active >= c->lim.idle_ms) {
@@ -770,8 +803,8 @@ static void conn_update_mask(struct ev_conn *c)
 
 	if (c->io.dead)
 		return;
-	if (c->lingering || conn_reading(c))
-		want |= EPOLLIN;
+	if (c->lingering || conn_reading(c) || (c->tls && !c->closed && !tls_conn_done(c->tls)))
+		want |= EPOLLIN;	/* a handshake reads even while frames may not */
 	if (c->want_out && !c->lingering)
 		want |= EPOLLOUT;
 	if (want == c->mask)
@@ -789,6 +822,8 @@ static void conn_teardown(struct ev_conn *c)
 	if (c->io.dead)
 		return;
 	epoll_ctl(c->loop->epfd, EPOLL_CTL_DEL, c->io.fd, NULL);
+	tls_conn_free(c->tls);
+	c->tls = NULL;
 	close(c->io.fd);
 	c->io.dead = true;
 	c->lingering = false;
@@ -861,6 +896,7 @@ static void conn_linger(struct ev_conn *c)
 	conn_finish(c);
 	if (c->io.dead)
 		return;
+	tls_conn_shutdown(c->tls);	/* close_notify: the peer sees a clean end */
 	if (shutdown(c->io.fd, SHUT_WR) < 0) {
 		conn_teardown(c);
 		return;
@@ -1202,9 +1238,137 @@ static void rbuf_grow(struct ev_conn *c)
 	c->rmin = cap;
 }
 
+/* ---- TLS ---------------------------------------------------------------- */
+
+int ev_conn_start_tls(struct ev_conn *c, struct tls_ctx *ctx)
+{
+	if (c->closed || c->tls)
+		return -EINVAL;
+	c->tls = tls_conn_new(ctx, c->io.fd);
+	if (!c->tls)
+		return -ENOMEM;
+	c->tls_sniff = tls_ctx_server(ctx);
+	c->tls_deadline = c->loop->now + TLS_HANDSHAKE_MS;
+	sweep_arm(c->loop, TLS_HANDSHAKE_MS);
+	if (!c->tls_sniff) {
+		/* a client speaks first: its ClientHello goes out now */
+		c->want_flush = true;
+		conn_schedule(c);
+	}
+	return 0;
+}
+
+/* A server's first bytes are not a TLS record: a plain-TCP peer. A kvpool
+ * client gets its HELLO answered with KVP_EAUTH and "TLS required" in the
+ * body (in plain TCP, so that it can read why), then the connection ends. */
+static void tls_refuse_plain(struct ev_conn *c)
+{
+	uint8_t hb[WIRE_HDR_SIZE];
+	struct wire_hdr h = { 0 }, req = { .opcode = WIRE_OP_HELLO };
+	ssize_t n = recv(c->io.fd, hb, sizeof(hb), MSG_PEEK | MSG_DONTWAIT);
+	struct wbuf b;
+
+	log_warn("ev: %s: plain TCP connection refused: TLS required ([tls] enabled)", c->peer);
+	tls_conn_free(c->tls);
+	c->tls = NULL;
+	if (n != (ssize_t)sizeof(hb) || wire_hdr_decode(hb, &h, c->lim.max_body, 0) < 0) {
+		conn_close(c);	/* not a kvpool frame (yet): nothing to answer */
+		return;
+	}
+	req.reqid = h.reqid;
+	wb_init(&b);
+	wb_u64(&b, 0);
+	wb_u16(&b, 0);
+	wb_cstr(&b, "TLS required");
+	if (b.oom || ev_conn_reply(c, &req, KVP_EAUTH, b.p, b.len) < 0) {
+		wb_free(&b);
+		conn_close(c);
+		return;
+	}
+	wb_free(&b);
+	ev_conn_close_after_send(c);
+}
+
+/* Advances the handshake; true once it is done (the connection reads and
+ * writes records from then on). */
+static bool conn_handshake(struct ev_conn *c)
+{
+	if (tls_conn_done(c->tls))
+		return true;
+	if (c->tls_sniff) {
+		uint8_t b;
+		ssize_t n = recv(c->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return false;
+		if (n <= 0) {
+			conn_close(c);
+			return false;
+		}
+		c->tls_sniff = false;
+		if (b != TLS_RECORD_HANDSHAKE) {
+			tls_refuse_plain(c);
+			return false;
+		}
+	}
+	int rc = tls_handshake(c->tls);
+	if (rc == 0) {
+		log_debug("ev: %s: TLS handshake done", c->peer);
+		c->last_active = c->loop->now;
+		c->want_out = false;
+		if (c->qhead || c->close_after_send) {	/* what waited for it; or the linger */
+			c->want_flush = true;
+			conn_schedule(c);
+		}
+		return true;
+	}
+	if (rc == -EAGAIN) {
+		c->want_out = tls_conn_want_write(c->tls);
+		return false;
+	}
+	log_warn("ev: %s: %s, closing", c->peer, tls_conn_error(c->tls));
+	conn_close(c);
+	return false;
+}
+
+/* recv(MSG_DONTWAIT) through TLS when the connection has it. */
+static ssize_t conn_recv(struct ev_conn *c, void *p, size_t n)
+{
+	if (!c->tls)
+		return recv(c->io.fd, p, n, MSG_DONTWAIT);
+	ssize_t k = tls_recv(c->tls, p, n);
+	if (k < 0) {
+		if (k != -EAGAIN)
+			log_debug("ev: %s: %s", c->peer, tls_conn_error(c->tls));
+		else if (tls_conn_want_write(c->tls))
+			c->want_out = true;
+		errno = (int)-k;
+		return -1;
+	}
+	return k;
+}
+
+static ssize_t conn_sendv(struct ev_conn *c, struct iovec *iov, int n_iov)
+{
+	if (!c->tls) {
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+
+		return sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	ssize_t k = tls_sendv(c->tls, iov, n_iov);
+	if (k < 0) {
+		errno = (int)-k;
+		return -1;
+	}
+	return k;
+}
+
 static void conn_read(struct ev_conn *c)
 {
 	size_t budget = EV_READ_BUDGET;
+
+	if (c->tls && !c->lingering && !conn_handshake(c))
+		return;
 
 	while (budget > 0 && !c->io.dead) {
 		ssize_t n;
@@ -1218,7 +1382,7 @@ static void conn_read(struct ev_conn *c)
 		if (c->rstate == RS_PAYLOAD && c->pdst && c->rpos == c->rlen) {
 			/* Straight into the destination: no staging copy. */
 			size_t want = c->premain < budget ? (size_t)c->premain : budget;
-			n = recv(c->io.fd, c->pdst + c->pdone, want, MSG_DONTWAIT);
+			n = conn_recv(c, c->pdst + c->pdone, want);
 			if (n > 0) {
 				c->pdone += (size_t)n;
 				c->premain -= (size_t)n;
@@ -1245,7 +1409,7 @@ static void conn_read(struct ev_conn *c)
 				want = c->rmin;
 			if (want > room)
 				want = room;
-			n = recv(c->io.fd, c->rbuf + c->rlen, want, MSG_DONTWAIT);
+			n = conn_recv(c, c->rbuf + c->rlen, want);
 			if (n > 0) {
 				c->rlen += (size_t)n;
 				budget -= (size_t)n < budget ? (size_t)n : budget;
@@ -1271,6 +1435,10 @@ static void conn_read(struct ev_conn *c)
 		log_debug("ev: %s: recv: %s", c->peer, strerror(errno));
 		conn_close(c);
 		return;
+	}
+	if (c->tls && !c->io.dead && !c->closed && !c->tls_more && tls_conn_pending(c->tls)) {
+		c->tls_more = true;
+		c->loop->tls_more++;
 	}
 }
 
@@ -1316,6 +1484,11 @@ static void conn_flush(struct ev_conn *c)
 
 	if (c->closed)
 		return;
+	if (c->tls && !conn_handshake(c)) {
+		if (!c->closed)
+			conn_update_mask(c);
+		return;
+	}
 	for (;;) {
 		if (!pop_sent(c))
 			return;
@@ -1330,8 +1503,7 @@ static void conn_flush(struct ev_conn *c)
 		int n_iov = 0;
 		for (struct ev_chunk *k = c->qhead; k && n_iov + 2 <= EV_IOV; k = k->next)
 			n_iov += chunk_iov(k, iov + n_iov);
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
-		ssize_t n = n_iov ? sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+		ssize_t n = n_iov ? conn_sendv(c, iov, n_iov) : 0;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

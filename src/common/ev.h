@@ -19,6 +19,7 @@
 
 struct ev_loop;
 struct ev_conn;
+struct tls_ctx;
 
 typedef void (*ev_fd_cb)(struct ev_loop *loop, int fd, uint32_t events, void *arg);
 typedef void (*ev_timer_cb)(struct ev_loop *loop, void *arg);
@@ -94,6 +95,13 @@ struct ev_loop *ev_conn_loop(const struct ev_conn *c);
 int ev_conn_fd(const struct ev_conn *c);
 /* "ip:port" of the peer. */
 const char *ev_conn_peer(const struct ev_conn *c);
+
+/* TLS on this connection from now on (call it right after
+ * ev_conn_create): the handshake runs in the loop, without blocking it,
+ * and must end within TLS_HANDSHAKE_MS; queued frames wait for it. A
+ * server context refuses a peer whose first bytes are not TLS (a plain
+ * kvpool HELLO is answered KVP_EAUTH "TLS required"). 0 or -ENOMEM. */
+int ev_conn_start_tls(struct ev_conn *c, struct tls_ctx *ctx);
 
 /* Queue bytes for sending (copied). 0 or -ENOMEM (-EPIPE once closed or
  * closing); sending errors close. */

@@ -3,6 +3,7 @@
  * globals, every call works on its arguments only.
  */
 #include "net.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -255,13 +256,16 @@ int net_sendv_all(int fd, struct iovec *iov, int iovcnt, uint64_t deadline_ms)
 			.msg_iov = iov,
 			.msg_iovlen = (size_t)(iovcnt > IOV_MAX ? IOV_MAX : iovcnt),
 		};
-		ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		struct tls_conn *t = tls_fd_get(fd);
+		ssize_t w = t ? tls_sendv(t, iov, iovcnt) :
+				sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
-			int err = errno;
+			int err = t ? (int)-w : errno;
 			if (err == EINTR)
 				continue;
 			if (err == EAGAIN || err == EWOULDBLOCK) {
-				int rc = wait_fd(fd, POLLOUT, deadline_ms);
+				int rc = wait_fd(fd, t && !tls_conn_want_write(t) ? POLLIN : POLLOUT,
+						 deadline_ms);
 				if (rc < 0)
 					return rc;
 				continue;
@@ -287,7 +291,8 @@ int net_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms)
 	uint8_t *b = p;
 
 	while (n > 0) {
-		ssize_t r = recv(fd, b, n, MSG_DONTWAIT);
+		struct tls_conn *t = tls_fd_get(fd);
+		ssize_t r = t ? tls_recv(t, b, n) : recv(fd, b, n, MSG_DONTWAIT);
 		if (r > 0) {
 			b += r;
 			n -= (size_t)r;
@@ -295,11 +300,12 @@ int net_recv_all(int fd, void *p, size_t n, uint64_t deadline_ms)
 		}
 		if (r == 0)
 			return -ECONNRESET;
-		int err = errno;
+		int err = t ? (int)-r : errno;
 		if (err == EINTR)
 			continue;
 		if (err == EAGAIN || err == EWOULDBLOCK) {
-			int rc = wait_fd(fd, POLLIN, deadline_ms);
+			int rc = wait_fd(fd, t && tls_conn_want_write(t) ? POLLOUT : POLLIN,
+					 deadline_ms);
 			if (rc < 0)
 				return rc;
 			continue;

@@ -25,6 +25,7 @@
 #include "put.h"
 #include "segtab.h"
 #include "sock.h"
+#include "tls.h"
 #include "xp_rdma.h"
 #include "xport.h"
 
@@ -82,11 +83,22 @@ static struct kvp *open_handle(struct kvp *kvp, int *errp)
 	host[sizeof(host) - 1] = 0;
 	snprintf(kvp->name, sizeof(kvp->name), "%.40s:%d", host, (int)getpid());
 	kvp->mmax = MASTER_CONNS_MAX;
+	if (kvp->conf.tls.enabled) {
+		char terr[256];
+
+		kvp->tls = tls_ctx_new(&kvp->conf, false, terr, sizeof(terr));
+		if (!kvp->tls) {
+			log_err("%s", terr);
+			rc = KVP_EINVAL;
+			goto out_free;
+		}
+	}
 	rc = mlocate_open(kvp);
 	if (rc == 0 && mlocate_ha(kvp))
 		rc = haloc_open(kvp);
 	if (rc < 0) {
 		mlocate_close(kvp);
+		tls_ctx_free(kvp->tls);
 		goto out_free;
 	}
 
@@ -202,6 +214,7 @@ void kvp_close(struct kvp *kvp)
 	pthread_mutex_destroy(&kvp->refresh_lock);
 	cstats_destroy(&kvp->cs);
 	pthread_mutex_destroy(&kvp->lock);
+	tls_ctx_free(kvp->tls);
 	free(kvp);
 }
 

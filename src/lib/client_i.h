@@ -98,6 +98,7 @@ struct kvp {
 	uint32_t max_frame;
 	size_t max_batch;
 	enum net_cc cc;			/* cluster.tcp_congestion (sock.c) */
+	struct tls_ctx *tls;		/* [tls] enabled: every TCP connection (tls.h) */
 	atomic_bool cc_warned;		/* ... could not be set: said once */
 
 	pthread_mutex_t lock;

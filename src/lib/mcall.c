@@ -59,7 +59,7 @@ static void mconn_free(struct kvp *kvp, struct mconn *mc)
 {
 	if (mc->stats_reqid)
 		cstats_lost(kvp);	/* closed before its CLIENT_STATS was answered */
-	close(mc->fd);
+	sock_close(mc->fd);
 	free(mc->rx);
 	free(mc);
 }
@@ -81,13 +81,16 @@ static int mc_fill(struct mconn *mc, uint64_t deadline, int spin_us)
 
 		if (now >= deadline)
 			return KVP_ETIMEDOUT;
-		n = net_poll(&pfd, 1, deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now),
-			     spin_us);
+		if (sock_pending(mc->fd))
+			n = 1;	/* decrypted and waiting: poll would not say so */
+		else
+			n = net_poll(&pfd, 1, deadline - now > INT_MAX ? INT_MAX :
+				     (int)(deadline - now), spin_us);
 		if (n < 0 && errno != EINTR)
 			return KVP_ECONN;
 		if (n <= 0)
 			continue;
-		k = recv(mc->fd, mc->rx + mc->rhi, MC_RX - mc->rhi, MSG_DONTWAIT);
+		k = sock_read(mc->fd, mc->rx + mc->rhi, MC_RX - mc->rhi);
 		if (k > 0) {
 			mc->rhi += (size_t)k;
 			return 0;
@@ -256,12 +259,12 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 		if (fd < 0)
 			mlocate_bad(kvp, mc->addr);
 		else if (!mlocate_epoch_ok(kvp, mc->addr, epoch)) {
-			close(fd);
+			sock_close(fd);
 			fd = KVP_ENOTLEADER;
 		} else {
 			int rc = lns_redeclare(kvp, fd, deadline, &ns_gen);
 			if (rc < 0) {
-				close(fd);
+				sock_close(fd);
 				fd = rc;
 			}
 		}

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "net.h"
 #include "sock.h"
+#include "tls.h"
 
 uint64_t sock_deadline(const struct kvp *kvp)
 {
@@ -43,6 +44,51 @@ bool sock_alive(int fd)
 	/* Idle connections have nothing to read: data or EOF both mean the
 	 * peer is gone or out of step. */
 	return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void sock_close(int fd)
+{
+	tls_fd_close(fd);
+}
+
+ssize_t sock_read(int fd, void *p, size_t n)
+{
+	struct tls_conn *t = tls_fd_get(fd);
+	ssize_t k;
+
+	if (!t)
+		return recv(fd, p, n, MSG_DONTWAIT);
+	k = tls_recv(t, p, n);
+	if (k < 0) {
+		errno = (int)-k;
+		return -1;
+	}
+	return k;
+}
+
+ssize_t sock_writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct tls_conn *t = tls_fd_get(fd);
+	ssize_t k;
+
+	if (!t) {
+		struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+
+		return sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	k = tls_sendv(t, iov, iovcnt);
+	if (k < 0) {
+		errno = (int)-k;
+		return -1;
+	}
+	return k;
+}
+
+bool sock_pending(int fd)
+{
+	struct tls_conn *t = tls_fd_get(fd);
+
+	return t && tls_conn_pending(t);
 }
 
 int sock_recv_frame(int fd, uint32_t max_body, uint64_t deadline, struct wire_hdr *h,
@@ -97,6 +143,18 @@ int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_
 		close(fd);
 		return KVP_ECONN;
 	}
+	if (kvp->tls) {
+		rc = tls_connect_fd(kvp->tls, fd, deadline, err, sizeof(err));
+		if (rc < 0) {
+			/* the server's certificate or ours was refused, or the
+			 * server speaks plain TCP: worth saying each time */
+			log_err("%s: %s%s", hostport, err, rc == -EPROTO ?
+				" (does the server have [tls] enabled, and a certificate of [tls] ca?)" :
+				"");
+			close(fd);
+			return rc == -ETIMEDOUT ? KVP_ETIMEDOUT : rc == -EPROTO ? KVP_EAUTH : KVP_ECONN;
+		}
+	}
 	wb_init(&b);
 	size_t start = wire_begin(&b);
 
@@ -107,7 +165,7 @@ int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_
 	wire_finish(&b, start, WIRE_OP_HELLO, 0, 0, 0, 0);
 	if (b.oom) {
 		wb_free(&b);
-		close(fd);
+		sock_close(fd);
 		return KVP_ENOMEM;
 	}
 	struct iovec iov = { b.p, b.len };
@@ -123,6 +181,9 @@ int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_
 			rc = KVP_EPROTO;
 		else if (h.status)
 			rc = h.status;
+		if (rc == KVP_EAUTH && !kvp->tls && memmem(body, h.body_len, "TLS required", 12))
+			log_err("%s: TLS required: the cluster has [tls] enabled; set it (and ca) in "
+				"this client's configuration", hostport);
 		rb_init(&r, body, h.body_len);
 		uint64_t e = rb_u64(&r);
 
@@ -135,7 +196,7 @@ int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_
 	}
 	if (rc < 0) {
 		log_debug("hello %s: %s", hostport, kvp_strerror(rc));
-		close(fd);
+		sock_close(fd);
 		return rc;
 	}
 	return fd;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include "wire.h"
@@ -31,5 +32,15 @@ int sock_recv_frame(int fd, uint32_t max_body, uint64_t deadline, struct wire_hd
 int sock_connect(struct kvp *kvp, const char *hostport, uint64_t *epoch, uint64_t deadline);
 /* True when an idle pooled socket is still usable (no EOF/error pending). */
 bool sock_alive(int fd);
+/* Closes a socket of sock_connect (its TLS state too). */
+void sock_close(int fd);
+/* Non-blocking read of what fd holds (TLS decrypted): bytes, 0 at EOF, -1
+ * with errno (EAGAIN: nothing yet), as recv(MSG_DONTWAIT). */
+ssize_t sock_read(int fd, void *p, size_t n);
+/* Non-blocking gathered write, as sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL). */
+ssize_t sock_writev(int fd, const struct iovec *iov, int iovcnt);
+/* Bytes already read from the socket wait in fd's TLS state: poll() would
+ * not report them, read them first. */
+bool sock_pending(int fd);
 
 #endif

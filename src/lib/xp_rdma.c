@@ -177,7 +177,7 @@ static void rconn_destroy(struct rconn *c)
 {
 	rdma_qps_destroy(c->q);
 	if (c->fd >= 0)
-		close(c->fd);
+		sock_close(c->fd);
 	free(c);
 }
 
@@ -437,7 +437,7 @@ out_body:
 out_qps:
 	rdma_qps_destroy(q);
 out_close:
-	close(fd);
+	sock_close(fd);
 	return rc;
 }
 

@@ -66,7 +66,7 @@ static void nc_free(struct node_conn *nc)
 	if (!nc)
 		return;
 	if (nc->fd >= 0)
-		close(nc->fd);
+		sock_close(nc->fd);
 	free(nc->rx);
 	free(nc);
 }
@@ -538,7 +538,6 @@ static int conn_flush(struct tconn *c)
 {
 	while (conn_can_send(c)) {
 		struct iovec iov[IOV_BATCH];
-		struct msghdr msg = { .msg_iov = iov };
 		size_t inflight = c->nwait;
 		int n = 0;
 
@@ -550,8 +549,7 @@ static int conn_flush(struct tconn *c)
 			if (!whole)
 				break;	/* its rest goes first in the next sendmsg */
 		}
-		msg.msg_iovlen = (size_t)n;
-		ssize_t k = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t k = sock_writev(c->fd, iov, n);
 
 		if (k < 0) {
 			if (errno == EINTR)
@@ -773,7 +771,7 @@ static int conn_recv(struct tconn *c)
 
 			if (!conn_csum_begin(c, op))
 				continue;	/* now sinking: through rx */
-			k = recv(c->fd, dst, want, MSG_DONTWAIT);
+			k = sock_read(c->fd, dst, want);
 			if (k > 0) {
 				ext_csum_update(&op->cs, dst, (size_t)k);
 				c->rdone += (size_t)k;
@@ -795,7 +793,7 @@ static int conn_recv(struct tconn *c)
 			}
 			size_t want = RX_CAP - c->rhi;
 
-			k = recv(c->fd, c->rx + c->rhi, want, MSG_DONTWAIT);
+			k = sock_read(c->fd, c->rx + c->rhi, want);
 			if (k > 0) {
 				c->rhi += (size_t)k;
 				budget -= (size_t)k < budget ? (size_t)k : budget;
@@ -838,7 +836,7 @@ static size_t tcp_progress(void *st, bool wait)
 	struct tcp_run *r = st;
 	uint64_t now;
 	int timeout;
-	size_t n = 0;
+	size_t n = 0, npend = 0;
 
 	if (r->done)
 		wait = false;
@@ -878,12 +876,22 @@ static size_t tcp_progress(void *st, bool wait)
 		r->pfd[i].fd = c->fd;
 		r->pfd[i].events = POLLIN | (conn_can_send(c) ? POLLOUT : 0);
 		n++;
+		if (sock_pending(c->fd))
+			npend++;	/* TLS holds decrypted bytes: do not sleep */
 	}
 	timeout = r->deadline > now ? (r->deadline - now > INT32_MAX ? INT32_MAX :
 				       (int)(r->deadline - now)) : 0;
 	if (n) {
-		int rc = net_poll(r->pfd, r->nconns, wait ? timeout : 0,
+		int rc = net_poll(r->pfd, r->nconns, wait && !npend ? timeout : 0,
 				  (int)r->kvp->conf.cluster.busy_poll_us);
+
+		for (size_t i = 0; npend && rc >= 0 && i < r->nconns; i++) {
+			if (r->pfd[i].fd >= 0 && sock_pending(r->pfd[i].fd)) {
+				if (!r->pfd[i].revents)
+					rc++;
+				r->pfd[i].revents |= POLLIN;
+			}
+		}
 
 		if (rc < 0 && errno != EINTR) {
 			for (size_t i = 0; i < r->nconns; i++)

@@ -28,6 +28,7 @@
 #include "node_rdma.h"
 #include "node_shm.h"
 #include "numa_util.h"
+#include "tls.h"
 #include "ui.h"
 
 #define NODE_SWEEP_MS 500
@@ -727,6 +728,14 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 	node_rdma_start(&n->conf, n->x.seg.base, n->x.seg.size,
 			n->x.seg.map ? SEG_MAP_OFF : 0, &n->rdma);
 
+	if (n->conf.tls.enabled) {
+		n->x.tls_srv = tls_ctx_new(&n->conf, true, err, errlen);
+		if (!n->x.tls_srv)
+			goto out_segment;
+		n->x.tls_cli = tls_ctx_new(&n->conf, false, err, errlen);
+		if (!n->x.tls_cli)
+			goto out_segment;
+	}
 	n->x.loop = ev_create();
 	if (!n->x.loop) {
 		snprintf(err, errlen, "cannot create the event loop");
@@ -790,6 +799,8 @@ out_data:
 out_loop:
 	ev_destroy(n->x.loop);
 out_segment:
+	tls_ctx_free(n->x.tls_cli);
+	tls_ctx_free(n->x.tls_srv);
 	node_rdma_stop(n->rdma);
 	node_shm_destroy(n->shm);
 	segment_close(&n->x.seg);
@@ -832,6 +843,8 @@ void node_destroy(struct node *n)
 	} else {
 		segment_close(&n->x.seg);
 	}
+	tls_ctx_free(n->x.tls_cli);
+	tls_ctx_free(n->x.tls_srv);
 	node_free_strv(n->conf_files);
 	node_free_strv(n->conf_overrides);
 	memset(n->conf.cluster.token, 0, sizeof(n->conf.cluster.token));

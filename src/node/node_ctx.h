@@ -28,6 +28,9 @@ struct node_ctx {
 	uint64_t req[WIRE_OP_MAX];	/* frames handled per opcode (data + master link) */
 	uint64_t err[WIRE_OP_MAX];	/* of those, answered with an error */
 	bool stopping;			/* node.c: the drain has begun */
+	/* [tls] enabled (node.c): the data server's accepted connections and
+	 * the master link; NULL: plain TCP */
+	struct tls_ctx *tls_srv, *tls_cli;
 	/* node.c's drain step: called (through node_ctx_progress) whenever
 	 * something that could hold the drain up finishes. */
 	void (*progress)(void *arg);

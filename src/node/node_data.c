@@ -912,6 +912,10 @@ static void data_reject(struct node_data *sv, int fd)
 	struct ev_conn *c = ev_conn_create(sv->x->loop, fd, &reject_ops, &lim, sv);
 	if (!c)
 		return;
+	if (sv->x->tls_srv && ev_conn_start_tls(c, sv->x->tls_srv) < 0) {
+		ev_conn_close(c);
+		return;
+	}
 	wire_hdr_encode(&h, frame);
 	ev_conn_send(c, frame, sizeof(frame));
 	ev_conn_close_after_send(c);
@@ -984,12 +988,17 @@ int node_data_adopt(struct node_data *sv, int fd)
 		free(d);
 		return -ENOMEM;
 	}
+
 	d->next = sv->dconns;
 	if (sv->dconns)
 		sv->dconns->prev = d;
 	sv->dconns = d;
 	sv->ndconns++;
 	sv->st.conns_total++;
+	if (sv->x->tls_srv && ev_conn_start_tls(d->c, sv->x->tls_srv) < 0) {
+		ev_conn_close(d->c);	/* data_on_close unlinks and frees d */
+		return -ENOMEM;
+	}
 	return 0;
 }
 

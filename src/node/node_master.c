@@ -748,6 +748,10 @@ static void master_connected(struct node_mlink *ml, int fd)
 	ml->mconn_gen++;
 	ml->st.master_connects++;
 	ml->mstate = NODE_M_HELLO;
+	if (ml->x->tls_cli && ev_conn_start_tls(ml->mconn, ml->x->tls_cli) < 0) {
+		ev_conn_close(ml->mconn);	/* master_on_close retries */
+		return;
+	}
 	log_info("connected to master %s", ml->master_addr);
 	master_send_hello(ml);
 }

@@ -39,6 +39,11 @@
 # Env: BENCH_SECS (seconds per measurement, default 0.7), BENCH_ROUNDS
 # (default 3), BENCH_SMOKE=1 (seconds: 16 objects of 1 MiB, a 128 MiB
 # segment, one round, 0.05 s per measurement), BENCH_NETNS (above).
+# TLS ([tls], a CA made here with openssl): in each topology, after the
+# rounds above, the batch rows (1 MiB x16, 64 KiB and 4 KiB x64, one and
+# four threads) on plain TCP, then on the same pool restarted with TLS, per
+# round; printed as TLS/plain ratios (1 MiB target >= 0.8x) with what kTLS
+# did. BENCH_TLS=0 leaves them out.
 # Exit 0 when it ran (targets missed are reported, not failures), 77 when a
 # tool is missing, 1 when a measurement or a check failed.
 BENCH_BUILD=${1:-} . "$(dirname "$0")/bench_lib.inc" || exit 1
@@ -80,12 +85,17 @@ topology() {
 	on_cleanup "rm -f '/dev/shm/$seg'"
 	printf '[node]\nname = bench-%s\nlisten = %s:%s\nadvertise = %s:%s\nhttp_listen = 127.0.0.1:%s\nsegment = %s\nsegment_size = %s\npopulate = true\nremove_segment_on_exit = true\n' \
 		"$topo" "$addr" "$dport" "$addr" "$dport" "$dhttp" "$seg" "$(pick 128M 1G)" >"$d/node.ini"
-	spawn "$topo-master" "$B/kvpool-master" -c "$d/pool.ini"
-	local mpid=$SPAWN_PID
-	waitfor 10 reachable "$addr" "$mport" || fail "$topo: kvpool-master did not listen on $addr:$mport"
-	spawn "$topo-node" "$B/kvpool-node" -c "$d/pool.ini" -c "$d/node.ini"
-	local npid=$SPAWN_PID
-	"${run[@]}" "$B/bench/b_client" -c "$d/pool.ini" -w || fail "$topo: the pool did not come up"
+	local mpid npid
+	# pool_up INI: the master and the node of INI (pool.ini, or tls.ini)
+	pool_up() {
+		spawn "$topo-master" "$B/kvpool-master" -c "$d/$1"
+		mpid=$SPAWN_PID
+		waitfor 10 reachable "$addr" "$mport" || fail "$topo: kvpool-master did not listen on $addr:$mport"
+		spawn "$topo-node" "$B/kvpool-node" -c "$d/$1" -c "$d/node.ini"
+		npid=$SPAWN_PID
+		"${run[@]}" "$B/bench/b_client" -c "$d/$1" -w || fail "$topo: the pool did not come up"
+	}
+	pool_up pool.ini
 	spawn "$topo-iperf-s" iperf3 -s -B "$addr" -p "$iport"
 	local ipid=$SPAWN_PID
 	spawn "$topo-redis" redis-server --port "$rport" --bind "$addr" --save "" --appendonly no \
@@ -126,8 +136,51 @@ topology() {
 		rb "$d/redis-64k-$r.csv" -t set,get -d 65536 -c 4 -P 64 -n "$n64k" -r $((4 * nbig))
 		rb "$d/redis-4k-$r.csv" -t set,get -d 4096 -c 4 -P 64 -n "$n4k" -r $((4 * nbig))
 	done
-	for p in "$rpid" "$ipid" "$npid" "$mpid"; do stop_pid "$p"; done
+	stop_pid "$rpid"
+	stop_pid "$ipid"
+	# TLS against plain TCP, same pool and ports, one after the other in
+	# each round: the batch rows only (tls.ini = pool.ini + [tls])
+	if [ "$tls_ok" = 1 ]; then
+		# (log level notice: the line that says what kTLS did)
+		{ sed 's/^level = warning$/level = notice/' "$d/pool.ini"; printf '[tls]\nenabled = true\ncert = %s\nkey = %s\nca = %s\n' \
+			"$pki/server.crt" "$pki/server.key" "$pki/ca.crt"; } >"$d/tls.ini"
+		for r in $(seq "$rounds"); do
+			echo "== $topo, round $r of $rounds: batches, plain TCP then TLS"
+			[ "$r" = 1 ] || pool_up pool.ini
+			"${run[@]}" "$B/bench/b_client" -c "$d/pool.ini" -t "$secs" -n "$nbig" -T -x tcp_batch_ \
+				"${bopt[@]}" >"$d/plain$r.txt" 2>"$d/b_client.log" ||
+				fail "$topo: b_client (plain) failed: $(tail -n 5 "$d/b_client.log")"
+			stop_pid "$npid"
+			stop_pid "$mpid"
+			pool_up tls.ini
+			"${run[@]}" "$B/bench/b_client" -c "$d/tls.ini" -t "$secs" -n "$nbig" -T -x tcp_batch_ \
+				"${bopt[@]}" >"$d/tls$r.txt" 2>"$d/b_client.log" ||
+				fail "$topo: b_client (TLS) failed: $(tail -n 5 "$d/b_client.log")"
+			grep -h "tls: kernel TLS" "$E2E_TMP/$topo-master.log" | tail -n 1 | sed 's/.*tls: /  /' \
+				>"$d/ktls.txt"
+			stop_pid "$npid"
+			stop_pid "$mpid"
+		done
+	else
+		stop_pid "$npid"
+		stop_pid "$mpid"
+	fi
 }
+
+# TLS rows: a throw-away CA and server certificate (no names are checked)
+pki=$E2E_TMP/pki tls_ok=0
+if [ "${BENCH_TLS:-1}" != 0 ] && command -v openssl >/dev/null; then
+	mkdir -p "$pki"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
+		-keyout "$pki/ca.key" -out "$pki/ca.crt" 2>"$pki/log" &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=bench" \
+		-keyout "$pki/server.key" -out "$pki/server.csr" 2>>"$pki/log" &&
+	openssl x509 -req -in "$pki/server.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+		-days 2 -out "$pki/server.crt" 2>>"$pki/log" && tls_ok=1 ||
+		echo "TLS rows: not run (openssl failed: $(tail -n 2 "$pki/log"))"
+else
+	echo "TLS rows: not run (BENCH_TLS=0 or no openssl)"
+fi
 
 topology loopback 127.0.0.1 ""
 
@@ -148,9 +201,9 @@ if [ "${BENCH_NETNS:-auto}" != 0 ]; then
 fi
 
 [ $SMOKE = 1 ] && echo "SMOKE run: the numbers mean nothing"
-python3 - "$E2E_TMP" "$rounds" "$netns_ok" <<'EOF' || fail "no report: a measurement is missing (above)"
+python3 - "$E2E_TMP" "$rounds" "$netns_ok" "$tls_ok" <<'EOF' || fail "no report: a measurement is missing (above)"
 import csv, json, os, statistics, sys
-top, rounds, netns = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+top, rounds, netns, tls = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 med = statistics.median
 R = range(1, rounds + 1)
 MiB = 1 << 20
@@ -274,8 +327,42 @@ def report(topo):
               f"     (target <= 5 us){'' if ok else '  MISSED'}")
     print("checksum mismatches: " + ", ".join(
         f"{p} %d" % sum(kv(r, f"{p}_checksum_mismatches") for r in R) for p in paths))
+def tls_report(topo):
+    # TLS / plain TCP, the same batch calls on the same pool, per round
+    d = os.path.join(top, topo)
+    def load(kind, r):
+        out = {}
+        for line in open(os.path.join(d, f"{kind}{r}.txt")):
+            name, val = line.split()
+            out[name] = float(val)
+        return out
+    p = {r: load("plain", r) for r in R}
+    t = {r: load("tls", r) for r in R}
+    where = "loopback" if topo == "loopback" else "across the veth pair"
+    ktls = open(os.path.join(d, "ktls.txt")).read().strip()
+    print(f"TLS vs plain TCP, {where}, connections_per_node=4, one thread ({ktls})")
+    for n, w, target, unit, scale in (
+            ("tcp_batch_get_1m_x16", "batch_get_into 16 x 1 MiB", 0.8, "GB/s", 1e9),
+            ("tcp_batch_put_1m_x16", "batch_put_from 16 x 1 MiB", 0.8, "GB/s", 1e9),
+            ("tcp_batch_get_4k_x64_ops", "batch_get 4 KiB x64", 0.0, "Mops/s", 1e6),
+            ("tcp_batch_put_4k_x64_ops", "batch_put 4 KiB x64", 0.0, "Mops/s", 1e6)):
+        for r in R:
+            if not (n in p[r] and n in t[r]):
+                sys.exit(f"b_client printed no {n} in round {r} ({topo}, TLS rows)")
+        ratios = [need(n, t[r][n]) / need(n, p[r][n]) for r in R]
+        if target:
+            show(f"{topo}: TLS {w}" if topo != "loopback" else f"TLS {w}", med(t[r][n] for r in R),
+                 med(p[r][n] for r in R), "plain TCP", med(ratios), target, unit, scale)
+        else:
+            label = ("TLS " if topo == "loopback" else f"{topo}: TLS ") + w
+            print(f"  {label:40s} {med(t[r][n] for r in R)/scale:9.2f} {unit}  vs {'plain TCP':28s} "
+                  f"{med(p[r][n] for r in R)/scale:9.2f} {unit}  = {med(ratios):5.2f}x (no target)")
 report("loopback")
+if tls:
+    tls_report("loopback")
 if netns:
     report("netns")
+    if tls:
+        tls_report("netns")
 print(f"targets missed: {len(missed)}" + (" (" + ", ".join(missed) + ")" if missed else ""))
 EOF
