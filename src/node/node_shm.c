@@ -112,18 +112,20 @@ static void warm_pass(struct node_shm *s)
 	uint64_t added = 0, t0 = clock_now_ms();
 
 	while (pos < n && !atomic_load(&s->stop)) {
+		/* A page of the map at a time, only those the file holds (a
+		 * hole read through the mapping would be allocated). SEEK_HOLE
+		 * is not used: in a reserved file it walks every page after. */
+		uint64_t end = (pos | 4095) + 1;
 		off_t d = lseek(seg->fd, (off_t)(SEG_MAP_OFF + pos), SEEK_DATA);
-		uint64_t end = n;
 
 		if (d < 0 && errno == ENXIO)
 			break;
-		if (d >= 0) {
-			off_t h = lseek(seg->fd, d, SEEK_HOLE);
-
+		if (d >= 0 && (uint64_t)d - SEG_MAP_OFF > pos) {
 			pos = (uint64_t)d - SEG_MAP_OFF;
-			if (h > d && (uint64_t)h - SEG_MAP_OFF < n)
-				end = (uint64_t)h - SEG_MAP_OFF;
+			continue;
 		}
+		if (end > n)
+			end = n;
 		for (uint64_t i = pos; i < end; i++) {
 			uint64_t bit = 1ull << (i & 63), *w = &s->warm[i >> 6];
 
