@@ -17,6 +17,9 @@
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
 #define FRAME_MAX (1u << 20)		/* a REPL body is cut here (the standby's max_frame) */
 #define SEG_GAP_MAX 4096		/* ids a SEG may skip (offline segments the standby never saw) */
+/* A standby's unsent backlog beyond which it is dropped to resync: a 10M
+ * snapshot in flight is about 400 MiB. */
+#define QUEUE_MAX (1ull << 30)
 
 struct follower {
 	struct master_client *c;
@@ -246,6 +249,38 @@ static void snap_slice(struct master *m, struct follower *f)
 	send_to(f->c, &r->snap);
 }
 
+/* Drops the standbys whose connection holds more than QUEUE_MAX unsent
+ * bytes, backlog and all: a slow or stopped standby must not hold the
+ * leader's memory without bound; it follows again from a snapshot. Last
+ * in the tick: a close may free m->repl (mrepl_client_gone). */
+static void drop_lagging(struct master *m)
+{
+	struct mrepl *r = m->repl;
+	struct master_client *gone[MREPL_MAX];
+	unsigned n = 0;
+
+	for (unsigned i = 0; r && i < r->nf;) {
+		struct master_client *c = r->f[i].c;
+		size_t q = c->queued ? c->queued(c->arg) : 0;
+
+		if (q <= QUEUE_MAX) {
+			i++;
+			continue;
+		}
+		log_warn("ha: standby '%s' is %zu MiB behind: dropped, it follows again from a "
+			 "snapshot", c->name, q >> 20);
+		m->repl_lag_drops++;
+		r->f[i] = r->f[--r->nf];
+		gone[n++] = c;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (gone[i]->abort)
+			gone[i]->abort(gone[i]->arg);
+		else if (gone[i]->close)
+			gone[i]->close(gone[i]->arg);
+	}
+}
+
 void mrepl_tick(struct master *m)
 {
 	struct mrepl *r = m->repl;
@@ -256,6 +291,7 @@ void mrepl_tick(struct master *m)
 	for (unsigned i = 0; i < r->nf; i++)
 		if (r->f[i].snapping)
 			snap_slice(m, &r->f[i]);
+	drop_lagging(m);
 }
 
 /* ---- standby: applying the stream ---- */
