@@ -136,8 +136,9 @@ static void warm_pass(struct node_shm *s)
 			if (*w & bit)
 				continue;
 			*w |= bit;
-			(void)*(volatile const uint8_t *)((const uint8_t *)seg->base +
-							  (i << SEG_MAP_SHIFT));
+			/* atomic: the node's own TCP writes may be filling it */
+			(void)__atomic_load_n((volatile const uint8_t *)seg->base +
+					      (i << SEG_MAP_SHIFT), __ATOMIC_RELAXED);
 			added++;
 		}
 		pos = end;
