@@ -213,6 +213,13 @@ bool master_wants_tick(const struct master *m)
 	return m->evict_active;
 }
 
+void master_client_set_backlog(struct master_client *c, master_queued_fn queued,
+			       master_close_fn abort)
+{
+	c->queued = queued;
+	c->abort = abort;
+}
+
 struct master_client *master_client_new(struct master *m, master_send_fn send,
 					master_close_fn close, void *arg)
 {
@@ -591,6 +598,7 @@ void master_repl_stats(const struct master *m, struct master_repl_stats *st)
 	st->records = m->repl_records;
 	st->confirmed = m->recon_confirmed;
 	st->ghosts = m->recon_ghosts;
+	st->lag_drops = m->repl_lag_drops;
 }
 
 uint64_t master_keys(const struct master *m)

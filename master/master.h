@@ -30,6 +30,12 @@ void master_destroy(struct master *m);
 
 struct master_client *master_client_new(struct master *m, master_send_fn send,
 					master_close_fn close, void *arg);
+/* Optional, for a standby's connection: the bytes queued and not yet sent,
+ * and a close that drops them (a standby too far behind is dropped with
+ * its backlog and follows again from a snapshot). */
+typedef size_t (*master_queued_fn)(void *arg);
+void master_client_set_backlog(struct master_client *c, master_queued_fn queued,
+			       master_close_fn abort);
 /* The connection is gone: its segments stay (until node_ttl) without a
  * connection unless it had UNMOUNTed them, its parked requests are
  * dropped. */
@@ -116,6 +122,7 @@ struct master_repl_stats {
 	bool warm;			/* leader: took over a followed table */
 	uint64_t records;		/* standby: records applied */
 	uint64_t confirmed, ghosts;	/* leader: replicas the nodes confirmed / did not hold */
+	uint64_t lag_drops;		/* leader: standbys dropped with a backlog over the limit */
 };
 void master_repl_stats(const struct master *m, struct master_repl_stats *st);
 

@@ -35,6 +35,8 @@ struct master_client {
 	struct master_client *prev, *next;
 	master_send_fn send;
 	master_close_fn close;
+	master_queued_fn queued;	/* optional (master_client_set_backlog) */
+	master_close_fn abort;
 	void *arg;
 	bool hello;
 	uint16_t role;
@@ -135,6 +137,7 @@ struct master {
 	bool repl_synced;		/* standby: the snapshot is complete */
 	bool warm;			/* leader: took the table over from a stream */
 	uint64_t repl_records;		/* standby: records applied */
+	uint64_t repl_lag_drops;	/* leader: standbys dropped for their backlog */
 	uint64_t recon_confirmed;	/* new leader: replicas the nodes confirmed */
 	uint64_t recon_ghosts;		/* ... dropped: the nodes did not hold them */
 };

@@ -335,6 +335,9 @@ static void ha_metrics(struct mhttp *h, struct sbuf *b)
 	counter(b, "kvpool_master_ha_ghosts_dropped_total",
 		"Replicas of the taken-over table that no node held (dropped at its HEARTBEAT).",
 		rs.ghosts);
+	counter(b, "kvpool_master_ha_standby_lag_drops_total",
+		"Standbys dropped with over 1 GiB of stream not yet sent (they follow again).",
+		rs.lag_drops);
 }
 
 /* The election's state into the admin view (/health /role /ha_status

@@ -17,6 +17,9 @@
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
 #define FRAME_MAX (1u << 20)		/* a REPL body is cut here (the standby's max_frame) */
 #define SEG_GAP_MAX 4096		/* ids a SEG may skip (offline segments the standby never saw) */
+/* A standby's unsent backlog beyond which it is dropped to resync: a 10M
+ * snapshot in flight is about 400 MiB. */
+#define QUEUE_MAX (1ull << 30)
 
 struct follower {
 	struct master_client *c;
@@ -246,6 +249,38 @@ static void snap_slice(struct master *m, struct follower *f)
 	send_to(f->c, &r->snap);
 }
 
+/* Drops the standbys whose connection holds more than QUEUE_MAX unsent
+ * bytes, backlog and all: a slow or stopped standby must not hold the
+ * leader's memory without bound; it follows again from a snapshot. Last
+ * in the tick: a close may free m->repl (mrepl_client_gone). */
+static void drop_lagging(struct master *m)
+{
+	struct mrepl *r = m->repl;
+	struct master_client *gone[MREPL_MAX];
+	unsigned n = 0;
+
+	for (unsigned i = 0; r && i < r->nf;) {
+		struct master_client *c = r->f[i].c;
+		size_t q = c->queued ? c->queued(c->arg) : 0;
+
+		if (q <= QUEUE_MAX) {
+			i++;
+			continue;
+		}
+		log_warn("ha: standby '%s' is %zu MiB behind: dropped, it follows again from a "
+			 "snapshot", c->name, q >> 20);
+		m->repl_lag_drops++;
+		r->f[i] = r->f[--r->nf];
+		gone[n++] = c;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (gone[i]->abort)
+			gone[i]->abort(gone[i]->arg);
+		else if (gone[i]->close)
+			gone[i]->close(gone[i]->arg);
+	}
+}
+
 void mrepl_tick(struct master *m)
 {
 	struct mrepl *r = m->repl;
@@ -256,6 +291,7 @@ void mrepl_tick(struct master *m)
 	for (unsigned i = 0; i < r->nf; i++)
 		if (r->f[i].snapping)
 			snap_slice(m, &r->f[i]);
+	drop_lagging(m);
 }
 
 /* ---- standby: applying the stream ---- */
@@ -479,6 +515,44 @@ static int ent_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* LSD radix sort on (off, tier), 11 bits a pass: a re-mount of 3M
+ * replicas sorted in a fraction of qsort's time (it ran on the loop while
+ * the node's REPORTs waited). Falls back to qsort without memory. */
+static void recon_sort(struct mrecon_ent *a, size_t n)
+{
+	struct mrecon_ent *t = n > 1 ? malloc(n * sizeof(*t)) : NULL;
+	struct mrecon_ent *src = a, *dst = t, *x;
+	uint64_t max = 0;
+	size_t cnt[2048];
+
+	if (!t) {
+		qsort(a, n, sizeof(*a), ent_cmp);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		max |= a[i].key >> 1;
+	for (unsigned sh = 0; sh < 64 && max >> sh; sh += 11) {
+		size_t sum = 0;
+
+		memset(cnt, 0, sizeof(cnt));
+		for (size_t i = 0; i < n; i++)
+			cnt[(src[i].key >> 1 >> sh) & 2047]++;
+		for (size_t d = 0; d < 2048; d++) {
+			size_t c = cnt[d];
+			cnt[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[cnt[(src[i].key >> 1 >> sh) & 2047]++] = src[i];
+		x = src;
+		src = dst;
+		dst = x;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
+	free(t);
+}
+
 int mrepl_recon_begin(struct master *m, struct seg *s)
 {
 	size_t n = 0;
@@ -506,8 +580,9 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 				break;
 			}
 	}
-	qsort(s->recon, n, sizeof(*s->recon), ent_cmp);
+	recon_sort(s->recon, n);
 	s->nrecon = n;
+	s->recon_hint = 0;
 	return 0;
 }
 
@@ -526,12 +601,26 @@ static size_t lower(const struct seg *s, uint64_t key)
 	return lo;
 }
 
+/* lower(), first trying the entry after the last REPORT item's: a node
+ * reports in offset order, so a re-mount's items mostly walk the array. */
+static size_t lower_hint(struct seg *s, uint64_t key)
+{
+	size_t h = s->recon_hint;
+
+	if (h < s->nrecon && s->recon[h].key >> 1 == key >> 1 &&
+	    (!h || s->recon[h - 1].key >> 1 < key >> 1))
+		return h;
+	return lower(s, key);
+}
+
 bool mrepl_recon_confirm(struct master *m, struct seg *s, const uint8_t *key, size_t klen,
 			 uint8_t tier, uint64_t off, uint64_t gen)
 {
 	uint64_t k = off | (uint64_t)tier << 1;
-	size_t i = lower(s, k);
+	size_t i = lower_hint(s, k);
 	int ri;
+
+	s->recon_hint = i + 1;
 
 	if (!s->recon || i == s->nrecon || s->recon[i].key >> 1 != k >> 1 ||
 	    s->recon[i].gen32 != (uint32_t)gen || (s->recon[i].key & 1))

@@ -83,6 +83,16 @@ static void conn_close(void *arg)
 	ev_conn_close_after_send(arg);
 }
 
+static size_t conn_queued(void *arg)
+{
+	return ev_conn_queued(arg);
+}
+
+static void conn_abort(void *arg)
+{
+	ev_conn_close(arg);
+}
+
 static void fast_tick(struct ev_loop *loop, void *arg);
 
 static void want_tick(struct mserver *s)
@@ -278,6 +288,7 @@ static void on_accept(struct ev_loop *loop, int lfd, uint32_t events, void *arg)
 			ev_conn_close(c);
 			continue;
 		}
+		master_client_set_backlog(mc->mc, conn_queued, conn_abort);
 		mc->c = c;
 		mc->next = s->conns;
 		if (s->conns)

@@ -106,6 +106,7 @@ struct seg {
 	bool warm;
 	struct mrecon_ent *recon;
 	size_t nrecon;
+	size_t recon_hint;		/* the entry after the last REPORT item's */
 	char name[64];
 	char host_id[64];
 	char shm_path[256];

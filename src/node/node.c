@@ -99,6 +99,8 @@ static void node_mounted(void *arg)
 	/* Serving first, reserving after: start-up costs nothing per GiB. */
 	if (!strcmp(n->conf.node.reserve, "background"))
 		node_shm_reserve_start(n->shm);
+	/* After the first scan, which mapped what the segment held. */
+	node_shm_warm_start(n->shm);
 	if (n->ready_cb)
 		n->ready_cb(n->ready_arg);
 }
@@ -147,6 +149,9 @@ static void node_metrics(struct node *n, struct sbuf *b)
 	node_metric(b, "gauge", "kvpool_node_segment_reserved_bytes",
 		    "Bytes of the segment fallocated in /dev/shm (node.reserve).",
 		    ss->reserved_bytes);
+	node_metric(b, "counter", "kvpool_node_segment_warmed_pages_total",
+		    "Pages of committed extents' headers mapped by the node in the background "
+		    "(a re-mount's scan then reads mapped memory).", ss->warmed_pages);
 	node_metric(b, "counter", "kvpool_node_orphans_removed_total",
 		    "Segments of dead kvpool processes on this host removed.", ss->orphans_removed);
 	node_metric(b, "counter", "kvpool_node_orphan_bytes_removed_total",

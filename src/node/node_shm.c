@@ -1,4 +1,5 @@
-/* node_shm: see node_shm.h. The reservation thread and the orphan sweep.
+/* node_shm: see node_shm.h. The reservation thread, the warmer of the
+ * committed extents' pages and the orphan sweep.
  */
 #include "node_shm.h"
 
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -19,6 +22,10 @@
  * stop waits at most ~a quarter second on a small VM. */
 #define RESERVE_CHUNK (1ull << 30)
 #define ORPHAN_SWEEP_MS 30000
+/* The warmer's pass: the map of a 12 GiB segment (3 MiB) read in about a
+ * millisecond when nothing is new. */
+#define WARM_MS 200
+
 
 struct node_shm {
 	struct segment *seg;
@@ -29,6 +36,10 @@ struct node_shm {
 	char dir[256];			/* the segment's directory, when not /dev/shm */
 	struct node_shm_stats st;	/* reserve_* written by the thread before it ends */
 	_Atomic uint64_t reserved;	/* the thread's progress, for /metrics */
+	pthread_t warm_th;
+	bool warm_running;		/* loop thread */
+	uint64_t *warm;			/* warm thread: bit per map byte, its page is mapped */
+	_Atomic uint64_t warmed;	/* pages mapped by the warmer, for /metrics */
 };
 
 struct node_shm *node_shm_create(struct segment *seg)
@@ -87,6 +98,90 @@ void node_shm_reserve_start(struct node_shm *s)
 	s->running = true;
 }
 
+/* Reads one byte of the header page of each extent whose map byte was
+ * set since the last pass (and forgets those cleared, which a later commit
+ * may need read again). A load it must be: on this VM a page's first
+ * access through a mapping costs 5-10 us whether or not madvise
+ * (MADV_POPULATE_READ) filled the page tables before (measured: populate
+ * 48 ms, then the scan 1168 ms for 200,000 headers; 28 ms the scan after). */
+static void warm_pass(struct node_shm *s)
+{
+	const struct segment *seg = s->seg;
+	const uint8_t *map = seg->map;
+	uint64_t n = seg->map_len, pos = seg->data_off >> SEG_MAP_SHIFT;
+	uint64_t added = 0, t0 = clock_now_ms();
+
+	while (pos < n && !atomic_load(&s->stop)) {
+		/* A page of the map at a time, only those the file holds (a
+		 * hole read through the mapping would be allocated). SEEK_HOLE
+		 * is not used: in a reserved file it walks every page after. */
+		uint64_t end = (pos | 4095) + 1;
+		off_t d = lseek(seg->fd, (off_t)(SEG_MAP_OFF + pos), SEEK_DATA);
+
+		if (d < 0 && errno == ENXIO)
+			break;
+		if (d >= 0 && (uint64_t)d - SEG_MAP_OFF > pos) {
+			pos = (uint64_t)d - SEG_MAP_OFF;
+			continue;
+		}
+		if (end > n)
+			end = n;
+		for (uint64_t i = pos; i < end; i++) {
+			uint64_t bit = 1ull << (i & 63), *w = &s->warm[i >> 6];
+
+			if (!__atomic_load_n(map + i, __ATOMIC_RELAXED)) {
+				*w &= ~bit;
+				continue;
+			}
+			if (*w & bit)
+				continue;
+			*w |= bit;
+			/* atomic: the node's own TCP writes may be filling it */
+			(void)__atomic_load_n((volatile const uint8_t *)seg->base +
+					      (i << SEG_MAP_SHIFT), __ATOMIC_RELAXED);
+			added++;
+		}
+		pos = end;
+	}
+	if (added) {
+		atomic_fetch_add(&s->warmed, added);
+		log_debug("%s: read %llu new extents' header pages in %llu ms", seg->path,
+			  (unsigned long long)added, (unsigned long long)(clock_now_ms() - t0));
+	}
+}
+
+static void *warm_thread(void *arg)
+{
+	struct node_shm *s = arg;
+
+	while (!atomic_load(&s->stop)) {
+		warm_pass(s);
+		for (int t = 0; t < WARM_MS / 50 && !atomic_load(&s->stop); t++) {
+			struct timespec ts = { 0, 50 * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+void node_shm_warm_start(struct node_shm *s)
+{
+	const struct segment *seg = s->seg;
+
+	if (s->warm_running || !seg->map || seg->map_len <= (seg->data_off >> SEG_MAP_SHIFT))
+		return;
+	s->warm = calloc((seg->map_len + 63) / 64, sizeof(*s->warm));
+	if (!s->warm || pthread_create(&s->warm_th, NULL, warm_thread, s) != 0) {
+		log_warn("%s: no thread to map committed extents in the background; a "
+			 "re-mount reads their headers through fresh page tables", seg->path);
+		free(s->warm);
+		s->warm = NULL;
+		return;
+	}
+	s->warm_running = true;
+}
+
 static void reap_dir(struct node_shm *s, const char *dir)
 {
 	uint64_t bytes = 0;
@@ -117,6 +212,9 @@ void node_shm_destroy(struct node_shm *s)
 	atomic_store(&s->stop, true);
 	if (s->running)
 		pthread_join(s->th, NULL);
+	if (s->warm_running)
+		pthread_join(s->warm_th, NULL);
+	free(s->warm);
 	free(s);
 }
 
@@ -125,5 +223,6 @@ const struct node_shm_stats *node_shm_stats(const struct node_shm *s)
 	struct node_shm *m = (struct node_shm *)s;
 
 	m->st.reserved_bytes = atomic_load(&m->reserved);
+	m->st.warmed_pages = atomic_load(&m->warmed);
 	return &s->st;
 }

@@ -208,10 +208,68 @@ static void test_overlap(void)
 	wb_free(&w);
 }
 
+static size_t backlog_bytes;
+static int aborted;
+
+static size_t fake_queued(void *arg)
+{
+	(void)arg;
+	return backlog_bytes;
+}
+
+static void fake_abort(void *arg)
+{
+	(void)arg;
+	aborted++;
+}
+
+/* A standby whose connection holds over the limit unsent is dropped at the
+ * next tick (and counted); one under it stays. */
+static void test_lagging_standby(void)
+{
+	struct kvp_conf conf;
+	char err[256];
+	struct wbuf w;
+	unsigned ids[2] = { 1, 2 }, slots[2] = { 1, 2 };
+	struct master_repl_stats rs;
+
+	conf_defaults(&conf);
+	wb_init(&w);
+	struct master *m = master_create(&conf, err, sizeof(err));
+	standby = master_create(&conf, err, sizeof(err));
+	fol_state.standby = standby;
+	CHECK(m && standby);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
+	uint32_t sid = mount(m, node, &w);
+	report(m, node, sid, ids, slots, 2, &w);
+	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
+	master_client_set_backlog(fol, fake_queued, fake_abort);
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	backlog_bytes = 64u << 20;
+	master_tick(m);
+	master_repl_stats(m, &rs);
+	CHECK_EQ(aborted, 0);
+	CHECK_EQ(rs.lag_drops, 0);
+	backlog_bytes = (size_t)2 << 30;
+	master_tick(m);
+	master_repl_stats(m, &rs);
+	CHECK_EQ(aborted, 1);
+	CHECK_EQ(rs.lag_drops, 1);
+	master_tick(m);		/* no longer a follower: not dropped twice */
+	CHECK_EQ(aborted, 1);
+	/* it may follow again (the close would have been its connection's) */
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	master_client_free(fol);
+	master_destroy(standby);
+	master_destroy(m);
+	wb_free(&w);
+}
+
 int main(void)
 {
 	log_init("t_master_repl", LOG_ERR);
 	test_follow_takeover();
 	test_overlap();
+	test_lagging_standby();
 	return tl_done();
 }
