@@ -52,7 +52,8 @@ struct mconn {
 	size_t rlo, rhi;
 	uint64_t idle_ms;		/* when it went back to the idle list */
 	uint64_t ns_gen;		/* kvp->ns_gen it declared (lns.c): older goes */
-	uint64_t stats_reqid;		/* a CLIENT_STATS posted, unanswered; 0: none */
+	uint64_t stats_reqid;		/* the CLIENT_STATS posted, unanswered (one at most:
+					 * mc_post reads its reply first); 0: none */
 };
 
 static void mconn_free(struct kvp *kvp, struct mconn *mc)
@@ -172,11 +173,12 @@ static bool owed_drop(struct kvp *kvp, struct mconn *mc, const struct wire_hdr *
 	return h->opcode == WIRE_OP_CLIENT_STATS;
 }
 
-/* Reads and drops the replies mc is owed: true when they came in order
- * before the deadline (else the connection is out of step: close it). */
-static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline)
+/* Reads and drops the replies mc is owed (with stats_only, those up to
+ * its CLIENT_STATS report's): true when they came in order before the
+ * deadline (else the connection is out of step: close it). */
+static bool mc_settle(struct kvp *kvp, struct mconn *mc, uint64_t deadline, bool stats_only)
 {
-	while (mc->owed) {
+	while (mc->owed && (!stats_only || mc->stats_reqid)) {
 		struct wire_hdr h;
 		uint8_t *body;
 
@@ -219,7 +221,7 @@ static int mc_take(struct kvp *kvp, uint64_t deadline, struct mconn **out, bool 
 			 * MC_FRESH_MS is lent without that syscall: a master that
 			 * dropped it meanwhile breaks the call before any reply,
 			 * which mc_call_during retries once on a fresh one. */
-			if (mc->owed > MC_OWED_MAX ? mc_settle(kvp, mc, deadline) :
+			if (mc->owed > MC_OWED_MAX ? mc_settle(kvp, mc, deadline, false) :
 			    mc->owed || clock_now_ms() - mc->idle_ms < MC_FRESH_MS ||
 			    sock_alive(mc->fd)) {
 				*out = mc;
@@ -521,6 +523,15 @@ int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 
 	if (rc < 0)
 		return rc;
+	/* One report unanswered per connection: stats_reqid names it, and
+	 * a reply to an earlier one would read as a stray frame. Reports are
+	 * CSTATS_MS apart, so that reply is rarely not in yet. */
+	for (size_t i = 0; i < n; i++)
+		if (c[i].op == WIRE_OP_CLIENT_STATS && mc->stats_reqid &&
+		    !mc_settle(kvp, mc, deadline, true)) {
+			mc_give(kvp, mc, false);
+			return KVP_ECONN;
+		}
 	for (size_t base = 0; base < n && rc == 0; base += MC_WINDOW) {
 		size_t w = n - base < MC_WINDOW ? n - base : MC_WINDOW;
 
@@ -631,7 +642,7 @@ void mc_pool_close(struct kvp *kvp)
 		struct mconn *mc = kvp->midle;
 
 		if (mc->owed)
-			mc_settle(kvp, mc, deadline);
+			mc_settle(kvp, mc, deadline, false);
 		kvp->midle = mc->next;
 		mconn_free(kvp, mc);
 	}
