@@ -70,7 +70,7 @@ struct pick {
 static void consider(const struct master *m, struct pick *p, struct obj *o)
 {
 	if (!evict_candidate(m, o, p->pinned) || tier_replica(o, p->seg, p->tier) < 0 ||
-	    (p->drop_only && o->nchild))
+	    (p->drop_only && objtab_links(&m->objs, o)->nchild))
 		return;
 	int64_t sc = victim_score(m, o);
 
@@ -223,7 +223,7 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 			o->rep[ri].demoting = 1;	/* answered in mtier_demoted() */
 			mchain_changed(m, o);	/* what it extends may follow now */
 		} else {
-			if (o->nchild) {
+			if (objtab_links(&m->objs, o)->nchild) {
 				/* Spill replicas extend it and it cannot follow them
 				 * there: drop one that nothing extends instead. */
 				o = pick_victim(m, s, 0, true);

@@ -16,7 +16,23 @@ static bool has_mem(const struct obj *o)
 /* The object o extends, if it is still there (the same generation). */
 static struct obj *parent_of(const struct master *m, const struct obj *o)
 {
-	return o->chained ? objtab_find_hg(&m->objs, o->phash, o->pgen) : NULL;
+	if (!o->chained)
+		return NULL;
+	const struct obj_links *l = objtab_links(&m->objs, o);
+
+	return objtab_find_hg(&m->objs, l->phash, l->pgen);
+}
+
+/* p counts one child fewer; its links go when nothing is left in them. */
+static void child_gone(struct master *m, struct obj *p, bool mem)
+{
+	struct obj_links *l = objtab_links_find(&m->objs.links, p);
+
+	l->nchild--;
+	if (mem)
+		l->nchild_mem--;
+	if (!l->nchild && !p->chained)
+		objtab_links_drop(&m->objs, p);
 }
 
 /* Puts each replica of o in the region its counts call for. */
@@ -26,7 +42,7 @@ static void place(struct master *m, struct obj *o)
 		struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[k].seg);
 
 		if (s)
-			seg_place(s, o, k, mchain_rgn(o, k));
+			seg_place(s, o, k, mchain_rgn(&m->objs, o, k));
 	}
 }
 
@@ -35,13 +51,25 @@ void mchain_link(struct master *m, struct obj *o, struct obj *parent)
 	/* A version is not in the table, where the link is looked up. */
 	if (!parent || parent == o || (parent->flags & OBJ_VERSION))
 		return;
-	o->phash = parent->hash;
-	o->pgen = (uint32_t)parent->generation;
+	struct obj_links *pl = objtab_links_get(&m->objs, parent);
+
+	if (!pl)
+		return;
+	struct obj_links *ol = objtab_links_get(&m->objs, o);	/* may move pl */
+
+	if (!ol) {
+		if (!pl->nchild && !parent->chained)
+			objtab_links_drop(&m->objs, parent);
+		return;
+	}
+	ol->phash = parent->hash;
+	ol->pgen = (uint32_t)parent->generation;
 	o->chained = 1;
-	parent->nchild++;
+	pl = objtab_links_find(&m->objs.links, parent);
+	pl->nchild++;
 	if (has_mem(o)) {
 		o->counted_mem = 1;
-		parent->nchild_mem++;
+		pl->nchild_mem++;
 	}
 	place(m, parent);
 }
@@ -54,10 +82,12 @@ void mchain_changed(struct master *m, struct obj *o)
 		struct obj *p = parent_of(m, o);
 
 		if (p) {
+			struct obj_links *pl = objtab_links_find(&m->objs.links, p);
+
 			if (mem)
-				p->nchild_mem++;
+				pl->nchild_mem++;
 			else
-				p->nchild_mem--;
+				pl->nchild_mem--;
 			place(m, p);
 		}
 		o->counted_mem = mem;
@@ -71,19 +101,18 @@ void mchain_unlink(struct master *m, struct obj *o)
 		struct obj *p = parent_of(m, o);
 
 		if (p) {
-			p->nchild--;
-			if (o->counted_mem)
-				p->nchild_mem--;
+			child_gone(m, p, o->counted_mem);
 			place(m, p);
 		}
 		o->chained = o->counted_mem = 0;
 	}
-	m->orphaned += o->nchild;
+	m->orphaned += objtab_links(&m->objs, o)->nchild;
+	objtab_links_drop(&m->objs, o);
 }
 
 void mchain_detach_key(struct master *m, const struct obj *o)
 {
-	m->orphaned += o->nchild;
+	m->orphaned += objtab_links(&m->objs, o)->nchild;
 }
 
 bool mchain_orphan(const struct master *m, const struct obj *o)
@@ -109,7 +138,7 @@ bool mchain_check(const struct master *m)
 			if (k == o->nrep || o->rep[k].sidx != j)
 				return false;
 			size_t lo, hi;
-			seg_rgn_range(s, mchain_rgn(o, k), &lo, &hi);
+			seg_rgn_range(s, mchain_rgn(&m->objs, o, k), &lo, &hi);
 			if (j < lo || j >= hi)
 				return false;
 		}

@@ -13,22 +13,26 @@
 
 #include <stdbool.h>
 
+#include "objtab.h"
 #include "segreg.h"
 
 struct master;
-struct obj;
 
 /* Where replica ri of o belongs: a memory replica is evictable (demoted
  * or dropped) when no object extending o has a memory replica, a spill
  * replica when nothing extends o at all. */
-static inline enum seg_rgn mchain_rgn(const struct obj *o, unsigned ri)
+static inline enum seg_rgn mchain_rgn(const struct objtab *t, const struct obj *o,
+				      unsigned ri)
 {
+	const struct obj_links *l = objtab_links(t, o);
+
 	if (o->rep[ri].tier == 0)
-		return o->nchild_mem ? SEG_RGN_OTHER : SEG_RGN_MEM;
-	return o->nchild ? SEG_RGN_OTHER : SEG_RGN_DISK;
+		return l->nchild_mem ? SEG_RGN_OTHER : SEG_RGN_MEM;
+	return l->nchild ? SEG_RGN_OTHER : SEG_RGN_DISK;
 }
 
-/* Links o (new, its replicas attached) as extending parent (NULL: none). */
+/* Links o (new, its replicas attached) as extending parent (NULL: none).
+ * Out of memory for the links, o is left unchained (evicted as any). */
 void mchain_link(struct master *m, struct obj *o, struct obj *parent);
 /* o's replicas changed (one added, dropped, moved between tiers, a DEMOTE
  * of one queued or answered): its replicas' regions and its parent's count

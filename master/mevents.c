@@ -556,7 +556,9 @@ void mevents_obj_stored(struct master *m, const struct obj *o, unsigned tier)
 {
 	if (!m->ev || !announced(o))
 		return;
-	const struct obj *p = o->chained ? objtab_find_hg(&m->objs, o->phash, o->pgen) : NULL;
+	const struct obj_links *l = objtab_links(&m->objs, o);
+	const struct obj *p = o->chained ? objtab_find_hg(&m->objs, l->phash, l->pgen) : NULL;
+
 	mevents_stored(m->ev, obj_key(o), o->key_len, p ? obj_key(p) : NULL, p ? p->key_len : 0,
 		       tier_medium(tier));
 }

@@ -169,7 +169,7 @@ int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, 
 	unsigned ri = o->nrep;
 	o->rep[ri] = rep_make(s->id, tier, off, len);
 	o->nrep++;	/* first: seg_attach's moves look the replica up */
-	if (seg_attach(s, o, ri, mchain_rgn(o, ri))) {
+	if (seg_attach(s, o, ri, mchain_rgn(&m->objs, o, ri))) {
 		o->nrep--;
 		return KVP_ENOMEM;
 	}

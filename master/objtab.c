@@ -35,6 +35,7 @@ void objtab_destroy(struct objtab *t)
 			free(slot_obj(t->slots[i]));
 	kx_destroy(&t->idx);
 	free(t->slots);
+	free(t->links.v);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -174,6 +175,105 @@ int objtab_reserve(struct objtab *t)
 
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
 
+const struct obj_links objtab_nolinks;
+
+static size_t links_home(const struct objlinks *lm, const struct obj *o)
+{
+	uint64_t x = (uint64_t)(uintptr_t)o >> 4;
+
+	return (size_t)((x * 0x9e3779b97f4a7c15ull) >> 32) & (lm->cap - 1);
+}
+
+/* The entry of o, or the empty one where it would go. */
+static struct objlink_ent *links_slot(const struct objlinks *lm, const struct obj *o)
+{
+	size_t i = links_home(lm, o);
+
+	while (lm->v[i].o && lm->v[i].o != o)
+		i = (i + 1) & (lm->cap - 1);
+	return &lm->v[i];
+}
+
+static int links_grow(struct objlinks *lm)
+{
+	struct objlinks nl = { .cap = lm->cap ? lm->cap * 2 : 64, .n = lm->n };
+
+	nl.v = calloc(nl.cap, sizeof(*nl.v));
+	if (!nl.v)
+		return -ENOMEM;
+	for (size_t i = 0; i < lm->cap; i++)
+		if (lm->v[i].o)
+			*links_slot(&nl, lm->v[i].o) = lm->v[i];
+	free(lm->v);
+	*lm = nl;
+	return 0;
+}
+
+struct obj_links *objtab_links_find(const struct objlinks *lm, const struct obj *o)
+{
+	return &links_slot(lm, o)->l;
+}
+
+struct obj_links *objtab_links_get(struct objtab *t, struct obj *o)
+{
+	struct objlinks *lm = &t->links;
+
+	if (o->linked)
+		return objtab_links_find(lm, o);
+	if ((lm->n + 1) * 2 > lm->cap && links_grow(lm))
+		return NULL;
+	struct objlink_ent *e = links_slot(lm, o);
+
+	e->o = o;
+	e->l = objtab_nolinks;
+	lm->n++;
+	o->linked = 1;
+	return &e->l;
+}
+
+/* Backward-shift deletion: no tombstones. */
+static void links_del(struct objlinks *lm, struct objlink_ent *e)
+{
+	size_t mask = lm->cap - 1, i = (size_t)(e - lm->v), j = i;
+
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!lm->v[j].o)
+			break;
+		size_t h = links_home(lm, lm->v[j].o);
+
+		/* v[j] may move to i if its home is not in (i, j] cyclically */
+		if (((j - h) & mask) >= ((j - i) & mask)) {
+			lm->v[i] = lm->v[j];
+			i = j;
+		}
+	}
+	lm->v[i].o = NULL;
+	lm->n--;
+}
+
+void objtab_links_drop(struct objtab *t, struct obj *o)
+{
+	if (!o->linked)
+		return;
+	links_del(&t->links, links_slot(&t->links, o));
+	o->linked = 0;
+}
+
+/* o moved to n (objtab_regrow): its entry follows. Cannot fail: one
+ * entry out, one in. */
+static void links_rekey(struct objlinks *lm, const struct obj *o, const struct obj *n)
+{
+	struct objlink_ent *e = links_slot(lm, o);
+	struct obj_links l = e->l;
+
+	links_del(lm, e);
+	e = links_slot(lm, n);
+	e->o = n;
+	e->l = l;
+	lm->n++;
+}
+
 static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 {
 	return sizeof(struct obj) + cap_rep * sizeof(struct rep) + key_len;
@@ -261,6 +361,7 @@ void objtab_unlink(struct objtab *t, struct obj *o)
 void objtab_remove(struct objtab *t, struct obj *o)
 {
 	objtab_unlink(t, o);
+	objtab_links_drop(t, o);
 	free(o);
 }
 
@@ -274,6 +375,8 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 	n->cap_rep = (uint8_t)cap_rep;
 	memcpy((uint8_t *)obj_key(n), obj_key(o), o->key_len);
 	relink(t, o, n);
+	if (o->linked)
+		links_rekey(&t->links, o, n);
 	free(o);
 	return n;
 }

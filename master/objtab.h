@@ -58,9 +58,9 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 80 bytes of fields, then rep[cap_rep], then the key:
- * one million 64-byte keys with one replica take about 170 bytes per
- * object besides the key (docs/master.md). Times are milliseconds since
+/* 64 bytes of fields, then rep[cap_rep], then the key: with one replica
+ * and a key up to 24 bytes the allocation fits a 112-byte malloc chunk
+ * (docs/ha.md, memory per object). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
  * 2^32, and deadline is only meaningful while the object sits in the
  * master's lease (complete) or pending array, which a sweep empties long
@@ -70,7 +70,9 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
  * (phash, pgen: no pointer, which a move or a removal would leave
  * dangling) and is counted in its nchild (and nchild_mem while it has a
  * memory replica): eviction takes an object only when nothing that
- * extends it is kept. */
+ * extends it is kept. Those four fields are rare, so they live in the
+ * table's side map (struct obj_links, objtab_links), present only while
+ * the object is chained or extended (the linked bit). */
 struct obj {
 	union {
 		struct obj *hnext;	/* a version's chain (mver.c): not in the table */
@@ -87,13 +89,11 @@ struct obj {
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
 	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint32_t phash, pgen;		/* with chained: the object this one extends */
-	uint32_t nchild;		/* objects counted as extending this one */
-	uint32_t nchild_mem;		/* ... of which have a memory replica */
 	uint16_t key_len : 11;		/* key <= KVP_MAX_KEY */
 	uint16_t chained : 1;		/* counted in the nchild of (phash, pgen) */
 	uint16_t counted_mem : 1;	/* ... and in its nchild_mem */
-	uint16_t spare : 3;
+	uint16_t linked : 1;		/* has an entry in the table's link map */
+	uint16_t spare : 2;
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
 	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
@@ -101,7 +101,26 @@ struct obj {
 };
 
 #define OBJ_LEASES_MAX UINT16_MAX
-_Static_assert(sizeof(struct obj) == 80, "struct obj: 64 bytes of fields, 16 of chain links");
+_Static_assert(sizeof(struct obj) == 64, "struct obj: 64 bytes of fields");
+
+/* An object's chain links (mchain.h), kept aside. */
+struct obj_links {
+	uint32_t phash, pgen;		/* with chained: the object this one extends */
+	uint32_t nchild;		/* objects counted as extending this one */
+	uint32_t nchild_mem;		/* ... of which have a memory replica */
+};
+
+/* The link map: object address -> links, open addressing with linear
+ * probing, at most half full; objtab_regrow re-keys an entry and
+ * objtab_remove drops one. */
+struct objlinks {
+	struct objlink_ent {
+		const struct obj *o;
+		struct obj_links l;
+	} *v;
+	size_t cap;			/* power of two, or 0 */
+	size_t n;
+};
 _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
@@ -117,12 +136,28 @@ struct objtab {
 	size_t nslots;			/* power of two, at most 3/4 full */
 	size_t count;			/* objects, complete or not */
 	struct keyidx idx;		/* the same objects in key order */
+	struct objlinks links;		/* chain links of the few objects with any */
 };
 
 static inline const uint8_t *obj_key(const struct obj *o)
 {
 	return (const uint8_t *)(o->rep + o->cap_rep);
 }
+
+extern const struct obj_links objtab_nolinks;
+
+struct obj_links *objtab_links_find(const struct objlinks *lm, const struct obj *o);
+
+/* o's links: all zero when it has none. */
+static inline const struct obj_links *objtab_links(const struct objtab *t, const struct obj *o)
+{
+	return o->linked ? objtab_links_find(&t->links, o) : &objtab_nolinks;
+}
+
+/* o's links, made (zeroed) if it has none; NULL out of memory. */
+struct obj_links *objtab_links_get(struct objtab *t, struct obj *o);
+/* Forgets o's links (o goes, or it has no link left). */
+void objtab_links_drop(struct objtab *t, struct obj *o);
 
 static inline bool obj_complete(const struct obj *o)
 {

@@ -13,6 +13,8 @@
  * descending order, and regrown in its middle; random links, unlinks and
  * regrowths of 5,000 keys, in runs and at random, so that leaves split,
  * empty and go and the tree grows and shrinks, then emptied to one leaf;
+ * the link map (chain links kept aside) against an array: links made,
+ * changed, dropped at random, objects regrown and removed with theirs;
  * and the key order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
@@ -244,6 +246,69 @@ static void check_keycmp(void)
 			}
 }
 
+/* The link map: each object's links (pgen = its index + 1) must follow it
+ * through regrowths and leave with it. */
+static void check_links(size_t n)
+{
+	struct objtab t;
+	struct obj **o = calloc(n, sizeof(*o));
+	char k[32];
+
+	REQUIRE(o && objtab_init(&t) == 0, "oom");
+	for (size_t i = 0; i < n; i++) {
+		int kn = snprintf(k, sizeof(k), "link%zu", i);
+
+		o[i] = objtab_insert(&t, (const uint8_t *)k, (size_t)kn, 1);
+		REQUIRE(o[i], "insert oom");
+	}
+	for (size_t round = 0; round < 20 * n; round++) {
+		size_t i = rnd() % n;
+
+		switch (rnd() % 5) {
+		case 0:
+		case 1: {
+			struct obj_links *l = objtab_links_get(&t, o[i]);
+
+			REQUIRE(l, "links oom");
+			l->pgen = (uint32_t)i + 1;
+			l->nchild++;
+			break;
+		}
+		case 2:
+			objtab_links_drop(&t, o[i]);
+			break;
+		case 3:
+			o[i] = objtab_regrow(&t, o[i], 1 + (unsigned)(rnd() % 3));
+			REQUIRE(o[i], "regrow oom");
+			break;
+		default:
+			if (rnd() % 8 == 0) {
+				int kn = snprintf(k, sizeof(k), "link%zu", i);
+
+				objtab_remove(&t, o[i]);
+				o[i] = objtab_insert(&t, (const uint8_t *)k, (size_t)kn, 1);
+				REQUIRE(o[i], "insert oom");
+			}
+			break;
+		}
+	}
+	size_t nl = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct obj_links *l = objtab_links(&t, o[i]);
+
+		if (o[i]->linked) {
+			nl++;
+			REQUIRE(l->pgen == i + 1 && l->nchild > 0, "links of %zu lost: pgen %u", i,
+				l->pgen);
+		} else {
+			REQUIRE(l->pgen == 0 && l->nchild == 0, "unlinked %zu has links", i);
+		}
+	}
+	REQUIRE(nl == t.links.n, "link map counts %zu, objects %zu", t.links.n, nl);
+	objtab_destroy(&t);
+	free(o);
+}
+
 int main(void)
 {
 	const char *e = getenv("SEED");
@@ -338,6 +403,7 @@ int main(void)
 		check_run(&t, v, n, n / 3, n / 3 + (n / 10 < 3000 ? n / 10 : 3000));
 	objtab_destroy(&t);
 	check_churn(v, n < 5000 ? n : 5000, 200000);
+	check_links(n < 20000 ? n : 20000);
 	free(perm);
 	free(v);
 	printf("t_objtab: ok (%zu keys)\n", n);
