@@ -17,7 +17,7 @@
 #  6. each daemon logs once whether kernel TLS was used;
 #  7. [tls] http: the master's and the node's HTTP ports serve HTTPS with
 #     the same certificate (curl --cacert): /metrics, /health and the
-#     metadata store with a Bearer token; plain HTTP to them gets no answer
+#     metadata store with a Bearer token, kvpool top; plain HTTP to them gets no answer
 #     and the daemons keep serving.
 # The standby masters' FOLLOW stream is covered by ha_standby.sh run with
 # the [tls] keys in the environment (KVPOOL_TLS_ENABLED=true and
@@ -263,7 +263,10 @@ https "$MASTER_MD_PORT" "$md" -X PUT -H "Authorization: Bearer $TOKEN" \
 	--data-binary @"$tmp/md.in" >/dev/null || fail "metadata PUT over HTTPS with the token"
 [ "$(https "$MASTER_MD_PORT" "$md" -H "Authorization: Bearer $TOKEN")" = meta-value ] ||
 	fail "metadata GET over HTTPS with the token"
-ok "HTTPS on the HTTP ports: /metrics (master, node), /health, the metadata store with a Bearer token (401 without)"
+# kvpool top reads the master's /api/status over HTTPS with [tls] http
+expect 0 "$B/kvpool" -c "$C" top --once
+grep -q "^keys " "$tmp/out" || fail "kvpool top over HTTPS: $(head -c 300 "$tmp/out")"
+ok "HTTPS on the HTTP ports: /metrics (master, node), /health, the metadata store with a Bearer token (401 without), kvpool top"
 for p in "$MASTER_HTTP_PORT" "$MASTER_MD_PORT" "$NODE_HTTP_PORT"; do
 	curl -s -m 5 "http://127.0.0.1:$p/health" >"$tmp/plain.out" 2>&1
 	r=$?
