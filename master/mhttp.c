@@ -633,7 +633,8 @@ static void on_md(const struct http_req *req, struct http_resp *resp, void *arg)
 }
 
 struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
-			  const char *metadata_listen, char *err, size_t errlen)
+			  const char *metadata_listen, const struct http_tls *tls, char *err,
+			  size_t errlen)
 {
 	struct mhttp *h = calloc(1, sizeof(*h));
 
@@ -645,11 +646,13 @@ struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *ht
 	h->loop = loop;
 	madmin_init(&h->admin);
 	h->md_on = metadata_listen != NULL;
-	h->http = http_start(loop, http_listen, MHTTP_MD_MAX_VALUE, on_http, h, err, errlen);
+	h->http = http_start_tls(loop, http_listen, MHTTP_MD_MAX_VALUE, on_http, h, tls, err,
+				 errlen);
 	if (!h->http)
 		goto out_free;
 	if (h->md_on && strcmp(metadata_listen, http_listen) != 0) {
-		h->md = http_start(loop, metadata_listen, MHTTP_MD_MAX_VALUE, on_md, h, err, errlen);
+		h->md = http_start_tls(loop, metadata_listen, MHTTP_MD_MAX_VALUE, on_md, h, tls,
+				       err, errlen);
 		if (!h->md)
 			goto out_http;
 	}

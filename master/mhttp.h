@@ -14,6 +14,7 @@
 
 struct ev_loop;
 struct ha;
+struct http_tls;
 struct master;
 struct mhttp;
 struct sbuf;
@@ -23,8 +24,10 @@ struct sbuf;
 #define MHTTP_MD_MAX_TOTAL (256ull << 20)	/* bytes of all values */
 
 /* metadata_listen NULL: no metadata store. NULL with a message in err. */
+/* tls not NULL: both listeners serve HTTPS ([tls] http). */
 struct mhttp *mhttp_start(struct ev_loop *loop, struct master *m, const char *http_listen,
-			  const char *metadata_listen, char *err, size_t errlen);
+			  const char *metadata_listen, const struct http_tls *tls, char *err,
+			  size_t errlen);
 void mhttp_stop(struct mhttp *h);
 /* What /health, /role, /ha_status, /leader and /metrics/summary report
  * (a leader election sets it; the default is a serving leader with no

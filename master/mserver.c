@@ -17,6 +17,7 @@
 #include "log.h"
 #include "master.h"
 #include "mevents.h"
+#include "http.h"
 #include "mhttp.h"
 #include "net.h"
 #include "tls.h"
@@ -703,9 +704,10 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		snprintf(err, errlen, "%s: %s", s->conf.master.listen, strerror(-rc));
 		goto out_lfd;
 	}
+	struct http_tls htls = { .cert = s->conf.tls.cert, .key = s->conf.tls.key };
 	s->http = mhttp_start(s->loop, s->m, s->conf.master.http_listen,
 			      s->conf.master.metadata_server ? s->conf.master.metadata_listen : NULL,
-			      err, errlen);
+			      s->conf.tls.http ? &htls : NULL, err, errlen);
 	if (!s->http)
 		goto out_lfd;
 	if (!ev_timer_add(s->loop, TICK_MS, true, tick, s)) {

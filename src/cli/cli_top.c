@@ -17,8 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cli_util.h"
 #include "json.h"
+#include "net.h"
+#include "tls.h"
 
 #define TOP_MAX_ANSWER (4u << 20)	/* bytes of one HTTP answer */
 #define TOP_MAX_TOKENS 65536u
@@ -168,10 +171,12 @@ int top_parse(const char *buf, size_t len, struct top_snap *out, char *err, size
 
 /* ---- HTTP ---- */
 
-/* GET /api/status from host:port into a malloc'd *buf. */
-static int top_fetch(const char *host, const char *port, char **buf, size_t *len, char *err,
-		     size_t errlen)
+/* GET /api/status from host:port into a malloc'd *buf; over HTTPS when tls
+ * is not NULL ([tls] http: the daemons' HTTP ports speak TLS). */
+static int top_fetch(const char *host, const char *port, struct tls_ctx *tls, char **buf,
+		     size_t *len, char *err, size_t errlen)
 {
+	uint64_t deadline = clock_now_ms() + TOP_TIMEOUT_S * 1000ull;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai, *a;
 	struct timeval tv = { .tv_sec = TOP_TIMEOUT_S };
 	char req[512];
@@ -200,10 +205,20 @@ static int top_fetch(const char *host, const char *port, char **buf, size_t *len
 		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(rc ? -rc : ECONNREFUSED));
 		return rc ? rc : -ECONNREFUSED;
 	}
+	if (tls) {
+		char terr[160];
+
+		rc = tls_connect_fd(tls, fd, deadline, terr, sizeof(terr));
+		if (rc < 0) {
+			snprintf(err, errlen, "%s:%s: %s", host, port, terr);
+			goto out_close;
+		}
+	}
 	int rl = snprintf(req, sizeof(req), "GET /api/status HTTP/1.0\r\nHost: %s:%s\r\n"
 			  "Connection: close\r\n\r\n", host, port);
-	if (rl < 0 || (size_t)rl >= sizeof(req) || write(fd, req, (size_t)rl) != rl) {
-		rc = -errno;
+	rc = rl < 0 || (size_t)rl >= sizeof(req) ? -EINVAL :
+	     net_send_all(fd, req, (size_t)rl, deadline);
+	if (rc < 0) {
 		snprintf(err, errlen, "%s:%s: cannot send the request", host, port);
 		goto out_close;
 	}
@@ -225,19 +240,29 @@ static int top_fetch(const char *host, const char *port, char **buf, size_t *len
 			*buf = p;
 			cap *= 2;
 		}
-		ssize_t r = read(fd, *buf + n, cap - n);
+		struct tls_conn *t = tls_fd_get(fd);
+		ssize_t r = t ? tls_recv(t, *buf + n, cap - n) : read(fd, *buf + n, cap - n);
 		if (r == 0)
 			break;
 		if (r < 0) {
-			if (errno == EINTR)
+			int e = t ? (int)-r : errno;
+			if (e == EINTR)
 				continue;
-			rc = -errno;
-			snprintf(err, errlen, "%s:%s: %s", host, port, strerror(errno));
+			if (t && e == EAGAIN && clock_now_ms() < deadline) {
+				struct pollfd pfd = {
+					.fd = fd, .events = tls_conn_want_write(t) ? POLLOUT : POLLIN
+				};
+				poll(&pfd, 1, 1000);
+				continue;
+			}
+			rc = -e;
+			snprintf(err, errlen, "%s:%s: %s%s", host, port, strerror(e),
+				 t && tls_conn_error(t)[0] ? tls_conn_error(t) : "");
 			goto out_free;
 		}
 		n += (size_t)r;
 	}
-	close(fd);
+	tls_fd_close(fd);
 	*len = n;
 	return 0;
 
@@ -245,7 +270,7 @@ out_free:
 	free(*buf);
 	*buf = NULL;
 out_close:
-	close(fd);
+	tls_fd_close(fd);
 	return rc ? rc : -EIO;
 }
 
@@ -431,6 +456,7 @@ int cli_top_main(const struct kvp_conf *conf, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *http = NULL;
+	struct tls_ctx *tls = NULL;	/* [tls] http */
 	uint64_t iters = 0, delay_ms = 1000;	/* 0: until q */
 	char host[256], port[16], addr[300], err[512];
 	struct top_snap *snap = calloc(2, sizeof(*snap));
@@ -480,6 +506,14 @@ int cli_top_main(const struct kvp_conf *conf, int argc, char **argv)
 	rc = top_addr(conf, http, host, sizeof(host), port, sizeof(port));
 	if (rc)
 		goto out_free;
+	if (conf->tls.http) {
+		tls = tls_ctx_new(conf, false, err, sizeof(err));
+		if (!tls) {
+			fprintf(stderr, "kvpool top: %s\n", err);
+			rc = CLI_EXIT_ERR;
+			goto out_free;
+		}
+	}
 	snprintf(addr, sizeof(addr), "%s:%s", host, port);
 	/* the screen is redrawn only on a terminal; q and Ctrl-C quit */
 	tty = tty && !once;
@@ -500,7 +534,7 @@ int cli_top_main(const struct kvp_conf *conf, int argc, char **argv)
 	for (uint64_t i = 0; !top_stop && (!iters || i < iters); i++) {
 		char *buf = NULL;
 		size_t len = 0;
-		int r = top_fetch(host, port, &buf, &len, err, sizeof(err));
+		int r = top_fetch(host, port, tls, &buf, &len, err, sizeof(err));
 		if (!r)
 			r = top_parse(buf, len, cur, err, sizeof(err));
 		free(buf);
@@ -541,6 +575,7 @@ int cli_top_main(const struct kvp_conf *conf, int argc, char **argv)
 	if (raw)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 out_free:
+	tls_ctx_free(tls);
 	free(snap);
 	return rc;
 }

@@ -133,6 +133,7 @@ struct kvp_conf {
 		char ca[CONF_STR];		/* PEM CA bundle the peer is verified against */
 		bool verify_peer;		/* servers ask clients for a certificate */
 		char ktls[CONF_STR];		/* auto | off */
+		bool http;			/* HTTPS on the HTTP listeners (http.h) */
 	} tls;
 
 	/* where each key's value came from, indexed like the table */

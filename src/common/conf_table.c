@@ -320,7 +320,7 @@ const struct conf_key conf_table[] = {
 	/* [tls] */
 	BOOL("tls", "enabled", tls.enabled, "false",
 	     "TLS 1.3 on the pool's TCP connections (master RPC, node data port, the nodes' and "
-	     "standbys' links to the master; not the HTTP ports); a TLS cluster refuses plain "
+	     "standbys' links to the master; the HTTP ports with http = true); a TLS cluster refuses plain "
 	     "connections. Every process of the cluster sets it alike."),
 	STR("tls", "cert", tls.cert, "",
 	    "PEM certificate (chain) this process presents; servers need one, clients when "
@@ -333,6 +333,10 @@ const struct conf_key conf_table[] = {
 	STR("tls", "ktls", tls.ktls, "auto",
 	    "Kernel TLS (the tls module) for the record layer when the kernel has it; off: "
 	    "always OpenSSL in user space.", .choices = "auto|off"),
+	BOOL("tls", "http", tls.http, "false",
+	     "HTTPS on the master's and nodes' HTTP listeners (metrics, health, metadata store, "
+	     "status page, admin) with cert and key (enabled or not); plain HTTP is then refused. "
+	     "verify_peer does not apply to HTTP: its clients are checked by Bearer tokens."),
 };
 const size_t conf_table_len = sizeof(conf_table) / sizeof(conf_table[0]);
 

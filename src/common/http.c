@@ -24,6 +24,10 @@
 #define HTTP_CONN_TIMEOUT_S 30		/* MHD closes connections idle this long */
 #define HTTP_CONN_LIMIT 256
 #define HTTP_DEFAULT_TYPE "text/plain; version=0.0.4"
+#define HTTP_PEM_MAX (1u << 20)		/* bytes of a certificate or key file */
+/* GnuTLS priorities of HTTPS: TLS 1.2 and 1.3 only (Prometheus, curl and
+ * browsers all speak 1.3; 1.2 for older scrapers). */
+#define HTTP_TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 struct http_srv {
 	struct ev_loop *loop;
@@ -34,6 +38,7 @@ struct http_srv {
 	http_handler handler;
 	void *arg;
 	uint64_t timer_id;
+	char *cert_pem, *key_pem;	/* HTTPS: MHD keeps pointers to these */
 };
 
 /* Per request (MHD's con_cls): the body collected so far. */
@@ -220,10 +225,67 @@ static void srv_run(struct http_srv *srv)
 		srv->timer_id = ev_timer_add(srv->loop, to, false, on_timer, srv);
 }
 
+bool http_tls_supported(void)
+{
+	return MHD_is_feature_supported(MHD_FEATURE_TLS) == MHD_YES;
+}
+
+/* The whole of a PEM file as a string, NULL with a message in err. */
+static char *read_pem(const char *path, char *err, size_t errlen)
+{
+	FILE *f = *path ? fopen(path, "re") : NULL;
+	char *p = NULL;
+	size_t len = 0, cap = 0;
+
+	if (!*path) {
+		snprintf(err, errlen, "HTTPS ([tls] http) needs [tls] cert and key");
+		return NULL;
+	}
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		if (cap - len < 4097) {
+			cap = cap ? cap * 2 : 8192;
+			char *q = cap <= HTTP_PEM_MAX ? realloc(p, cap) : NULL;
+			if (!q) {
+				snprintf(err, errlen, "%s: too large or out of memory", path);
+				goto out_free;
+			}
+			p = q;
+		}
+		size_t r = fread(p + len, 1, cap - len - 1, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	if (ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		goto out_free;
+	}
+	fclose(f);
+	p[len] = '\0';
+	return p;
+
+out_free:
+	free(p);
+	fclose(f);
+	return NULL;
+}
+
 struct http_srv *http_start(struct ev_loop *loop, const char *hostport, size_t max_body,
 			    http_handler handler, void *arg, char *err, size_t errlen)
 {
+	return http_start_tls(loop, hostport, max_body, handler, arg, NULL, err, errlen);
+}
+
+struct http_srv *http_start_tls(struct ev_loop *loop, const char *hostport, size_t max_body,
+				http_handler handler, void *arg, const struct http_tls *tls,
+				char *err, size_t errlen)
+{
 	struct http_srv *srv = calloc(1, sizeof(*srv));
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
 	int fd, rc;
 
 	if (!srv) {
@@ -234,21 +296,40 @@ struct http_srv *http_start(struct ev_loop *loop, const char *hostport, size_t m
 	srv->max_body = max_body;
 	srv->handler = handler;
 	srv->arg = arg;
+	if (tls) {
+		if (!http_tls_supported()) {
+			snprintf(err, errlen, "%s: HTTPS asked ([tls] http) but libmicrohttpd has "
+				 "no TLS", hostport);
+			goto out_free;
+		}
+		srv->cert_pem = read_pem(tls->cert, err, errlen);
+		if (!srv->cert_pem)
+			goto out_free;
+		srv->key_pem = read_pem(tls->key, err, errlen);
+		if (!srv->key_pem)
+			goto out_free;
+		flags |= MHD_USE_TLS;
+	}
 	fd = net_listen(hostport, err, errlen);
 	if (fd < 0)
 		goto out_free;
 	srv->port = net_local_port(fd);
-	/* MHD owns fd from here (MHD_stop_daemon closes it). */
-	srv->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	/* MHD owns fd from here (MHD_stop_daemon closes it). The TLS options
+	 * are ignored by MHD without MHD_USE_TLS. */
+	srv->d = MHD_start_daemon(flags, 0, NULL, NULL,
 				  on_request, srv,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				  MHD_OPTION_LISTEN_SOCKET, fd,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
+				  tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, srv->cert_pem,
+				  MHD_OPTION_HTTPS_MEM_KEY, srv->key_pem,
+				  MHD_OPTION_HTTPS_PRIORITIES, HTTP_TLS_PRIORITIES,
 				  MHD_OPTION_END);
 	if (!srv->d) {
-		snprintf(err, errlen, "%s: cannot start the HTTP server (libmicrohttpd)", hostport);
+		snprintf(err, errlen, "%s: cannot start the HTTP%s server (libmicrohttpd%s)",
+			 hostport, tls ? "S" : "", tls ? "; is the key the certificate's?" : "");
 		close(fd);
 		goto out_free;
 	}
@@ -269,6 +350,8 @@ struct http_srv *http_start(struct ev_loop *loop, const char *hostport, size_t m
 out_stop:
 	MHD_stop_daemon(srv->d);
 out_free:
+	free(srv->cert_pem);
+	free(srv->key_pem);
 	free(srv);
 	return NULL;
 }
@@ -280,6 +363,8 @@ void http_stop(struct http_srv *srv)
 	ev_del_fd(srv->loop, srv->epfd);
 	ev_timer_del(srv->loop, srv->timer_id);
 	MHD_stop_daemon(srv->d);
+	free(srv->cert_pem);
+	free(srv->key_pem);
 	free(srv);
 }
 

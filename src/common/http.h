@@ -6,6 +6,7 @@
 #ifndef KVP_HTTP_H
 #define KVP_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct ev_loop;
@@ -33,10 +34,24 @@ const char *http_header(const struct http_req *req, const char *name);
 
 typedef void (*http_handler)(const struct http_req *req, struct http_resp *resp, void *arg);
 
+/* HTTPS ([tls] http): PEM files read once at start (libmicrohttpd's TLS is
+ * GnuTLS, so the files must be PEM; PKCS#8 or SEC1 keys, unencrypted). */
+struct http_tls {
+	const char *cert;		/* certificate (chain) */
+	const char *key;		/* its private key */
+};
+
 /* Listens on hostport; max_body bounds request bodies (413 above). NULL with
  * a message in err on failure. */
 struct http_srv *http_start(struct ev_loop *loop, const char *hostport, size_t max_body,
 			    http_handler handler, void *arg, char *err, size_t errlen);
+/* The same, serving HTTPS when tls is not NULL (plain HTTP is then refused:
+ * the handshake fails and the connection is closed). */
+struct http_srv *http_start_tls(struct ev_loop *loop, const char *hostport, size_t max_body,
+				http_handler handler, void *arg, const struct http_tls *tls,
+				char *err, size_t errlen);
+/* Whether this libmicrohttpd was built with TLS. */
+bool http_tls_supported(void);
 void http_stop(struct http_srv *srv);
 int http_port(const struct http_srv *srv);
 

@@ -28,6 +28,9 @@
 #define TLS_DIRECT_MIN (16u * 1024)	/* an iovec this large is written in place */
 #define TLS_WRITE_MAX (1u << 20)	/* bytes one SSL_write takes at most */
 #define TLS_READ_AHEAD (64u * 1024)	/* bytes one read of the socket asks for */
+/* Records gathered in user space before one write() (no kTLS): OpenSSL
+ * writes each 16 KiB record with a write() of its own. */
+#define TLS_COALESCE (256u * 1024)
 
 struct tls_ctx {
 	SSL_CTX *ssl;
@@ -40,6 +43,8 @@ struct tls_conn {
 	bool want_write;		/* the last -EAGAIN waits for POLLOUT */
 	bool starved;			/* the last read wanted more from the socket */
 	uint8_t *gather;		/* TLS_GATHER bytes, allocated on first use */
+	BIO *wbuf;			/* write buffer over the socket (no kTLS send) */
+	size_t owed;			/* bytes taken whose records wait in wbuf */
 	char err[160];
 };
 
@@ -230,6 +235,48 @@ static int ssl_fail(struct tls_conn *t, int r, const char *what)
 	}
 }
 
+/* Without kTLS send: a buffering BIO between OpenSSL and the socket, so
+ * that tls_sendv writes up to TLS_COALESCE bytes of records with one
+ * write(). Left out when it cannot be made (the socket BIO stays). */
+static void wbuf_push(struct tls_conn *t)
+{
+	BIO *sock = SSL_get_wbio(t->ssl);
+	BIO *buf;
+
+	if (!sock || BIO_get_ktls_send(sock))
+		return;
+	buf = BIO_new(BIO_f_buffer());
+	if (!buf || BIO_set_write_buffer_size(buf, TLS_COALESCE + TLS_GATHER) <= 0 ||
+	    !BIO_up_ref(sock)) {
+		BIO_free(buf);
+		ERR_clear_error();
+		return;
+	}
+	/* rbio and wbio were the same socket BIO: the wbio slot's reference
+	 * goes with SSL_set0_wbio, buf holds the one taken above */
+	BIO_push(buf, sock);
+	SSL_set0_wbio(t->ssl, buf);
+	t->wbuf = buf;
+}
+
+/* Writes out what wbuf holds: 0, -EAGAIN (want_write), -errno. */
+static int wbuf_flush(struct tls_conn *t)
+{
+	if (!t->wbuf || BIO_wpending(t->wbuf) == 0)
+		return 0;
+	ERR_clear_error();
+	errno = 0;
+	if (BIO_flush(t->wbuf) > 0)
+		return 0;
+	if (BIO_should_retry(t->wbuf)) {
+		t->want_write = true;
+		return -EAGAIN;
+	}
+	int e = errno ? errno : EIO;
+	snprintf(t->err, sizeof(t->err), "TLS write: %s", strerror(e));
+	return e == EPIPE ? -ECONNRESET : -e;
+}
+
 int tls_handshake(struct tls_conn *t)
 {
 	if (t->done)
@@ -240,6 +287,7 @@ int tls_handshake(struct tls_conn *t)
 		t->done = true;
 		t->want_write = false;
 		ktls_note(t);
+		wbuf_push(t);
 		return 0;
 	}
 	int rc = ssl_fail(t, r, "TLS handshake");
@@ -294,12 +342,42 @@ ssize_t tls_sendv(struct tls_conn *t, const struct iovec *iov, int iovcnt)
 		}
 		p = t->gather;
 	}
-	ERR_clear_error();
-	if (SSL_write_ex(t->ssl, p, n, &w) == 1) {
+	if (t->owed) {
+		/* the retry after -EAGAIN: its first t->owed bytes are taken,
+		 * their records wait in wbuf */
+		int rc = wbuf_flush(t);
+		if (rc < 0)
+			return rc;
+		w = t->owed;
+		t->owed = 0;
 		t->want_write = false;
 		return (ssize_t)w;
 	}
-	return ssl_fail(t, 0, "TLS write");
+	/* one record per SSL_write (partial-write mode): with wbuf, several
+	 * records then one write() */
+	while (w < n) {
+		size_t k = 0;
+
+		ERR_clear_error();
+		if (SSL_write_ex(t->ssl, (const uint8_t *)p + w, n - w, &k) != 1) {
+			int rc = ssl_fail(t, 0, "TLS write");
+			if (rc != -EAGAIN || w == 0)
+				return rc;
+			break;	/* that record waits inside OpenSSL: offered again */
+		}
+		w += k;
+		if (!t->wbuf || (size_t)BIO_wpending(t->wbuf) >= TLS_COALESCE)
+			break;
+	}
+	int rc = wbuf_flush(t);
+	if (rc == -EAGAIN) {
+		t->owed = w;
+		return rc;
+	}
+	if (rc < 0)
+		return rc;
+	t->want_write = false;
+	return (ssize_t)w;
 }
 
 void tls_conn_shutdown(struct tls_conn *t)

@@ -776,7 +776,9 @@ struct node *node_create(const struct kvp_conf *conf, char *err, size_t errlen)
 		goto out_spill;
 	}
 	if (n->http_addr[0]) {
-		n->http = http_start(n->x.loop, n->http_addr, 4096, node_http, n, err, errlen);
+		struct http_tls htls = { .cert = n->conf.tls.cert, .key = n->conf.tls.key };
+		n->http = http_start_tls(n->x.loop, n->http_addr, 4096, node_http, n,
+					 n->conf.tls.http ? &htls : NULL, err, errlen);
 		if (!n->http)
 			goto out_master;
 	}

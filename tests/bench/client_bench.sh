@@ -43,7 +43,10 @@
 # rounds above, the batch rows (1 MiB x16, 64 KiB and 4 KiB x64, one and
 # four threads) on plain TCP, then on the same pool restarted with TLS, per
 # round; printed as TLS/plain ratios (1 MiB target >= 0.8x) with what kTLS
-# did. BENCH_TLS=0 leaves them out.
+# did. Next to them, the floor from the same round (b_tlsfloor: this CPU's
+# AES-128-GCM encrypt/decrypt on one core and plain loopback TCP's CPU per
+# byte on each end, both ends sharing the cores): the best TLS/plain ratio
+# user-space TLS can reach here. BENCH_TLS=0 leaves them out.
 # Exit 0 when it ran (targets missed are reported, not failures), 77 when a
 # tool is missing, 1 when a measurement or a check failed.
 BENCH_BUILD=${1:-} . "$(dirname "$0")/bench_lib.inc" || exit 1
@@ -51,7 +54,7 @@ e2e_init client_bench
 secs=${BENCH_SECS:-$(pick 0.05 0.7)}
 rounds=${BENCH_ROUNDS:-$(pick 1 3)}
 nbig=$(pick 16 256)		# 1 MiB objects per footprint (b_client -n)
-need "$B/kvpool-master" "$B/kvpool-node" "$B/bench/b_client" iperf3 redis-server \
+need "$B/kvpool-master" "$B/kvpool-node" "$B/bench/b_client" "$B/bench/b_tlsfloor" iperf3 redis-server \
 	redis-benchmark redis-cli python3
 
 # Key spaces as libkvpool's: nbig objects of 1 MiB, 4 x nbig of 64 KiB / 4 KiB.
@@ -160,6 +163,9 @@ topology() {
 				>"$d/ktls.txt"
 			stop_pid "$npid"
 			stop_pid "$mpid"
+			# the floor, measured now, under the same load
+			"$B/bench/b_tlsfloor" -t "$secs" >"$d/floor$r.txt" 2>"$d/b_tlsfloor.log" ||
+				fail "b_tlsfloor failed: $(tail -n 5 "$d/b_tlsfloor.log")"
 		done
 	else
 		stop_pid "$npid"
@@ -341,6 +347,13 @@ def tls_report(topo):
     where = "loopback" if topo == "loopback" else "across the veth pair"
     ktls = open(os.path.join(d, "ktls.txt")).read().strip()
     print(f"TLS vs plain TCP, {where}, connections_per_node=4, one thread ({ktls})")
+    f = {r: load("floor", r) for r in R}
+    fm = lambda n: med(f[r][n] for r in R)
+    print(f"  floor (same rounds, b_tlsfloor): AES-128-GCM {fm('aes128gcm_encrypt_gbps'):.2f} GB/s "
+          f"encrypt, {fm('aes128gcm_decrypt_gbps'):.2f} GB/s decrypt per core; plain loopback TCP "
+          f"{fm('tcp_loopback_gbps'):.2f} GB/s (CPU per end: send {fm('tcp_send_cpu_gbps'):.2f}, "
+          f"receive {fm('tcp_recv_cpu_gbps'):.2f} GB/s); best TLS/plain on {fm('cores'):.0f} cores "
+          f"= {fm('tls_floor_ratio'):.2f}x")
     for n, w, target, unit, scale in (
             ("tcp_batch_get_1m_x16", "batch_get_into 16 x 1 MiB", 0.8, "GB/s", 1e9),
             ("tcp_batch_put_1m_x16", "batch_put_from 16 x 1 MiB", 0.8, "GB/s", 1e9),
@@ -353,6 +366,8 @@ def tls_report(topo):
         if target:
             show(f"{topo}: TLS {w}" if topo != "loopback" else f"TLS {w}", med(t[r][n] for r in R),
                  med(p[r][n] for r in R), "plain TCP", med(ratios), target, unit, scale)
+            print(f"  {'':40s} measured {med(ratios):.2f}x, floor {fm('tls_floor_ratio'):.2f}x "
+                  f"({med(ratios) / fm('tls_floor_ratio'):.0%} of the floor)")
         else:
             label = ("TLS " if topo == "loopback" else f"{topo}: TLS ") + w
             print(f"  {label:40s} {med(t[r][n] for r in R)/scale:9.2f} {unit}  vs {'plain TCP':28s} "

@@ -14,14 +14,18 @@
 #     fresh connection are refused and store nothing;
 #  5. a peer that opens a connection and says nothing is dropped after the
 #     handshake timeout, and the loop serves others meanwhile;
-#  6. each daemon logs once whether kernel TLS was used.
+#  6. each daemon logs once whether kernel TLS was used;
+#  7. [tls] http: the master's and the node's HTTP ports serve HTTPS with
+#     the same certificate (curl --cacert): /metrics, /health and the
+#     metadata store with a Bearer token, kvpool top; plain HTTP to them gets no answer
+#     and the daemons keep serving.
 # The standby masters' FOLLOW stream is covered by ha_standby.sh run with
 # the [tls] keys in the environment (KVPOOL_TLS_ENABLED=true and
 # KVPOOL_TLS_CERT/KEY/CA/VERIFY_PEER: every process then speaks TLS).
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh"
 e2e_init tls
-need "$B/kvpool" "$B/kvpool-master" "$B/kvpool-node" openssl python3 cmp
+need "$B/kvpool" "$B/kvpool-master" "$B/kvpool-node" openssl python3 cmp curl
 
 tmp=$E2E_TMP
 pki=$tmp/pki
@@ -33,11 +37,13 @@ ca() {
 		-subj "/CN=kvpool test $1" -keyout "$pki/$1.key" -out "$pki/$1.crt" \
 		2>>"$pki/openssl.log" || fail "openssl: CA $1"
 }
-cert() {
+cert() {	# the names a client checks (curl over HTTPS): localhost, 127.0.0.1
+	printf 'subjectAltName = DNS:localhost, IP:127.0.0.1\n' >"$pki/$1.ext"
 	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
 		-keyout "$pki/$1.key" -out "$pki/$1.csr" 2>>"$pki/openssl.log" &&
 	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$2.crt" -CAkey "$pki/$2.key" \
-		-CAcreateserial -days 2 -out "$pki/$1.crt" 2>>"$pki/openssl.log" ||
+		-CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" \
+		2>>"$pki/openssl.log" ||
 		fail "openssl: certificate $1"
 }
 ca ca
@@ -46,8 +52,13 @@ cert server ca
 cert client ca
 cert mallory evil
 
-pool_ini "[client]" "protocol = tcp" "[tls]" "enabled = true" "cert = $pki/server.crt" "key = $pki/server.key" \
-	"ca = $pki/ca.crt" "verify_peer = true"
+# the cluster token guards the metadata store (section 7)
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/admin.tok"
+chmod 600 "$tmp/admin.tok"
+TOKEN=$(cat "$tmp/admin.tok")
+pool_ini "metadata_server = true" "[cluster]" "token_file = $tmp/admin.tok" \
+	"[client]" "protocol = tcp" "[tls]" "enabled = true" "cert = $pki/server.crt" "key = $pki/server.key" \
+	"ca = $pki/ca.crt" "verify_peer = true" "http = true"
 pool_node n1 "segment_size = 64M"
 # clients: the pool's configuration with the client's own certificate
 client_ini() {	# client_ini FILE CERT CA [enabled]
@@ -228,6 +239,43 @@ for l in "$MASTER_LOG" "$tmp/n1.log"; do
 	[ "$n" = 1 ] || fail "$l: kTLS logged $n times"
 done
 ok "kTLS use logged once per daemon: $(grep -h -o 'tls: kernel TLS[^;(]*' "$MASTER_LOG")"
+
+# 7. HTTPS on the HTTP ports ([tls] http)
+https() {	# https PORT PATH [CURL ARG...]: the body; non-zero on any failure
+	local port=$1 path=$2
+	shift 2
+	curl -sf -m 5 --cacert "$pki/ca.crt" "$@" "https://127.0.0.1:$port$path"
+}
+https "$MASTER_HTTP_PORT" /metrics >"$tmp/m.txt" || fail "master /metrics over HTTPS"
+grep -q "^kvpool_" "$tmp/m.txt" || fail "master /metrics over HTTPS: $(head -c 300 "$tmp/m.txt")"
+https "$NODE_HTTP_PORT" /metrics >"$tmp/nm.txt" || fail "node /metrics over HTTPS"
+grep -q "^kvpool_" "$tmp/nm.txt" || fail "node /metrics over HTTPS: $(head -c 300 "$tmp/nm.txt")"
+https "$MASTER_HTTP_PORT" /health >/dev/null || fail "master /health over HTTPS"
+# the HTTPS certificate is checked: a client that trusts another CA fails
+curl -sf -m 5 --cacert "$pki/evil.crt" "https://127.0.0.1:$MASTER_HTTP_PORT/health" \
+	>/dev/null 2>&1 && fail "curl trusting another CA accepted the HTTPS port"
+md=/metadata?key=tls-md
+printf 'meta-value' >"$tmp/md.in"
+c=$(curl -s -m 5 --cacert "$pki/ca.crt" -o /dev/null -w '%{http_code}' -X PUT \
+	--data-binary @"$tmp/md.in" "https://127.0.0.1:$MASTER_MD_PORT$md")
+[ "$c" = 401 ] || fail "metadata PUT over HTTPS without a token: $c"
+https "$MASTER_MD_PORT" "$md" -X PUT -H "Authorization: Bearer $TOKEN" \
+	--data-binary @"$tmp/md.in" >/dev/null || fail "metadata PUT over HTTPS with the token"
+[ "$(https "$MASTER_MD_PORT" "$md" -H "Authorization: Bearer $TOKEN")" = meta-value ] ||
+	fail "metadata GET over HTTPS with the token"
+# kvpool top reads the master's /api/status over HTTPS with [tls] http
+expect 0 "$B/kvpool" -c "$C" top --once
+grep -q "^keys " "$tmp/out" || fail "kvpool top over HTTPS: $(head -c 300 "$tmp/out")"
+ok "HTTPS on the HTTP ports: /metrics (master, node), /health, the metadata store with a Bearer token (401 without), kvpool top"
+for p in "$MASTER_HTTP_PORT" "$MASTER_MD_PORT" "$NODE_HTTP_PORT"; do
+	curl -s -m 5 "http://127.0.0.1:$p/health" >"$tmp/plain.out" 2>&1
+	r=$?
+	[ $r != 0 ] || fail "plain HTTP to the HTTPS port $p succeeded: $(head -c 200 "$tmp/plain.out")"
+done
+https "$MASTER_HTTP_PORT" /health >/dev/null || fail "master /health after plain HTTP"
+https "$NODE_HTTP_PORT" /health >/dev/null || fail "node /health after plain HTTP"
+expect 0 "$B/kvpool" -c "$C" get tls/small "$tmp/small.out7"
+ok "plain HTTP to the HTTPS ports fails (curl exit $r); the daemons keep serving"
 
 alive "$MASTER_PID" && alive "$NODE_PID" || fail "a daemon died"
 e2e_finish

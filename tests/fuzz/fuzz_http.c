@@ -95,7 +95,7 @@ static void server_start(void)
 		fprintf(stderr, "fuzz_http: master_create: %s\n", err);
 		abort();
 	}
-	h = mhttp_start(loop, m, "127.0.0.1:0", "127.0.0.1:0", err, sizeof(err));
+	h = mhttp_start(loop, m, "127.0.0.1:0", "127.0.0.1:0", NULL, err, sizeof(err));
 	if (!h) {
 		fprintf(stderr, "fuzz_http: mhttp_start: %s\n", err);
 		abort();

@@ -133,7 +133,7 @@ static void test_table(void)
 	struct kvp_conf c;
 	char buf[CONF_STR + 8];
 
-	CHECK(conf_table_len == 90);
+	CHECK(conf_table_len == 91);
 	CHECK(conf_table_len <= sizeof(c.src));
 	for (size_t i = 0; i < conf_table_len; i++) {
 		const struct conf_key *k = &conf_table[i];
@@ -165,7 +165,7 @@ static void test_table(void)
 	CHECK(conf_find("fuse", "attr_timeout")->live);
 	CHECK(!conf_find("node", "segment_size")->live);
 	/* TLS is off unless asked for; its files are read at start-up only */
-	CHECK(!c.tls.enabled && !c.tls.verify_peer && strcmp(c.tls.ktls, "auto") == 0);
+	CHECK(!c.tls.enabled && !c.tls.verify_peer && strcmp(c.tls.ktls, "auto") == 0 && !c.tls.http);
 	CHECK(!conf_find("tls", "cert")->live);
 }
 
