@@ -436,6 +436,10 @@ int ha_conf_from(struct ha_conf *c, const struct kvp_conf *conf, const char *rpc
 		return -1;
 	}
 	snprintf(c->endpoints, sizeof(c->endpoints), "%s", conf->master.ha_endpoints);
+	c->tls_required = conf->tls.enabled;
+	snprintf(c->tls_ca, sizeof(c->tls_ca), "%s", conf->tls.ca);
+	snprintf(c->tls_cert, sizeof(c->tls_cert), "%s", conf->tls.cert);
+	snprintf(c->tls_key, sizeof(c->tls_key), "%s", conf->tls.key);
 	snprintf(c->cluster_id, sizeof(c->cluster_id), "%.128s", conf->master.cluster_id);
 	c->ttl_ms = conf->master.ha_lease_ttl;
 	snprintf(c->rec.rpc, sizeof(c->rec.rpc), "%s",
@@ -449,6 +453,16 @@ int ha_conf_from(struct ha_conf *c, const struct kvp_conf *conf, const char *rpc
 		if (*p < 0x21 || *p > 0x7e)
 			*p = '_';
 	return 0;
+}
+
+static struct etcd *ha_etcd(const struct ha_conf *c, uint64_t timeout_ms, char *err,
+			    size_t errlen)
+{
+	const struct etcd_tls tls = {
+		.required = c->tls_required, .ca = c->tls_ca, .cert = c->tls_cert, .key = c->tls_key,
+	};
+
+	return etcd_create(c->endpoints, timeout_ms, &tls, err, errlen);
 }
 
 struct ha *ha_start(const struct ha_conf *c, char *err, size_t errlen)
@@ -471,7 +485,7 @@ struct ha *ha_start(const struct ha_conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	h->etcd = etcd_create(c->endpoints, 2000, err, errlen);
+	h->etcd = ha_etcd(c, 2000, err, errlen);
 	if (!h->etcd)
 		goto out_kv;
 	h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -523,7 +537,7 @@ void ha_stop(struct ha *h)
 	atomic_store(&h->serve_until_ms, 0);
 	if (h->lease || h->old_lease) {
 		char err[128];
-		struct etcd *e = etcd_create(h->c.endpoints, 1000, err, sizeof(err));
+		struct etcd *e = ha_etcd(&h->c, 1000, err, sizeof(err));
 		if (e) {
 			if (h->lease && etcd_lease_revoke(e, h->lease) == 0)
 				log_notice("ha: gave up the lead (epoch %llu)", (unsigned long long)epoch);

@@ -27,7 +27,10 @@
 struct ha;
 
 struct ha_conf {
-	char endpoints[CONF_STR];		/* etcd h:p;h:p */
+	char endpoints[CONF_STR];		/* etcd h:p;h:p, https://h:p */
+	/* [tls] towards etcd (struct etcd_tls), copied: ha_stop reads them too */
+	bool tls_required;
+	char tls_ca[CONF_STR], tls_cert[CONF_STR], tls_key[CONF_STR];
 	char cluster_id[LEADER_ID_MAX + 1];
 	uint64_t ttl_ms;			/* asked for; etcd may grant more */
 	/* published; an rpc or http host of "" or a wildcard is replaced by

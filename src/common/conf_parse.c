@@ -532,7 +532,8 @@ static int set_ratio(struct kvp_conf *c, const struct conf_key *k, const char *v
 	return 0;
 }
 
-/* etcd://h:p;h:p (commas too): every entry a host:port with a port. */
+/* etcd://h:p;h:p (commas too): every entry a host:port with a port, after
+ * an optional http:// or https:// (etcd over TLS). */
 static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
 {
 	const char *p = v + 7;
@@ -550,7 +551,12 @@ static int set_etcd_list(char *dst, const char *v, char *err, size_t errlen)
 
 		memcpy(one, p, l);
 		one[l] = '\0';
-		if (l && (conf_parse_hostport(one, NULL, 0, &port) || port == 0)) {
+		const char *hp = one;
+		if (!strncmp(hp, "http://", 7))
+			hp += 7;
+		else if (!strncmp(hp, "https://", 8))
+			hp += 8;
+		if (l && (conf_parse_hostport(hp, NULL, 0, &port) || port == 0)) {
 			log_seterr(err, errlen, "bad etcd endpoint \"%s\" in \"%s\" (expected "
 				   "etcd://host:port;host:port)", one, v);
 			return KVP_EINVAL;

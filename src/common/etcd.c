@@ -17,6 +17,7 @@
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
 
+#include "conf.h"
 #include "json.h"
 
 /* libcurl is loaded on first use, as the CUDA runtime is (cuda.c): only
@@ -89,6 +90,7 @@ struct etcd {
 	char v64[ETCD_VALUE_MAX * 4 / 3 + 8];	/* a value in base64 */
 	char local_ip[64];
 	char errmsg[256];
+	char curl_err[CURL_ERROR_SIZE];	/* libcurl's words on the last failure */
 };
 
 /* ---- base64 ---- */
@@ -193,14 +195,20 @@ int etcd_endpoints_parse(const char *s, char out[][ETCD_EP_MAX], size_t max)
 		}
 		while (hl && (h[hl - 1] == ' ' || h[hl - 1] == '\t'))
 			hl--;
+		const char *scheme = "http://";
 		if (hl >= 7 && strncmp(h, "http://", 7) == 0) {
 			h += 7;
 			hl -= 7;
+		} else if (hl >= 8 && strncmp(h, "https://", 8) == 0) {
+			scheme = "https://";
+			h += 8;
+			hl -= 8;
 		}
 		if (hl) {
 			/* host:port, [v6]:port; no path, no spaces, a port */
 			const char *colon = memrchr(h, ':', hl);
-			if (!colon || colon == h + hl - 1 || n == max || hl + 8 >= ETCD_EP_MAX)
+			if (!colon || colon == h + hl - 1 || n == max ||
+			    strlen(scheme) + hl >= ETCD_EP_MAX)
 				return -EINVAL;
 			for (const char *c = colon + 1; c < h + hl; c++)
 				if (*c < '0' || *c > '9')
@@ -209,7 +217,7 @@ int etcd_endpoints_parse(const char *s, char out[][ETCD_EP_MAX], size_t max)
 				if (*c <= ' ' || *c == '/' || *c == '@' || *c == '?' || *c == '#' ||
 				    *c >= 0x7f)
 					return -EINVAL;
-			snprintf(out[n++], ETCD_EP_MAX, "http://%.*s", (int)hl, h);
+			snprintf(out[n++], ETCD_EP_MAX, "%s%.*s", scheme, (int)hl, h);
 		}
 		s += l;
 		if (*s)
@@ -550,7 +558,53 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, char *err, size_t errlen)
+void etcd_tls_from(struct etcd_tls *t, const struct kvp_conf *conf)
+{
+	t->required = conf->tls.enabled;
+	t->ca = conf->tls.ca;
+	t->cert = conf->tls.cert;
+	t->key = conf->tls.key;
+}
+
+/* CURLOPT_* string options of tls: copied by libcurl. Under [tls] enabled
+ * an http:// endpoint is refused: the cluster asked for encryption, and
+ * etcd holds who leads it. */
+static int setup_tls(struct etcd *e, const struct etcd_tls *tls, char *err, size_t errlen)
+{
+	bool https = false;
+
+	for (unsigned i = 0; i < e->nep; i++) {
+		if (strncmp(e->ep[i], "https://", 8) == 0) {
+			https = true;
+		} else if (tls && tls->required) {
+			snprintf(err, errlen, "etcd endpoint %s is not TLS but [tls] enabled = true: "
+				 "write https://%s", e->ep[i], e->ep[i] + 7);
+			return -EINVAL;
+		}
+	}
+	curl_easy_setopt(e->easy, CURLOPT_PROTOCOLS_STR, https ? "http,https" : "http");
+	if (!https || !tls)
+		return 0;
+	if (tls->ca && tls->ca[0] && curl_easy_setopt(e->easy, CURLOPT_CAINFO, tls->ca) != CURLE_OK)
+		goto out_nomem;
+	if (tls->cert && tls->cert[0]) {
+		if (curl_easy_setopt(e->easy, CURLOPT_SSLCERT, tls->cert) != CURLE_OK ||
+		    curl_easy_setopt(e->easy, CURLOPT_SSLCERTTYPE, "PEM") != CURLE_OK)
+			goto out_nomem;
+		if (tls->key && tls->key[0] &&
+		    curl_easy_setopt(e->easy, CURLOPT_SSLKEY, tls->key) != CURLE_OK)
+			goto out_nomem;
+	}
+	curl_easy_setopt(e->easy, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+	return 0;
+
+out_nomem:
+	snprintf(err, errlen, "libcurl: cannot set the TLS files (out of memory?)");
+	return -ENOMEM;
+}
+
+struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, const struct etcd_tls *tls,
+			 char *err, size_t errlen)
 {
 	struct etcd *e;
 	int n;
@@ -587,10 +641,12 @@ struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, char *err, 
 	curl_easy_setopt(e->easy, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e->easy, CURLOPT_WRITEDATA, e);
 	curl_easy_setopt(e->easy, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(e->easy, CURLOPT_PROTOCOLS_STR, "http");
 	curl_easy_setopt(e->easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e->easy, CURLOPT_ERRORBUFFER, e->curl_err);
 	/* No proxy from the environment: etcd is reached directly. */
 	curl_easy_setopt(e->easy, CURLOPT_NOPROXY, "*");
+	if (setup_tls(e, tls, err, errlen) < 0)
+		goto out_curl;
 	return e;
 
 out_curl:
@@ -654,6 +710,7 @@ static int run(struct etcd *e)
 	CURLcode res = CURLE_OK;
 	int running = 1, rc = 0;
 
+	e->curl_err[0] = '\0';
 	if (curl_multi_add_handle(e->multi, e->easy) != CURLM_OK)
 		return -ENOMEM;
 	while (running) {
@@ -697,6 +754,22 @@ static int run(struct etcd *e)
 		return -ENOMEM;
 	case CURLE_WRITE_ERROR:
 		return e->resp_over ? -EMSGSIZE : -ECONNABORTED;	/* the callback stopped */
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_USE_SSL_FAILED:
+		/* another endpoint may do better; the reason is kept */
+		snprintf(e->errmsg, sizeof(e->errmsg), "%.64s: TLS: %.180s", e->ep[e->cur],
+			 e->curl_err[0] ? e->curl_err : curl_easy_strerror(res));
+		return -ECONNRESET;
 	default:
 		return -ECONNRESET;
 	}

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define ETCD_MAX_ENDPOINTS 8
-#define ETCD_EP_MAX 128		/* "http://host:port" */
+#define ETCD_EP_MAX 128		/* "https://host:port" */
 #define ETCD_VALUE_MAX 65536	/* largest value this client reads */
 #define ETCD_KEY_MAX 512
 
@@ -37,15 +37,28 @@ struct etcd_event {
 	struct etcd_kv kv;		/* value empty for a DELETE */
 };
 
-/* Endpoint lists: "h:p;h:p", commas too, each optionally "http://h:p";
- * an "etcd://" prefix is skipped. Fills out[] with "http://h:p" URLs and
- * returns their count (>= 1) or -EINVAL. */
+/* Endpoint lists: "h:p;h:p", commas too, each optionally "http://h:p" or
+ * "https://h:p" (TLS); an "etcd://" prefix is skipped. Fills out[] with
+ * "http://h:p" (no scheme given) or "https://h:p" URLs and returns their
+ * count (>= 1) or -EINVAL. */
 int etcd_endpoints_parse(const char *s, char out[][ETCD_EP_MAX], size_t max);
 /* True if s names etcd endpoints ("etcd://..."). */
 bool etcd_is_url(const char *s);
 
-/* NULL with a message in err. timeout_ms bounds each attempt at one endpoint. */
-struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, char *err, size_t errlen);
+/* TLS towards etcd's https:// endpoints, from [tls] (etcd_tls_from). The
+ * strings are read by etcd_create only. */
+struct etcd_tls {
+	bool required;		/* [tls] enabled: http:// endpoints are refused */
+	const char *ca;		/* verifies etcd's certificate; "": the system's CAs */
+	const char *cert, *key;	/* client certificate ("": none), for --client-cert-auth */
+};
+struct kvp_conf;
+void etcd_tls_from(struct etcd_tls *t, const struct kvp_conf *conf);
+
+/* NULL with a message in err. timeout_ms bounds each attempt at one
+ * endpoint. tls: NULL is plain etcd_tls (http and https, system CAs). */
+struct etcd *etcd_create(const char *endpoints, uint64_t timeout_ms, const struct etcd_tls *tls,
+			 char *err, size_t errlen);
 void etcd_destroy(struct etcd *e);
 void etcd_set_timeout(struct etcd *e, uint64_t timeout_ms);
 /* Any thread: the call in progress and every later one return -ECANCELED. */

@@ -236,8 +236,8 @@ static void *watch_thread(void *arg)
 	return NULL;
 }
 
-struct leader_watch *leader_watch_start(const char *endpoints, const char *cluster_id,
-					char *err, size_t errlen)
+struct leader_watch *leader_watch_start(const char *endpoints, const struct etcd_tls *tls,
+					const char *cluster_id, char *err, size_t errlen)
 {
 	struct leader_watch *w = calloc(1, sizeof(*w));
 
@@ -250,7 +250,7 @@ struct leader_watch *leader_watch_start(const char *endpoints, const char *clust
 			 cluster_id, LEADER_ID_MAX);
 		goto out_free;
 	}
-	w->etcd = etcd_create(endpoints, 2000, err, errlen);
+	w->etcd = etcd_create(endpoints, 2000, tls, err, errlen);
 	if (!w->etcd)
 		goto out_free;
 	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

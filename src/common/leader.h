@@ -49,9 +49,11 @@ int leader_rec_decode(const char *p, size_t n, struct leader_rec *r);
 int leader_lookup(struct etcd *e, const char *cluster_id, struct leader_rec *r, uint64_t *epoch);
 
 struct leader_watch;
-/* Starts the watching thread. NULL with a message in err. */
-struct leader_watch *leader_watch_start(const char *endpoints, const char *cluster_id,
-					char *err, size_t errlen);
+struct etcd_tls;
+/* Starts the watching thread. NULL with a message in err. tls: as
+ * etcd_create's (read here only). */
+struct leader_watch *leader_watch_start(const char *endpoints, const struct etcd_tls *tls,
+					const char *cluster_id, char *err, size_t errlen);
 void leader_watch_stop(struct leader_watch *w);
 /* Readable when the leader may have changed (read leader_watch_get, then
  * leader_watch_ack to drain it). */

@@ -37,6 +37,7 @@ bool mlocate_ha(const struct kvp *kvp)
 int mlocate_open(struct kvp *kvp)
 {
 	char err[256];
+	struct etcd_tls tls;
 	struct mlocate *l;
 
 	if (!etcd_is_url(kvp->conf.cluster.master))
@@ -49,7 +50,8 @@ int mlocate_open(struct kvp *kvp)
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return KVP_ENOMEM;
-	l->etcd = etcd_create(kvp->conf.cluster.master, LOOKUP_TMO_MS, err, sizeof(err));
+	etcd_tls_from(&tls, &kvp->conf);
+	l->etcd = etcd_create(kvp->conf.cluster.master, LOOKUP_TMO_MS, &tls, err, sizeof(err));
 	if (!l->etcd) {
 		log_err("kvpool: cluster.master %s: %s", kvp->conf.cluster.master, err);
 		free(l);

@@ -976,7 +976,10 @@ struct node_mlink *node_master_create(struct node_ctx *x, const struct node_mlin
 	atomic_init(&ml->scanner.done, false);
 	if (etcd_is_url(x->conf->cluster.master)) {
 		char err[256];
-		ml->lw = leader_watch_start(x->conf->cluster.master, x->conf->master.cluster_id,
+		struct etcd_tls tls;
+
+		etcd_tls_from(&tls, x->conf);
+		ml->lw = leader_watch_start(x->conf->cluster.master, &tls, x->conf->master.cluster_id,
 					    err, sizeof(err));
 		if (!ml->lw) {
 			log_err("cluster.master %s: %s", x->conf->cluster.master, err);

@@ -124,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (k == 0 || k > ETCD_MAX_ENDPOINTS)
 			FAIL();
 		for (int i = 0; i < k; i++)
-			if (strncmp(ep[i], "http://", 7) != 0 || strlen(ep[i]) >= ETCD_EP_MAX)
+			if ((strncmp(ep[i], "http://", 7) != 0 && strncmp(ep[i], "https://", 8) != 0) ||
+			    strlen(ep[i]) >= ETCD_EP_MAX)
 				FAIL();
 		break;
 	}

@@ -69,7 +69,7 @@ static inline void etcdfx_spawn(struct etcd_fx *f, int i)
 static inline int etcdfx_wait(struct etcd_fx *f, int i, int seconds)
 {
 	char err[128];
-	struct etcd *e = etcd_create(f->ep[i], 500, err, sizeof(err));
+	struct etcd *e = etcd_create(f->ep[i], 500, NULL, err, sizeof(err));
 	struct etcd_kv *kv = malloc(sizeof(*kv));
 	int rc = -1;
 

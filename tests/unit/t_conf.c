@@ -338,6 +338,11 @@ static void test_indent_is_not_continuation(void)
 	CHECK(strcmp(c.cluster.master, "etcd://10.0.0.1:2379;[::1]:2379,h3:2379") == 0);
 	CHECK(strcmp(c.master.ha, "etcd") == 0 && c.master.ha_lease_ttl == 2000);
 	CHECK(strcmp(c.master.cluster_id, "pool-a") == 0);
+	/* etcd over TLS: each endpoint may name its scheme */
+	write_file(path, sizeof(path), "etcds.ini",
+		   "[cluster]\nmaster = etcd://https://10.0.0.1:2379;http://h2:2379\n");
+	CHECK(conf_load(&c, path, NULL, err, sizeof(err)) == 0, "%s", err);
+	CHECK(strcmp(c.cluster.master, "etcd://https://10.0.0.1:2379;http://h2:2379") == 0);
 
 	/* CRLF line ends */
 	write_file(path, sizeof(path), "crlf.ini", "[client]\r\nreplicas = 3\r\n");

@@ -14,7 +14,7 @@ static struct etcd_fx fx;
 static struct etcd *open_etcd(const char *eps, uint64_t tmo)
 {
 	char err[256];
-	struct etcd *e = etcd_create(eps, tmo, err, sizeof(err));
+	struct etcd *e = etcd_create(eps, tmo, NULL, err, sizeof(err));
 
 	REQUIRE(e, "etcd_create(%s): %s", eps, err);
 	return e;
@@ -35,6 +35,17 @@ static void test_parse(void)
 	CHECK_EQ(etcd_endpoints_parse("a/b:1", ep, ETCD_MAX_ENDPOINTS), -EINVAL);
 	CHECK_EQ(etcd_endpoints_parse("a:1;b:2;c:3", ep, 2), -EINVAL);
 	CHECK(etcd_is_url("etcd://x:1") && !etcd_is_url("x:1"));
+	CHECK_EQ(etcd_endpoints_parse("etcd://https://a:1;b:2", ep, ETCD_MAX_ENDPOINTS), 2);
+	CHECK(!strcmp(ep[0], "https://a:1") && !strcmp(ep[1], "http://b:2"), "%s %s", ep[0], ep[1]);
+	/* the longest host that fits, with either scheme */
+	char lng[ETCD_EP_MAX + 16];
+	memset(lng, 'h', sizeof(lng));
+	memcpy(lng, "https://", 8);
+	memcpy(lng + ETCD_EP_MAX - 3, ":1", 3);
+	CHECK_EQ(etcd_endpoints_parse(lng, ep, ETCD_MAX_ENDPOINTS), 1);
+	CHECK_EQ(strlen(ep[0]), (size_t)ETCD_EP_MAX - 1);
+	memcpy(lng + ETCD_EP_MAX - 2, ":1", 3);
+	CHECK_EQ(etcd_endpoints_parse(lng, ep, ETCD_MAX_ENDPOINTS), -EINVAL);
 
 	char b[64];
 	uint8_t d[64];
@@ -248,10 +259,31 @@ static void test_failover(void)
 	free(kv);
 }
 
+/* [tls] enabled refuses http:// endpoints; https:// to a plain etcd fails
+ * the handshake with libcurl's reason kept. */
+static void test_tls(void)
+{
+	const struct etcd_tls req = { .required = true, .ca = "", .cert = "", .key = "" };
+	char err[256], url[128];
+	struct etcd_kv *kv = malloc(sizeof(*kv));
+
+	REQUIRE(kv, "malloc");
+	CHECK(!etcd_create("https://a:1;b:2", 100, &req, err, sizeof(err)));
+	CHECK(strstr(err, "http://b:2") && strstr(err, "https://b:2"), "%s", err);
+	tl_fmt(url, sizeof(url), "https://%s", fx.ep[0]);
+	struct etcd *e = etcd_create(url, 1000, &req, err, sizeof(err));
+	REQUIRE(e, "etcd_create(%s): %s", url, err);
+	CHECK_EQ(etcd_get(e, "t/tls", kv, NULL), -ECONNRESET);
+	CHECK(strstr(etcd_last_error(e), "TLS: "), "%s", etcd_last_error(e));
+	etcd_destroy(e);
+	free(kv);
+}
+
 int main(void)
 {
 	test_parse();
 	etcdfx_start(&fx, 1);
+	test_tls();
 	struct etcd *e = open_etcd(fx.endpoints, 2000);
 	test_kv(e);
 	test_lease(e);

@@ -112,7 +112,7 @@ static void check_published(int l)
 	char err[128], cid[64];
 	struct leader_rec r;
 	uint64_t epoch = 0;
-	struct etcd *e = etcd_create(fx.endpoints, 1000, err, sizeof(err));
+	struct etcd *e = etcd_create(fx.endpoints, 1000, NULL, err, sizeof(err));
 
 	REQUIRE(e);
 	tl_fmt(cid, sizeof(cid), "t-ha-%d", (int)getpid());
