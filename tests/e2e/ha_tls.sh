@@ -18,24 +18,10 @@ need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" etcd curl openssl
 
 pki=$E2E_TMP/pki
 mkdir -p "$pki"
-# ca NAME: a self-signed CA; cert NAME CA [SAN]: a key and certificate signed by CA
-ca() {
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-		-subj "/CN=kvpool test $1" -keyout "$pki/$1.key" -out "$pki/$1.crt" \
-		2>>"$pki/openssl.log" || fail "openssl: CA $1"
-}
-cert() {
-	printf 'subjectAltName = %s\n' "${3:-DNS:$1}" >"$pki/$1.ext"
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
-		-keyout "$pki/$1.key" -out "$pki/$1.csr" 2>>"$pki/openssl.log" &&
-	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$2.crt" -CAkey "$pki/$2.key" \
-		-CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" \
-		2>>"$pki/openssl.log" || fail "openssl: certificate $1"
-}
-ca ca
-ca other
-cert etcd ca "IP:127.0.0.1,DNS:localhost"
-cert kvpool ca
+tls_ca ca
+tls_ca other
+tls_cert etcd ca "IP:127.0.0.1,DNS:localhost"
+tls_cert kvpool ca
 
 # ---- etcd on https only, client certificates required ----
 ETCD_DIR=$(mktemp -d "/dev/shm/kvpt-etcd-$E2E_NAME-$$.XXXXXX") || fail "mktemp /dev/shm"
@@ -110,7 +96,7 @@ grep -q "http://$EP is not TLS.*https://$EP" "$E2E_TMP/plain.log" ||
 ok "http:// etcd under [tls] enabled: refused ($(grep -o "etcd endpoint.*" "$E2E_TMP/plain.log" | head -1))"
 
 # ---- a CA that is not etcd's: a clear TLS failure, never the lead ----
-cert stray other
+tls_cert stray other
 read -r p h <<<"$(free_ports 2)"
 printf '[master]\nlisten = 127.0.0.1:%s\nhttp_listen = 127.0.0.1:%s\n[tls]\nca = %s\n' \
 	"$p" "$h" "$pki/other.crt" >"$E2E_TMP/C.ini"

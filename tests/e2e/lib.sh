@@ -41,6 +41,24 @@ skip() { echo "skip: $*"; exit 77; }
 # skip_in_san_pass WHY: a test whose C code the first pass and the unit tests
 # already run, and which the ASan pass (make SANITIZE=1 test, build-san) would
 # only repeat slowly (a browser, a Prometheus, torch under the ASan runtime).
+# A test PKI under $pki (the caller sets it, e.g. $E2E_TMP/pki), openssl's
+# messages in $pki/openssl.log. tls_ca NAME: a self-signed CA;
+# tls_cert NAME CA [SAN]: a key and certificate signed by CA, for the names
+# a client checks (default: localhost and 127.0.0.1).
+tls_ca() {
+	mkdir -p "$pki"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=kvpool test $1" -keyout "$pki/$1.key" -out "$pki/$1.crt" \
+		2>>"$pki/openssl.log" || fail "openssl: CA $1"
+}
+tls_cert() {
+	printf 'subjectAltName = %s\n' "${3:-DNS:localhost, IP:127.0.0.1}" >"$pki/$1.ext"
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+		-keyout "$pki/$1.key" -out "$pki/$1.csr" 2>>"$pki/openssl.log" &&
+	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$2.crt" -CAkey "$pki/$2.key" \
+		-CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" \
+		2>>"$pki/openssl.log" || fail "openssl: certificate $1"
+}
 skip_in_san_pass() { [ "$(basename "$B")" = build-san ] && skip "not in the ASan pass: $*"; return 0; }
 # bad MESSAGE: a failed check that does not stop the others (e2e_finish).
 bad() { echo "FAIL: $*"; E2E_PROBLEMS+=("$*"); }

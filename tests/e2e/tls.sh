@@ -31,26 +31,11 @@ tmp=$E2E_TMP
 pki=$tmp/pki
 mkdir -p "$pki"
 
-# ca NAME: a self-signed CA; cert NAME CA: a key and certificate signed by CA
-ca() {
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-		-subj "/CN=kvpool test $1" -keyout "$pki/$1.key" -out "$pki/$1.crt" \
-		2>>"$pki/openssl.log" || fail "openssl: CA $1"
-}
-cert() {	# the names a client checks (curl over HTTPS): localhost, 127.0.0.1
-	printf 'subjectAltName = DNS:localhost, IP:127.0.0.1\n' >"$pki/$1.ext"
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
-		-keyout "$pki/$1.key" -out "$pki/$1.csr" 2>>"$pki/openssl.log" &&
-	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/$2.crt" -CAkey "$pki/$2.key" \
-		-CAcreateserial -days 2 -extfile "$pki/$1.ext" -out "$pki/$1.crt" \
-		2>>"$pki/openssl.log" ||
-		fail "openssl: certificate $1"
-}
-ca ca
-ca evil
-cert server ca
-cert client ca
-cert mallory evil
+tls_ca ca
+tls_ca evil
+tls_cert server ca
+tls_cert client ca
+tls_cert mallory evil
 
 # the cluster token guards the metadata store (section 7)
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/admin.tok"
