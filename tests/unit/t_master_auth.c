@@ -3,17 +3,6 @@
  * master.max_connections, loopback-only listening without a token. */
 #include "testlib.h"
 
-/* True if the peer closed the connection (EOF) within 2 s. */
-static bool closed_by_peer(struct tl_conn *c)
-{
-	struct tl_frame *f;
-	int rc;
-
-	while ((rc = tl_read_frame(c, &f, 2000)) == 0)
-		tl_frame_free(f);
-	return rc == -ECONNRESET;
-}
-
 static void test_token(void)
 {
 	struct tl_master m;
@@ -32,12 +21,12 @@ static void test_token(void)
 	struct tl_conn *c = tl_conn_open(m.port);
 	REQUIRE(c, "connect");
 	CHECK_EQ(tl_hello(c, WIRE_ROLE_CLIENT, "wrong", "x", "h"), KVP_EAUTH);
-	CHECK(closed_by_peer(c), "wrong token: connection closed");
+	CHECK(tl_closed_by_peer(c), "wrong token: connection closed");
 	tl_conn_close(c);
 
 	c = tl_conn_open(m.port);
 	CHECK_EQ(tl_hello(c, WIRE_ROLE_CLIENT, "", "x", "h"), KVP_EAUTH);
-	CHECK(closed_by_peer(c), "missing token: connection closed");
+	CHECK(tl_closed_by_peer(c), "missing token: connection closed");
 	tl_conn_close(c);
 
 	c = tl_conn_open(m.port);
@@ -47,7 +36,7 @@ static void test_token(void)
 	/* first frame not HELLO */
 	c = tl_conn_open(m.port);
 	CHECK_EQ(tl_exists(c, "k"), KVP_EAUTH);
-	CHECK(closed_by_peer(c), "request before HELLO: connection closed");
+	CHECK(tl_closed_by_peer(c), "request before HELLO: connection closed");
 	tl_conn_close(c);
 
 	/* a node with the wrong token cannot mount */
@@ -194,7 +183,7 @@ static void test_max_connections(void)
 	CHECK_EQ(tl_read_frame(x, &f, 3000), 0);
 	CHECK(f && f->h.status == KVP_ELIMIT, "refused with ELIMIT");
 	tl_frame_free(f);
-	CHECK(closed_by_peer(x), "then closed");
+	CHECK(tl_closed_by_peer(x), "then closed");
 	tl_conn_close(x);
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ(tl_exists(c[i], "k"), 0);

@@ -9,16 +9,6 @@
  */
 #include "testlib.h"
 
-static bool closed_by_peer(struct tl_conn *c)
-{
-	struct tl_frame *f;
-	int rc;
-
-	while ((rc = tl_read_frame(c, &f, 2000)) == 0)
-		tl_frame_free(f);
-	return rc == -ECONNRESET;
-}
-
 static void listing(struct tl_conn *c, const char *prefix, char *out, size_t cap)
 {
 	char *names[16], *next = NULL;
@@ -64,7 +54,7 @@ static void test_rights(void)
 
 	struct tl_conn *c = tl_conn_open(m.port);
 	CHECK_EQ(tl_hello(c, WIRE_ROLE_NODE, "alice-tok", "x", "h"), KVP_EPERM);
-	CHECK(closed_by_peer(c), "tenant as node: closed");
+	CHECK(tl_closed_by_peer(c), "tenant as node: closed");
 	tl_conn_close(c);
 	c = tl_conn_open(m.port);
 	CHECK_EQ(tl_hello(c, WIRE_ROLE_CLIENT, "carol-tok", "x", "h"), KVP_EAUTH);

@@ -489,6 +489,16 @@ int tl_send_raw(struct tl_conn *c, const void *p, size_t n)
 	return tl_send_all(c->fd, p, n);
 }
 
+bool tl_closed_by_peer(struct tl_conn *c)
+{
+	struct tl_frame *f;
+	int rc;
+
+	while ((rc = tl_read_frame(c, &f, 2000)) == 0)
+		tl_frame_free(f);
+	return rc == -ECONNRESET;
+}
+
 int tl_read_frame(struct tl_conn *c, struct tl_frame **out, uint64_t timeout_ms)
 {
 	uint8_t hdr[WIRE_HDR_SIZE];

@@ -221,6 +221,9 @@ int tl_send_raw(struct tl_conn *c, const void *p, size_t n);
 /* Reads the next frame off the socket: 0, -ETIMEDOUT, -ECONNRESET (closed)
  * or -EPROTO (bad header). */
 int tl_read_frame(struct tl_conn *c, struct tl_frame **out, uint64_t timeout_ms);
+/* True if the peer closes the connection within 2 s (frames before it are
+ * read and dropped). */
+bool tl_closed_by_peer(struct tl_conn *c);
 
 /* Answers a FREE request with an empty reply. */
 int tl_reply(struct tl_conn *c, const struct tl_frame *req, int32_t status,
