@@ -1,5 +1,5 @@
 /* ev: epoll loop, timers and framed connections; see ev.h for the contract.
- * Owns: the epoll fd, the wake eventfd, the timer heap and every ev_conn.
+ * Owns: the epoll fd, the wake eventfd, the timer heap (ev_timer.c) and every ev_conn.
  * Thread: everything runs on the ev_run() thread; only ev_stop()/ev_wake()
  * come from elsewhere (an atomic flag + an eventfd write). No locks.
  *
@@ -37,6 +37,7 @@
 #include "log.h"
 #include "net.h"
 #include "tls.h"
+#include "ev_timer.h"
 
 #define EV_BATCH 64			/* epoll events per epoll_wait */
 #define EV_IOV 128			/* iovecs per sendmsg (a zero-copy reply takes 2) */
@@ -64,14 +65,6 @@ struct ev_io {
 	struct ev_io *dead_next;
 };
 
-struct ev_timer {
-	uint64_t id;
-	uint64_t deadline;		/* ev_now() ms */
-	uint64_t period;		/* 0 = one-shot */
-	ev_timer_cb cb;
-	void *arg;
-	size_t idx;			/* position in the heap */
-};
 
 struct ev_loop {
 	int epfd;
@@ -87,11 +80,7 @@ struct ev_loop {
 	size_t nfds;
 	struct ev_io *dead_ios;
 
-	struct ev_timer **heap;		/* min-heap on (deadline, id) */
-	size_t nheap, heapcap;
-	uint64_t next_timer_id;
-	uint64_t firing_id;		/* timer whose callback runs now */
-	bool firing_cancelled;		/* ... and it deleted itself */
+	struct ev_timers tm;		/* ev_timer.h */
 
 	struct ev_conn *conns;		/* every conn until freed (dead ones too) */
 	size_t nlive;			/* not yet closed (on_close not called) */
@@ -167,158 +156,19 @@ struct ev_conn {
 	uint64_t tls_deadline;		/* the handshake ends by then */
 };
 
-/* ---- timers ---------------------------------------------------------- */
-
-static bool tm_before(const struct ev_timer *a, const struct ev_timer *b)
-{
-	return a->deadline < b->deadline || (a->deadline == b->deadline && a->id < b->id);
-}
-
-static void heap_set(struct ev_loop *loop, size_t i, struct ev_timer *t)
-{
-	loop->heap[i] = t;
-	t->idx = i;
-}
-
-static void heap_up(struct ev_loop *loop, size_t i)
-{
-	struct ev_timer *t = loop->heap[i];
-
-	while (i > 0) {
-		size_t parent = (i - 1) / 2;
-		if (!tm_before(t, loop->heap[parent]))
-			break;
-		heap_set(loop, i, loop->heap[parent]);
-		i = parent;
-	}
-	heap_set(loop, i, t);
-}
-
-static void heap_down(struct ev_loop *loop, size_t i)
-{
-	struct ev_timer *t = loop->heap[i];
-
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		const struct ev_timer *best = t;
-		if (l < loop->nheap && tm_before(loop->heap[l], best)) {
-			m = l;
-			best = loop->heap[l];
-		}
-		if (l + 1 < loop->nheap && tm_before(loop->heap[l + 1], best))
-			m = l + 1;
-		if (m == i)
-			break;
-		heap_set(loop, i, loop->heap[m]);
-		i = m;
-	}
-	heap_set(loop, i, t);
-}
-
-static int heap_push(struct ev_loop *loop, struct ev_timer *t)
-{
-	if (loop->nheap == loop->heapcap) {
-		size_t cap = loop->heapcap ? loop->heapcap * 2 : 16;
-		struct ev_timer **h = realloc(loop->heap, cap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		loop->heap = h;
-		loop->heapcap = cap;
-	}
-	heap_set(loop, loop->nheap++, t);
-	heap_up(loop, t->idx);
-	return 0;
-}
-
-static void heap_remove(struct ev_loop *loop, size_t i)
-{
-	struct ev_timer *last = loop->heap[--loop->nheap];
-
-	if (i == loop->nheap)
-		return;
-	heap_set(loop, i, last);
-	heap_down(loop, i);
-	heap_up(loop, last->idx);
-}
+/* ---- timers (the heap: ev_timer.c) ---------------------------------- */
 
 uint64_t ev_timer_add(struct ev_loop *loop, uint64_t ms, bool periodic,
 		      ev_timer_cb cb, void *arg)
 {
-	struct ev_timer *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return 0;
 	if (!loop->running)
 		loop->now = clock_now_ms();
-	if (periodic && ms == 0)
-		ms = 1;		/* a 0 ms period would spin */
-	t->id = ++loop->next_timer_id;
-	t->deadline = loop->now + ms;
-	t->period = periodic ? ms : 0;
-	t->cb = cb;
-	t->arg = arg;
-	if (heap_push(loop, t) < 0) {
-		free(t);
-		return 0;
-	}
-	return t->id;
+	return evt_add(&loop->tm, loop->now, ms, periodic, cb, arg);
 }
 
 void ev_timer_del(struct ev_loop *loop, uint64_t id)
 {
-	if (id == 0)
-		return;
-	if (id == loop->firing_id) {
-		loop->firing_cancelled = true;
-		return;
-	}
-	/* Linear: loops hold a handful of timers (idle timeouts are one sweep). */
-	for (size_t i = 0; i < loop->nheap; i++) {
-		struct ev_timer *t = loop->heap[i];
-		if (t->id == id) {
-			heap_remove(loop, i);
-			free(t);
-			return;
-		}
-	}
-}
-
-static void run_timers(struct ev_loop *loop)
-{
-	/* Timers added by callbacks in this pass wait for the next one, so a
-	 * callback re-adding a 0 ms timer cannot starve the loop. */
-	uint64_t first_new = loop->next_timer_id + 1;
-
-	while (loop->nheap && loop->heap[0]->deadline <= loop->now &&
-	       loop->heap[0]->id < first_new && !atomic_load(&loop->stop)) {
-		struct ev_timer *t = loop->heap[0];
-
-		heap_remove(loop, 0);
-		loop->firing_id = t->id;
-		loop->firing_cancelled = false;
-		t->cb(loop, t->arg);
-		loop->firing_id = 0;
-		if (t->period && !loop->firing_cancelled) {
-			t->deadline += t->period;
-			if (t->deadline <= loop->now)
-				t->deadline = loop->now + t->period;	/* late: no burst */
-			if (heap_push(loop, t) == 0)
-				continue;
-			log_err("ev: cannot re-arm periodic timer: out of memory");
-		}
-		free(t);
-	}
-}
-
-static int next_timeout(const struct ev_loop *loop)
-{
-	if (!loop->nheap)
-		return -1;
-	uint64_t d = loop->heap[0]->deadline;
-	uint64_t now = clock_now_ms();
-	if (d <= now)
-		return 0;
-	return d - now > INT_MAX ? INT_MAX : (int)(d - now);
+	evt_del(&loop->tm, id);
 }
 
 /* ---- loop ------------------------------------------------------------ */
@@ -389,9 +239,7 @@ void ev_destroy(struct ev_loop *loop)
 	for (size_t i = 0; i < loop->nfds; i++)
 		free(loop->fds[i]);
 	free(loop->fds);
-	for (size_t i = 0; i < loop->nheap; i++)
-		free(loop->heap[i]);
-	free(loop->heap);
+	evt_free(&loop->tm);
 	close(loop->wakefd);
 	close(loop->epfd);
 	free(loop);
@@ -527,7 +375,7 @@ static bool spin_look(void *arg)
  * last ones are taken without sleeping. */
 static int ev_wait(struct ev_loop *loop, struct epoll_event *evs)
 {
-	int timeout = loop->tls_more ? 0 : next_timeout(loop);
+	int timeout = loop->tls_more ? 0 : evt_timeout(&loop->tm, clock_now_ms());
 
 	if (loop->spin_us && timeout != 0) {
 		loop->spin_evs = evs;
@@ -560,7 +408,7 @@ int ev_run(struct ev_loop *loop)
 			dispatch(loop, evs[i].data.ptr, evs[i].events);
 		if (loop->tls_more)
 			tls_read_more(loop);
-		run_timers(loop);
+		evt_run(&loop->tm, loop, loop->now, &loop->stop);
 	}
 	/* Replies queued by the last callbacks still go out before returning. */
 	run_pending(loop);
