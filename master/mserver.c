@@ -67,6 +67,8 @@ struct mserver {
 	uint64_t fepoch;		/* its epoch (HELLO reply); 0: not yet */
 	uint64_t seen_epoch;		/* the last leader's, as the election saw it */
 	uint64_t fnext_ms;		/* the next attempt to follow */
+	uint64_t fanswer_ms;		/* the leader must answer the HELLO by then; 0: it did */
+	char faddr[256];			/* the leader followed (for the log) */
 
 	/* [tls] enabled: RPC connections accepted, and the standby's stream */
 	struct tls_ctx *tls_srv, *tls_cli;
@@ -408,6 +410,9 @@ static int on_frame_f(struct ev_conn *c, const struct wire_hdr *h, const uint8_t
 			uint64_t e = rb_u64(&r);
 			if (!rb_ok(&r))
 				return -1;
+			s->fanswer_ms = 0;
+			log_notice("ha: following the leader at %s (epoch %llu)", s->faddr,
+				   (unsigned long long)e);
 			while (s->conns)
 				ev_conn_close(s->conns->c);
 			if (fresh_state(s, false) < 0)
@@ -434,6 +439,13 @@ static void on_close_f(struct ev_conn *c)
 	if (!s || s->fc != c)
 		return;
 	s->fc = NULL;
+	if (s->fanswer_ms) {	/* never got in: refused, unreachable or silent */
+		log_info("ha: cannot follow the leader at %s: %s", s->faddr,
+			 ev_now(s->loop) >= s->fanswer_ms ? "no answer within 1 s" :
+			 "connection failed");
+		s->fanswer_ms = 0;
+		return;	/* the next try: 500 ms after this one started */
+	}
 	s->fnext_ms = ev_now(s->loop) + 200;
 	log_info("ha: stopped following the leader (%llu keys in the table)",
 		 (unsigned long long)master_keys(s->m));
@@ -459,12 +471,17 @@ static void follow_tick(struct mserver *s)
 	if (s->fc) {
 		if (s->fepoch && s->seen_epoch != s->fepoch)
 			ev_conn_close(s->fc);	/* another leader: follow it */
+		else if (s->fanswer_ms && ev_now(s->loop) >= s->fanswer_ms)
+			ev_conn_close(s->fc);	/* the connect or the HELLO hangs */
 		return;
 	}
 	if (!st.leader_known || st.leader || !st.rec.rpc[0] || ev_now(s->loop) < s->fnext_ms)
 		return;
 	s->fnext_ms = ev_now(s->loop) + 500;
-	int fd = net_connect(st.rec.rpc, 300, err, sizeof(err));
+	/* The connect runs on the loop (a leader's host that drops SYNs must
+	 * not stall the standby's own election and takeover): the HELLO is
+	 * queued behind it, and an answer is due within 1 s. */
+	int fd = net_connect_start(st.rec.rpc, err, sizeof(err));
 	if (fd < 0) {
 		log_info("ha: cannot follow the leader at %s: %s", st.rec.rpc, err);
 		return;
@@ -477,6 +494,8 @@ static void follow_tick(struct mserver *s)
 		return;
 	}
 	s->fc = c;
+	s->fanswer_ms = ev_now(s->loop) + 1000;
+	snprintf(s->faddr, sizeof(s->faddr), "%s", st.rec.rpc);
 	if (net_host_id(host, sizeof(host)) < 0)
 		snprintf(host, sizeof(host), "?");
 	wb_reset(&s->reply);
@@ -492,8 +511,6 @@ static void follow_tick(struct mserver *s)
 		ev_conn_close(c);
 		return;
 	}
-	log_notice("ha: following the leader at %s (epoch %llu)", st.rec.rpc,
-		   (unsigned long long)st.epoch);
 }
 
 /* The election thread changed our role (ha_fd readable). */

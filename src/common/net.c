@@ -236,6 +236,42 @@ int net_connect(const char *hostport, uint64_t timeout_ms, char *err, size_t err
 	return rc;
 }
 
+int net_connect_start(const char *hostport, char *err, size_t errlen)
+{
+	struct addrinfo *res, *ai;
+	char dummy[1];
+	int one = 1, rc;
+
+	if (!err) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	rc = resolve(hostport, false, &res, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				ai->ai_protocol);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			rc = -errno;
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		rc = fd;
+		break;
+	}
+	freeaddrinfo(res);
+	if (rc < 0)
+		snprintf(err, errlen, "%s: %s", hostport, strerror(-rc));
+	return rc;
+}
+
 int net_send_all(int fd, const void *p, size_t n, uint64_t deadline_ms)
 {
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };

@@ -19,6 +19,11 @@ int net_listen(const char *hostport, char *err, size_t errlen);
 int net_local_port(int fd);
 /* Blocking TCP connect with timeout_ms; TCP_NODELAY set. fd or -errno. */
 int net_connect(const char *hostport, uint64_t timeout_ms, char *err, size_t errlen);
+/* Starts a TCP connect without waiting for it (an event loop's): a
+ * non-blocking fd whose connect may still be in progress (writable once
+ * done, an error then in SO_ERROR or at the first read/write), TCP_NODELAY
+ * set. Only an immediate failure tries the next address. fd or -errno. */
+int net_connect_start(const char *hostport, char *err, size_t errlen);
 /* Send/receive exactly n bytes before deadline (CLOCK_MONOTONIC ms, 0 =
  * none): 0, -ETIMEDOUT, -ECONNRESET (peer closed), or -errno. Work on
  * blocking or non-blocking fds (polls). */

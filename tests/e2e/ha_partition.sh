@@ -13,7 +13,9 @@
 #     error, gets of keys read before go on from their last location;
 #     with the majority back, a leader again and puts go on;
 #  4. no completed put lost, no wrong byte; the HA_FULL (10,000) objects put
-#     first (taken over warm after the cut) all read back byte for byte.
+#     first (taken over warm after the cut) all read back byte for byte;
+#  5. the standby's connects to the leader dropped (SYNs lost): each try
+#     gives up after 1 s, it stands by, and takes over at the leader's kill.
 # Needs root, `ip netns`, nft and etcd; exit 77 otherwise. Exit 0 pass, 1 fail.
 . "$(dirname "$0")/lib.sh"
 e2e_init hapart
@@ -124,5 +126,34 @@ echo "longest time without a put: cut $(jval "$E2E_TMP/probe.json" 'r["faults"][
 expect 0 kv bench --op get --existing --count "$FULL" --size 1K --batch 64 --prefix ha/full/ --keep
 grep -q "0 missing, 0 errors, 0 wrong values" "$E2E_TMP/out" || fail "the table put before the faults: $(grep verified "$E2E_TMP/out")"
 ok "never two leaders ($(wc -l <"$E2E_TMP/samples") samples), no completed put lost, no wrong byte"
+
+# ---- 5. the leader's host drops the standby's connects: it does not stall ----
+# (the standby connects from its event loop without waiting: docs/ha.md)
+L=$(ha_leader)
+S=$(ha_other "$L")
+stop_pid "${HA_PID[$S]}" TERM || fail "master $S exited $?"
+in_netns "${HA_NS[$S]}" nft -f - <<EOF || fail "nft"
+table inet kvpsyn {
+	chain out {
+		type filter hook output priority 0; policy accept;
+		ip daddr ${HA_RPC[$L]%:*} tcp dport ${HA_RPC[$L]##*:} drop
+	}
+}
+EOF
+: >"$E2E_TMP/$S.log"
+ha_run "$S"
+silent() { grep -q "cannot follow the leader at ${HA_RPC[$L]}: no answer within 1 s" "$E2E_TMP/$S.log"; }
+waitfor 20 silent || fail "$S did not give up on a leader that does not answer"
+ha_standby "$S" || fail "$S does not stand by: $(ha_health "$S")"
+stop_pid "${HA_PID[$L]}" KILL
+waitfor 15 ha_is_leader "$S" || fail "$S did not take over while its connects to $L hung"
+in_netns "${HA_NS[$S]}" nft delete table inet kvpsyn
+ha_run "$L"
+following() { grep -q "following the leader at ${HA_RPC[$S]}" "$E2E_TMP/$L.log"; }
+waitfor 15 following || fail "$L does not follow $S"
+wait_nodes "n1 n2" 30 || fail "the nodes did not follow $S"
+expect 0 kv put ha/after-syn-drop "$POOL_INI"
+ok "$S, its connects to $L dropped, stood by, gave up each try and took over at $L's kill -9"
+
 for m in A B; do stop_pid "${HA_PID[$m]}" TERM || fail "master $m exited $?"; done
 ok "masters exit 0"
