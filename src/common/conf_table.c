@@ -115,10 +115,10 @@ const struct conf_key conf_table[] = {
 	     "(Mooncake's allow_evict_soft_pinned_objects). Off: pinned objects stay until "
 	     "their pin ends.", .live = true),
 	NUM("master", "eviction_high_watermark", CONF_T_RATIO, master.eviction_high_watermark,
-	    0, 1, "0.95",
+	    0, 1, "0.98",
 	    "Fraction of a segment's capacity in use above which the master demotes or evicts "
 	    "cold objects.", .live = true),
-	NUM("master", "eviction_ratio", CONF_T_RATIO, master.eviction_ratio, 0, 1, "0.05",
+	NUM("master", "eviction_ratio", CONF_T_RATIO, master.eviction_ratio, 0, 1, "0.02",
 	    "Fraction of a segment's capacity freed by one eviction pass.", .live = true),
 	STR("master", "eviction_policy", master.eviction_policy, "reuse",
 	    "What eviction keeps. reuse: the blocks read most, lately, counting reads "

@@ -189,8 +189,8 @@ static void test_defaults(void)
 	CHECK(c.master.lease_ttl == 5000);
 	CHECK(c.master.put_timeout == 30000);
 	CHECK(c.master.client_ttl == 10000);
-	CHECK(c.master.eviction_high_watermark == 0.95);
-	CHECK(c.master.eviction_ratio == 0.05);
+	CHECK(c.master.eviction_high_watermark == 0.98);
+	CHECK(c.master.eviction_ratio == 0.02);
 	CHECK(strcmp(c.master.allocation_strategy, "free_ratio") == 0);
 	CHECK(c.master.max_connections == 4096);
 	CHECK(c.node.name[0] == '\0' && c.node.advertise[0] == '\0' && c.node.segment[0] == '\0');
@@ -867,7 +867,7 @@ static void test_print(void)
 	CHECK_CONTAINS(buf, "\nclient.replicas = 3   # cmdline\n");
 	CHECK_CONTAINS(buf, "\nlog.level = notice   # default\n");
 	CHECK_CONTAINS(buf, "\nnode.advertise = \"\"   # default\n");
-	CHECK_CONTAINS(buf, "\nmaster.eviction_high_watermark = 0.95   # default\n");
+	CHECK_CONTAINS(buf, "\nmaster.eviction_high_watermark = 0.98   # default\n");
 	CHECK_CONTAINS(buf, "\nfuse.mode = 0644   # default\n");
 	CHECK_CONTAINS(buf, "\nmaster.lease_ttl = 5s   # default\n");
 	CHECK_PREFIX(buf, "cluster.master = 127.0.0.1:15001   # default\n");
