@@ -317,6 +317,7 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	c->role = role;
 	wb_u64(b, m->epoch);
 	wb_u16(b, WIRE_VERSION);
+	wb_u32(b, WIRE_HELLO_F_MOUNT_MAP);
 	return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "mnode.h"
 #include "mns.h"
 #include "mpolicy.h"
+#include "segmap.h"
 
 #define MREPL_MAX 8			/* standbys per leader */
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
@@ -575,7 +576,10 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 			if ((uint32_t)o->rep[k].seg == s->id) {
 				s->recon[n++] = (struct mrecon_ent){
 					.key = rep_off(&o->rep[k]) | (uint64_t)o->rep[k].tier << 1,
-					.len = rep_len(&o->rep[k]), .hash = o->hash,
+					.len = rep_len(&o->rep[k]) |
+					       (uint64_t)segmap_tag(o->generation)
+					       << MHOLD_TAG_SHIFT,
+					.hash = o->hash,
 					.gen32 = (uint32_t)o->generation };
 				break;
 			}
@@ -645,6 +649,14 @@ static void drop_ghost(struct master *m, struct seg *s, struct mrecon_ent *e)
 	if (o && has_rep(o, s->id, tier, off, &ri)) {
 		forget_replica(m, o, (unsigned)ri);
 		m->recon_ghosts++;
+		/* held segment: the node's extents not reported yet may lie in
+		 * the ghost's space (the map could not vouch for it) */
+		if (s->held && tier == KVP_TIER_MEM) {
+			uint64_t held = s->hold.bytes;
+			if (mhold_add(&s->hold, s->alloc, off, e->len & MHOLD_LEN_MASK))
+				s->held = false;	/* no more puts before the REPORTs */
+			s->used += s->hold.bytes - held;
+		}
 	}
 }
 
@@ -658,7 +670,7 @@ void mrepl_recon_clear(struct master *m, struct seg *s, uint64_t off, uint64_t l
 		struct mrecon_ent *e = &s->recon[j];
 		if ((e->key >> 1 & 3) != KVP_TIER_MEM)
 			continue;
-		if (!(e->key & 1) && (e->key & ~(uint64_t)7) + e->len > off)
+		if (!(e->key & 1) && (e->key & ~(uint64_t)7) + (e->len & MHOLD_LEN_MASK) > off)
 			drop_ghost(m, s, e);
 		break;
 	}
