@@ -123,6 +123,20 @@ int mhold_carve(struct mhold *h, struct alloc *a, uint64_t off, uint64_t len)
 	return 0;
 }
 
+bool mhold_check(const struct mhold *h, const struct alloc *a)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (!h->v[i].len || alloc_len_at(a, h->v[i].off) != h->v[i].len)
+			return false;
+		if (i && h->v[i - 1].off + h->v[i - 1].len >= h->v[i].off)
+			return false;
+		sum += h->v[i].len;
+	}
+	return sum == h->bytes;
+}
+
 void mhold_release(struct mhold *h, struct alloc *a)
 {
 	for (size_t i = 0; i < h->n; i++)

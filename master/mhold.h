@@ -9,6 +9,7 @@
 #ifndef KVP_MHOLD_H
 #define KVP_MHOLD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,9 @@ int mhold_add(struct mhold *h, struct alloc *a, uint64_t off, uint64_t len);
 /* Takes [off, off + len) out of every hold it overlaps (the remainders
  * are held again), so that the range can be reserved: 0 or -errno. */
 int mhold_carve(struct mhold *h, struct alloc *a, uint64_t off, uint64_t len);
+/* The holds are sorted, apart, each one reservation of its length in a,
+ * and add up to h->bytes (tests, fuzzing). */
+bool mhold_check(const struct mhold *h, const struct alloc *a);
 /* Frees every hold. */
 void mhold_release(struct mhold *h, struct alloc *a);
 

@@ -224,6 +224,12 @@ static void mount_hold(struct master *m, struct seg *s, const uint8_t *map, size
 	log_notice("segment %u: commit map of %zu pages: %zu holds, %llu bytes, until its REPORTs; "
 		   "puts go in now", s->id, map_len, s->hold.n,
 		   (unsigned long long)s->hold.bytes);
+	/* No hold: every extent the map shows committed is one the table
+	 * knows, with its generation's tag, so a key the table lacks is not
+	 * in this segment: the recovery window need not wait for its
+	 * REPORTs (gets of unknown keys, puts of new ones). */
+	if (!s->hold.n)
+		mrecover_reported(m, s);
 }
 
 /* The node's REPORTs are in: what is still held is free. */
