@@ -174,7 +174,7 @@ static void master_send_mount(struct node_mlink *ml, bool with_map)
 	wb_i32(&b, ml->o.numa_node);
 	/* the commit map (a few MiB at most: one byte per 4 KiB) */
 	if (with_map && segmap_copy(seg, &map, &map_n) == 0 &&
-	    map_n + 4096 < (uint64_t)ml->x->conf->cluster.max_frame)
+	    b.len + map_n + 64 < (uint64_t)ml->x->conf->cluster.max_frame)
 		wb_blob(&b, map, map_n);
 	free(map);
 	ml->mount_req = ++ml->mreqid;
@@ -394,9 +394,10 @@ static void master_on_hello(struct node_mlink *ml, const struct wire_hdr *h, con
 	rb_u16(&r);
 	ml->master_features = r.end - r.p >= 4 ? rb_u32(&r) : 0;
 	ml->early = 0;
-	/* Scan before MOUNT: the master knows nothing of this segment yet, so
-	 * nothing the scan finds can be an extent it allocated since. A scan
-	 * still running for an earlier connection qualifies as well. */
+	/* Scan before MOUNT (a master without the map feature): it knows
+	 * nothing of this segment yet, so nothing the scan finds can be an
+	 * extent it allocated since. A scan still running for an earlier
+	 * connection qualifies as well. */
 	ml->mstate = NODE_M_SCAN;
 	mlink_status(ml, "scanning %s", ml->x->seg.path);
 	bool empty = ml->x->seg.created && !ml->mounted_once;
