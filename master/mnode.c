@@ -268,7 +268,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		    s->data_off == id.data_off && s->align == id.align &&
 		    mrepl_recon_begin(m, s) == 0;
 
-	if (s && s->held)
+	if (s && s->online && (s->held || s->hold.n))
 		hold_release(s);	/* a second MOUNT before the REPORTs */
 	if (warm) {
 		log_notice("segment %u: re-mounted into the warm table, %zu replicas to confirm",
