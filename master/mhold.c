@@ -145,83 +145,61 @@ void mhold_release(struct mhold *h, struct alloc *a)
 	memset(h, 0, sizeof(*h));
 }
 
-static inline uint64_t ent_off(const struct mrecon_ent *e)
+/* A page of [from, to) whose byte is set. */
+static bool any_set(const uint8_t *map, size_t map_len, uint64_t from, uint64_t to)
 {
-	return e->key & ~(uint64_t)7;
+	for (uint64_t q = from; q < to && q < map_len; q++)
+		if (map[q])
+			return true;
+	return false;
 }
 
-static inline bool ent_mem(const struct mrecon_ent *e)
-{
-	return (e->key >> 1 & 3) == KVP_TIER_MEM;
-}
-
-static inline uint8_t ent_tag(const struct mrecon_ent *e)
-{
-	return (uint8_t)(e->len >> MHOLD_TAG_SHIFT);
-}
-
-/* The map vouches for e: its page's byte is e's tag. */
-static bool ent_sure(const struct mrecon_ent *e, const uint8_t *map, size_t map_len)
-{
-	uint64_t p = ent_off(e) / PAGE;
-
-	return p < map_len && map[p] == ent_tag(e);
-}
-
-int mhold_plan(struct mhold *h, struct alloc *a, const struct mrecon_ent *ent, size_t n,
+int mhold_plan(struct mhold *h, struct alloc *a, const uint8_t *tags, size_t ntags,
 	       const uint8_t *map, size_t map_len, uint64_t data_off, uint64_t end)
 {
 	uint32_t al = alloc_align(a);
-	uint64_t prev_end = data_off;	/* end of the last table extent before i */
-	size_t i = 0;
+	uint64_t p = data_off / PAGE, last = end / PAGE;
+	uint64_t cur = 0;		/* holding: the start of the gap not held yet */
+	bool holding = false;
+	int rc;
 
 	if (al < PAGE)
 		return -EINVAL;
-	uint64_t last = end / PAGE < map_len ? end / PAGE : map_len;
-	for (uint64_t p = data_off / PAGE; p < last; p++) {
-		if (!map[p])
-			continue;
-		uint64_t start = (p * PAGE) & ~(uint64_t)(al - 1);
-		if (start < data_off)
-			start = data_off;
-		for (; i < n && ent_off(&ent[i]) < p * PAGE; i++)
-			if (ent_mem(&ent[i]))
-				prev_end = ent_off(&ent[i]) + (ent[i].len & MHOLD_LEN_MASK);
-		/* the table knows the extent committed here */
-		size_t k = i;
-		while (k < n && !ent_mem(&ent[k]))
-			k++;
-		if (k < n && ent_off(&ent[k]) < (p + 1) * PAGE && ent_tag(&ent[k]) == map[p])
-			continue;
-		/* hold the free space from here to the next extent the map
-		 * vouches for, around the table's doubtful ones */
-		uint64_t cur = prev_end > start ? prev_end : start;
-		for (; i < n; i++) {
-			const struct mrecon_ent *e = &ent[i];
-			if (!ent_mem(e))
-				continue;
-			if (ent_off(e) > start && ent_sure(e, map, map_len))
-				break;
-			if (ent_off(e) > cur) {
-				int rc = mhold_add(h, a, cur, ent_off(e) - cur);
-				if (rc)
+	while (p < last) {
+		uint64_t off = p * PAGE;
+		uint8_t mb = p < map_len ? map[p] : 0;
+		uint8_t tb = p < ntags ? tags[p] : 0;
+		uint64_t len = off % al ? 0 : alloc_len_at(a, off);
+
+		if (len) {
+			/* an extent of the table: the map vouches for it when
+			 * its page has its tag and no page inside it is set */
+			uint64_t next = (off + len + PAGE - 1) / PAGE;
+			bool inner = any_set(map, map_len, p + 1, next);
+			bool sure = tb && mb == tb && !inner;
+
+			if (holding) {
+				if (off > cur && (rc = mhold_add(h, a, cur, off - cur)))
 					return rc;
+				holding = !sure;
+				cur = off + len;
+			} else if ((mb && mb != tb) || inner) {
+				holding = true;	/* it may hide another: hold after it */
+				cur = off + len;
 			}
-			prev_end = ent_off(e) + (e->len & MHOLD_LEN_MASK);
-			if (prev_end > cur)
-				cur = prev_end;
+			p = next;
+			continue;
 		}
-		uint64_t bound = i < n ? ent_off(&ent[i]) : end;
-		if (bound > cur) {
-			int rc = mhold_add(h, a, cur, bound - cur);
-			if (rc)
-				return rc;
+		if (mb && !holding) {
+			/* committed, unknown to the table: hold from here */
+			holding = true;
+			cur = off & ~(uint64_t)(al - 1);
+			if (cur < data_off)
+				cur = data_off;
 		}
-		/* pages up to the bound are covered; the bound's page is sure */
-		if (bound / PAGE > p)
-			p = bound / PAGE - 1;
-		if (i == n)
-			break;
+		p++;
 	}
+	if (holding && end > cur)
+		return mhold_add(h, a, cur, end - cur);
 	return 0;
 }

@@ -14,7 +14,6 @@
 #include <stdint.h>
 
 struct alloc;
-struct mrecon_ent;
 
 /* One hold: one reservation in the allocator. */
 struct mhold_rng {
@@ -28,20 +27,23 @@ struct mhold {
 	uint64_t bytes;			/* held in all */
 };
 
-/* The table's view of one memory extent for mhold_plan: bits 56..63 of
- * mrecon_ent.len hold segmap_tag of its generation. */
+/* A warm segment's replica array at its re-mount (segreg.h struct
+ * mrecon_ent) carries segmap_tag of each replica's generation in bits
+ * 56..63 of its len. */
 #define MHOLD_TAG_SHIFT 56
 #define MHOLD_LEN_MASK ((1ull << MHOLD_TAG_SHIFT) - 1)
 
 /* Places the holds for the map (map[i]: the byte of [i * 4096, i * 4096 +
- * 4096)) against the table's extents ent[0..n) (sorted by offset; entries
- * of another tier than memory are skipped) in an allocator over [data_off,
- * end) of alignment >= 4096 that holds exactly those extents. A table
- * extent bounds a hold only if the map byte of its page is its tag.
- * 0, -EINVAL (alignment below 4096, which the map cannot vouch for per
- * extent), -EEXIST (the allocator holds something the table does not
- * list), -ENOMEM; on failure the caller releases what was placed. */
-int mhold_plan(struct mhold *h, struct alloc *a, const struct mrecon_ent *ent, size_t n,
+ * 4096)) in an allocator over [data_off, end) of alignment >= 4096 that
+ * holds the table's memory extents: tags[i] is segmap_tag of the
+ * generation of the table's extent starting in page i (0: none the map
+ * can vouch for, e.g. an upsert's set-aside version). From every page
+ * whose byte is set where the table has no extent of that tag, the free
+ * space is held up to the next extent the map vouches for (its page's
+ * byte is its tag) or end, around the others. 0, -EINVAL (alignment
+ * below 4096: a byte stands for several extents), -ENOMEM; on failure
+ * the caller releases what was placed. One pass over the pages. */
+int mhold_plan(struct mhold *h, struct alloc *a, const uint8_t *tags, size_t ntags,
 	       const uint8_t *map, size_t map_len, uint64_t data_off, uint64_t end);
 /* Holds [off, off + len) (free in the allocator), merged with touching
  * holds: 0 or -errno. */

@@ -209,9 +209,22 @@ void mnode_seg_set(struct seg *s, const struct seg *id, uint8_t *rdma, size_t rd
 static void mount_hold(struct master *m, struct seg *s, const uint8_t *map, size_t map_len)
 {
 	uint64_t end = s->data_off + (s->size - s->data_off) / s->align * s->align;
-	int rc = mhold_plan(&s->hold, s->alloc, s->recon, s->nrecon, map, map_len, s->data_off,
-			    end);
+	size_t ntags = map_len;
+	/* the tag of the table's memory extent starting in each page the
+	 * map covers (past it every byte reads 0: any extent there is sure
+	 * of nothing, and nothing there is held unless a hold runs on) */
+	uint8_t *tags = ntags ? calloc(ntags, 1) : NULL;
+	int rc = ntags && !tags ? -ENOMEM : 0;
 
+	for (size_t i = 0; !rc && i < s->nrecon; i++) {
+		const struct mrecon_ent *e = &s->recon[i];
+		uint64_t pg = (e->key & ~(uint64_t)7) >> SEG_MAP_SHIFT;
+		if ((e->key >> 1 & 3) == KVP_TIER_MEM && pg < ntags)
+			tags[pg] = (uint8_t)(e->len >> MHOLD_TAG_SHIFT);
+	}
+	if (!rc)
+		rc = mhold_plan(&s->hold, s->alloc, tags, ntags, map, map_len, s->data_off, end);
+	free(tags);
 	if (rc) {
 		mhold_release(&s->hold, s->alloc);
 		log_notice("segment %u: no puts before its REPORTs (commit map: %s)", s->id,

@@ -584,10 +584,20 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 				break;
 			}
 	}
-	recon_sort(s->recon, n);
+	/* sorted when the first REPORT needs it: the MOUNT's answer, and
+	 * with the commit map the segment's first puts, do not wait for it */
+	s->recon_sorted = false;
 	s->nrecon = n;
 	s->recon_hint = 0;
 	return 0;
+}
+
+static void recon_ready(struct seg *s)
+{
+	if (!s->recon_sorted) {
+		recon_sort(s->recon, s->nrecon);
+		s->recon_sorted = true;
+	}
 }
 
 /* The first entry whose (off, tier) is >= key's. */
@@ -621,7 +631,10 @@ bool mrepl_recon_confirm(struct master *m, struct seg *s, const uint8_t *key, si
 			 uint8_t tier, uint64_t off, uint64_t gen)
 {
 	uint64_t k = off | (uint64_t)tier << 1;
-	size_t i = lower_hint(s, k);
+	size_t i;
+
+	recon_ready(s);
+	i = lower_hint(s, k);
 	int ri;
 
 	s->recon_hint = i + 1;
@@ -664,6 +677,7 @@ void mrepl_recon_clear(struct master *m, struct seg *s, uint64_t off, uint64_t l
 {
 	if (!s->recon)
 		return;
+	recon_ready(s);
 	size_t i = lower(s, off);
 	/* memory extents do not overlap one another: at most one before off */
 	for (size_t j = i; j-- > 0;) {

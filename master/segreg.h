@@ -108,6 +108,7 @@ struct seg {
 	struct mrecon_ent *recon;
 	size_t nrecon;
 	size_t recon_hint;		/* the entry after the last REPORT item's */
+	bool recon_sorted;		/* sorted at its first use, not at the MOUNT */
 	/* map_mount: its MOUNT carried the commit map, so the node scans
 	 * after it and FREE, DEMOTE, PROMOTE wait for its REPORTs; held: a
 	 * warm segment that takes puts before its REPORTs, around the holds

@@ -22,6 +22,7 @@
 #define END (DATA + NPG * PG)
 
 static uint8_t map[DATA / PG + NPG];
+static uint8_t tags[DATA / PG + NPG];	/* the table's extents' tags by page */
 
 /* page i of the data area */
 static uint64_t pg(unsigned i)
@@ -60,14 +61,18 @@ static bool free_pages(struct alloc *a, unsigned page, unsigned n)
 	return true;
 }
 
+/* An allocator holding the table's extents e[0..n), their tags in tags[]. */
 static struct alloc *table(const struct mrecon_ent *e, size_t n)
 {
 	struct alloc *a = alloc_create(DATA, END - DATA, 4096);
 
 	REQUIRE(a, "alloc_create");
-	for (size_t i = 0; i < n; i++)
+	memset(tags, 0, sizeof(tags));
+	for (size_t i = 0; i < n; i++) {
 		REQUIRE(alloc_reserve(a, e[i].key & ~7ull, e[i].len & MHOLD_LEN_MASK) == 0,
 			"table extent %zu", i);
+		tags[(e[i].key & ~7ull) / PG] = (uint8_t)(e[i].len >> MHOLD_TAG_SHIFT);
+	}
 	return a;
 }
 
@@ -88,7 +93,8 @@ static void t_plan(void)
 	map[pg(20) / PG] = segmap_tag(30);
 	map[pg(30) / PG] = segmap_tag(99);	/* unknown at 30: runs over C to the end */
 	alloc_stats(a, &st0);
-	CHECK_EQ(mhold_plan(&h, a, e, 4, map, sizeof(map), DATA, END), 0);
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, sizeof(map), DATA, END), 0);
+	CHECK(mhold_check(&h, a));
 	/* 5..8 held, S stays S, 10..20 held: one run per gap */
 	CHECK(free_pages(a, 1, 4), "pages 1-4: no committed byte, free");
 	CHECK(taken(a, 5, 15), "pages 5-19 held (S in the middle)");
@@ -132,10 +138,10 @@ static void t_edges(void)
 
 	/* an empty map holds nothing; a map shorter than the segment reads 0 */
 	memset(map, 0, sizeof(map));
-	CHECK_EQ(mhold_plan(&h, a, e, 1, map, 0, DATA, END), 0);
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, 0, DATA, END), 0);
 	CHECK_EQ(h.n, 0);
 	map[pg(0) / PG] = 1;
-	CHECK_EQ(mhold_plan(&h, a, e, 1, map, pg(1) / PG, DATA, END), 0);
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, pg(1) / PG, DATA, END), 0);
 	/* the byte of 3 lies past the map: A is not sure, the hold runs on */
 	CHECK(taken(a, 0, NPG), "held over the unvouched A to the end");
 	mhold_release(&h, a);
@@ -144,17 +150,33 @@ static void t_edges(void)
 	/* alignment below 4 KiB: the map cannot vouch per extent */
 	a = alloc_create(DATA, END - DATA, 1024);
 	REQUIRE(a, "alloc_create");
-	CHECK_EQ(mhold_plan(&h, a, NULL, 0, map, sizeof(map), DATA, END), -EINVAL);
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, sizeof(map), DATA, END), -EINVAL);
 	alloc_destroy(a);
 
-	/* something the table does not list: -EEXIST, nothing left held */
+	/* an allocation without a tag (an upsert's set-aside version): held
+	 * around, never a bound */
 	a = table(e, 1);
 	CHECK_EQ(alloc_reserve(a, pg(6), PG), 0);
 	memset(map, 0, sizeof(map));
 	map[pg(5) / PG] = 9;
-	CHECK_EQ(mhold_plan(&h, a, e, 1, map, sizeof(map), DATA, END), -EEXIST);
+	map[pg(6) / PG] = 9;
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, sizeof(map), DATA, END), 0);
+	CHECK(mhold_check(&h, a));
+	CHECK_EQ(h.n, 2);
+	CHECK(taken(a, 5, NPG - 5), "5 and 7-63 held");
 	mhold_release(&h, a);
-	CHECK(free_pages(a, 5, 1) && free_pages(a, 7, NPG - 7), "released after the failure");
+	CHECK(free_pages(a, 5, 1) && free_pages(a, 7, NPG - 7), "released");
+	alloc_destroy(a);
+
+	/* a sure extent's inner page set: something hides in it, hold after */
+	struct mrecon_ent big[] = { ent(2, 4, 50) };
+	a = table(big, 1);
+	memset(map, 0, sizeof(map));
+	map[pg(2) / PG] = segmap_tag(50);
+	map[pg(4) / PG] = 3;
+	CHECK_EQ(mhold_plan(&h, a, tags, sizeof(tags), map, sizeof(map), DATA, END), 0);
+	CHECK(free_pages(a, 0, 2) && taken(a, 6, NPG - 6), "held from its end");
+	mhold_release(&h, a);
 	alloc_destroy(a);
 }
 
