@@ -54,8 +54,11 @@ static void erase_at(struct mhold *h, size_t i)
 
 int mhold_add(struct mhold *h, struct alloc *a, uint64_t off, uint64_t len)
 {
+	uint32_t al = alloc_align(a);
+
 	if (!len)
 		return 0;
+	len = (len + al - 1) & ~(uint64_t)(al - 1);	/* as the allocator takes it */
 	/* first_after(off) would skip a hold ending exactly at off */
 	size_t i = first_after(h, off ? off - 1 : 0);
 	bool left = i < h->n && h->v[i].off + h->v[i].len == off;

@@ -45,7 +45,8 @@ struct mhold {
  * the caller releases what was placed. One pass over the pages. */
 int mhold_plan(struct mhold *h, struct alloc *a, const uint8_t *tags, size_t ntags,
 	       const uint8_t *map, size_t map_len, uint64_t data_off, uint64_t end);
-/* Holds [off, off + len) (free in the allocator), merged with touching
+/* Holds [off, off + len) (free in the allocator; len rounded up to its
+ * alignment, as a replica's length may not be), merged with touching
  * holds: 0 or -errno. */
 int mhold_add(struct mhold *h, struct alloc *a, uint64_t off, uint64_t len);
 /* Takes [off, off + len) out of every hold it overlaps (the remainders
