@@ -173,9 +173,12 @@ void evict_check(struct master *m, struct seg *s)
 	if (!s->online || hw <= 0)
 		return;
 	/* Extents evicted or being demoted but not yet acked are gone already:
-	 * counting them would start round after round until the node answers. */
+	 * counting them would start round after round until the node answers.
+	 * Holds (mhold.h) are not objects: evicting for them would drop
+	 * values to make room that comes back at the node's HEARTBEAT. */
 	if (!s->evicting && !s->draining &&
-	    (double)(s->used - s->freeing - s->demoting) > hw * (double)s->capacity)
+	    (double)(s->used - s->freeing - s->demoting - s->hold.bytes) >
+	    hw * (double)s->capacity)
 		round_start(m, s, (uint64_t)(m->conf.master.eviction_ratio * (double)s->capacity));
 	if (!s->evicting_disk && s->spill_capacity &&
 	    (double)seg_spill_used(s) > hw * (double)s->spill_capacity) {

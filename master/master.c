@@ -21,6 +21,7 @@
 #include "mlease.h"
 #include "mnode.h"
 #include "mput.h"
+#include "mhold.h"
 #include "mrecover.h"
 #include "mrepl.h"
 #include "mstatus.h"
@@ -164,6 +165,12 @@ void master_status(struct master *m, char *buf, size_t len)
 
 bool master_check(const struct master *m)
 {
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (s && s->online && s->hold.n &&
+		    (!mhold_check(&s->hold, s->alloc) || s->used < s->hold.bytes))
+			return false;
+	}
 	return mchain_check(m);
 }
 
@@ -317,6 +324,7 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	c->role = role;
 	wb_u64(b, m->epoch);
 	wb_u16(b, WIRE_VERSION);
+	wb_u32(b, WIRE_HELLO_F_MOUNT_MAP);
 	return 0;
 }
 

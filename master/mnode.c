@@ -16,10 +16,12 @@
 #include "log.h"
 #include "mbatch.h"
 #include "mevents.h"
+#include "mhold.h"
 #include "mpolicy.h"
 #include "mrecover.h"
 #include "mrepl.h"
 #include "mtier.h"
+#include "segmap.h"
 
 #define RDMA_INFO_MAX 4096
 
@@ -69,6 +71,11 @@ void mnode_flush(struct master *m)
 	for (size_t i = 1; i < m->segs.n; i++) {
 		struct seg *s = m->segs.v[i];
 		if (!s || !s->online || !s->client || !(s->fq.n || s->dq.n || s->pq.n))
+			continue;
+		/* its node scans after the MOUNT: a FREE answered before a
+		 * REPORT of the same extent would let that REPORT bring back
+		 * what was removed */
+		if (s->map_mount && !s->reported)
 			continue;
 		struct fbatch *b;
 		/* s->client is checked each time: a send may end the connection */
@@ -197,15 +204,75 @@ void mnode_seg_set(struct seg *s, const struct seg *id, uint8_t *rdma, size_t rd
 	s->rdma_len = (uint32_t)rdma_len;
 }
 
+/* A warm segment whose MOUNT carried the commit map: holds around what
+ * the table does not know, then puts go in at once (mhold.h). */
+static void mount_hold(struct master *m, struct seg *s, const uint8_t *map, size_t map_len)
+{
+	uint64_t end = s->data_off + (s->size - s->data_off) / s->align * s->align;
+	size_t ntags = map_len;
+	/* the tag of the table's memory extent starting in each page the
+	 * map covers (past it every byte reads 0: any extent there is sure
+	 * of nothing, and nothing there is held unless a hold runs on) */
+	uint8_t *tags = ntags ? calloc(ntags, 1) : NULL;
+	int rc = ntags && !tags ? -ENOMEM : 0;
+
+	for (size_t i = 0; !rc && i < s->nrecon; i++) {
+		const struct mrecon_ent *e = &s->recon[i];
+		uint64_t pg = (e->key & ~(uint64_t)7) >> SEG_MAP_SHIFT;
+		if ((e->key >> 1 & 3) == KVP_TIER_MEM && pg < ntags)
+			tags[pg] = (uint8_t)(e->len >> MHOLD_TAG_SHIFT);
+	}
+	if (!rc)
+		rc = mhold_plan(&s->hold, s->alloc, tags, ntags, map, map_len, s->data_off, end);
+	free(tags);
+	if (rc) {
+		mhold_release(&s->hold, s->alloc);
+		log_notice("segment %u: no puts before its REPORTs (commit map: %s)", s->id,
+			   rc == -EINVAL ? "alignment below 4 KiB" : strerror(-rc));
+		return;
+	}
+	s->used += s->hold.bytes;
+	s->held = true;
+	m->hold_mounts++;
+	log_notice("segment %u: commit map of %zu pages: %zu holds, %llu bytes, until its REPORTs; "
+		   "puts go in now", s->id, map_len, s->hold.n,
+		   (unsigned long long)s->hold.bytes);
+	/* No hold: every extent the map shows committed is one the table
+	 * knows, with its generation's tag, so a key the table lacks is not
+	 * in this segment: the recovery window need not wait for its
+	 * REPORTs (gets of unknown keys, puts of new ones). */
+	if (!s->hold.n)
+		mrecover_reported(m, s);
+}
+
+/* The node's REPORTs are in: what is still held is free. */
+static void hold_release(struct seg *s)
+{
+	s->used -= s->hold.bytes;
+	mhold_release(&s->hold, s->alloc);
+	s->held = false;
+}
+
 int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
 {
 	struct seg id;
 	uint8_t *rcopy;
-	size_t rl;
+	size_t rl, map_len = 0;
+	const uint8_t *map = NULL;
 	int err = mnode_seg_decode(r, &id, &rcopy, &rl);
 
 	if (err)
 		return err;
+	if (r->end - r->p >= 4) {	/* optional: the commit map (wire.h) */
+		size_t ml;
+		const uint8_t *mp = rb_blob(r, &ml);
+		if (!rb_ok(r) || ml > (id.size >> SEG_MAP_SHIFT) + 1) {
+			free(rcopy);
+			return KVP_EPROTO;
+		}
+		map = mp;
+		map_len = ml;
+	}
 
 	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
 	/* A segment of a warm table (mrepl.h) keeps its replicas: the node's
@@ -213,6 +280,9 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	bool warm = s && s->online && s->warm && s->size == id.size &&
 		    s->data_off == id.data_off && s->align == id.align &&
 		    mrepl_recon_begin(m, s) == 0;
+
+	if (s && s->online && (s->held || s->hold.n))
+		hold_release(s);	/* a second MOUNT before the REPORTs */
 	if (warm) {
 		log_notice("segment %u: re-mounted into the warm table, %zu replicas to confirm",
 			   s->id, s->nrecon);
@@ -241,6 +311,9 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	s->client = c;
 	s->last_seen_ms = m->now_ms;
 	s->reported = false;		/* until its first HEARTBEAT */
+	s->map_mount = map != NULL;
+	if (warm && map)
+		mount_hold(m, s, map, map_len);
 	log_notice("segment %u mounted: node %s host %s %s, %llu bytes, align %u, endpoint %s%s",
 		   s->id, s->name, s->host_id, s->shm_path, (unsigned long long)s->capacity,
 		   s->align, s->endpoint, s->reject.n ? " (re-mount)" : "");
@@ -280,6 +353,18 @@ static bool has_replica_on(const struct obj *o, uint32_t seg)
 	return false;
 }
 
+/* Takes a reported extent out of the holds so that it can be reserved. */
+static int hold_carve(struct seg *s, uint64_t off, uint64_t len)
+{
+	uint64_t held = s->hold.bytes;
+	int rc = mhold_carve(&s->hold, s->alloc, off, len);
+
+	s->used -= held - s->hold.bytes;
+	if (rc)
+		s->held = false;	/* no more puts before the REPORTs */
+	return rc;
+}
+
 /* Adopts one reported extent; true if adopted. */
 static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size_t klen,
 		       uint8_t tier, uint64_t off, uint64_t alloc_len, uint64_t value_len,
@@ -309,6 +394,9 @@ static bool report_one(struct master *m, struct seg *s, const uint8_t *key, size
 	 * ghost (before the lookup: it may be this key's). */
 	if (s->recon && tier == 0)
 		mrepl_recon_clear(m, s, off, alloc_len);
+	/* an extent the table did not know, in space held for it */
+	if (s->held && tier == 0)
+		hold_carve(s, off, alloc_len);
 	struct obj *o = objtab_find(&m->objs, key, klen);
 	if (o) {
 		bool same = obj_complete(o) && o->checksum == csum && o->value_len == value_len &&
@@ -425,6 +513,8 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 	s->last_seen_ms = m->now_ms;
 	if (s->recon)
 		mrepl_recon_finish(m, s);
+	if (s->held || s->hold.n)
+		hold_release(s);
 	s->reported = true;		/* its REPORTs came before, on this connection */
 	mrecover_reported(m, s);
 	evict_check(m, s);		/* the spill tier may have filled */

@@ -265,6 +265,18 @@ static bool reports_in_flight(const struct master *m)
 	return false;
 }
 
+/* True if a segment takes puts around holds (mhold.h): its room comes
+ * back at its node's HEARTBEAT, no eviction for it. */
+static bool holds_in_flight(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (seg_alive(s) && s->held)
+			return true;
+	}
+	return false;
+}
+
 /* True if an allocatable segment waits for FREE acks (room coming back). */
 static bool frees_in_flight(const struct master *m)
 {
@@ -364,9 +376,11 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 				 (a.flags & WIRE_PUT_CHAIN) ? prev : NULL, &self);
 		/* no room now, but room coming: park and try again (a segment
 		 * still reporting counts, so a put right after a node's mount
-		 * waits for it instead of failing) */
+		 * waits for it instead of failing; one with holds, before any
+		 * eviction) */
 		if (rc == KVP_ENOSPC && !final &&
-		    ((need_evict && (evict_force(m, ext_size((uint32_t)klen, vlen),
+		    (holds_in_flight(m) ||
+		     (need_evict && (evict_force(m, ext_size((uint32_t)klen, vlen),
 						 put_rest_bytes(r, i, n, klen, vlen)) ||
 				     frees_in_flight(m) || demotes_in_flight(m))) ||
 		     reports_in_flight(m))) {

@@ -12,6 +12,7 @@
 #include "mnode.h"
 #include "mns.h"
 #include "mpolicy.h"
+#include "segmap.h"
 
 #define MREPL_MAX 8			/* standbys per leader */
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
@@ -575,15 +576,28 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 			if ((uint32_t)o->rep[k].seg == s->id) {
 				s->recon[n++] = (struct mrecon_ent){
 					.key = rep_off(&o->rep[k]) | (uint64_t)o->rep[k].tier << 1,
-					.len = rep_len(&o->rep[k]), .hash = o->hash,
+					.len = rep_len(&o->rep[k]) |
+					       (uint64_t)segmap_tag(o->generation)
+					       << MHOLD_TAG_SHIFT,
+					.hash = o->hash,
 					.gen32 = (uint32_t)o->generation };
 				break;
 			}
 	}
-	recon_sort(s->recon, n);
+	/* sorted when the first REPORT needs it: the MOUNT's answer, and
+	 * with the commit map the segment's first puts, do not wait for it */
+	s->recon_sorted = false;
 	s->nrecon = n;
 	s->recon_hint = 0;
 	return 0;
+}
+
+static void recon_ready(struct seg *s)
+{
+	if (!s->recon_sorted) {
+		recon_sort(s->recon, s->nrecon);
+		s->recon_sorted = true;
+	}
 }
 
 /* The first entry whose (off, tier) is >= key's. */
@@ -617,7 +631,10 @@ bool mrepl_recon_confirm(struct master *m, struct seg *s, const uint8_t *key, si
 			 uint8_t tier, uint64_t off, uint64_t gen)
 {
 	uint64_t k = off | (uint64_t)tier << 1;
-	size_t i = lower_hint(s, k);
+	size_t i;
+
+	recon_ready(s);
+	i = lower_hint(s, k);
 	int ri;
 
 	s->recon_hint = i + 1;
@@ -645,6 +662,14 @@ static void drop_ghost(struct master *m, struct seg *s, struct mrecon_ent *e)
 	if (o && has_rep(o, s->id, tier, off, &ri)) {
 		forget_replica(m, o, (unsigned)ri);
 		m->recon_ghosts++;
+		/* held segment: the node's extents not reported yet may lie in
+		 * the ghost's space (the map could not vouch for it) */
+		if (s->held && tier == KVP_TIER_MEM) {
+			uint64_t held = s->hold.bytes;
+			if (mhold_add(&s->hold, s->alloc, off, e->len & MHOLD_LEN_MASK))
+				s->held = false;	/* no more puts before the REPORTs */
+			s->used += s->hold.bytes - held;
+		}
 	}
 }
 
@@ -652,13 +677,14 @@ void mrepl_recon_clear(struct master *m, struct seg *s, uint64_t off, uint64_t l
 {
 	if (!s->recon)
 		return;
+	recon_ready(s);
 	size_t i = lower(s, off);
 	/* memory extents do not overlap one another: at most one before off */
 	for (size_t j = i; j-- > 0;) {
 		struct mrecon_ent *e = &s->recon[j];
 		if ((e->key >> 1 & 3) != KVP_TIER_MEM)
 			continue;
-		if (!(e->key & 1) && (e->key & ~(uint64_t)7) + e->len > off)
+		if (!(e->key & 1) && (e->key & ~(uint64_t)7) + (e->len & MHOLD_LEN_MASK) > off)
 			drop_ghost(m, s, e);
 		break;
 	}

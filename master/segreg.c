@@ -194,6 +194,9 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	s->fq.n = 0;
 	if (s->reject.n)
 		qsort(s->reject.v, s->reject.n, sizeof(struct fent), fent_cmp);
+	free(s->hold.v);		/* its reservations go with the allocator */
+	memset(&s->hold, 0, sizeof(s->hold));
+	s->held = s->map_mount = false;
 	alloc_destroy(s->alloc);
 	s->alloc = NULL;
 	free(s->objs);

@@ -15,6 +15,7 @@
 
 
 #include "grant.h"
+#include "mhold.h"
 #include "objtab.h"
 #include "wire.h"
 
@@ -107,6 +108,14 @@ struct seg {
 	struct mrecon_ent *recon;
 	size_t nrecon;
 	size_t recon_hint;		/* the entry after the last REPORT item's */
+	bool recon_sorted;		/* sorted at its first use, not at the MOUNT */
+	/* map_mount: its MOUNT carried the commit map, so the node scans
+	 * after it and FREE, DEMOTE, PROMOTE wait for its REPORTs; held: a
+	 * warm segment that takes puts before its REPORTs, around the holds
+	 * (mhold.h) placed from that map, released at its first HEARTBEAT */
+	bool map_mount;
+	bool held;
+	struct mhold hold;
 	char name[64];
 	char host_id[64];
 	char shm_path[256];
@@ -224,10 +233,11 @@ static inline bool seg_alive(const struct seg *s)
 	return s && s->online && !s->draining && s->client;
 }
 
-/* New extents may go into s: alive and its REPORTs in. */
+/* New extents may go into s: alive and its REPORTs in, or its holds
+ * placed. */
 static inline bool seg_allocatable(const struct seg *s)
 {
-	return seg_alive(s) && s->reported;
+	return seg_alive(s) && (s->reported || s->held);
 }
 
 /* The node's spill usage as the master sees it: the last HEARTBEAT's

@@ -5,6 +5,7 @@
 #include "segmap.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -294,6 +295,50 @@ int segmap_scan_view(const struct segmap_view *v, unsigned flags, uint64_t max_v
 		pos = end;
 	}
 	return sm_flush(&s);
+}
+
+int segmap_copy(const struct segment *seg, uint8_t **out, uint64_t *n)
+{
+	uint64_t len = seg->map_len, pos = 0, last = 0;
+	uint8_t *b;
+
+	*out = NULL;
+	*n = 0;
+	if (!seg->map)
+		return -ENOTSUP;
+	if (len > (seg->size + GRAIN - 1) >> SEG_MAP_SHIFT)
+		len = (seg->size + GRAIN - 1) >> SEG_MAP_SHIFT;
+	b = calloc(len ? len : 1, 1);
+	if (!b)
+		return -ENOMEM;
+	while (pos < len) {
+		uint64_t end = len;
+
+		if (seg->fd >= 0) {
+			off_t base = (off_t)(seg->map - (const uint8_t *)seg->base);
+			off_t d = lseek(seg->fd, base + (off_t)pos, SEEK_DATA), h;
+
+			if (d < 0 && errno == ENXIO)
+				break;
+			if (d >= 0) {
+				if ((uint64_t)(d - base) >= len)
+					break;
+				pos = (uint64_t)(d - base);
+				h = lseek(seg->fd, d, SEEK_HOLE);
+				if (h > d && (uint64_t)(h - base) < len)
+					end = (uint64_t)(h - base);
+			}
+		}
+		for (uint64_t i = pos; i < end; i++) {
+			b[i] = __atomic_load_n(seg->map + i, __ATOMIC_ACQUIRE);
+			if (b[i])
+				last = i + 1;
+		}
+		pos = end;
+	}
+	*out = b;
+	*n = last;
+	return 0;
 }
 
 int segmap_scan(const struct segment *seg, unsigned flags, uint64_t max_value,

@@ -71,6 +71,12 @@ int segmap_scan_view(const struct segmap_view *v, unsigned flags, uint64_t max_v
 		     int (*cb)(const struct ext_found *f, void *arg), void *arg,
 		     struct ext_scan_stats *st);
 
+/* Copies the commit map of a format 2 segment into a new buffer (*out,
+ * free() it), reading only the pages the file holds (SEEK_DATA; a hole is
+ * zero) and cut after its last non-zero byte: *n bytes, byte i for the
+ * 4 KiB at i * 4096. 0, -ENOTSUP (format 1: no map) or -ENOMEM. */
+int segmap_copy(const struct segment *seg, uint8_t **out, uint64_t *n);
+
 /* The same over an open or attached segment: the map scan for format 2;
  * for format 1 (no map) the page-by-page ext_scan_ex, which must verify
  * every value to tell a torn write (unless SEGMAP_TRUST: a listing).

@@ -25,7 +25,11 @@
  * blob = u32 len + bytes; "n x {...}" = u32 n then n items):
  *
  * HELLO      req: u16 role(WIRE_ROLE_*) str token str name str host_id
- *            rep: u64 server_epoch u16 proto_version
+ *            rep: u64 server_epoch u16 proto_version [u32 features]
+ *            features (a master's; absent from older ones: 0):
+ *            WIRE_HELLO_F_MOUNT_MAP: it takes the commit map with MOUNT, so
+ *            a node may MOUNT before its scan, REPORT after it (a master
+ *            sends such a node no FREE/DEMOTE/PROMOTE before its HEARTBEAT)
  *            server_epoch names the master for the life of the connection:
  *            every reply on it is that master's, every grant it gives
  *            carries it. With HA (docs/ha.md) it is the etcd revision of
@@ -37,7 +41,13 @@
  * MOUNT      req: str node_name str host_id str shm_path u64 shm_dev u64 shm_ino
  *                 u64 seg_size u64 seg_uuid u64 data_off u32 align str endpoint
  *                 blob rdma_info u64 spill_capacity i32 numa_node
+ *                 [blob commit_map]
  *            rep: u32 segment_id blob grant_secret(32 bytes)
+ *            commit_map (optional; only to a master with
+ *            WIRE_HELLO_F_MOUNT_MAP): the segment's map bytes (shm/segmap.h)
+ *            for pages 0..n-1, n <= seg_size / 4096 + 1, a hole read as 0.
+ *            A warm segment of a new leader takes puts at once, around
+ *            holds placed from it (docs/ha.md "Warm standby").
  * REPORT     req: u32 segment_id, n x {WIRE_EXTENT}   (after MOUNT, any number)
  *            rep: u32 adopted u32 rejected  (rejected ones get a FREE)
  * UNMOUNT    req: u32 segment_id u8 drain            rep: -
@@ -214,6 +224,7 @@
 #define WIRE_GRANT_LEN 16
 #define WIRE_SECRET_LEN 32
 #define WIRE_SEG_LOCAL 0xffffffffu
+#define WIRE_HELLO_F_MOUNT_MAP 1u	/* HELLO reply features (above) */
 #define WIRE_PUT_PREFIX 17		/* PUT_START's fields before the item count */
 #define WIRE_CSTATS_MAX 64		/* CLIENT_STATS: most counters in one frame */
 

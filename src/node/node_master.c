@@ -34,6 +34,7 @@
 #include "node_rdma.h"
 #include "node_scan.h"
 #include "node_spill.h"
+#include "segmap.h"
 
 #define MLINK_BACKOFF_MIN_MS 100
 #define MLINK_BACKOFF_MAX_MS 2000
@@ -50,6 +51,11 @@ struct node_mlink {
 	uint64_t mconn_gen;		/* bumped per master connection */
 	uint64_t mreqid;
 	uint64_t hello_req, mount_req, unmount_req;
+	/* A master with WIRE_HELLO_F_MOUNT_MAP gets the MOUNT, with the
+	 * commit map, before the scan: 1 sent, 2 answered (REPORTs once the
+	 * scan is done), 0 the MOUNT follows the scan */
+	int early;
+	uint32_t master_features;	/* of its HELLO reply */
 	uint64_t keepalive_req;		/* last HEARTBEAT sent while scanning */
 	uint32_t reports_pending;
 	uint64_t backoff_ms;
@@ -140,10 +146,12 @@ static void master_send_hello(struct node_mlink *ml)
 	wb_free(&b);
 }
 
-static void master_send_mount(struct node_mlink *ml)
+static void master_send_mount(struct node_mlink *ml, bool with_map)
 {
 	const struct segment *seg = &ml->x->seg;
 	struct wbuf b;
+	uint8_t *map = NULL;
+	uint64_t map_n = 0;
 
 	wb_init(&b);
 	size_t st = wire_begin(&b);
@@ -164,6 +172,11 @@ static void master_send_mount(struct node_mlink *ml)
 	wb_blob(&b, ri, rn);
 	wb_u64(&b, node_spill_capacity(ml->o.spill));
 	wb_i32(&b, ml->o.numa_node);
+	/* the commit map (a few MiB at most: one byte per 4 KiB) */
+	if (with_map && segmap_copy(seg, &map, &map_n) == 0 &&
+	    b.len + map_n + 64 < (uint64_t)ml->x->conf->cluster.max_frame)
+		wb_blob(&b, map, map_n);
+	free(map);
 	ml->mount_req = ++ml->mreqid;
 	wire_finish(&b, st, WIRE_OP_MOUNT, 0, 0, ml->mount_req, 0);
 	if (master_send(ml, &b) < 0)
@@ -302,6 +315,8 @@ static int master_scan_add_spill(struct node_mlink *ml, struct node_scan *s)
 	return rc;
 }
 
+static void master_mounted(struct node_mlink *ml);
+
 /* A scan finished (scanner.out, scanner.rc): MOUNT if this connection still
  * waits for it. */
 static void master_scan_finish(struct node_mlink *ml)
@@ -328,8 +343,13 @@ static void master_scan_finish(struct node_mlink *ml)
 		ev_conn_close(ml->mconn);
 		return;
 	}
+	if (ml->early == 2) {
+		master_mounted(ml);
+		return;
+	}
 	ml->mstate = NODE_M_MOUNT;
-	master_send_mount(ml);
+	if (ml->early != 1)
+		master_send_mount(ml, false);	/* else its answer comes */
 }
 
 static void master_on_hello(struct node_mlink *ml, const struct wire_hdr *h, const uint8_t *body)
@@ -371,15 +391,27 @@ static void master_on_hello(struct node_mlink *ml, const struct wire_hdr *h, con
 	ml->hello_epoch = epoch;
 	if (epoch > ml->max_epoch)
 		ml->max_epoch = epoch;
-	/* Scan before MOUNT: the master knows nothing of this segment yet, so
-	 * nothing the scan finds can be an extent it allocated since. A scan
-	 * still running for an earlier connection qualifies as well. */
+	rb_u16(&r);
+	ml->master_features = r.end - r.p >= 4 ? rb_u32(&r) : 0;
+	ml->early = 0;
+	/* Scan before MOUNT (a master without the map feature): it knows
+	 * nothing of this segment yet, so nothing the scan finds can be an
+	 * extent it allocated since. A scan still running for an earlier
+	 * connection qualifies as well. */
 	ml->mstate = NODE_M_SCAN;
 	mlink_status(ml, "scanning %s", ml->x->seg.path);
+	bool empty = ml->x->seg.created && !ml->mounted_once;
+	if ((ml->master_features & WIRE_HELLO_F_MOUNT_MAP) && ml->x->seg.map && !empty) {
+		/* A new leader that kept a warm table takes puts once it has
+		 * the map, not after the scan; the scan below then finds the
+		 * master's new extents too, which it knows and rejects. */
+		ml->early = 1;
+		master_send_mount(ml, true);
+	}
 	if (sc->running)
 		return;
 	sc->max_frame = ml->x->conf->cluster.max_frame;
-	if (ml->x->seg.created && !ml->mounted_once) {
+	if (empty) {
 		/* Created by this process and never mounted: nobody had a
 		 * grant for it, it holds nothing. Not one page is read. */
 		node_scan_free(&sc->out);
@@ -410,7 +442,8 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 {
 	struct node_ctx *x = ml->x;
 
-	if (h->reqid != ml->mount_req || ml->mstate != NODE_M_MOUNT)
+	if (h->reqid != ml->mount_req ||
+	    (ml->mstate != NODE_M_MOUNT && !(ml->mstate == NODE_M_SCAN && ml->early == 1)))
 		return;
 	if (h->status) {
 		log_err("master %s refused MOUNT of %s: %s", ml->master_addr, x->seg.path,
@@ -432,6 +465,24 @@ static void master_on_mount(struct node_mlink *ml, const struct wire_hdr *h, con
 	}
 	ml->segment_id = segment_id;
 	node_data_set_grant(ml->o.data, segment_id, secret, ml->hello_epoch);
+	if (ml->mstate == NODE_M_SCAN) {
+		/* mounted with the map: the master may take puts here now;
+		 * the REPORTs follow the scan (master_scan_finish) */
+		ml->early = 2;
+		log_notice("mounted %s at master %s as segment %u with its commit map; "
+			   "reporting after the scan", x->seg.path, ml->master_addr, segment_id);
+		return;
+	}
+	master_mounted(ml);
+}
+
+/* MOUNT answered and the scan done: REPORTs, then the HEARTBEAT. */
+static void master_mounted(struct node_mlink *ml)
+{
+	struct node_ctx *x = ml->x;
+	uint32_t segment_id = ml->segment_id;
+
+	ml->early = 0;
 	ml->mstate = NODE_M_UP;
 	ml->backoff_ms = MLINK_BACKOFF_MIN_MS;
 	x->used = ml->scan.used;

@@ -3,7 +3,10 @@
  * re-mounts its segment, reports extents and heartbeats (the
  * reconciliation of mrepl.c). The input is a sequence of records: u8 kind
  * (0..1: a REPL body; 2: a REPORT body for the re-mounted segment, after
- * the takeover), u16 length, bytes. master_check() must hold after every
+ * the takeover), u16 length, bytes. The first record after the takeover
+ * is also the MOUNT's commit map (the holds of mhold.c, then carved by the
+ * REPORTs and released by the HEARTBEAT); its kind byte / 3 picks the
+ * MOUNT's alignment: even 64 (the seeds' SEG), odd 4096. master_check() must hold after every
  * step; nothing may read past a length (each body is its own allocation).
  */
 #include <stdint.h>
@@ -43,7 +46,8 @@ static void call(struct master *m, struct master_client *c, uint16_t op, uint64_
 }
 
 /* The segment the seed corpus's SEG records name: uuid 1, 1 MiB, align 64. */
-static uint32_t mount(struct master *m, struct master_client *c, struct wbuf *w)
+static uint32_t mount(struct master *m, struct master_client *c, struct wbuf *w, uint32_t align,
+		      const uint8_t *map, size_t map_len)
 {
 	struct wbuf b;
 	uint32_t id = 0;
@@ -63,11 +67,12 @@ static uint32_t mount(struct master *m, struct master_client *c, struct wbuf *w)
 	wb_u64(&b, 1 << 20);
 	wb_u64(&b, 1);
 	wb_u64(&b, 4096);
-	wb_u32(&b, 64);
+	wb_u32(&b, align);
 	wb_cstr(&b, "127.0.0.1:1");
 	wb_blob(&b, NULL, 0);
 	wb_u64(&b, 1 << 20);
 	wb_i32(&b, -1);
+	wb_blob(&b, map, map_len);
 	call(m, c, WIRE_OP_MOUNT, 2, b.p, b.len, w);
 	wb_free(&b);
 	if (w->len >= WIRE_HDR_SIZE + 4)
@@ -97,6 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	wb_init(&rb);
 	while (size >= 3) {
 		uint8_t kind = data[0] % 3;
+		uint32_t align = data[0] / 3 % 2 ? 4096 : 64;
 		size_t len = (size_t)data[1] | (size_t)data[2] << 8;
 		data += 3;
 		size -= 3;
@@ -112,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!node) {
 				master_takeover(m, 7, NULL);
 				node = master_client_new(m, sink, hangup, NULL);
-				sid = mount(m, node, &reply);
+				sid = mount(m, node, &reply, align, body, len < 257 ? len : 257);
 			}
 			wb_reset(&rb);
 			wb_u32(&rb, sid);

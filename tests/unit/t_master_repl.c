@@ -9,6 +9,11 @@
  *     dropped at the HEARTBEAT, the unknown one adopted, nothing else lost;
  *  3. a reported extent across a replica of the table that the node does
  *     not hold: the node's extent wins at once.
+ *  4. the node re-mounts with its commit map (master/mhold.h): a put goes
+ *     in before the REPORTs, never into a page the map shows committed
+ *     and the table does not know (nor past it up to the segment's end),
+ *     nor over a stale replica; the REPORTs then adopt the unknown extents
+ *     out of the holds, and the HEARTBEAT releases the rest.
  */
 #include "testlib.h"
 
@@ -20,6 +25,7 @@
 #include "log.h"
 #include "master.h"
 #include "mdrive.h"
+#include "segmap.h"
 #include "wire.h"
 
 #define ALEN 4096
@@ -170,6 +176,129 @@ static void test_follow_takeover(void)
 	wb_free(&w);
 }
 
+/* mdrive_mount, with the commit map map[0..n) */
+static uint32_t mount_map(struct master *m, struct master_client *c, const uint8_t *map, size_t n,
+			  struct wbuf *w)
+{
+	struct wbuf b;
+	uint32_t id = 0;
+
+	wb_init(&b);
+	wb_cstr(&b, "node");
+	wb_cstr(&b, "host");
+	wb_cstr(&b, "/dev/shm/mdrive");
+	wb_u64(&b, 1);
+	wb_u64(&b, 1);
+	wb_u64(&b, 64u << 20);
+	wb_u64(&b, 7);
+	wb_u64(&b, 4096);
+	wb_u32(&b, 4096);
+	wb_cstr(&b, "127.0.0.1:1");
+	wb_blob(&b, NULL, 0);
+	wb_u64(&b, 0);
+	wb_i32(&b, -1);
+	wb_blob(&b, map, n);
+	if (mdrive_call(m, c, WIRE_OP_MOUNT, b.p, b.len, w) == 0)
+		memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
+	wb_free(&b);
+	CHECK(id != 0);
+	return id;
+}
+
+/* PUT_START of one key: its offset, UINT64_MAX if refused */
+static uint64_t put_start(struct master *m, struct master_client *c, const char *key,
+			  struct wbuf *w)
+{
+	struct wbuf b;
+	struct rbuf r;
+
+	wb_init(&b);
+	wb_u8(&b, 1);
+	wb_u32(&b, 0);
+	wb_u32(&b, 0);
+	wb_u64(&b, 0);
+	wb_u32(&b, 1);
+	wb_str(&b, key, strlen(key));
+	wb_u64(&b, 100);
+	int st = mdrive_call(m, c, WIRE_OP_PUT_START, b.p, b.len, w);
+	wb_free(&b);
+	if (st)
+		return UINT64_MAX;
+	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
+	rb_u32(&r);
+	if (rb_status(&r))
+		return UINT64_MAX;
+	rb_u64(&r);
+	if (rb_u8(&r) != 1)
+		return UINT64_MAX;
+	rb_u32(&r);
+	uint64_t off = rb_u64(&r);
+	return rb_ok(&r) ? off : UINT64_MAX;
+}
+
+static void test_commit_map(void)
+{
+	struct kvp_conf conf;
+	char err[256];
+	struct wbuf w;
+	unsigned ids[3] = { 1, 2, 3 }, slots[3] = { 1, 2, 3 };
+	uint8_t map[16] = { 0 };
+
+	conf_defaults(&conf);
+	wb_init(&w);
+	struct master *m = master_create(&conf, err, sizeof(err));
+	standby = master_create(&conf, err, sizeof(err));
+	fol_state.standby = standby;
+	CHECK(m && standby);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
+	uint32_t sid = mount(m, node, &w);
+	report(m, node, sid, ids, slots, 3, &w);
+	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	for (int i = 0; i < 100 && !master_follow_synced(standby); i++)
+		master_tick(m);
+	CHECK_EQ(master_keys(standby), 3);
+	master_client_free(fol);
+	master_takeover(standby, 9, NULL);
+	/* unseen by the standby: key 2 removed and key 7 put in its slot,
+	 * key 8 put at slot 10. Slot s is page 1 + s. */
+	map[2] = segmap_tag(1001);
+	map[3] = segmap_tag(1007);
+	map[4] = segmap_tag(1003);
+	map[11] = segmap_tag(1008);
+	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, mdrive_drop, &w);
+	uint32_t sid2 = mount_map(standby, node2, map, sizeof(map), &w);
+	CHECK_EQ(sid2, sid);
+	CHECK(master_check(standby));
+	/* puts before the REPORTs: slots 0 and 4..9 only */
+	struct master_client *c2 = client(standby, WIRE_ROLE_CLIENT, mdrive_drop, &w);
+	for (unsigned i = 0; i < 7; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "new-%u", i);
+		uint64_t off = put_start(standby, c2, key, &w);
+		CHECK(off != UINT64_MAX, "put %u before the REPORTs", i);
+		CHECK(off == 4096 || (off >= 4096 + 4 * ALEN && off < 4096 + 10 * ALEN),
+		      "put %u at %" PRIu64 ": in a hold or on a replica", i, off);
+	}
+	/* the 8th finds no room outside the holds: parked, not placed */
+	CHECK(put_start(standby, c2, "new-7", &w) == UINT64_MAX);
+	CHECK(master_check(standby));
+	/* the REPORTs: 7 over the stale 2 (the ghost's space held, then
+	 * carved), 8 out of the hold at slot 10 */
+	unsigned ids2[4] = { 1, 7, 3, 8 }, slots2[4] = { 1, 2, 3, 10 };
+	report(standby, node2, sid2, ids2, slots2, 4, &w);
+	CHECK(master_check(standby));
+	CHECK(exists(standby, c2, 7, &w));
+	CHECK(exists(standby, c2, 8, &w));
+	CHECK(!exists(standby, c2, 2, &w));
+	CHECK(exists(standby, c2, 1, &w) && exists(standby, c2, 3, &w));
+	/* the holds are gone: room again */
+	CHECK(put_start(standby, c2, "new-8", &w) != UINT64_MAX);
+	master_destroy(standby);
+	master_destroy(m);
+	wb_free(&w);
+}
+
 static void test_overlap(void)
 {
 	struct kvp_conf conf;
@@ -269,6 +398,7 @@ int main(void)
 {
 	log_init("t_master_repl", LOG_ERR);
 	test_follow_takeover();
+	test_commit_map();
 	test_overlap();
 	test_lagging_standby();
 	return tl_done();
