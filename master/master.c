@@ -296,6 +296,17 @@ static void log_auth_failure(struct master *m, const struct master_client *c)
 	m->auth_logged_ms = m->now_ms;
 }
 
+/* A segment of a taken-over table still waits for its node's re-mount. */
+static bool warm_waiting(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (s && s->online && s->warm)
+			return true;
+	}
+	return false;
+}
+
 static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
 {
 	size_t tlen, nlen, hlen;
@@ -324,7 +335,10 @@ static int op_hello(struct master *m, struct master_client *c, struct rbuf *r, s
 	c->role = role;
 	wb_u64(b, m->epoch);
 	wb_u16(b, WIRE_VERSION);
-	wb_u32(b, WIRE_HELLO_F_MOUNT_MAP);
+	/* Only while a warm segment waits for its node: elsewhere the map
+	 * buys nothing, and the old order (scan, MOUNT, REPORTs) keeps a
+	 * node mounted only once it has reported. */
+	wb_u32(b, warm_waiting(m) ? WIRE_HELLO_F_MOUNT_MAP : 0);
 	return 0;
 }
 

@@ -29,7 +29,8 @@
  *            features (a master's; absent from older ones: 0):
  *            WIRE_HELLO_F_MOUNT_MAP: it takes the commit map with MOUNT, so
  *            a node may MOUNT before its scan, REPORT after it (a master
- *            sends such a node no FREE/DEMOTE/PROMOTE before its HEARTBEAT)
+ *            sends such a node no FREE/DEMOTE/PROMOTE before its HEARTBEAT);
+ *            set only while a segment of a taken-over table awaits its node
  *            server_epoch names the master for the life of the connection:
  *            every reply on it is that master's, every grant it gives
  *            carries it. With HA (docs/ha.md) it is the etcd revision of
