@@ -211,7 +211,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 			    : objtab_insert_hash(&m->objs, key, klen, h, got);
 	if (!o || mobj_arr_push(&m->pending, o)) {
 		if (o && old)
-			free(o);
+			objtab_free(&m->objs, o);
 		else if (o)
 			objtab_remove(&m->objs, o);
 		unalloc(m, reps, got);

@@ -1,5 +1,5 @@
 /* objtab: the master's object table — every object (complete or pending)
- * in one allocation (fixed fields, replica array, key), found by key
+ * in one block of a slab (fixed fields, replica array, key), found by key
  * through an open-addressing hash table of tagged pointers and walked in
  * byte order through a B+tree of object pointers (keyidx.h: LIST,
  * REMOVE_PREFIX).
@@ -124,6 +124,25 @@ struct objlinks {
 _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
+/* Objects live in slabs, one free list and one chunk being carved per size
+ * class (sizes rounded up to 8 bytes): no malloc header, no rounding to 16
+ * (104 bytes for one replica and a 20-byte key, a 112-byte malloc chunk
+ * before). A class's chunks grow from 4 KiB to 64 KiB; they go back to the
+ * system only with the table, a freed block waits for the next object of
+ * its class. */
+#define OBJ_MAX_SIZE (sizeof(struct obj) + KVP_MAX_REPLICAS * sizeof(struct rep) + KVP_MAX_KEY)
+#define OBJSLAB_NCLASS ((OBJ_MAX_SIZE + 7) / 8 + 1)
+
+struct objslab {
+	struct objslab_class {
+		void *free;		/* freed blocks, linked through their first word */
+		char *cur, *end;	/* the rest of the chunk being carved */
+		uint8_t chunk_shift;	/* log2 of the class's next chunk */
+	} cls[OBJSLAB_NCLASS];
+	void *chunks;			/* every chunk, linked through its first word */
+	size_t chunk_bytes;
+};
+
 /* A slot holds an object's address in its low 48 bits (user-space
  * addresses on x86-64 and arm64 Linux; objtab_new refuses any other) and a
  * 16-bit tag of its hash above: a probe compares tags in the slot array and
@@ -137,6 +156,7 @@ struct objtab {
 	size_t count;			/* objects, complete or not */
 	struct keyidx idx;		/* the same objects in key order */
 	struct objlinks links;		/* chain links of the few objects with any */
+	struct objslab slab;		/* every object's memory, the versions' too */
 };
 
 static inline const uint8_t *obj_key(const struct obj *o)
@@ -165,7 +185,7 @@ static inline bool obj_complete(const struct obj *o)
 }
 
 int objtab_init(struct objtab *t);
-/* Frees every object. */
+/* Frees every object, linked or not (the master's versions too). */
 void objtab_destroy(struct objtab *t);
 uint32_t objtab_hash(const uint8_t *key, size_t n);
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
@@ -210,7 +230,7 @@ static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
 	}
 }
 /* Creates an object with room for cap_rep replicas (nrep = 0, fields zero,
- * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or free().
+ * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or objtab_free().
  * NULL on OOM. */
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
 /* The same with the key's hash already computed (objtab_hash): a put hashes
@@ -233,6 +253,8 @@ struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsign
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			       unsigned cap_rep);
+/* Frees an object that is not linked (objtab_new, objtab_unlink). */
+void objtab_free(struct objtab *t, struct obj *o);
 /* Unlinks and frees. */
 void objtab_remove(struct objtab *t, struct obj *o);
 /* Moves o into a new allocation with room for cap_rep replicas and links it
