@@ -6,10 +6,10 @@
  * keyed by offset. Not thread-safe: the master's event loop owns every
  * allocator.
  *
- * Memory: 16 bytes per block + 4..8 bytes of hash bucket per used block +
+ * Memory: 16 bytes per block + 2..4 bytes of hash bucket per used block +
  * 8 bytes per free block. Free blocks never outnumber used blocks + 1
  * (neighbours coalesce) and are few when extents are allocated in a row,
- * so one live allocation costs 20..24 bytes, at most ~48, plus a fixed
+ * so one live allocation costs 18..20 bytes, at most ~44, plus a fixed
  * ~20 KiB per allocator (list heads, first hash table, first pool chunk).
  * Limits: 2^38 granules (16 TiB at 64-byte alignment), 2^29 - 1 blocks.
  */
@@ -501,11 +501,12 @@ static void split(struct alloc *a, uint32_t i, uint64_t n)
 	free_insert(a, r);
 }
 
-static int hash_room(struct alloc *a)
+/* Chains of 1-2 blocks on average: 2-4 bytes of bucket per used block. A
+ * failed resize only makes chains longer. */
+static void hash_room(struct alloc *a)
 {
-	if (a->nused + 1 > a->hmask + 1)
-		return hash_grow(a);
-	return 0;
+	if (a->nused + 1 > 2 * (a->hmask + 1))
+		(void)hash_grow(a);
 }
 
 uint64_t alloc_alloc(struct alloc *a, uint64_t len, uint64_t *alloc_len)
@@ -521,8 +522,9 @@ uint64_t alloc_alloc(struct alloc *a, uint64_t len, uint64_t *alloc_len)
 	i = find_fit(a, n);
 	if (i == NIL)
 		i = find_in_class(a, n);
-	if (i == NIL || hash_room(a) < 0 || pool_ensure(a, 1) < 0 || links_ensure(a, 1) < 0)
+	if (i == NIL || pool_ensure(a, 1) < 0 || links_ensure(a, 1) < 0)
 		return UINT64_MAX;
+	hash_room(a);
 	free_remove(a, i);
 	split(a, i, n);
 	hash_insert(a, i);
@@ -615,8 +617,9 @@ int alloc_reserve(struct alloc *a, uint64_t off, uint64_t len)
 	 * the used block that follows. */
 	if (g + n > bo + blen(a, B(a, i)))
 		return -EEXIST;
-	if (hash_room(a) < 0 || pool_ensure(a, 2) < 0 || links_ensure(a, 2) < 0)
+	if (pool_ensure(a, 2) < 0 || links_ensure(a, 2) < 0)
 		return -ENOMEM;
+	hash_room(a);
 
 	free_remove(a, i);
 	m = i;
