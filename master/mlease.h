@@ -24,9 +24,7 @@ static inline bool obj_leased(const struct master *m, const struct obj *o)
 
 static inline bool obj_pinned(const struct master *m, const struct obj *o)
 {
-	uint32_t pin_s = obj_pin_s(&m->objs, o);
-
-	return pin_s && (uint64_t)pin_s * 1000 > m->now_ms - m->start_ms;
+	return o->pin_s && (uint64_t)o->pin_s * 1000 > m->now_ms - m->start_ms;
 }
 
 /* master.lease_ttl in ms. */
