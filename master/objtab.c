@@ -254,12 +254,46 @@ static void links_del(struct objlinks *lm, struct objlink_ent *e)
 	lm->n--;
 }
 
-void objtab_links_drop(struct objtab *t, struct obj *o)
+static void links_forget(struct objtab *t, struct obj *o)
 {
 	if (!o->linked)
 		return;
 	links_del(&t->links, links_slot(&t->links, o));
 	o->linked = 0;
+	o->flags &= (uint8_t)~OBJ_PINNED;
+}
+
+void objtab_links_drop(struct objtab *t, struct obj *o)
+{
+	if (!o->linked)
+		return;
+	if (o->flags & OBJ_PINNED) {
+		struct obj_links *l = objtab_links_find(&t->links, o);
+
+		*l = (struct obj_links){ .pin_s = l->pin_s };
+		return;
+	}
+	links_forget(t, o);
+}
+
+int objtab_set_pin(struct objtab *t, struct obj *o, uint32_t pin_s)
+{
+	struct obj_links *l;
+
+	if (!pin_s && !(o->flags & OBJ_PINNED))
+		return 0;
+	l = objtab_links_get(t, o);
+	if (!l)
+		return -ENOMEM;
+	l->pin_s = pin_s;
+	if (pin_s) {
+		o->flags |= OBJ_PINNED;
+	} else {
+		o->flags &= (uint8_t)~OBJ_PINNED;
+		if (!l->nchild && !l->nchild_mem && !o->chained)
+			links_forget(t, o);
+	}
+	return 0;
 }
 
 /* o moved to n (objtab_regrow): its entry follows. Cannot fail: one
@@ -334,6 +368,7 @@ static void slab_free(struct objslab *sl, void *o, size_t size)
 
 void objtab_free(struct objtab *t, struct obj *o)
 {
+	links_forget(t, o);
 	slab_free(&t->slab, o, obj_alloc_size(o->key_len, o->cap_rep));
 }
 
@@ -415,7 +450,6 @@ void objtab_unlink(struct objtab *t, struct obj *o)
 void objtab_remove(struct objtab *t, struct obj *o)
 {
 	objtab_unlink(t, o);
-	objtab_links_drop(t, o);
 	objtab_free(t, o);
 }
 

@@ -21,6 +21,7 @@ enum obj_flag {
 	OBJ_COMPLETE = 1,	/* PUT_END seen (or adopted): visible */
 	OBJ_UPSERT = 2,		/* pending: its PUT_END replaces the key's value */
 	OBJ_VERSION = 4,	/* not in the table: a version in the master's mver map */
+	OBJ_PINNED = 8,		/* a soft pin expiry in the table's side map (obj_pin_s) */
 };
 
 /* Replica offsets and lengths are kept in units of 64 bytes (every
@@ -58,9 +59,11 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 64 bytes of fields, then rep[cap_rep], then the key: with one replica
- * and a key up to 24 bytes the allocation fits a 112-byte malloc chunk
- * (docs/ha.md, memory per object). Times are milliseconds since
+/* 56 bytes of fields, then rep[cap_rep], then the key: with one replica
+ * and a key up to 24 bytes an object takes a 96-byte slab block (docs/ha.md,
+ * memory per object). value_len fits 41 bits: cluster.max_object_size is
+ * at most 1 TiB, checked wherever a length comes in (PUT_START, REPORT,
+ * REPL). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
  * 2^32, and deadline is only meaningful while the object sits in the
  * master's lease (complete) or pending array, which a sweep empties long
@@ -72,7 +75,8 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
  * memory replica): eviction takes an object only when nothing that
  * extends it is kept. Those four fields are rare, so they live in the
  * table's side map (struct obj_links, objtab_links), present only while
- * the object is chained or extended (the linked bit). */
+ * the object is chained or extended (the linked bit); so does a soft pin's
+ * expiry (OBJ_PINNED, obj_pin_s), rare as well. */
 struct obj {
 	union {
 		struct obj *hnext;	/* a version's chain (mver.c): not in the table */
@@ -81,33 +85,32 @@ struct obj {
 			uint32_t pkey;	/* reuse priority (mpolicy.h); set again at a version's commit */
 		};
 	};
-	uint64_t value_len;
+	uint64_t value_len : 42;
+	uint64_t key_len : 11;		/* key <= KVP_MAX_KEY */
+	uint64_t chained : 1;		/* counted in the nchild of (phash, pgen) */
+	uint64_t counted_mem : 1;	/* ... and in its nchild_mem */
+	uint64_t linked : 1;		/* has an entry in the table's link map */
+	uint64_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint64_t generation;
 	uint64_t checksum;
 	uint64_t put_time_ns;		/* CLOCK_REALTIME of PUT_END / adoption */
 	uint32_t atime;			/* last access (GET, EXISTS, put) */
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
-	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint16_t key_len : 11;		/* key <= KVP_MAX_KEY */
-	uint16_t chained : 1;		/* counted in the nchild of (phash, pgen) */
-	uint16_t counted_mem : 1;	/* ... and in its nchild_mem */
-	uint16_t linked : 1;		/* has an entry in the table's link map */
-	uint16_t spare : 2;
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
-	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
 	struct rep rep[];
 };
 
 #define OBJ_LEASES_MAX UINT16_MAX
-_Static_assert(sizeof(struct obj) == 64, "struct obj: 64 bytes of fields");
+_Static_assert(sizeof(struct obj) == 56, "struct obj: 56 bytes of fields");
 
-/* An object's chain links (mchain.h), kept aside. */
+/* An object's chain links (mchain.h) and soft pin, kept aside. */
 struct obj_links {
 	uint32_t phash, pgen;		/* with chained: the object this one extends */
 	uint32_t nchild;		/* objects counted as extending this one */
 	uint32_t nchild_mem;		/* ... of which have a memory replica */
+	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
 };
 
 /* The link map: object address -> links, open addressing with linear
@@ -176,8 +179,18 @@ static inline const struct obj_links *objtab_links(const struct objtab *t, const
 
 /* o's links, made (zeroed) if it has none; NULL out of memory. */
 struct obj_links *objtab_links_get(struct objtab *t, struct obj *o);
-/* Forgets o's links (o goes, or it has no link left). */
+/* Forgets o's chain links (it has none left); its pin stays. Freeing o
+ * forgets both. */
 void objtab_links_drop(struct objtab *t, struct obj *o);
+
+/* o's soft pin expiry (s since start, rounded up), 0 when none. */
+static inline uint32_t obj_pin_s(const struct objtab *t, const struct obj *o)
+{
+	return (o->flags & OBJ_PINNED) ? objtab_links_find(&t->links, o)->pin_s : 0;
+}
+
+/* Sets it (0: unpins): 0, or -ENOMEM (o keeps its pin as it was). */
+int objtab_set_pin(struct objtab *t, struct obj *o, uint32_t pin_s);
 
 static inline bool obj_complete(const struct obj *o)
 {
@@ -253,7 +266,8 @@ struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsign
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			       unsigned cap_rep);
-/* Frees an object that is not linked (objtab_new, objtab_unlink). */
+/* Frees an object that is not linked (objtab_new, objtab_unlink), and its
+ * side map entry. */
 void objtab_free(struct objtab *t, struct obj *o);
 /* Unlinks and frees. */
 void objtab_remove(struct objtab *t, struct obj *o);
