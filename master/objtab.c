@@ -465,6 +465,7 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 	relink(t, o, n);
 	if (o->linked)
 		links_rekey(&t->links, o, n);
+	o->linked = 0;		/* the entry is n's now */
 	objtab_free(t, o);
 	return n;
 }
