@@ -217,7 +217,7 @@ int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 			wb_u64(b, o->put_time_ns);
 			wb_u64(b, now_rt - (uint64_t)obj_age(m, o) * 1000000ull);
 			wb_i64(b, obj_leased(m, o) ? (int32_t)(o->deadline - m_now32(m)) : 0);
-			wb_i64(b, obj_pinned(m, o) ? (int64_t)o->pin_s * 1000 -
+			wb_i64(b, obj_pinned(m, o) ? (int64_t)obj_pin_s(&m->objs, o) * 1000 -
 							   (int64_t)(m->now_ms - m->start_ms) : 0);
 			put_reps(b, o);
 		}
@@ -238,8 +238,9 @@ int mkeys_pin(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats 
 	for (uint32_t i = 0; i < n; i++) {
 		int s;
 		struct obj *o = find_visible(m, &keys[i], true, &s);
-		if (o)
-			o->pin_s = mlease_pin_until(m, ttl);	/* hard pins too: no cap */
+		/* hard pins too: no cap */
+		if (o && objtab_set_pin(&m->objs, o, mlease_pin_until(m, ttl)))
+			s = KVP_ENOMEM;
 		wb_status(b, s);
 		mbatch_item(st, s);
 	}

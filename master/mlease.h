@@ -24,7 +24,9 @@ static inline bool obj_leased(const struct master *m, const struct obj *o)
 
 static inline bool obj_pinned(const struct master *m, const struct obj *o)
 {
-	return o->pin_s && (uint64_t)o->pin_s * 1000 > m->now_ms - m->start_ms;
+	uint32_t pin_s = obj_pin_s(&m->objs, o);
+
+	return pin_s && (uint64_t)pin_s * 1000 > m->now_ms - m->start_ms;
 }
 
 /* master.lease_ttl in ms. */

@@ -69,7 +69,7 @@ void mobj_unlink(struct master *m, struct obj *o)
 		mobj_arr_del(obj_arr(m, o), o);
 	if (o->flags & OBJ_VERSION) {
 		mver_del(&m->vers, o);
-		free(o);
+		objtab_free(&m->objs, o);
 		return;
 	}
 	if (obj_complete(o)) {

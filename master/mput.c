@@ -209,9 +209,9 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	}
 	struct obj *o = old ? objtab_new_hash(&m->objs, key, klen, h, got)
 			    : objtab_insert_hash(&m->objs, key, klen, h, got);
-	if (!o || mobj_arr_push(&m->pending, o)) {
+	if (!o || objtab_set_pin(&m->objs, o, a->pin_s) || mobj_arr_push(&m->pending, o)) {
 		if (o && old)
-			free(o);
+			objtab_free(&m->objs, o);
 		else if (o)
 			objtab_remove(&m->objs, o);
 		unalloc(m, reps, got);
@@ -229,7 +229,6 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	if (old || (a->flags & WIRE_PUT_UPSERT))
 		o->flags |= OBJ_UPSERT;		/* replaces the key's object at PUT_END */
 	o->value_len = vlen;
-	o->pin_s = a->pin_s;
 	o->atime = m_now32(m);
 	o->deadline = m_now32(m) + (uint32_t)m->conf.master.put_timeout;
 	wb_status(b, 0);
@@ -522,8 +521,11 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 		uint32_t pkey = old ? old->pkey : 0;	/* the key's priority carries over */
 		mver_del(&m->vers, o);
 		if (old) {
-			if (obj_complete(old) && obj_pinned(m, old) && old->pin_s > o->pin_s)
-				o->pin_s = old->pin_s;
+			uint32_t old_pin = obj_pin_s(&m->objs, old);
+
+			/* out of memory, the new value keeps its own pin */
+			if (obj_complete(old) && obj_pinned(m, old) && old_pin > obj_pin_s(&m->objs, o))
+				(void)objtab_set_pin(&m->objs, o, old_pin);
 			mobj_set_aside(m, old);
 			if (obj_complete(old) && !obj_leased(m, old))
 				mobj_destroy(m, old, true);

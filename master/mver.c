@@ -84,14 +84,6 @@ void mver_del(struct mver *v, struct obj *o)
 
 void mver_destroy(struct mver *v)
 {
-	for (size_t i = 0; i < v->nb; i++) {
-		struct obj *o = v->b[i];
-		while (o) {
-			struct obj *next = o->hnext;
-			free(o);
-			o = next;
-		}
-	}
 	free(v->b);
 	memset(v, 0, sizeof(*v));
 }

@@ -27,7 +27,8 @@ void mver_add(struct mver *v, struct obj *o);
 struct obj *mver_find(const struct mver *v, uint64_t gen, const uint8_t *key, size_t n);
 /* Takes o out (clears OBJ_VERSION). */
 void mver_del(struct mver *v, struct obj *o);
-/* Frees every version and the buckets. */
+/* Frees the buckets; the versions' memory is the object table's
+ * (objtab_destroy frees it, before or after this). */
 void mver_destroy(struct mver *v);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sanitizer/asan_interface.h>
 #include <xxhash.h>
 
 #define OBJTAB_MIN_SLOTS 1024
@@ -30,9 +31,10 @@ int objtab_init(struct objtab *t)
 
 void objtab_destroy(struct objtab *t)
 {
-	for (size_t i = 0; t->slots && i < t->nslots; i++)
-		if (t->slots[i])
-			free(slot_obj(t->slots[i]));
+	for (void *c = t->slab.chunks, *next; c; c = next) {
+		next = *(void **)c;
+		free(c);
+	}
 	kx_destroy(&t->idx);
 	free(t->slots);
 	free(t->links.v);
@@ -252,12 +254,46 @@ static void links_del(struct objlinks *lm, struct objlink_ent *e)
 	lm->n--;
 }
 
-void objtab_links_drop(struct objtab *t, struct obj *o)
+static void links_forget(struct objtab *t, struct obj *o)
 {
 	if (!o->linked)
 		return;
 	links_del(&t->links, links_slot(&t->links, o));
 	o->linked = 0;
+	o->flags &= (uint8_t)~OBJ_PINNED;
+}
+
+void objtab_links_drop(struct objtab *t, struct obj *o)
+{
+	if (!o->linked)
+		return;
+	if (o->flags & OBJ_PINNED) {
+		struct obj_links *l = objtab_links_find(&t->links, o);
+
+		*l = (struct obj_links){ .pin_s = l->pin_s };
+		return;
+	}
+	links_forget(t, o);
+}
+
+int objtab_set_pin(struct objtab *t, struct obj *o, uint32_t pin_s)
+{
+	struct obj_links *l;
+
+	if (!pin_s && !(o->flags & OBJ_PINNED))
+		return 0;
+	l = objtab_links_get(t, o);
+	if (!l)
+		return -ENOMEM;
+	l->pin_s = pin_s;
+	if (pin_s) {
+		o->flags |= OBJ_PINNED;
+	} else {
+		o->flags &= (uint8_t)~OBJ_PINNED;
+		if (!l->nchild && !l->nchild_mem && !o->chained)
+			links_forget(t, o);
+	}
+	return 0;
 }
 
 /* o moved to n (objtab_regrow): its entry follows. Cannot fail: one
@@ -279,6 +315,63 @@ static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 	return sizeof(struct obj) + cap_rep * sizeof(struct rep) + key_len;
 }
 
+#define SLAB_MIN_SHIFT 12
+#define SLAB_MAX_SHIFT 16
+#define SLAB_HDR 16		/* a chunk's link, keeping blocks 16-aligned */
+
+/* A block of size bytes from its class (ASan: poisoned while free, and
+ * past size to the class's rounding). */
+static struct obj *slab_alloc(struct objslab *sl, size_t size)
+{
+	struct objslab_class *c = &sl->cls[(size + 7) / 8];
+	size_t bsize = (size + 7) & ~(size_t)7;
+	void *o = c->free;
+
+	if (o) {
+		ASAN_UNPOISON_MEMORY_REGION(o, sizeof(void *));
+		c->free = *(void **)o;
+	} else {
+		if ((size_t)(c->end - c->cur) < bsize) {
+			unsigned sh = c->chunk_shift ? c->chunk_shift : SLAB_MIN_SHIFT;
+			char *ch = malloc((size_t)1 << sh);
+
+			/* no room for the slot's tag above the address (objtab.h) */
+			if (!ch || ((uintptr_t)ch + ((size_t)1 << sh)) & ~OBJTAB_SLOT_PTR) {
+				free(ch);
+				return NULL;
+			}
+			*(void **)ch = sl->chunks;
+			sl->chunks = ch;
+			sl->chunk_bytes += (size_t)1 << sh;
+			c->cur = ch + SLAB_HDR;
+			c->end = ch + ((size_t)1 << sh);
+			ASAN_POISON_MEMORY_REGION(c->cur, (size_t)(c->end - c->cur));
+			if (sh < SLAB_MAX_SHIFT)
+				c->chunk_shift = (uint8_t)(sh + 1);
+		}
+		o = c->cur;
+		c->cur += bsize;
+	}
+	ASAN_UNPOISON_MEMORY_REGION(o, size);
+	return o;
+}
+
+static void slab_free(struct objslab *sl, void *o, size_t size)
+{
+	struct objslab_class *c = &sl->cls[(size + 7) / 8];
+
+	ASAN_UNPOISON_MEMORY_REGION(o, sizeof(void *));
+	*(void **)o = c->free;
+	c->free = o;
+	ASAN_POISON_MEMORY_REGION(o, (size + 7) & ~(size_t)7);
+}
+
+void objtab_free(struct objtab *t, struct obj *o)
+{
+	links_forget(t, o);
+	slab_free(&t->slab, o, obj_alloc_size(o->key_len, o->cap_rep));
+}
+
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep)
 {
 	return objtab_new_hash(t, key, n, objtab_hash(key, n), cap_rep);
@@ -287,14 +380,10 @@ struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned 
 struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			    unsigned cap_rep)
 {
-	struct obj *o = malloc(obj_alloc_size(n, cap_rep));
+	struct obj *o = slab_alloc(&t->slab, obj_alloc_size(n, cap_rep));
 
 	if (!o)
 		return NULL;
-	if ((uintptr_t)o & ~OBJTAB_SLOT_PTR) {	/* no room for the tag (objtab.h) */
-		free(o);
-		return NULL;
-	}
 	memset(o, 0, sizeof(*o));
 	o->hash = h;
 	o->slot = OBJ_NOSLOT;
@@ -361,13 +450,12 @@ void objtab_unlink(struct objtab *t, struct obj *o)
 void objtab_remove(struct objtab *t, struct obj *o)
 {
 	objtab_unlink(t, o);
-	objtab_links_drop(t, o);
-	free(o);
+	objtab_free(t, o);
 }
 
 struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 {
-	struct obj *n = malloc(obj_alloc_size(o->key_len, cap_rep));
+	struct obj *n = slab_alloc(&t->slab, obj_alloc_size(o->key_len, cap_rep));
 
 	if (!n)
 		return NULL;
@@ -377,7 +465,8 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 	relink(t, o, n);
 	if (o->linked)
 		links_rekey(&t->links, o, n);
-	free(o);
+	o->linked = 0;		/* the entry is n's now */
+	objtab_free(t, o);
 	return n;
 }
 

@@ -1,5 +1,5 @@
 /* objtab: the master's object table — every object (complete or pending)
- * in one allocation (fixed fields, replica array, key), found by key
+ * in one block of a slab (fixed fields, replica array, key), found by key
  * through an open-addressing hash table of tagged pointers and walked in
  * byte order through a B+tree of object pointers (keyidx.h: LIST,
  * REMOVE_PREFIX).
@@ -21,6 +21,7 @@ enum obj_flag {
 	OBJ_COMPLETE = 1,	/* PUT_END seen (or adopted): visible */
 	OBJ_UPSERT = 2,		/* pending: its PUT_END replaces the key's value */
 	OBJ_VERSION = 4,	/* not in the table: a version in the master's mver map */
+	OBJ_PINNED = 8,		/* a soft pin expiry in the table's side map (obj_pin_s) */
 };
 
 /* Replica offsets and lengths are kept in units of 64 bytes (every
@@ -58,9 +59,11 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 64 bytes of fields, then rep[cap_rep], then the key: with one replica
- * and a key up to 24 bytes the allocation fits a 112-byte malloc chunk
- * (docs/ha.md, memory per object). Times are milliseconds since
+/* 56 bytes of fields, then rep[cap_rep], then the key: with one replica
+ * and a key up to 24 bytes an object takes a 96-byte slab block (docs/ha.md,
+ * memory per object). value_len fits 41 bits: cluster.max_object_size is
+ * at most 1 TiB, checked wherever a length comes in (PUT_START, REPORT,
+ * REPL). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
  * 2^32, and deadline is only meaningful while the object sits in the
  * master's lease (complete) or pending array, which a sweep empties long
@@ -72,7 +75,8 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
  * memory replica): eviction takes an object only when nothing that
  * extends it is kept. Those four fields are rare, so they live in the
  * table's side map (struct obj_links, objtab_links), present only while
- * the object is chained or extended (the linked bit). */
+ * the object is chained or extended (the linked bit); so does a soft pin's
+ * expiry (OBJ_PINNED, obj_pin_s), rare as well. */
 struct obj {
 	union {
 		struct obj *hnext;	/* a version's chain (mver.c): not in the table */
@@ -81,33 +85,32 @@ struct obj {
 			uint32_t pkey;	/* reuse priority (mpolicy.h); set again at a version's commit */
 		};
 	};
-	uint64_t value_len;
+	uint64_t value_len : 42;
+	uint64_t key_len : 11;		/* key <= KVP_MAX_KEY */
+	uint64_t chained : 1;		/* counted in the nchild of (phash, pgen) */
+	uint64_t counted_mem : 1;	/* ... and in its nchild_mem */
+	uint64_t linked : 1;		/* has an entry in the table's link map */
+	uint64_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint64_t generation;
 	uint64_t checksum;
 	uint64_t put_time_ns;		/* CLOCK_REALTIME of PUT_END / adoption */
 	uint32_t atime;			/* last access (GET, EXISTS, put) */
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
-	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
-	uint16_t key_len : 11;		/* key <= KVP_MAX_KEY */
-	uint16_t chained : 1;		/* counted in the nchild of (phash, pgen) */
-	uint16_t counted_mem : 1;	/* ... and in its nchild_mem */
-	uint16_t linked : 1;		/* has an entry in the table's link map */
-	uint16_t spare : 2;
 	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
-	uint8_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint8_t flags;
 	struct rep rep[];
 };
 
 #define OBJ_LEASES_MAX UINT16_MAX
-_Static_assert(sizeof(struct obj) == 64, "struct obj: 64 bytes of fields");
+_Static_assert(sizeof(struct obj) == 56, "struct obj: 56 bytes of fields");
 
-/* An object's chain links (mchain.h), kept aside. */
+/* An object's chain links (mchain.h) and soft pin, kept aside. */
 struct obj_links {
 	uint32_t phash, pgen;		/* with chained: the object this one extends */
 	uint32_t nchild;		/* objects counted as extending this one */
 	uint32_t nchild_mem;		/* ... of which have a memory replica */
+	uint32_t pin_s;			/* soft pin expiry, s since start (rounded up); 0 none */
 };
 
 /* The link map: object address -> links, open addressing with linear
@@ -124,6 +127,25 @@ struct objlinks {
 _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 	       "struct obj's bit fields hold the limits");
 
+/* Objects live in slabs, one free list and one chunk being carved per size
+ * class (sizes rounded up to 8 bytes): no malloc header, no rounding to 16
+ * (104 bytes for one replica and a 20-byte key, a 112-byte malloc chunk
+ * before). A class's chunks grow from 4 KiB to 64 KiB; they go back to the
+ * system only with the table, a freed block waits for the next object of
+ * its class. */
+#define OBJ_MAX_SIZE (sizeof(struct obj) + KVP_MAX_REPLICAS * sizeof(struct rep) + KVP_MAX_KEY)
+#define OBJSLAB_NCLASS ((OBJ_MAX_SIZE + 7) / 8 + 1)
+
+struct objslab {
+	struct objslab_class {
+		void *free;		/* freed blocks, linked through their first word */
+		char *cur, *end;	/* the rest of the chunk being carved */
+		uint8_t chunk_shift;	/* log2 of the class's next chunk */
+	} cls[OBJSLAB_NCLASS];
+	void *chunks;			/* every chunk, linked through its first word */
+	size_t chunk_bytes;
+};
+
 /* A slot holds an object's address in its low 48 bits (user-space
  * addresses on x86-64 and arm64 Linux; objtab_new refuses any other) and a
  * 16-bit tag of its hash above: a probe compares tags in the slot array and
@@ -137,6 +159,7 @@ struct objtab {
 	size_t count;			/* objects, complete or not */
 	struct keyidx idx;		/* the same objects in key order */
 	struct objlinks links;		/* chain links of the few objects with any */
+	struct objslab slab;		/* every object's memory, the versions' too */
 };
 
 static inline const uint8_t *obj_key(const struct obj *o)
@@ -156,8 +179,18 @@ static inline const struct obj_links *objtab_links(const struct objtab *t, const
 
 /* o's links, made (zeroed) if it has none; NULL out of memory. */
 struct obj_links *objtab_links_get(struct objtab *t, struct obj *o);
-/* Forgets o's links (o goes, or it has no link left). */
+/* Forgets o's chain links (it has none left); its pin stays. Freeing o
+ * forgets both. */
 void objtab_links_drop(struct objtab *t, struct obj *o);
+
+/* o's soft pin expiry (s since start, rounded up), 0 when none. */
+static inline uint32_t obj_pin_s(const struct objtab *t, const struct obj *o)
+{
+	return (o->flags & OBJ_PINNED) ? objtab_links_find(&t->links, o)->pin_s : 0;
+}
+
+/* Sets it (0: unpins): 0, or -ENOMEM (o keeps its pin as it was). */
+int objtab_set_pin(struct objtab *t, struct obj *o, uint32_t pin_s);
 
 static inline bool obj_complete(const struct obj *o)
 {
@@ -165,7 +198,7 @@ static inline bool obj_complete(const struct obj *o)
 }
 
 int objtab_init(struct objtab *t);
-/* Frees every object. */
+/* Frees every object, linked or not (the master's versions too). */
 void objtab_destroy(struct objtab *t);
 uint32_t objtab_hash(const uint8_t *key, size_t n);
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
@@ -210,7 +243,7 @@ static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
 	}
 }
 /* Creates an object with room for cap_rep replicas (nrep = 0, fields zero,
- * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or free().
+ * slot = OBJ_NOSLOT) without linking it: objtab_link() later, or objtab_free().
  * NULL on OOM. */
 struct obj *objtab_new(struct objtab *t, const uint8_t *key, size_t n, unsigned cap_rep);
 /* The same with the key's hash already computed (objtab_hash): a put hashes
@@ -233,6 +266,9 @@ struct obj *objtab_insert(struct objtab *t, const uint8_t *key, size_t n, unsign
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, uint32_t h,
 			       unsigned cap_rep);
+/* Frees an object that is not linked (objtab_new, objtab_unlink), and its
+ * side map entry. */
+void objtab_free(struct objtab *t, struct obj *o);
 /* Unlinks and frees. */
 void objtab_remove(struct objtab *t, struct obj *o);
 /* Moves o into a new allocation with room for cap_rep replicas and links it

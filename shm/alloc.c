@@ -1,13 +1,17 @@
 /* alloc: see alloc.h. TLSF (two-level segregated fit) over granules of
- * `align` bytes. Blocks (free and used) are 24-byte descriptors in a chunked
- * pool, linked in physical order; free blocks sit in per-size-class lists
- * found through two bitmaps, used blocks in a hash keyed by offset.
- * Not thread-safe: the master's event loop owns every allocator.
+ * `align` bytes. Blocks (free and used) are 16-byte descriptors in a chunked
+ * pool, linked in physical order by 29-bit indices; free blocks sit in
+ * per-size-class lists found through two bitmaps (their list links in a
+ * side array of 8-byte records, one per free block), used blocks in a hash
+ * keyed by offset. Not thread-safe: the master's event loop owns every
+ * allocator.
  *
- * Memory: 24 bytes per block + 4..8 bytes of hash bucket per used block.
- * Free blocks never outnumber used blocks + 1 (neighbours coalesce), so one
- * live allocation costs at most ~56 bytes, typically 30..45, plus a fixed
- * ~32 KiB per allocator (list heads, first hash table, first pool chunk).
+ * Memory: 16 bytes per block + 2..4 bytes of hash bucket per used block +
+ * 8 bytes per free block. Free blocks never outnumber used blocks + 1
+ * (neighbours coalesce) and are few when extents are allocated in a row,
+ * so one live allocation costs 18..20 bytes, at most ~44, plus a fixed
+ * ~20 KiB per allocator (list heads, first hash table, first pool chunk).
+ * Limits: 2^38 granules (16 TiB at 64-byte alignment), 2^29 - 1 blocks.
  */
 #include "alloc.h"
 
@@ -15,25 +19,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIL UINT32_MAX
+#define IDX_BITS 29
+#define NIL ((1u << IDX_BITS) - 1)	/* no block / no record */
+#define MAX_GRAN (1ull << 38)
 #define SL_BITS 5
 #define SL_COUNT (1u << SL_BITS)
-#define CHUNK_BITS 10		/* descriptors per pool chunk: 1024 (24 KiB) */
+#define CHUNK_BITS 10		/* descriptors per pool chunk: 1024 (16 KiB) */
 #define CHUNK_SIZE (1u << CHUNK_BITS)
 #define MAX_FREE_PROBE 64	/* linear probes when the O(1) search fails */
 
-/* Flag bits in blk.off (granule offsets are < 2^58 since align >= 64). */
-#define BLK_FREE (1ull << 63)
-#define BLK_DEAD (1ull << 62)	/* descriptor is in the pool's free chain */
-#define BLK_OFF_MASK (BLK_DEAD - 1)
-
+/* 16 bytes: the granule offset's 38 bits are spread over the spare high
+ * bits of the index words. aux: a used block's hash chain, a free block's
+ * list record (NIL: out of memory for one, the block is in no list until
+ * it coalesces), a dead block's pool chain. */
 struct blk {
-	uint64_t off;		/* granule offset | BLK_FREE | BLK_DEAD */
-	uint32_t prev_phys, next_phys;	/* physical neighbours; next = pool chain when dead */
-	union {
-		struct { uint32_t prev_free, next_free; };	/* when free */
-		uint32_t hnext;			/* hash chain when used */
-	};
+	uint32_t off_lo;
+	uint32_t prev_phys : IDX_BITS, off_mid : 3;
+	uint32_t next_phys : IDX_BITS, is_free : 1, dead : 1, : 1;
+	uint32_t aux : IDX_BITS, off_hi : 3;
+};
+_Static_assert(sizeof(struct blk) == 16, "struct blk: 16 bytes");
+
+/* A free block's list links (block indices); next_free chains the
+ * records not in use. */
+struct flink {
+	uint32_t prev_free, next_free;
 };
 
 struct alloc {
@@ -57,6 +67,10 @@ struct alloc {
 	uint32_t pool_next;	/* descriptors handed out so far */
 	uint32_t pool_free;	/* chain of released descriptors */
 
+	struct flink *links;	/* free blocks' list links */
+	uint32_t nlinks, links_cap;	/* records handed out so far; allocated */
+	uint32_t links_free;	/* chain of released records */
+
 	uint32_t *buckets;	/* used blocks by offset */
 	uint64_t hmask;
 	unsigned hbits;		/* log2(buckets) */
@@ -69,7 +83,14 @@ static inline struct blk *B(const struct alloc *a, uint32_t i)
 
 static inline uint64_t boff(const struct blk *b)
 {
-	return b->off & BLK_OFF_MASK;
+	return b->off_lo | (uint64_t)b->off_mid << 32 | (uint64_t)b->off_hi << 35;
+}
+
+static inline void set_off(struct blk *b, uint64_t g)
+{
+	b->off_lo = (uint32_t)g;
+	b->off_mid = (uint32_t)(g >> 32) & 7;
+	b->off_hi = (uint32_t)(g >> 35) & 7;
 }
 
 static inline uint64_t blen(const struct alloc *a, const struct blk *b)
@@ -77,6 +98,11 @@ static inline uint64_t blen(const struct alloc *a, const struct blk *b)
 	uint64_t end = b->next_phys == NIL ? a->ngran : boff(B(a, b->next_phys));
 
 	return end - boff(b);
+}
+
+static inline struct flink *L(const struct alloc *a, const struct blk *b)
+{
+	return &a->links[b->aux];
 }
 
 static inline unsigned fls64(uint64_t v)	/* index of the highest set bit */
@@ -149,9 +175,57 @@ static void blk_release(struct alloc *a, uint32_t i)
 {
 	struct blk *b = B(a, i);
 
-	b->off = BLK_DEAD;
+	b->dead = 1;
+	b->is_free = 0;
 	b->next_phys = a->pool_free;
 	a->pool_free = i;
+}
+
+/* ---- free blocks' list records ---- */
+
+/* Makes the next k rec_new calls succeed. */
+static int links_ensure(struct alloc *a, unsigned k)
+{
+	uint32_t i = a->links_free;
+	uint64_t cap = a->links_cap;
+
+	while (k && i != NIL) {
+		k--;
+		i = a->links[i].next_free;
+	}
+	if (a->nlinks + k <= cap)
+		return 0;
+	while (a->nlinks + k > cap)
+		cap = cap ? cap * 2 : 64;
+	if (cap > NIL)
+		return -ENOMEM;
+	struct flink *l = realloc(a->links, cap * sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	a->links = l;
+	a->links_cap = (uint32_t)cap;
+	return 0;
+}
+
+/* NIL only out of memory (alloc_free's block then waits in no list). */
+static uint32_t rec_new(struct alloc *a)
+{
+	uint32_t r = a->links_free;
+
+	if (r != NIL) {
+		a->links_free = a->links[r].next_free;
+		return r;
+	}
+	if (a->nlinks == a->links_cap)
+		return NIL;
+	return a->nlinks++;
+}
+
+static void rec_release(struct alloc *a, uint32_t r)
+{
+	a->links[r].next_free = a->links_free;
+	a->links_free = r;
 }
 
 /* ---- free lists ---- */
@@ -162,17 +236,20 @@ static void free_insert(struct alloc *a, uint32_t i)
 	unsigned fl, sl;
 	uint32_t *head;
 
+	b->is_free = 1;
+	a->nfree++;
+	b->aux = rec_new(a);
+	if (b->aux == NIL)
+		return;
 	mapping(blen(a, b), &fl, &sl);
 	head = &a->heads[fl * SL_COUNT + sl];
-	b->off |= BLK_FREE;
-	b->prev_free = NIL;
-	b->next_free = *head;
+	L(a, b)->prev_free = NIL;
+	L(a, b)->next_free = *head;
 	if (*head != NIL)
-		B(a, *head)->prev_free = i;
+		L(a, B(a, *head))->prev_free = i;
 	*head = i;
 	a->fl_map |= 1ull << fl;
 	a->sl_map[fl] |= 1u << sl;
-	a->nfree++;
 }
 
 /* Must run before the block's length changes (it selects the list). */
@@ -182,21 +259,27 @@ static void free_remove(struct alloc *a, uint32_t i)
 	unsigned fl, sl;
 	uint32_t *head;
 
+	struct flink *l;
+
+	b->is_free = 0;
+	a->nfree--;
+	if (b->aux == NIL)
+		return;
+	l = L(a, b);
 	mapping(blen(a, b), &fl, &sl);
 	head = &a->heads[fl * SL_COUNT + sl];
-	if (b->prev_free != NIL)
-		B(a, b->prev_free)->next_free = b->next_free;
+	if (l->prev_free != NIL)
+		L(a, B(a, l->prev_free))->next_free = l->next_free;
 	else
-		*head = b->next_free;
-	if (b->next_free != NIL)
-		B(a, b->next_free)->prev_free = b->prev_free;
+		*head = l->next_free;
+	if (l->next_free != NIL)
+		L(a, B(a, l->next_free))->prev_free = l->prev_free;
 	if (*head == NIL) {
 		a->sl_map[fl] &= ~(1u << sl);
 		if (!a->sl_map[fl])
 			a->fl_map &= ~(1ull << fl);
 	}
-	b->off &= ~BLK_FREE;
-	a->nfree--;
+	rec_release(a, b->aux);
 }
 
 /* ---- hash of used blocks ---- */
@@ -225,7 +308,8 @@ static int hash_grow(struct alloc *a)
 
 	if (!nb)
 		return -ENOMEM;
-	memset(nb, 0xff, n * sizeof(*nb));
+	for (uint64_t s = 0; s < n; s++)
+		nb[s] = NIL;
 	a->hmask = n - 1;
 	a->hbits++;
 	for (uint64_t s = 0; s < old; s++) {
@@ -233,10 +317,10 @@ static int hash_grow(struct alloc *a)
 
 		while (i != NIL) {
 			struct blk *b = B(a, i);
-			uint32_t nx = b->hnext;
+			uint32_t nx = b->aux;
 			uint64_t h = hslot(a, boff(b));
 
-			b->hnext = nb[h];
+			b->aux = nb[h];
 			nb[h] = i;
 			i = nx;
 		}
@@ -251,7 +335,7 @@ static void hash_insert(struct alloc *a, uint32_t i)
 	struct blk *b = B(a, i);
 	uint64_t h = hslot(a, boff(b));
 
-	b->hnext = a->buckets[h];
+	b->aux = a->buckets[h];
 	a->buckets[h] = i;
 	a->nused++;
 }
@@ -261,17 +345,22 @@ static uint32_t hash_find(const struct alloc *a, uint64_t g)
 	uint32_t i = a->buckets[hslot(a, g)];
 
 	while (i != NIL && boff(B(a, i)) != g)
-		i = B(a, i)->hnext;
+		i = B(a, i)->aux;
 	return i;
 }
 
 static void hash_remove(struct alloc *a, uint32_t i)
 {
-	uint32_t *pp = &a->buckets[hslot(a, boff(B(a, i)))];
+	uint32_t *head = &a->buckets[hslot(a, boff(B(a, i)))];
+	uint32_t p = *head;
 
-	while (*pp != i)
-		pp = &B(a, *pp)->hnext;
-	*pp = B(a, i)->hnext;
+	if (p == i) {
+		*head = B(a, i)->aux;
+	} else {
+		while (B(a, p)->aux != i)
+			p = B(a, p)->aux;
+		B(a, p)->aux = B(a, i)->aux;
+	}
 	a->nused--;
 }
 
@@ -285,7 +374,8 @@ struct alloc *alloc_create(uint64_t base, uint64_t size, uint32_t align)
 
 	if (align == 0)
 		align = 4096;
-	if (align < 64 || (align & (align - 1)) || size == 0 || base > UINT64_MAX - size)
+	if (align < 64 || (align & (align - 1)) || size == 0 || base > UINT64_MAX - size ||
+	    (size >> fls64(align)) > MAX_GRAN)
 		return NULL;
 	/* Offsets are aligned in absolute terms, so trim both ends. */
 	start = base + align - 1 < base ? UINT64_MAX : (base + align - 1) & ~(uint64_t)(align - 1);
@@ -303,6 +393,7 @@ struct alloc *alloc_create(uint64_t base, uint64_t size, uint32_t align)
 	mapping(a->ngran, &fl, &sl);
 	a->fl_count = fl + 1;
 	a->pool_free = NIL;
+	a->links_free = NIL;
 	a->sl_map = calloc(a->fl_count, sizeof(*a->sl_map));
 	a->heads = malloc((size_t)a->fl_count * SL_COUNT * sizeof(*a->heads));
 	a->hmask = 1023;
@@ -310,13 +401,15 @@ struct alloc *alloc_create(uint64_t base, uint64_t size, uint32_t align)
 	a->buckets = malloc((a->hmask + 1) * sizeof(*a->buckets));
 	if (!a->sl_map || !a->heads || !a->buckets)
 		goto out_free;
-	memset(a->heads, 0xff, (size_t)a->fl_count * SL_COUNT * sizeof(*a->heads));
-	memset(a->buckets, 0xff, (a->hmask + 1) * sizeof(*a->buckets));
+	for (size_t h = 0; h < (size_t)a->fl_count * SL_COUNT; h++)
+		a->heads[h] = NIL;
+	for (uint64_t h = 0; h <= a->hmask; h++)
+		a->buckets[h] = NIL;
 
 	a->first = blk_new(a);
-	if (a->first == NIL)
+	if (a->first == NIL || links_ensure(a, 1) < 0)
 		goto out_free;
-	*B(a, a->first) = (struct blk){ .off = 0, .prev_phys = NIL, .next_phys = NIL };
+	*B(a, a->first) = (struct blk){ .prev_phys = NIL, .next_phys = NIL };
 	free_insert(a, a->first);
 	a->free_gran = a->ngran;
 	a->hint = a->first;
@@ -334,6 +427,7 @@ void alloc_destroy(struct alloc *a)
 	for (uint32_t c = 0; c < a->nchunks; c++)
 		free(a->chunks[c]);
 	free(a->chunks);
+	free(a->links);
 	free(a->buckets);
 	free(a->heads);
 	free(a->sl_map);
@@ -381,7 +475,7 @@ static uint32_t find_in_class(const struct alloc *a, uint64_t n)
 	mapping(n, &fl, &sl);
 	if (fl >= a->fl_count)
 		return NIL;
-	for (i = a->heads[fl * SL_COUNT + sl]; i != NIL && probes--; i = B(a, i)->next_free)
+	for (i = a->heads[fl * SL_COUNT + sl]; i != NIL && probes--; i = L(a, B(a, i))->next_free)
 		if (blen(a, B(a, i)) >= n)
 			return i;
 	return NIL;
@@ -399,20 +493,20 @@ static void split(struct alloc *a, uint32_t i, uint64_t n)
 		return;
 	r = blk_new(a);
 	rb = B(a, r);
-	rb->off = boff(b) + n;
-	rb->prev_phys = i;
-	rb->next_phys = b->next_phys;
+	*rb = (struct blk){ .prev_phys = i, .next_phys = b->next_phys };
+	set_off(rb, boff(b) + n);
 	if (b->next_phys != NIL)
 		B(a, b->next_phys)->prev_phys = r;
 	b->next_phys = r;
 	free_insert(a, r);
 }
 
-static int hash_room(struct alloc *a)
+/* Chains of 1-2 blocks on average: 2-4 bytes of bucket per used block. A
+ * failed resize only makes chains longer. */
+static void hash_room(struct alloc *a)
 {
-	if (a->nused + 1 > a->hmask + 1)
-		return hash_grow(a);
-	return 0;
+	if (a->nused + 1 > 2 * (a->hmask + 1))
+		(void)hash_grow(a);
 }
 
 uint64_t alloc_alloc(struct alloc *a, uint64_t len, uint64_t *alloc_len)
@@ -428,8 +522,9 @@ uint64_t alloc_alloc(struct alloc *a, uint64_t len, uint64_t *alloc_len)
 	i = find_fit(a, n);
 	if (i == NIL)
 		i = find_in_class(a, n);
-	if (i == NIL || hash_room(a) < 0 || pool_ensure(a, 1) < 0)
+	if (i == NIL || pool_ensure(a, 1) < 0 || links_ensure(a, 1) < 0)
 		return UINT64_MAX;
+	hash_room(a);
 	free_remove(a, i);
 	split(a, i, n);
 	hash_insert(a, i);
@@ -456,12 +551,14 @@ int alloc_free(struct alloc *a, uint64_t off)
 
 	if (g == UINT64_MAX || (i = hash_find(a, g)) == NIL)
 		return -EINVAL;
+	/* a failure leaves the block out of the lists until it coalesces */
+	(void)links_ensure(a, 1);
 	hash_remove(a, i);
 	b = B(a, i);
 	a->free_gran += blen(a, b);
 
 	nx = b->next_phys;
-	if (nx != NIL && (B(a, nx)->off & BLK_FREE)) {
+	if (nx != NIL && B(a, nx)->is_free) {
 		free_remove(a, nx);
 		b->next_phys = B(a, nx)->next_phys;
 		if (b->next_phys != NIL)
@@ -469,7 +566,7 @@ int alloc_free(struct alloc *a, uint64_t off)
 		blk_release(a, nx);
 	}
 	p = b->prev_phys;
-	if (p != NIL && (B(a, p)->off & BLK_FREE)) {
+	if (p != NIL && B(a, p)->is_free) {
 		struct blk *pb = B(a, p);
 
 		free_remove(a, p);
@@ -491,7 +588,7 @@ static uint32_t find_containing(const struct alloc *a, uint64_t g)
 {
 	uint32_t i = a->hint;
 
-	if (B(a, i)->off & BLK_DEAD)
+	if (B(a, i)->dead)
 		i = a->first;
 	if (g < boff(B(a, i)) && g < boff(B(a, i)) / 2)
 		i = a->first;	/* closer from the start */
@@ -513,15 +610,16 @@ int alloc_reserve(struct alloc *a, uint64_t off, uint64_t len)
 	if (n > a->ngran - g)
 		return -EINVAL;
 	i = find_containing(a, g);
-	if (!(B(a, i)->off & BLK_FREE))
+	if (!B(a, i)->is_free)
 		return -EEXIST;
 	bo = boff(B(a, i));
 	/* Free blocks are maximal, so a range running past this one overlaps
 	 * the used block that follows. */
 	if (g + n > bo + blen(a, B(a, i)))
 		return -EEXIST;
-	if (hash_room(a) < 0 || pool_ensure(a, 2) < 0)
+	if (pool_ensure(a, 2) < 0 || links_ensure(a, 2) < 0)
 		return -ENOMEM;
+	hash_room(a);
 
 	free_remove(a, i);
 	m = i;
@@ -562,7 +660,7 @@ void alloc_stats(const struct alloc *a, struct alloc_stats *st)
 		unsigned fl = fls64(a->fl_map);
 		unsigned sl = 31u - (unsigned)__builtin_clz(a->sl_map[fl]);
 
-		for (uint32_t i = a->heads[fl * SL_COUNT + sl]; i != NIL; i = B(a, i)->next_free) {
+		for (uint32_t i = a->heads[fl * SL_COUNT + sl]; i != NIL; i = L(a, B(a, i))->next_free) {
 			uint64_t l = blen(a, B(a, i));
 
 			if (l > largest)

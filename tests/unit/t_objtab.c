@@ -15,7 +15,9 @@
  * empty and go and the tree grows and shrinks, then emptied to one leaf;
  * the link map (chain links kept aside) against an array: links made,
  * changed, dropped at random, objects regrown and removed with theirs;
- * and the key order itself against memcmp.
+ * soft pins in the same side map (kept when the chain links go, moved by a
+ * regrowth, gone with the object or the unpin); slab blocks reused by
+ * their size class; and the key order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include "objtab_model.h"
@@ -309,6 +311,41 @@ static void check_links(size_t n)
 	free(o);
 }
 
+/* Pins share the link map's entries; a freed block serves the next object
+ * of its size class. */
+static void check_pins(void)
+{
+	struct objtab t;
+	struct obj *a, *b, *o;
+
+	REQUIRE(objtab_init(&t) == 0, "oom");
+	a = objtab_insert(&t, (const uint8_t *)"pin-a", 5, 1);
+	b = objtab_insert(&t, (const uint8_t *)"pin-b", 5, 1);
+	REQUIRE(a && b && obj_pin_s(&t, a) == 0, "insert");
+	REQUIRE(objtab_set_pin(&t, a, 0) == 0 && !a->linked, "unpin of nothing made an entry");
+	REQUIRE(objtab_set_pin(&t, a, 77) == 0 && obj_pin_s(&t, a) == 77 && t.links.n == 1, "pin");
+	struct obj_links *l = objtab_links_get(&t, a);
+
+	REQUIRE(l && l->pin_s == 77, "links");
+	l->nchild = 2;
+	objtab_links_drop(&t, a);	/* the chain links go, the pin stays */
+	REQUIRE(a->linked && obj_pin_s(&t, a) == 77 && objtab_links(&t, a)->nchild == 0,
+		"links_drop took the pin");
+	a = objtab_regrow(&t, a, 3);
+	REQUIRE(a && obj_pin_s(&t, a) == 77 && t.links.n == 1, "regrow lost the pin");
+	REQUIRE(objtab_set_pin(&t, a, 0) == 0 && !a->linked && t.links.n == 0, "unpin kept the entry");
+	REQUIRE(objtab_set_pin(&t, b, 5) == 0 && objtab_links_get(&t, b), "pin b");
+	objtab_remove(&t, b);
+	REQUIRE(t.links.n == 0, "the removed object's entry stayed");
+	o = objtab_insert(&t, (const uint8_t *)"pin-c", 5, 1);
+	REQUIRE(o == b && obj_pin_s(&t, o) == 0 && !o->linked, "block not reused, or not clean");
+	o = objtab_new(&t, (const uint8_t *)"pin-d", 5, 1);	/* never linked */
+	REQUIRE(o && objtab_set_pin(&t, o, 9) == 0 && t.links.n == 1, "pin of an unlinked object");
+	objtab_free(&t, o);
+	REQUIRE(t.links.n == 0, "objtab_free kept the entry");
+	objtab_destroy(&t);
+}
+
 int main(void)
 {
 	const char *e = getenv("SEED");
@@ -404,6 +441,7 @@ int main(void)
 	objtab_destroy(&t);
 	check_churn(v, n < 5000 ? n : 5000, 200000);
 	check_links(n < 20000 ? n : 20000);
+	check_pins();
 	free(perm);
 	free(v);
 	printf("t_objtab: ok (%zu keys)\n", n);
