@@ -88,9 +88,11 @@ static inline struct master_client *mdrive_client(struct master *m, uint16_t rol
 }
 
 /* MOUNTs node connection c's segment of size bytes (uuid 7, data at 4096,
- * alignment align); the segment id, 0 if refused. */
-static inline uint32_t mdrive_mount(struct master *m, struct master_client *c, uint64_t size,
-				    uint32_t align, struct wbuf *w)
+ * alignment align), with the commit map map[0..n) unless map is NULL; the
+ * segment id, 0 if refused. */
+static inline uint32_t mdrive_mount_map(struct master *m, struct master_client *c, uint64_t size,
+					uint32_t align, const uint8_t *map, size_t n,
+					struct wbuf *w)
 {
 	struct wbuf b;
 	uint32_t id = 0;
@@ -109,10 +111,18 @@ static inline uint32_t mdrive_mount(struct master *m, struct master_client *c, u
 	wb_blob(&b, NULL, 0);
 	wb_u64(&b, 0);
 	wb_i32(&b, -1);
+	if (map)
+		wb_blob(&b, map, n);
 	if (mdrive_call(m, c, WIRE_OP_MOUNT, b.p, b.len, w) == 0)
 		memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
 	wb_free(&b);
 	return id;
+}
+
+static inline uint32_t mdrive_mount(struct master *m, struct master_client *c, uint64_t size,
+				    uint32_t align, struct wbuf *w)
+{
+	return mdrive_mount_map(m, c, size, align, NULL, 0, w);
 }
 
 #endif

@@ -180,27 +180,8 @@ static void test_follow_takeover(void)
 static uint32_t mount_map(struct master *m, struct master_client *c, const uint8_t *map, size_t n,
 			  struct wbuf *w)
 {
-	struct wbuf b;
-	uint32_t id = 0;
+	uint32_t id = mdrive_mount_map(m, c, 64u << 20, 4096, map, n, w);
 
-	wb_init(&b);
-	wb_cstr(&b, "node");
-	wb_cstr(&b, "host");
-	wb_cstr(&b, "/dev/shm/mdrive");
-	wb_u64(&b, 1);
-	wb_u64(&b, 1);
-	wb_u64(&b, 64u << 20);
-	wb_u64(&b, 7);
-	wb_u64(&b, 4096);
-	wb_u32(&b, 4096);
-	wb_cstr(&b, "127.0.0.1:1");
-	wb_blob(&b, NULL, 0);
-	wb_u64(&b, 0);
-	wb_i32(&b, -1);
-	wb_blob(&b, map, n);
-	if (mdrive_call(m, c, WIRE_OP_MOUNT, b.p, b.len, w) == 0)
-		memcpy(&id, w->p + WIRE_HDR_SIZE, 4);
-	wb_free(&b);
 	CHECK(id != 0);
 	return id;
 }
@@ -236,30 +217,42 @@ static uint64_t put_start(struct master *m, struct master_client *c, const char 
 	return rb_ok(&r) ? off : UINT64_MAX;
 }
 
-static void test_commit_map(void)
+/* A leader whose one node's segment holds keys ids at slots, followed by
+ * the standby to the end of its snapshot; the standby then takes over.
+ * Returns the old leader; *sid: the segment. */
+static struct master *warm_takeover(struct wbuf *w, unsigned *ids, unsigned *slots, unsigned n,
+				    uint32_t *sid)
 {
 	struct kvp_conf conf;
 	char err[256];
-	struct wbuf w;
-	unsigned ids[3] = { 1, 2, 3 }, slots[3] = { 1, 2, 3 };
-	uint8_t map[16] = { 0 };
 
 	conf_defaults(&conf);
-	wb_init(&w);
+	wb_init(w);
 	struct master *m = master_create(&conf, err, sizeof(err));
 	standby = master_create(&conf, err, sizeof(err));
 	fol_state.standby = standby;
 	CHECK(m && standby);
-	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
-	uint32_t sid = mount(m, node, &w);
-	report(m, node, sid, ids, slots, 3, &w);
-	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
-	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, w);
+	*sid = mount(m, node, w);
+	report(m, node, *sid, ids, slots, n, w);
+	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, w);
+	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, w) == 0);
 	for (int i = 0; i < 100 && !master_follow_synced(standby); i++)
 		master_tick(m);
-	CHECK_EQ(master_keys(standby), 3);
+	CHECK_EQ(master_keys(standby), n);
 	master_client_free(fol);
 	master_takeover(standby, 9, NULL);
+	return m;
+}
+
+static void test_commit_map(void)
+{
+	struct wbuf w;
+	unsigned ids[3] = { 1, 2, 3 }, slots[3] = { 1, 2, 3 };
+	uint8_t map[16] = { 0 };
+	uint32_t sid;
+
+	struct master *m = warm_takeover(&w, ids, slots, 3, &sid);
 	/* unseen by the standby: key 2 removed and key 7 put in its slot,
 	 * key 8 put at slot 10. Slot s is page 1 + s. */
 	map[2] = segmap_tag(1001);
@@ -301,27 +294,11 @@ static void test_commit_map(void)
 
 static void test_overlap(void)
 {
-	struct kvp_conf conf;
-	char err[256];
 	struct wbuf w;
 	unsigned ids[4] = { 1, 2, 3 }, slots[4] = { 1, 2, 3 };
+	uint32_t sid;
 
-	conf_defaults(&conf);
-	wb_init(&w);
-	struct master *m = master_create(&conf, err, sizeof(err));
-	standby = master_create(&conf, err, sizeof(err));
-	fol_state.standby = standby;
-	CHECK(m && standby);
-	struct master_client *node = client(m, WIRE_ROLE_NODE, mdrive_drop, &w);
-	uint32_t sid = mount(m, node, &w);
-	report(m, node, sid, ids, slots, 3, &w);
-	struct master_client *fol = client(m, WIRE_ROLE_MASTER, mdrive_follow_sink, &w);
-	CHECK(mdrive_call(m, fol, WIRE_OP_FOLLOW, NULL, 0, &w) == 0);
-	for (int i = 0; i < 100 && !master_follow_synced(standby); i++)
-		master_tick(m);
-	CHECK_EQ(master_keys(standby), 3);
-	master_client_free(fol);
-	master_takeover(standby, 9, NULL);
+	struct master *m = warm_takeover(&w, ids, slots, 3, &sid);
 	/* key 2's slot now holds key 7 (key 2 was removed, 7 put there) */
 	unsigned ids2[3] = { 1, 7, 3 }, slots2[3] = { 1, 2, 3 };
 	struct master_client *node2 = client(standby, WIRE_ROLE_NODE, mdrive_drop, &w);
