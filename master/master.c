@@ -23,6 +23,7 @@
 #include "mput.h"
 #include "mrecover.h"
 #include "mrepl.h"
+#include "mtabfile.h"
 #include "mstatus.h"
 
 #define HELLO_TIMEOUT_MS 10000
@@ -135,6 +136,7 @@ void master_destroy(struct master *m)
 	free(m->kbuf);
 	free(m->expect);
 	free(m->expect_done);
+	mtabfile_stop(m);
 	mrepl_destroy(m);
 	wb_free(&m->scratch);
 	free(m);
@@ -572,6 +574,7 @@ void master_tick(struct master *m)
 	check_hello(m);
 	master_step(m);
 	mrepl_tick(m);
+	mtabfile_tick(m);
 }
 
 void master_standby_tick(struct master *m)
@@ -612,6 +615,18 @@ void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev)
 	m->epoch = epoch;
 	m->ev = ev;
 	mrepl_takeover(m);
+}
+
+int master_table_load(struct master *m, const char *path, char *why, size_t cap)
+{
+	master_now(m);
+	return mtabfile_load(m, path, why, cap);
+}
+
+int master_table_start(struct master *m, const char *path)
+{
+	master_now(m);
+	return mtabfile_start(m, path);
 }
 
 /* ---- reload ---- */

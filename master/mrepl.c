@@ -184,8 +184,9 @@ int mrepl_follow(struct master *m, struct master_client *c)
 	}
 	frame_cut(&r->snap, &st, true);
 	send_to(c, &r->snap);
-	log_notice("ha: standby '%s' follows: %llu keys to send", c->name,
-		   (unsigned long long)m->keys);
+	if (c->hello)	/* a standby, not the table file (mtabfile.c logs its own) */
+		log_notice("ha: standby '%s' follows: %llu keys to send", c->name,
+			   (unsigned long long)m->keys);
 	return 0;
 }
 
@@ -195,12 +196,23 @@ void mrepl_client_gone(struct master *m, struct master_client *c)
 
 	for (unsigned i = 0; r && i < r->nf; i++)
 		if (r->f[i].c == c) {
-			log_notice("ha: standby '%s' stopped following", c->name);
+			if (c->hello)
+				log_notice("ha: standby '%s' stopped following", c->name);
 			r->f[i] = r->f[--r->nf];
 			break;
 		}
 	if (r && !r->nf)
 		mrepl_destroy(m);
+}
+
+bool mrepl_synced(const struct master *m, const struct master_client *c)
+{
+	const struct mrepl *r = m->repl;
+
+	for (unsigned i = 0; r && i < r->nf; i++)
+		if (r->f[i].c == c)
+			return !r->f[i].snapping;
+	return false;
 }
 
 void mrepl_destroy(struct master *m)
@@ -242,8 +254,9 @@ static void snap_slice(struct master *m, struct follower *f)
 		wb_u8(&r->snap, MREPL_SYNCED);
 		wb_u64(&r->snap, m->gen);
 		f->snapping = false;
-		log_notice("ha: standby '%s' has the whole table (%llu keys)", f->c->name,
-			   (unsigned long long)m->keys);
+		if (f->c->hello)
+			log_notice("ha: standby '%s' has the whole table (%llu keys)", f->c->name,
+				   (unsigned long long)m->keys);
 	}
 	frame_cut(&r->snap, &st, true);
 	send_to(f->c, &r->snap);
@@ -467,7 +480,7 @@ int mrepl_apply(struct master *m, const uint8_t *body, size_t len)
 				return KVP_EPROTO;
 			if (gen > m->gen)
 				m->gen = gen;
-			if (!m->repl_synced)
+			if (!m->repl_synced && !m->tabfile_loading)
 				log_notice("ha: following the leader: in step, %llu keys",
 					   (unsigned long long)m->keys);
 			m->repl_synced = true;
