@@ -362,10 +362,15 @@ static int apply_seg(struct master *m, struct rbuf *r)
 			return KVP_ENOMEM;
 		}
 	struct seg *s = m->segs.v[id.id];
-	if (s->online)
+	/* The same segment again without a SEGDROP: its node re-mounted into
+	 * a warm table (mnode.c), which kept its replicas; a cold re-mount
+	 * sends SEGDROP first. Anything else replaces it. */
+	bool same = s->online && s->uuid == id.uuid && s->size == id.size &&
+		    s->data_off == id.data_off && s->align == id.align;
+	if (s->online && !same)
 		drop_seg(m, s);
 	mnode_seg_set(s, &id, rcopy, rl);
-	if (segreg_online_start(&m->segs, s))
+	if (!same && segreg_online_start(&m->segs, s))
 		return KVP_EPROTO;
 	s->client = NULL;
 	s->reported = false;
