@@ -310,6 +310,9 @@ static int apply(struct master *m, const uint8_t *p, size_t len, char *why, size
 	}
 	off = len - (size_t)(r.end - r.p);
 	m->repl_synced = false;
+	/* an ADD takes ~60-80 bytes with short keys: a bound, not a count */
+	if (!m->keys && len / 64 < (64u << 20))
+		objtab_presize(&m->objs, len / 64);
 	while (off < len) {
 		struct wire_hdr h;
 
