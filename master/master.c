@@ -623,6 +623,15 @@ int master_table_load(struct master *m, const char *path, char *why, size_t cap)
 	return mtabfile_load(m, path, why, cap);
 }
 
+void master_warm_grace(struct master *m, uint64_t base_ms)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (s && s->online && s->warm)	/* 10 s per million: a scan without the warmer */
+			s->last_seen_ms = m->now_ms + base_ms + s->nobjs / 100;
+	}
+}
+
 int master_table_start(struct master *m, const char *path)
 {
 	master_now(m);

@@ -670,10 +670,15 @@ static bool lone_load(struct mserver *s, char *err, size_t errlen)
 	}
 	size_t cap = 1u << 16;
 	char *exp = malloc(cap);
+	uint64_t window = 2 * s->conf.node.heartbeat_interval + 2000;
 	master_takeover(s->m, master_epoch(s->m), s->ev);
+	/* the node retried its connection while this master was down or
+	 * loading (backoff), then scans its segment before its MOUNT: a warm
+	 * segment dropped for silence meanwhile would be rebuilt cold */
+	master_warm_grace(s->m, window);
 	if (exp) {
 		master_segments_text(s->m, exp, cap);
-		master_recover(s->m, exp, 2 * s->conf.node.heartbeat_interval + 2000);
+		master_recover(s->m, exp, window);
 		free(exp);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -112,7 +112,7 @@ for n in $SIZES; do
 			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
 			report "{\"objects\": $n, \"mode\": \"$mode\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
 			sleep 1
-			grep -h "table file\|took over\|re-mounted\|reconciled\|recovery complete" "$MASTER_LOG" | sed 's/^/# /'
+			grep -h "table file\|took over\|re-mounted\|reconciled\|recovery complete\|dropped" "$MASTER_LOG" | sed 's/^/# /'
 			stop_master
 			stop_pid "$NODE_PID" TERM
 			rm -f "/dev/shm/$NODE_SEG"
