@@ -87,6 +87,7 @@ for n in $SIZES; do
 			;;
 		lone | lonetab)
 			margs=("[log]" "level = notice")
+			rm -f "$E2E_TMP/master.table" "$E2E_TMP/master.table.new"	# not the last size's
 			[ $mode = lonetab ] && margs=("table_file = $E2E_TMP/master.table" "${margs[@]}")
 			start_master "${margs[@]}"
 			POOL_INI=$E2E_TMP/lone.ini
