@@ -24,6 +24,7 @@
 #include "mhold.h"
 #include "mrecover.h"
 #include "mrepl.h"
+#include "mtabfile.h"
 #include "mstatus.h"
 
 #define HELLO_TIMEOUT_MS 10000
@@ -136,6 +137,7 @@ void master_destroy(struct master *m)
 	free(m->kbuf);
 	free(m->expect);
 	free(m->expect_done);
+	mtabfile_stop(m);
 	mrepl_destroy(m);
 	wb_free(&m->scratch);
 	free(m);
@@ -594,6 +596,7 @@ void master_tick(struct master *m)
 	check_hello(m);
 	master_step(m);
 	mrepl_tick(m);
+	mtabfile_tick(m);
 }
 
 void master_standby_tick(struct master *m)
@@ -634,6 +637,27 @@ void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev)
 	m->epoch = epoch;
 	m->ev = ev;
 	mrepl_takeover(m);
+}
+
+int master_table_load(struct master *m, const char *path, char *why, size_t cap)
+{
+	master_now(m);
+	return mtabfile_load(m, path, why, cap);
+}
+
+void master_warm_grace(struct master *m, uint64_t base_ms)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		struct seg *s = m->segs.v[i];
+		if (s && s->online && s->warm)	/* 10 s per million: a scan without the warmer */
+			s->last_seen_ms = m->now_ms + base_ms + s->nobjs / 100;
+	}
+}
+
+int master_table_start(struct master *m, const char *path)
+{
+	master_now(m);
+	return mtabfile_start(m, path);
 }
 
 /* ---- reload ---- */

@@ -116,6 +116,14 @@ bool master_follow_synced(const struct master *m);
 uint64_t master_keys(const struct master *m);
 void master_standby_tick(struct master *m);
 void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev);
+/* A lone master's table file (mtabfile.h): load one into a fresh master
+ * (0; -ENOENT: none; -EINVAL: refused, why says, m holds part of it:
+ * destroy it), then master_takeover() as a standby's; start writing. */
+int master_table_load(struct master *m, const char *path, char *why, size_t cap);
+int master_table_start(struct master *m, const char *path);
+/* After master_takeover(): the warm segments' nodes get base_ms more than
+ * node_ttl to re-mount, and 10 ms per thousand replicas (their scan). */
+void master_warm_grace(struct master *m, uint64_t base_ms);
 /* For /metrics: the standby's stream and the new leader's reconciliation. */
 struct master_repl_stats {
 	bool synced;			/* standby: the snapshot is complete */

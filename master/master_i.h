@@ -57,6 +57,7 @@ struct parked;				/* mput.c */
 struct mevents;				/* mevents.c */
 struct kref;				/* mkeys.c */
 struct mrepl;				/* mrepl.c */
+struct mtabfile;			/* mtabfile.c */
 
 struct master {
 	struct kvp_conf conf;
@@ -134,6 +135,8 @@ struct master {
 	/* HA: the warm standby (mrepl.c) */
 	struct mrepl *repl;		/* leader: its standbys; NULL: none */
 	bool repl_mute;			/* a whole segment goes: no DROP per replica */
+	struct mtabfile *tabfile;	/* ha = none: the table file (mtabfile.c); NULL: none */
+	bool tabfile_loading;		/* mtabfile_load() applies the file */
 	bool repl_synced;		/* standby: the snapshot is complete */
 	bool warm;			/* leader: took the table over from a stream */
 	uint64_t repl_records;		/* standby: records applied */

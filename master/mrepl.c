@@ -185,8 +185,9 @@ int mrepl_follow(struct master *m, struct master_client *c)
 	}
 	frame_cut(&r->snap, &st, true);
 	send_to(c, &r->snap);
-	log_notice("ha: standby '%s' follows: %llu keys to send", c->name,
-		   (unsigned long long)m->keys);
+	if (c->hello)	/* a standby, not the table file (mtabfile.c logs its own) */
+		log_notice("ha: standby '%s' follows: %llu keys to send", c->name,
+			   (unsigned long long)m->keys);
 	return 0;
 }
 
@@ -196,12 +197,23 @@ void mrepl_client_gone(struct master *m, struct master_client *c)
 
 	for (unsigned i = 0; r && i < r->nf; i++)
 		if (r->f[i].c == c) {
-			log_notice("ha: standby '%s' stopped following", c->name);
+			if (c->hello)
+				log_notice("ha: standby '%s' stopped following", c->name);
 			r->f[i] = r->f[--r->nf];
 			break;
 		}
 	if (r && !r->nf)
 		mrepl_destroy(m);
+}
+
+bool mrepl_synced(const struct master *m, const struct master_client *c)
+{
+	const struct mrepl *r = m->repl;
+
+	for (unsigned i = 0; r && i < r->nf; i++)
+		if (r->f[i].c == c)
+			return !r->f[i].snapping;
+	return false;
 }
 
 void mrepl_destroy(struct master *m)
@@ -243,8 +255,9 @@ static void snap_slice(struct master *m, struct follower *f)
 		wb_u8(&r->snap, MREPL_SYNCED);
 		wb_u64(&r->snap, m->gen);
 		f->snapping = false;
-		log_notice("ha: standby '%s' has the whole table (%llu keys)", f->c->name,
-			   (unsigned long long)m->keys);
+		if (f->c->hello)
+			log_notice("ha: standby '%s' has the whole table (%llu keys)", f->c->name,
+				   (unsigned long long)m->keys);
 	}
 	frame_cut(&r->snap, &st, true);
 	send_to(f->c, &r->snap);
@@ -350,10 +363,15 @@ static int apply_seg(struct master *m, struct rbuf *r)
 			return KVP_ENOMEM;
 		}
 	struct seg *s = m->segs.v[id.id];
-	if (s->online)
+	/* The same segment again without a SEGDROP: its node re-mounted into
+	 * a warm table (mnode.c), which kept its replicas; a cold re-mount
+	 * sends SEGDROP first. Anything else replaces it. */
+	bool same = s->online && s->uuid == id.uuid && s->size == id.size &&
+		    s->data_off == id.data_off && s->align == id.align;
+	if (s->online && !same)
 		drop_seg(m, s);
 	mnode_seg_set(s, &id, rcopy, rl);
-	if (segreg_online_start(&m->segs, s))
+	if (!same && segreg_online_start(&m->segs, s))
 		return KVP_EPROTO;
 	s->client = NULL;
 	s->reported = false;
@@ -468,7 +486,7 @@ int mrepl_apply(struct master *m, const uint8_t *body, size_t len)
 				return KVP_EPROTO;
 			if (gen > m->gen)
 				m->gen = gen;
-			if (!m->repl_synced)
+			if (!m->repl_synced && !m->tabfile_loading)
 				log_notice("ha: following the leader: in step, %llu keys",
 					   (unsigned long long)m->keys);
 			m->repl_synced = true;

@@ -7,7 +7,9 @@
  * mrepl_takeover() keeps it, and each segment's re-mount is checked against
  * the node's REPORTs: what the node reports and the table lacks is adopted,
  * what the table holds and the node does not report (a ghost) is dropped
- * at the node's first HEARTBEAT. Loop thread only; no locks.
+ * at the node's first HEARTBEAT. A lone master's table file (mtabfile.h)
+ * is a follower too: a sink that is not a connection. Loop thread only;
+ * no locks.
  */
 #ifndef KVP_MREPL_H
 #define KVP_MREPL_H
@@ -32,6 +34,8 @@ enum mrepl_rec {
  * standbys), KVP_ENOMEM. */
 int mrepl_follow(struct master *m, struct master_client *c);
 void mrepl_client_gone(struct master *m, struct master_client *c);
+/* c follows and has been sent its whole snapshot (SYNCED). */
+bool mrepl_synced(const struct master *m, const struct master_client *c);
 /* Changes (no-ops without standbys): a complete object's replica ri was
  * added; one is about to go (rp: a copy of it); the object just committed
  * (all its replicas); a segment mounted; one is about to go with every

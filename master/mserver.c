@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ev.h"
@@ -642,6 +643,52 @@ out_text:
 	return -1;
 }
 
+/* ha = none with a table file (mtabfile.h): the table it holds is loaded
+ * and taken over warm, as a standby's at an election, with a recovery
+ * window for its segments; else (none, refused) the master starts empty and
+ * rebuilds from the nodes' reports. True if loaded. */
+static bool lone_load(struct mserver *s, char *err, size_t errlen)
+{
+	const char *path = s->conf.master.table_file;
+	char why[512];
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t t0 = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	int rc = master_table_load(s->m, path, why, sizeof(why));
+
+	if (rc == -ENOENT) {
+		log_notice("table file %s: none; the table is rebuilt from the nodes' reports", path);
+		return false;
+	}
+	if (rc < 0) {
+		log_warn("table file %s: refused: %s; the table is rebuilt from the nodes' reports",
+			 path, why);
+		master_destroy(s->m);
+		s->m = master_create(&s->conf, err, errlen);
+		return false;
+	}
+	size_t cap = 1u << 16;
+	char *exp = malloc(cap);
+	uint64_t window = 2 * s->conf.node.heartbeat_interval + 2000;
+	master_takeover(s->m, master_epoch(s->m), s->ev);
+	/* the node retried its connection while this master was down or
+	 * loading (backoff), then scans its segment before its MOUNT: a warm
+	 * segment dropped for silence meanwhile would be rebuilt cold */
+	master_warm_grace(s->m, window);
+	if (exp) {
+		master_segments_text(s->m, exp, cap);
+		master_recover(s->m, exp, window);
+		free(exp);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	log_notice("table file %s: loaded warm: %llu keys in %llu ms; the nodes' re-mounts "
+		   "reconcile it", path, (unsigned long long)master_keys(s->m),
+		   (unsigned long long)((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 -
+					t0));
+	return true;
+}
+
 /* Without a token nothing may listen beyond loopback (DESIGN: Safety).
  * Returns true if addr was narrowed. */
 static bool loopback_only(char *addr, const char *what)
@@ -696,7 +743,20 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	s->ev = mevents_create(&s->conf, err, errlen);
 	if (!s->ev && *err)
 		goto out_master;
-	master_set_events(s->m, s->ev);
+	bool lone = strcmp(s->conf.master.ha, "etcd") != 0;
+	if (lone && s->conf.master.table_file[0]) {
+		bool warm = lone_load(s, err, errlen);
+		if (!s->m)
+			goto out_master;
+		if (!warm)
+			master_set_events(s->m, s->ev);
+		master_table_start(s->m, s->conf.master.table_file);
+	} else {
+		if (s->conf.master.table_file[0])
+			log_warn("[master] table_file is for ha = none: ignored (a standby holds the "
+				 "table)");
+		master_set_events(s->m, s->ev);
+	}
 	s->loop = ev_create();
 	if (!s->loop) {
 		snprintf(err, errlen, "cannot create the event loop");

@@ -175,6 +175,20 @@ int objtab_reserve(struct objtab *t)
 	return -ENOMEM;
 }
 
+int objtab_presize(struct objtab *t, size_t n)
+{
+	bool fresh = false;
+
+	while ((n + 1) * 4 > t->nslots * 3) {
+		if (objtab_grow(t))
+			return -ENOMEM;
+		fresh = true;
+	}
+	if (fresh && !t->count)
+		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+	return 0;
+}
+
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
 
 const struct obj_links objtab_nolinks;

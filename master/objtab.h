@@ -253,6 +253,10 @@ struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint
 /* Makes room to link one more object (a slot, spare key-index nodes): 0,
  * or -ENOMEM when there is none to be had (objtab_insert does this itself). */
 int objtab_reserve(struct objtab *t);
+/* Sizes the slots for n objects at once (a table file's load): no doubling
+ * on the way, and an empty table's slots written once now, so that probes
+ * do not read zero pages that each write then copies. 0 or -ENOMEM. */
+int objtab_presize(struct objtab *t, size_t n);
 /* Links an object made by objtab_new or unlinked before, after an
  * objtab_reserve() that succeeded (room in the slots, spare nodes for the
  * key index's splits; an unlink does not make the latter); its key must not

@@ -61,6 +61,7 @@ struct kvp_conf {
 		char cluster_id[CONF_STR];	/* names the etcd keys; clients read it too */
 		uint64_t ha_lease_ttl;		/* ms, whole seconds in etcd */
 		bool ha_follow;			/* a standby keeps a warm table (mrepl.h) */
+		char table_file[CONF_STR];	/* ha = none: the table on disk (mtabfile.h); "" = off */
 		char advertise[CONF_STR];	/* RPC host:port published; "" = derived */
 		char kv_events_endpoint[CONF_STR];	/* ZMQ PUB bind; "" = no KV events */
 		char kv_events_replay_endpoint[CONF_STR];	/* ZMQ ROUTER bind; "" = none */

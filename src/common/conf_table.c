@@ -156,6 +156,10 @@ const struct conf_key conf_table[] = {
 	     "A standby follows the leader's table (a snapshot, then every change) so that it "
 	     "serves at once when it takes over; false: a new leader rebuilds from the nodes' "
 	     "reports."),
+	STR("master", "table_file", master.table_file, "",
+	    "The master keeps its table in this file when ha = none (a snapshot, then every change, "
+	    "written once per tick) and a restart loads it warm instead of rebuilding from the "
+	    "nodes' reports. Empty: off. Survives the master's death, not the host's (no fsync)."),
 	HP("master", "advertise", master.advertise, 1, "",
 	   "host:port of this master's RPC that the leader publishes in etcd. Empty: listen, "
 	   "a wildcard host replaced by this host's address towards etcd."),

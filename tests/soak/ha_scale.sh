@@ -8,6 +8,8 @@
 #   cold  the same with master.ha_follow = false (the new leader rebuilds
 #         from the node's reports);
 #   lone  one master (ha = none): kill -9, started again at once;
+#   lonetab  the same with master.table_file (docs/ha.md "Lone restart"):
+#         the restart loads the table warm from the file;
 # each reporting the time from the kill to the first successful get of an
 # old key and to the first successful put (a fresh key), and, for lone,
 # until `kvpool info` counts every key again. The leader's RSS per object
@@ -23,7 +25,7 @@ export KVP_BUILD=$build
 e2e_init hascale
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
 SIZES=${HA_SIZES:-100000 1000000}
-MODES=${HA_MODES:-warm cold lone}
+MODES=${HA_MODES:-warm cold lone lonetab}
 OUT=${HA_SCALE_JSON:-$B/ha-scale.json}
 : >"$OUT"
 PREFIX=bench-key-000000/	# 12 + 8 digits: 20-byte keys
@@ -83,8 +85,11 @@ for n in $SIZES; do
 			stop_pid "$NODE_PID" TERM
 			rm -f "/dev/shm/$NODE_SEG"
 			;;
-		lone)
-			start_master "[log]" "level = notice"
+		lone | lonetab)
+			margs=("[log]" "level = notice")
+			rm -f "$E2E_TMP/master.table" "$E2E_TMP/master.table.new"	# not the last size's
+			[ $mode = lonetab ] && margs=("table_file = $E2E_TMP/master.table" "${margs[@]}")
+			start_master "${margs[@]}"
 			POOL_INI=$E2E_TMP/lone.ini
 			printf '[cluster]\nmaster = %s\n[node]\nsegment_size = %s\nheartbeat_interval = 500ms\n[client]\ntimeout = 5s\n' \
 				"$MASTER_ADDR" "$(seg_for "$n")" >"$POOL_INI"
@@ -92,13 +97,23 @@ for n in $SIZES; do
 			run_node n1
 			wait_nodes n1 30 || fail "node"
 			bpo=$(fill "$n" "$MASTER_PID")
+			if [ $mode = lonetab ]; then
+				# a snapshot in progress (FILE.new) would leave the file's
+				# changes to load: fine, but measure the common case
+				waitfor 120 test ! -e "$E2E_TMP/master.table.new" || fail "snapshot not written"
+				sleep 1
+				ls -l "$E2E_TMP/master.table" | sed 's/^/# /'
+			fi
 			T0=$(now_ms)
 			stop_pid "$MASTER_PID" KILL
+			: >"$MASTER_LOG"
 			run_master
 			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
 			all=$(first_ok sh -c "'$B/kvpool' -c '$POOL_INI' info --json | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)[\"keys\"] < $n)'")
 			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
-			report "{\"objects\": $n, \"mode\": \"lone\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
+			report "{\"objects\": $n, \"mode\": \"$mode\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
+			sleep 1
+			grep -h "table file\|took over\|re-mounted\|reconciled\|recovery complete\|dropped" "$MASTER_LOG" | sed 's/^/# /'
 			stop_master
 			stop_pid "$NODE_PID" TERM
 			rm -f "/dev/shm/$NODE_SEG"

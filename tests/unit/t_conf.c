@@ -133,7 +133,7 @@ static void test_table(void)
 	struct kvp_conf c;
 	char buf[CONF_STR + 8];
 
-	CHECK(conf_table_len == 91);
+	CHECK(conf_table_len == 92);
 	CHECK(conf_table_len <= sizeof(c.src));
 	for (size_t i = 0; i < conf_table_len; i++) {
 		const struct conf_key *k = &conf_table[i];

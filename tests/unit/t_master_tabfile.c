@@ -1,0 +1,313 @@
+/* t_master_tabfile: a lone master's table file (master/mtabfile.c,
+ * docs/ha.md "Lone restart"), in-process.
+ *  1. a master writes its table (snapshot, then a change); a fresh master
+ *     loads it (the same keys), takes it over warm, and the node's re-mount
+ *     settles a remove the file never heard of (a ghost) and a key it
+ *     never saw (adopted);
+ *  2. refused without crashing: cut short before its SYNCED, empty,
+ *     another cluster_id, another version, a flipped byte anywhere, garbage;
+ *     a frame cut short after the SYNCED is left out (loaded);
+ *  3. rotation: changes past the snapshot's size start a new snapshot,
+ *     renamed over the file once complete; it loads.
+ */
+#include "testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "log.h"
+#include "master.h"
+#include "mdrive.h"
+#include "mtabfile.h"
+#include "wire.h"
+
+#define ALEN 4096
+
+static struct mdrive_follow fol_state;
+static struct master_client *node_of_writer;
+static char path[128], tmp[140];
+
+static struct master_client *client(struct master *m, uint16_t role, struct wbuf *w)
+{
+	struct master_client *c = mdrive_client(m, role, mdrive_drop, &fol_state, w);
+
+	CHECK(c != NULL);
+	return c;
+}
+
+static void key_of(char *k, size_t cap, unsigned i)
+{
+	snprintf(k, cap, "key-%04u", i);
+}
+
+/* REPORTs keys ids[] at slots[] (generation 1000 + id), then the HEARTBEAT. */
+static void report(struct master *m, struct master_client *c, uint32_t sid, const unsigned *ids,
+		   size_t n, struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+
+	wb_init(&b);
+	wb_u32(&b, sid);
+	wb_u32(&b, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		key_of(key, sizeof(key), ids[i]);
+		wb_str(&b, key, strlen(key));
+		wb_u8(&b, 0);
+		wb_u64(&b, 4096 + (uint64_t)ids[i] * ALEN);
+		wb_u64(&b, ALEN);
+		wb_u64(&b, 100);
+		wb_u64(&b, 0xabc + ids[i]);
+		wb_u64(&b, 1000 + ids[i]);
+		wb_u64(&b, 1);
+	}
+	CHECK(mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w) == 0);
+	uint8_t hb[20] = { 0 };
+	memcpy(hb, &sid, 4);
+	CHECK(mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w) == 0);
+	wb_free(&b);
+}
+
+static bool exists(struct master *m, struct master_client *c, unsigned i, struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+	struct rbuf r;
+
+	wb_init(&b);
+	wb_u32(&b, 1);
+	key_of(key, sizeof(key), i);
+	wb_str(&b, key, strlen(key));
+	int st = mdrive_call(m, c, WIRE_OP_EXISTS, b.p, b.len, w);
+	wb_free(&b);
+	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
+	rb_u32(&r);
+	return st == 0 && rb_status(&r) == 1;
+}
+
+static void removes(struct master *m, struct master_client *c, unsigned i, struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+
+	wb_init(&b);
+	wb_u8(&b, 0);
+	wb_u32(&b, 1);
+	key_of(key, sizeof(key), i);
+	wb_str(&b, key, strlen(key));
+	CHECK(mdrive_call(m, c, WIRE_OP_REMOVE, b.p, b.len, w) == 0);
+	wb_free(&b);
+}
+
+static uint8_t *slurp(const char *p, size_t *len)
+{
+	FILE *f = fopen(p, "rb");
+	uint8_t *b = NULL;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	*len = (size_t)ftell(f);
+	rewind(f);
+	b = malloc(*len + 1);
+	if (b && fread(b, 1, *len, f) != *len) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	return b;
+}
+
+/* Applies len bytes of buf to a fresh master of conf: 0 or < 0; keys out. */
+static int try_load(const struct kvp_conf *conf, const uint8_t *buf, size_t len, uint64_t *keys)
+{
+	char err[256], why[256];
+	struct master *m = master_create(conf, err, sizeof(err));
+
+	CHECK(m != NULL);
+	int rc = mtabfile_apply(m, buf, len, why, sizeof(why));
+	if (rc)
+		CHECK(why[0] != '\0');
+	CHECK(master_check(m));
+	*keys = master_keys(m);
+	master_destroy(m);
+	return rc;
+}
+
+static struct master *writer(const struct kvp_conf *conf, struct master_client **cli,
+			     struct wbuf *w)
+{
+	char err[256];
+	unsigned ids[100];
+	struct master *m = master_create(conf, err, sizeof(err));
+
+	CHECK(m != NULL);
+	struct master_client *node = client(m, WIRE_ROLE_NODE, w);
+	node_of_writer = node;
+	*cli = client(m, WIRE_ROLE_CLIENT, w);
+	uint32_t sid = mdrive_mount(m, node, 64u << 20, 4096, w);
+	CHECK_EQ(sid, 1);
+	for (unsigned i = 0; i < 100; i++)
+		ids[i] = i;
+	report(m, node, sid, ids, 100, w);
+	CHECK_EQ(master_keys(m), 100);
+	unlink(path);
+	CHECK_EQ(master_table_start(m, path), 0);
+	for (int i = 0; i < 10 && access(path, F_OK); i++)
+		master_tick(m);
+	CHECK(access(path, F_OK) == 0);
+	CHECK(access(tmp, F_OK) != 0);
+	return m;
+}
+
+static void test_load_takeover(const struct kvp_conf *conf)
+{
+	char err[256], why[256];
+	struct wbuf w;
+	struct master_client *cli;
+	unsigned ids[101];
+	size_t n = 0, slen;
+
+	wb_init(&w);
+	struct master *m = writer(conf, &cli, &w);
+	uint8_t *snap = slurp(path, &slen);
+	CHECK(snap != NULL);
+	removes(m, cli, 5, &w);
+	master_tick(m);		/* the change is written */
+
+	/* 1. a fresh master loads it and takes it over warm */
+	struct master *m2 = master_create(conf, err, sizeof(err));
+	CHECK(m2 != NULL);
+	CHECK_EQ(master_table_load(m2, path, why, sizeof(why)), 0);
+	CHECK_EQ(master_keys(m2), 99);
+	CHECK(master_check(m2));
+	removes(m, cli, 6, &w);		/* after the last tick: not in the file */
+	master_destroy(m);
+	master_takeover(m2, 9, NULL);
+	/* m2 writes its own file, as a restarted master does, before the node is back */
+	char path2[160];
+	snprintf(path2, sizeof(path2), "%s.2", path);
+	CHECK_EQ(master_table_start(m2, path2), 0);
+	for (int i = 0; i < 10 && access(path2, F_OK); i++)
+		master_tick(m2);
+	struct master_client *c2 = client(m2, WIRE_ROLE_CLIENT, &w);
+	CHECK(exists(m2, c2, 10, &w));	/* served before the node is back */
+	for (unsigned i = 0; i <= 100; i++)
+		if (i != 5 && i != 6)
+			ids[n++] = i;
+	struct master_client *node2 = client(m2, WIRE_ROLE_NODE, &w);
+	CHECK_EQ(mdrive_mount(m2, node2, 64u << 20, 4096, &w), 1);
+	report(m2, node2, 1, ids, n, &w);
+	CHECK_EQ(master_keys(m2), 99);
+	CHECK(!exists(m2, c2, 5, &w));
+	CHECK(!exists(m2, c2, 6, &w));
+	CHECK(exists(m2, c2, 100, &w));
+	CHECK(master_check(m2));
+	master_tick(m2);
+	/* the re-mount's SEG in m2's file keeps the warm segment's replicas */
+	struct master *m3 = master_create(conf, err, sizeof(err));
+	CHECK(m3 != NULL);
+	CHECK_EQ(master_table_load(m3, path2, why, sizeof(why)), 0);
+	CHECK_EQ(master_keys(m3), 99);
+	CHECK(master_check(m3));
+	master_destroy(m3);
+	master_destroy(m2);
+	unlink(path2);
+
+	/* 2. what is refused, without crashing */
+	size_t len;
+	uint64_t keys;
+	uint8_t *full = slurp(path, &len);
+	CHECK(full != NULL && len > slen);
+	/* the clean stop wrote the remove of 6 too */
+	CHECK_EQ(try_load(conf, full, len, &keys), 0);
+	CHECK_EQ(keys, 98);
+	CHECK_EQ(try_load(conf, full, len - 1, &keys), 0);	/* its frame cut short */
+	CHECK_EQ(keys, 99);
+	CHECK_EQ(try_load(conf, snap, slen, &keys), 0);
+	for (size_t l = 0; l < slen; l += 1 + l / 64)	/* before its SYNCED */
+		CHECK(try_load(conf, snap, l, &keys) < 0);
+	CHECK(try_load(conf, snap, slen - 1, &keys) < 0);
+	struct kvp_conf other = *conf;
+	snprintf(other.master.cluster_id, sizeof(other.master.cluster_id), "other");
+	CHECK(try_load(&other, full, len, &keys) < 0);
+	for (size_t i = 0; i < len; i += 1 + i / 32) {
+		full[i] ^= 0x41;
+		CHECK(try_load(conf, full, len, &keys) < 0);
+		full[i] ^= 0x41;
+	}
+	srand(7);
+	for (size_t i = 0; i < len; i++)
+		full[i] = (uint8_t)rand();
+	CHECK(try_load(conf, full, len, &keys) < 0);
+	FILE *f = fopen(path, "wb");
+	CHECK(f != NULL);
+	fclose(f);
+	m2 = master_create(conf, err, sizeof(err));
+	CHECK(master_table_load(m2, path, why, sizeof(why)) == -EINVAL);
+	master_destroy(m2);
+	unlink(path);
+	m2 = master_create(conf, err, sizeof(err));
+	CHECK(master_table_load(m2, path, why, sizeof(why)) == -ENOENT);
+	master_destroy(m2);
+	free(full);
+	free(snap);
+	wb_free(&w);
+}
+
+static void test_rotation(const struct kvp_conf *conf)
+{
+	char err[256], why[256];
+	struct wbuf w;
+	struct master_client *cli;
+	struct stat st;
+
+	wb_init(&w);
+	mtabfile_rotate_min = 0;
+	struct master *m = writer(conf, &cli, &w);
+	CHECK(stat(path, &st) == 0);
+	off_t s0 = st.st_size;
+	for (unsigned i = 0; i < 100; i++) {	/* changes: twice the snapshot */
+		unsigned id = 200 + i;
+		removes(m, cli, i, &w);
+		report(m, node_of_writer, 1, &id, 1, &w);
+		master_tick(m);
+	}
+	CHECK(stat(path, &st) == 0);
+	/* a new snapshot replaced it: without one, 100 changes of ~1.5 snapshots' size */
+	CHECK(st.st_size < 2 * s0 + 1024);
+	struct master *m2 = master_create(conf, err, sizeof(err));
+	CHECK(m2 != NULL);
+	CHECK_EQ(master_table_load(m2, path, why, sizeof(why)), 0);
+	CHECK_EQ(master_keys(m2), 100);
+	CHECK(master_check(m2));
+	master_destroy(m2);
+	master_destroy(m);	/* a clean stop: the file stays, complete */
+	m2 = master_create(conf, err, sizeof(err));
+	CHECK_EQ(master_table_load(m2, path, why, sizeof(why)), 0);
+	CHECK_EQ(master_keys(m2), 100);
+	master_destroy(m2);
+	CHECK(access(tmp, F_OK) != 0);
+	mtabfile_rotate_min = 64ull << 20;
+	unlink(path);
+	wb_free(&w);
+}
+
+int main(void)
+{
+	struct kvp_conf conf;
+
+	log_init("t_master_tabfile", LOG_ERR);
+	conf_defaults(&conf);
+	snprintf(path, sizeof(path), "/tmp/t_master_tabfile.%d", (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	test_load_takeover(&conf);
+	test_rotation(&conf);
+	unlink(path);
+	unlink(tmp);
+	return tl_done();
+}
