@@ -8,7 +8,9 @@
 #ifndef KVP_MDRIVE_H
 #define KVP_MDRIVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "master.h"
@@ -123,6 +125,81 @@ static inline uint32_t mdrive_mount(struct master *m, struct master_client *c, u
 				    uint32_t align, struct wbuf *w)
 {
 	return mdrive_mount_map(m, c, size, align, NULL, 0, w);
+}
+
+/* The keys of the table tests: key-%04u. */
+static inline void mdrive_key(char *k, size_t cap, unsigned i)
+{
+	snprintf(k, cap, "key-%04u", i);
+}
+
+/* REPORTs keys ids[i] (mdrive_key) at 4096 + slots[i] * alen (slots NULL:
+ * ids), alen bytes each, generation 1000 + id, then the HEARTBEAT: 0 if
+ * both were answered without error. */
+static inline int mdrive_report(struct master *m, struct master_client *c, uint32_t sid,
+				const unsigned *ids, const unsigned *slots, size_t n,
+				uint64_t alen, struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+
+	wb_init(&b);
+	wb_u32(&b, sid);
+	wb_u32(&b, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		mdrive_key(key, sizeof(key), ids[i]);
+		wb_str(&b, key, strlen(key));
+		wb_u8(&b, 0);
+		wb_u64(&b, 4096 + (uint64_t)(slots ? slots[i] : ids[i]) * alen);
+		wb_u64(&b, alen);
+		wb_u64(&b, 100);
+		wb_u64(&b, 0xabc + ids[i]);
+		wb_u64(&b, 1000 + ids[i]);
+		wb_u64(&b, 1);
+	}
+	int rc = mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w);
+	uint8_t hb[20] = { 0 };
+	memcpy(hb, &sid, 4);
+	if (rc == 0)
+		rc = mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w);
+	wb_free(&b);
+	return rc;
+}
+
+/* EXISTS of key i: true if the master says it is there. */
+static inline bool mdrive_exists(struct master *m, struct master_client *c, unsigned i,
+				 struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+	struct rbuf r;
+
+	wb_init(&b);
+	wb_u32(&b, 1);
+	mdrive_key(key, sizeof(key), i);
+	wb_str(&b, key, strlen(key));
+	int st = mdrive_call(m, c, WIRE_OP_EXISTS, b.p, b.len, w);
+	wb_free(&b);
+	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
+	rb_u32(&r);
+	return st == 0 && rb_status(&r) == 1;
+}
+
+/* REMOVE of key i: mdrive_call's result. */
+static inline int mdrive_remove(struct master *m, struct master_client *c, unsigned i,
+				struct wbuf *w)
+{
+	struct wbuf b;
+	char key[32];
+
+	wb_init(&b);
+	wb_u8(&b, 0);
+	wb_u32(&b, 1);
+	mdrive_key(key, sizeof(key), i);
+	wb_str(&b, key, strlen(key));
+	int rc = mdrive_call(m, c, WIRE_OP_REMOVE, b.p, b.len, w);
+	wb_free(&b);
+	return rc;
 }
 
 #endif

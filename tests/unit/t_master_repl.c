@@ -50,69 +50,21 @@ static uint32_t mount(struct master *m, struct master_client *c, struct wbuf *w)
 	return id;
 }
 
-static void key_of(char *k, size_t cap, unsigned i)
-{
-	snprintf(k, cap, "key-%04u", i);
-}
-
-/* REPORTs extents: key i at slot slot[i] with generation 1000 + i (the
- * keys listed in ids), then the HEARTBEAT. */
+/* REPORTs keys ids[] (mdrive_report), then the HEARTBEAT. */
 static void report(struct master *m, struct master_client *c, uint32_t sid, const unsigned *ids,
 		   const unsigned *slots, size_t n, struct wbuf *w)
 {
-	struct wbuf b;
-	char key[32];
-
-	wb_init(&b);
-	wb_u32(&b, sid);
-	wb_u32(&b, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		key_of(key, sizeof(key), ids[i]);
-		wb_str(&b, key, strlen(key));
-		wb_u8(&b, 0);
-		wb_u64(&b, 4096 + (uint64_t)slots[i] * ALEN);
-		wb_u64(&b, ALEN);
-		wb_u64(&b, 100);
-		wb_u64(&b, 0xabc + ids[i]);
-		wb_u64(&b, 1000 + ids[i]);
-		wb_u64(&b, 1);
-	}
-	CHECK(mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w) == 0);
-	uint8_t hb[20] = { 0 };
-	memcpy(hb, &sid, 4);
-	CHECK(mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w) == 0);
-	wb_free(&b);
+	CHECK(mdrive_report(m, c, sid, ids, slots, n, ALEN, w) == 0);
 }
 
 static bool exists(struct master *m, struct master_client *c, unsigned i, struct wbuf *w)
 {
-	struct wbuf b;
-	char key[32];
-	struct rbuf r;
-
-	wb_init(&b);
-	wb_u32(&b, 1);
-	key_of(key, sizeof(key), i);
-	wb_str(&b, key, strlen(key));
-	int st = mdrive_call(m, c, WIRE_OP_EXISTS, b.p, b.len, w);
-	wb_free(&b);
-	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
-	rb_u32(&r);
-	return st == 0 && rb_status(&r) == 1;
+	return mdrive_exists(m, c, i, w);
 }
 
 static void removes(struct master *m, struct master_client *c, unsigned i, struct wbuf *w)
 {
-	struct wbuf b;
-	char key[32];
-
-	wb_init(&b);
-	wb_u8(&b, 0);
-	wb_u32(&b, 1);
-	key_of(key, sizeof(key), i);
-	wb_str(&b, key, strlen(key));
-	CHECK(mdrive_call(m, c, WIRE_OP_REMOVE, b.p, b.len, w) == 0);
-	wb_free(&b);
+	CHECK(mdrive_remove(m, c, i, w) == 0);
 }
 
 static void test_follow_takeover(void)
