@@ -689,6 +689,40 @@ static bool lone_load(struct mserver *s, char *err, size_t errlen)
 	return true;
 }
 
+/* [master] table_file: "none" is off; empty is off too, unless the master
+ * runs under a unit with StateDirectory= (the packaged one has
+ * StateDirectory=kvpool): then STATE_DIRECTORY/master.table, so a packaged
+ * lone master restarts warm with no configuration. Set explicitly: that
+ * path. Lone masters only (ha = etcd: a standby holds the table). */
+static void table_path(struct kvp_conf *c, bool lone)
+{
+	char *tf = c->master.table_file;
+	const char *sd = getenv("STATE_DIRECTORY");
+
+	if (!strcmp(tf, "none")) {
+		tf[0] = '\0';
+		return;
+	}
+	if (!lone) {
+		if (tf[0])
+			log_warn("[master] table_file is for ha = none: ignored (a standby holds the "
+				 "table)");
+		tf[0] = '\0';
+		return;
+	}
+	if (tf[0] || !sd || sd[0] != '/')
+		return;
+	/* several StateDirectory= lines: a colon-separated list, the first */
+	size_t n = strcspn(sd, ":");
+	if (n + sizeof("/master.table") > CONF_STR) {
+		log_warn("STATE_DIRECTORY too long for [master] table_file: no table file");
+		return;
+	}
+	snprintf(tf, CONF_STR, "%.*s/master.table", (int)n, sd);
+	log_notice("[master] table_file: %s (the unit's state directory; table_file = none "
+		   "turns it off)", tf);
+}
+
 /* Without a token nothing may listen beyond loopback (DESIGN: Safety).
  * Returns true if addr was narrowed. */
 static bool loopback_only(char *addr, const char *what)
@@ -743,8 +777,8 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	s->ev = mevents_create(&s->conf, err, errlen);
 	if (!s->ev && *err)
 		goto out_master;
-	bool lone = strcmp(s->conf.master.ha, "etcd") != 0;
-	if (lone && s->conf.master.table_file[0]) {
+	table_path(&s->conf, strcmp(s->conf.master.ha, "etcd") != 0);
+	if (s->conf.master.table_file[0]) {
 		bool warm = lone_load(s, err, errlen);
 		if (!s->m)
 			goto out_master;
@@ -752,9 +786,6 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 			master_set_events(s->m, s->ev);
 		master_table_start(s->m, s->conf.master.table_file);
 	} else {
-		if (s->conf.master.table_file[0])
-			log_warn("[master] table_file is for ha = none: ignored (a standby holds the "
-				 "table)");
 		master_set_events(s->m, s->ev);
 	}
 	s->loop = ev_create();

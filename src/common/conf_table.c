@@ -159,7 +159,9 @@ const struct conf_key conf_table[] = {
 	STR("master", "table_file", master.table_file, "",
 	    "The master keeps its table in this file when ha = none (a snapshot, then every change, "
 	    "written once per tick) and a restart loads it warm instead of rebuilding from the "
-	    "nodes' reports. Empty: off. Survives the master's death, not the host's (no fsync)."),
+	    "nodes' reports. Empty: STATE_DIRECTORY/master.table when the master runs under a "
+	    "systemd unit with StateDirectory= (the packaged unit: /var/lib/kvpool/master.table), "
+	    "else off; none: off. Survives the master's death, not the host's (no fsync)."),
 	HP("master", "advertise", master.advertise, 1, "",
 	   "host:port of this master's RPC that the leader publishes in etcd. Empty: listen, "
 	   "a wildcard host replaced by this host's address towards etcd."),

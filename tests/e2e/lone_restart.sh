@@ -11,7 +11,10 @@
 #     the reconciliation settles it: the new keys are adopted, the removed
 #     ones dropped as ghosts, the count exact;
 #  3. a corrupt file and a foreign one (another cluster_id): refused with a
-#     log line; the table is rebuilt from the reports, nothing lost.
+#     log line; the table is rebuilt from the reports, nothing lost;
+#  4. table_file unset with STATE_DIRECTORY set (a unit's StateDirectory=):
+#     the table goes to STATE_DIRECTORY/master.table and a restart loads it
+#     warm; table_file = none turns it off there.
 . "$(dirname "$0")/lib.sh"
 e2e_init lone
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3
@@ -120,4 +123,33 @@ ok "foreign: $(grep -o 'refused: .*' "$mlog")"
 settled $((N + 3))
 readback
 ok "rebuilt from the reports after each refusal: every key there"
+
+# ---- 4. no table_file under a unit with StateDirectory= (the packaged one) ----
+stop_pid "$MASTER_PID" TERM
+sed -i '/^table_file = /d' "$POOL_INI"
+export STATE_DIRECTORY=$E2E_TMP/state
+mkdir -p "$STATE_DIRECTORY"
+restart_master
+waitfor 5 grep -q "table_file: $STATE_DIRECTORY/master.table (the unit's state directory" "$mlog" ||
+	fail "STATE_DIRECTORY/master.table not chosen: $(grep 'table' "$mlog")"
+waitfor 10 grep -q "table file $STATE_DIRECTORY/master.table: snapshot of" "$mlog" || fail "no snapshot"
+settled $((N + 3))
+restart_master
+waitfor 10 grep -q "table file $STATE_DIRECTORY/master.table: loaded warm" "$mlog" ||
+	fail "not loaded from the state directory: $(grep 'table' "$mlog")"
+settled $((N + 3))
+ok "state directory: $(grep -o 'loaded warm: [0-9]* keys in [0-9]* ms' "$mlog")"
+# table_file = none: off even there
+stop_pid "$MASTER_PID" TERM
+rm -f "$STATE_DIRECTORY/master.table"
+sed -i 's/^\[master\]$/&\ntable_file = none/' "$POOL_INI"
+grep -q '^table_file = none' "$POOL_INI" || fail "no [master] section to turn the file off in"
+restart_master
+settled $((N + 3))
+sleep 0.3
+! grep -q "table" "$mlog" || fail "table_file = none wrote or read a table: $(grep 'table' "$mlog")"
+[ ! -e "$STATE_DIRECTORY/master.table" ] || fail "table_file = none: the file was written"
+unset STATE_DIRECTORY
+readback
+ok "table_file = none: no table file, rebuilt from the reports"
 e2e_finish

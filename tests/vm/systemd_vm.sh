@@ -17,7 +17,8 @@
 #    applied (own mount namespace, read-only /usr, private /tmp, no
 #    capabilities, seccomp), journald priorities, the live reload, kill -9
 #    and Restart= with the objects still readable from the reopened
-#    segment, SIGSTOP and the watchdog, the FUSE view from outside the
+#    segment, kill -9 of the master restarted warm from its table file in
+#    the state directory, SIGSTOP and the watchdog, the FUSE view from outside the
 #    unit, a reboot that brings the pool and the view back; the block's
 #    `systemctl stop` (and the reboot's shutdown) unmount the view, drain
 #    the node and unmount it at the master before the master goes.
@@ -320,6 +321,22 @@ vm_ok "kill -9 of the node: Restart= restarts it, the objects are read from the 
 	echo "status: $(prop kvpool-node StatusText)"
 	prop kvpool-node StatusText | grep -q "^mounted at .* as segment [0-9]*, 1[0-9] extents"
 	check_objs'
+printf '%s\n' "$VM_OUT" | sed 's/^/    /'
+
+# --- 4b. kill -9 of the master: Restart= brings it back warm from its table
+# file in the unit's state directory (StateDirectory=kvpool)
+vm_ok "kill -9 of the master: restarted, the table loaded from /var/lib/kvpool/master.table" '
+	old=$(prop kvpool-master MainPID) n0=$(prop kvpool-master NRestarts)
+	stat -c "%U:%G %a %n" /var/lib/kvpool/master.table
+	[ "$(stat -c %U /var/lib/kvpool/master.table)" = kvpool ]
+	mrestarted() { [ "$(prop kvpool-master MainPID)" != "$old" ] && [ "$(prop kvpool-master ActiveState)" = active ]; }
+	cur=$(cursor)
+	kill -9 $old
+	waitfor 120 mrestarted
+	[ $(prop kvpool-master NRestarts) -eq $((n0 + 1)) ]
+	waitfor 30 sh -c "journalctl -u kvpool-master --after-cursor \"$cur\" -o cat | grep -q \"loaded warm\""
+	journalctl -u kvpool-master --after-cursor "$cur" -o cat | grep "table" | cut -c1-160
+	waitfor 60 check_objs'
 printf '%s\n' "$VM_OUT" | sed 's/^/    /'
 
 # --- 5. SIGSTOP: no WATCHDOG=1 any more, systemd kills and restarts it
