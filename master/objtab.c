@@ -14,6 +14,11 @@
 
 static struct obj *slot_obj(uint64_t s);
 
+static size_t slot_next(const struct objtab *t, size_t i)
+{
+	return ++i == t->nslots ? 0 : i;
+}
+
 int objtab_init(struct objtab *t)
 {
 	memset(t, 0, sizeof(*t));
@@ -68,9 +73,8 @@ struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n)
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h)
 {
 	uint64_t tag = objtab_slot_tag(h);
-	size_t mask = t->nslots - 1;
 
-	for (size_t i = h & mask;; i = (i + 1) & mask) {	/* ends: a slot is always empty */
+	for (size_t i = objtab_home(t, h);; i = slot_next(t, i)) {	/* ends: a slot is always empty */
 		uint64_t s = t->slots[i];
 		if (!s)
 			return NULL;
@@ -85,9 +89,8 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32)
 {
 	uint64_t tag = objtab_slot_tag(h);
-	size_t mask = t->nslots - 1;
 
-	for (size_t i = h & mask;; i = (i + 1) & mask) {
+	for (size_t i = objtab_home(t, h);; i = slot_next(t, i)) {
 		uint64_t s = t->slots[i];
 		if (!s)
 			return NULL;
@@ -99,24 +102,31 @@ struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32)
 	}
 }
 
-/* Puts o (hash h) into the first empty slot from its home. */
-static void slot_put(uint64_t *slots, size_t mask, struct obj *o, uint32_t h)
+/* Puts o (hash h) into the first empty slot from its home in slots[nb]. */
+static void slot_put(uint64_t *slots, size_t nb, struct obj *o, uint32_t h)
 {
-	size_t i = h & mask;
+	size_t i = objtab_slot_home(nb, h);
 
 	while (slots[i])
-		i = (i + 1) & mask;
+		if (++i == nb)
+			i = 0;
 	slots[i] = (uint64_t)(uintptr_t)o | objtab_slot_tag(h);
 }
 
 /* The slot that holds o. */
 static size_t slot_of(const struct objtab *t, const struct obj *o)
 {
-	size_t mask = t->nslots - 1, i = o->hash & mask;
+	size_t i = objtab_home(t, o->hash);
 
 	while (slot_obj(t->slots[i]) != o)
-		i = (i + 1) & mask;
+		i = slot_next(t, i);
 	return i;
+}
+
+/* How far slot j lies past slot i, going forward around the array. */
+static size_t slot_dist(const struct objtab *t, size_t i, size_t j)
+{
+	return j >= i ? j - i : j + t->nslots - i;
 }
 
 /* Empties slot i and moves later entries of its run back into the hole
@@ -125,13 +135,11 @@ static size_t slot_of(const struct objtab *t, const struct obj *o)
  * hashes: a run is a few slots at 3/4 full. */
 static void slot_clear(struct objtab *t, size_t i)
 {
-	size_t mask = t->nslots - 1;
-
-	for (size_t j = (i + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
-		size_t home = slot_obj(t->slots[j])->hash & mask;
+	for (size_t j = slot_next(t, i); t->slots[j]; j = slot_next(t, j)) {
+		size_t home = objtab_home(t, slot_obj(t->slots[j])->hash);
 		/* j's entry may fill the hole at i unless its home lies
 		 * cyclically in (i, j] */
-		if (((j - home) & mask) >= ((j - i) & mask)) {
+		if (slot_dist(t, home, j) >= slot_dist(t, i, j)) {
 			t->slots[i] = t->slots[j];
 			i = j;
 		}
@@ -139,12 +147,23 @@ static void slot_clear(struct objtab *t, size_t i)
 	t->slots[i] = 0;
 }
 
-/* Doubles the slot array. Every object is read (its hash): prefetch a few
- * slots ahead, or the pass waits on one miss per object. */
-static int objtab_grow(struct objtab *t)
+/* The size after nslots: 1.5 times, so that the slots take 10.7-16 B per
+ * object at 3/4 full at most (doubling: 10.7-21.3 B). 0 past what a
+ * 32-bit hash can spread over (objtab_home). */
+static size_t grow_size(size_t nslots)
 {
-	size_t nb = t->nslots * 2;
-	uint64_t *b = calloc(nb, sizeof(*b));
+	size_t nb = nslots + nslots / 2;
+
+	return nb <= UINT32_MAX ? nb : 0;
+}
+
+/* Moves the slots into an array of nb. Every object is read (its hash):
+ * prefetch a few slots ahead, or the pass waits on one miss per object.
+ * The homes keep the hashes' order at any size, so the new array is
+ * written front to back. */
+static int objtab_resize(struct objtab *t, size_t nb)
+{
+	uint64_t *b = nb ? calloc(nb, sizeof(*b)) : NULL;
 
 	if (!b)
 		return -ENOMEM;
@@ -153,7 +172,7 @@ static int objtab_grow(struct objtab *t)
 			__builtin_prefetch(slot_obj(t->slots[i + GROW_AHEAD]));
 		if (t->slots[i]) {
 			struct obj *o = slot_obj(t->slots[i]);
-			slot_put(b, nb - 1, o, o->hash);
+			slot_put(b, nb, o, o->hash);
 		}
 	}
 	free(t->slots);
@@ -170,21 +189,23 @@ int objtab_reserve(struct objtab *t)
 		return 0;
 	/* past 3/4 a failed resize only lengthens probes, until one slot
 	 * would be left: the last must stay empty for probes to end */
-	if (objtab_grow(t) == 0 || t->count + 2 <= t->nslots)
+	if (objtab_resize(t, grow_size(t->nslots)) == 0 || t->count + 2 <= t->nslots)
 		return 0;
 	return -ENOMEM;
 }
 
 int objtab_presize(struct objtab *t, size_t n)
 {
-	bool fresh = false;
+	size_t nb = t->nslots;
 
-	while ((n + 1) * 4 > t->nslots * 3) {
-		if (objtab_grow(t))
-			return -ENOMEM;
-		fresh = true;
-	}
-	if (fresh && !t->count)
+	/* the size the inserts would have grown to, reached in one step */
+	while (nb && (n + 1) * 4 > nb * 3)
+		nb = grow_size(nb);
+	if (nb == t->nslots)
+		return 0;
+	if (objtab_resize(t, nb))
+		return -ENOMEM;
+	if (!t->count)
 		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	return 0;
 }
@@ -417,7 +438,7 @@ static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 {
 	kx_insert(&t->idx, o);
 	o->hash = h;
-	slot_put(t->slots, t->nslots - 1, o, h);
+	slot_put(t->slots, t->nslots, o, h);
 	t->count++;
 }
 

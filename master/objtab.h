@@ -154,8 +154,8 @@ struct objslab {
 #define OBJTAB_SLOT_PTR ((1ull << 48) - 1)
 
 struct objtab {
-	uint64_t *slots;		/* linear probing from the hash's low bits */
-	size_t nslots;			/* power of two, at most 3/4 full */
+	uint64_t *slots;		/* linear probing from the hash's home (objtab_home) */
+	size_t nslots;			/* at most 3/4 full; grows by 1.5x, not a power of two */
 	size_t count;			/* objects, complete or not */
 	struct keyidx idx;		/* the same objects in key order */
 	struct objlinks links;		/* chain links of the few objects with any */
@@ -208,8 +208,21 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
  * gen32 (generations are unique: the chain link of mchain.h), or NULL. */
 struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32);
 
+/* A hash's home among nb slots: its fraction of 2^32 scaled to nb (a
+ * multiply and a shift, "fastrange"), for any nb up to 2^32. Homes keep
+ * the hashes' order, so a resize writes the new array front to back. */
+static inline size_t objtab_slot_home(size_t nb, uint32_t h)
+{
+	return (size_t)(((uint64_t)h * nb) >> 32);
+}
+
+static inline size_t objtab_home(const struct objtab *t, uint32_t h)
+{
+	return objtab_slot_home(t->nslots, h);
+}
+
 /* The tag of a hash: its own 16 bits, mixed from all 32 (the slot index
- * already tells apart hashes that differ in the low bits). */
+ * already tells apart hashes that differ in the high bits). */
 static inline uint64_t objtab_slot_tag(uint32_t h)
 {
 	return ((uint64_t)h * 0x9e3779b97f4a7c15ull) & ~OBJTAB_SLOT_PTR;
@@ -219,17 +232,16 @@ static inline uint64_t objtab_slot_tag(uint32_t h)
  * then every likely match, before looking any up. */
 static inline void objtab_prefetch_bucket(const struct objtab *t, uint32_t h)
 {
-	__builtin_prefetch(&t->slots[h & (t->nslots - 1)]);
+	__builtin_prefetch(&t->slots[objtab_home(t, h)]);
 }
 
 /* The first object whose tag matches, its first three cache lines: fields,
  * replica, key. A few slots only: long runs are rare at 3/4 full. */
 static inline void objtab_prefetch_head(const struct objtab *t, uint32_t h)
 {
-	size_t mask = t->nslots - 1;
 	uint64_t tag = objtab_slot_tag(h);
 
-	for (size_t i = h & mask, k = 0; k < 8; i = (i + 1) & mask, k++) {
+	for (size_t i = objtab_home(t, h), k = 0; k < 8; i = i + 1 == t->nslots ? 0 : i + 1, k++) {
 		uint64_t s = t->slots[i];
 		if (!s)
 			return;
@@ -253,8 +265,8 @@ struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint
 /* Makes room to link one more object (a slot, spare key-index nodes): 0,
  * or -ENOMEM when there is none to be had (objtab_insert does this itself). */
 int objtab_reserve(struct objtab *t);
-/* Sizes the slots for n objects at once (a table file's load): no doubling
- * on the way, and an empty table's slots written once now, so that probes
+/* Sizes the slots for n objects at once (a table file's load): the size
+ * the inserts would have grown to, in one step, and an empty table's slots written once now, so that probes
  * do not read zero pages that each write then copies. 0 or -ENOMEM. */
 int objtab_presize(struct objtab *t, size_t n);
 /* Links an object made by objtab_new or unlinked before, after an

@@ -17,7 +17,9 @@
  * changed, dropped at random, objects regrown and removed with theirs;
  * soft pins in the same side map (kept when the chain links go, moved by a
  * regrowth, gone with the object or the unpin); slab blocks reused by
- * their size class; and the key order itself against memcmp.
+ * their size class; the slot array with chosen hashes (heavy collisions,
+ * runs wrapping around its end, sizes that are not powers of two)
+ * against an array; and the key order itself against memcmp.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include "objtab_model.h"
@@ -346,12 +348,134 @@ static void check_pins(void)
 	objtab_destroy(&t);
 }
 
+/* The slot array's own invariants: at most 3/4 full (and one slot empty),
+ * every entry's tag is its hash's, the slots from its home to it are all
+ * full (linear probing's: a probe from the home reaches it), and count
+ * entries in all. */
+static void check_slots(const struct objtab *t)
+{
+	size_t used = 0;
+
+	REQUIRE(t->count * 4 <= t->nslots * 3, "%zu objects in %zu slots", t->count, t->nslots);
+	for (size_t j = 0; j < t->nslots; j++) {
+		uint64_t s = t->slots[j];
+		if (!s)
+			continue;
+		used++;
+		const struct obj *o = (const struct obj *)(uintptr_t)(s & OBJTAB_SLOT_PTR);
+		REQUIRE((s & ~OBJTAB_SLOT_PTR) == objtab_slot_tag(o->hash), "slot %zu: tag", j);
+		for (size_t i = objtab_home(t, o->hash); i != j; i = i + 1 == t->nslots ? 0 : i + 1)
+			REQUIRE(t->slots[i], "slot %zu: hole at %zu before it (home %zu of %zu)", j,
+				i, objtab_home(t, o->hash), t->nslots);
+	}
+	REQUIRE(used == t->count, "%zu slots used, count %zu", used, t->count);
+}
+
+/* A hash for the probing test: random, one of a few shared by many keys
+ * (long runs of one home), near 2^32 (homes in the last slots: runs wrap
+ * around the array's end) or near 0 (the slots the wrapped runs spill
+ * into). */
+static uint32_t probe_hash(void)
+{
+	static const uint32_t hot[] = { 0x12345678, 0x80000000, 0xfffffff0, 0x00000007 };
+
+	switch (rnd() % 5) {
+	case 0:
+		return hot[rnd() % 4];
+	case 1:
+		return UINT32_MAX - (uint32_t)(rnd() % (1u << 22));
+	case 2:
+		return (uint32_t)(rnd() % (1u << 22));
+	default:
+		return (uint32_t)rnd();
+	}
+}
+
+/* The slot array with chosen hashes against an array of what is present:
+ * random inserts, removals (the backward shift across the wrap), regrowths
+ * and lookups (by key and by hash and generation) of 8,000 keys through
+ * ops steps while the table grows through sizes of 1.5x that are not
+ * powers of two; then a presized table (one resize, no growth after). */
+static void check_probe(int ops)
+{
+	enum { K = 8000 };
+	static struct obj *ref[K];
+	static uint32_t hash[K];
+	struct objtab t;
+	char k[16];
+	size_t present = 0;
+
+	memset(ref, 0, sizeof(ref));
+	REQUIRE(objtab_init(&t) == 0, "init");
+	for (int op = 0; op < ops; op++) {
+		size_t i = rnd() % K;
+		int kn = snprintf(k, sizeof(k), "p%05zu", i);
+		/* insert-heavy for the first half (the table grows), even after */
+		unsigned r = (unsigned)(rnd() % 8);
+		bool grow = op < ops / 2;
+
+		if (!ref[i] && (grow ? r < 6 : r < 4)) {
+			hash[i] = probe_hash();
+			ref[i] = objtab_insert_hash(&t, (const uint8_t *)k, (size_t)kn, hash[i], 1);
+			REQUIRE(ref[i], "insert oom");
+			ref[i]->generation = ((uint64_t)op << 32) | (uint32_t)op;
+			present++;
+		} else if (ref[i] && r < 5) {
+			objtab_remove(&t, ref[i]);
+			ref[i] = NULL;
+			present--;
+		} else if (ref[i] && r == 5) {
+			ref[i] = objtab_regrow(&t, ref[i], 1 + (unsigned)(rnd() % 3));
+			REQUIRE(ref[i], "regrow oom");
+		}
+		struct obj *o = objtab_find_hash(&t, (const uint8_t *)k, (size_t)kn, hash[i]);
+		REQUIRE(o == ref[i], "key %zu (hash %08x): found %p, want %p", i, hash[i],
+			(void *)o, (void *)ref[i]);
+		if (ref[i])
+			REQUIRE(objtab_find_hg(&t, hash[i], (uint32_t)ref[i]->generation) == ref[i],
+				"key %zu: not found by hash and generation", i);
+		REQUIRE(t.count == present, "count %zu, want %zu", t.count, present);
+		if (op % 4096 == 0 || op == ops - 1) {
+			check_slots(&t);
+			for (size_t j = 0; j < K; j++) {
+				kn = snprintf(k, sizeof(k), "p%05zu", j);
+				o = objtab_find_hash(&t, (const uint8_t *)k, (size_t)kn, hash[j]);
+				REQUIRE(o == ref[j], "key %zu: found %p, want %p", j, (void *)o,
+					(void *)ref[j]);
+			}
+		}
+	}
+	REQUIRE(t.nslots & (t.nslots - 1), "%zu slots: the test never left the powers of two",
+		t.nslots);
+	objtab_destroy(&t);
+
+	/* presized: the size growing to n would reach, at once */
+	size_t n = 5000 + rnd() % 5000;
+	struct objtab g;
+	REQUIRE(objtab_init(&t) == 0 && objtab_init(&g) == 0, "init");
+	REQUIRE(objtab_presize(&t, n) == 0, "presize oom");
+	size_t sized = t.nslots;
+	for (size_t i = 0; i < n; i++) {
+		int kn = snprintf(k, sizeof(k), "q%06zu", i);
+		uint32_t h = probe_hash();
+		REQUIRE(objtab_insert_hash(&t, (const uint8_t *)k, (size_t)kn, h, 1) &&
+			objtab_insert_hash(&g, (const uint8_t *)k, (size_t)kn, h, 1), "insert oom");
+	}
+	/* presize leaves room for one more: a step past the inserts' at most */
+	REQUIRE(t.nslots == sized && (sized == g.nslots || (n + 1) * 4 > g.nslots * 3),
+		"presized %zu slots, grew to %zu, then %zu", sized, g.nslots, t.nslots);
+	check_slots(&t);
+	check_slots(&g);
+	objtab_destroy(&t);
+	objtab_destroy(&g);
+}
+
 int main(void)
 {
 	const char *e = getenv("SEED");
 	uint64_t seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
 	e = getenv("N");
-	size_t n = e ? strtoull(e, NULL, 0) : 300000;	/* 2^19 slots: 9 doublings */
+	size_t n = e ? strtoull(e, NULL, 0) : 300000;	/* 448,398 slots: 15 steps of 1.5x */
 	struct objtab t;
 
 	rng_state = seed | 1;
@@ -442,6 +566,7 @@ int main(void)
 	check_churn(v, n < 5000 ? n : 5000, 200000);
 	check_links(n < 20000 ? n : 20000);
 	check_pins();
+	check_probe(400000);
 	free(perm);
 	free(v);
 	printf("t_objtab: ok (%zu keys)\n", n);
