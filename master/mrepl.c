@@ -410,7 +410,9 @@ static int apply_add(struct master *m, struct rbuf *r)
 		return KVP_EPROTO;
 	if (gen > m->gen)
 		m->gen = gen;
-	struct obj *o = objtab_find(&m->objs, key, klen);
+	/* a snapshot comes in key order: a key past the table's last is new */
+	struct obj *o = objtab_past_last(&m->objs, key, klen) ? NULL
+							       : objtab_find(&m->objs, key, klen);
 	int ri;
 	if (o && (o->generation > gen || !obj_complete(o)))
 		return 0;	/* a newer value (cannot happen in order): keep it */

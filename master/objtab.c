@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <sanitizer/asan_interface.h>
 #include <xxhash.h>
@@ -12,7 +13,25 @@
 #define OBJTAB_MIN_SLOTS 1024
 #define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
 
+#define HUGE_SIZE (2u << 20)	/* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
+
 static struct obj *slot_obj(uint64_t s);
+
+/* size bytes (a multiple of HUGE_SIZE), zeroed, in transparent huge pages
+ * where the kernel allows (madvise mode, the common default): a table of
+ * millions of objects faults 2 MiB at a time, not 4 KiB, and each fault
+ * costs ~20 us on a VM (a 3M restart loads ~450 MiB: 2.5 s of 4 KiB
+ * faults, docs/ha.md "Lone restart"). Freed with free(). */
+static void *huge_zalloc(size_t size)
+{
+	void *p = aligned_alloc(HUGE_SIZE, size);
+
+	if (p) {
+		madvise(p, size, MADV_HUGEPAGE);	/* a hint: ignore a refusal */
+		memset(p, 0, size);
+	}
+	return p;
+}
 
 int objtab_init(struct objtab *t)
 {
@@ -82,6 +101,13 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 	}
 }
 
+bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n)
+{
+	const struct obj *o = kx_last(&t->idx);
+
+	return !o || objtab_keycmp(obj_key(o), o->key_len, key, n) < 0;
+}
+
 struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32)
 {
 	uint64_t tag = objtab_slot_tag(h);
@@ -144,7 +170,8 @@ static void slot_clear(struct objtab *t, size_t i)
 static int objtab_grow(struct objtab *t)
 {
 	size_t nb = t->nslots * 2;
-	uint64_t *b = calloc(nb, sizeof(*b));
+	uint64_t *b = nb * sizeof(*b) >= HUGE_SIZE ? huge_zalloc(nb * sizeof(*b))
+						   : calloc(nb, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
@@ -330,7 +357,7 @@ static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 }
 
 #define SLAB_MIN_SHIFT 12
-#define SLAB_MAX_SHIFT 16
+#define SLAB_MAX_SHIFT 21	/* HUGE_SIZE: a class's chunks reach it after 2 MiB of blocks */
 #define SLAB_HDR 16		/* a chunk's link, keeping blocks 16-aligned */
 
 /* A block of size bytes from its class (ASan: poisoned while free, and
@@ -347,7 +374,8 @@ static struct obj *slab_alloc(struct objslab *sl, size_t size)
 	} else {
 		if ((size_t)(c->end - c->cur) < bsize) {
 			unsigned sh = c->chunk_shift ? c->chunk_shift : SLAB_MIN_SHIFT;
-			char *ch = malloc((size_t)1 << sh);
+			char *ch = ((size_t)1 << sh) == HUGE_SIZE ? huge_zalloc(HUGE_SIZE)
+								 : malloc((size_t)1 << sh);
 
 			/* no room for the slot's tag above the address (objtab.h) */
 			if (!ch || ((uintptr_t)ch + ((size_t)1 << sh)) & ~OBJTAB_SLOT_PTR) {
