@@ -17,6 +17,7 @@
 #define MREPL_MAX 8			/* standbys per leader */
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
 #define FRAME_MAX (1u << 20)		/* a REPL body is cut here (the standby's max_frame) */
+#define PF_AHEAD 8			/* ADDs whose slots a load prefetches ahead */
 #define SEG_GAP_MAX 4096		/* ids a SEG may skip (offline segments the standby never saw) */
 /* A standby's unsent backlog beyond which it is dropped to resync: a 10M
  * snapshot in flight is about 400 MiB. */
@@ -460,13 +461,39 @@ static int apply_drop(struct master *m, struct rbuf *r)
 	return 0;
 }
 
+/* Steps a over the next record if it is an ADD and prefetches its key's
+ * slot; false at anything else (the lookahead stops there). */
+static bool peek_add(struct master *m, struct rbuf *a)
+{
+	size_t klen;
+
+	if (rb_done(a) || rb_u8(a) != MREPL_ADD)
+		return false;
+	rb_u32(a);
+	const uint8_t *key = rb_str(a, &klen);
+	rb_take(a, 1 + 6 * 8);
+	if (!rb_ok(a))
+		return false;
+	objtab_prefetch(&m->objs, key, klen);
+	return true;
+}
+
 int mrepl_apply(struct master *m, const uint8_t *body, size_t len)
 {
-	struct rbuf r;
+	struct rbuf r, a;
+	unsigned ahead = 0;	/* ADDs between r and a, their slots prefetched */
+	bool more = true;
 	int rc = 0;
 
 	rb_init(&r, body, len);
+	a = r;
 	while (!rc && !rb_done(&r)) {
+		/* a snapshot's inserts each miss on a random slot: ask for
+		 * the slots of the next ADDs while this one is applied */
+		while (more && ahead < PF_AHEAD)
+			ahead += (more = peek_add(m, &a));
+		if (ahead)
+			ahead--;
 		uint8_t type = rb_u8(&r);
 		if (!rb_ok(&r))
 			return KVP_EPROTO;

@@ -101,6 +101,11 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 	}
 }
 
+void objtab_prefetch(const struct objtab *t, const uint8_t *key, size_t n)
+{
+	__builtin_prefetch(&t->slots[objtab_hash(key, n) & (t->nslots - 1)]);
+}
+
 bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n)
 {
 	const struct obj *o = kx_last(&t->idx);
@@ -165,11 +170,11 @@ static void slot_clear(struct objtab *t, size_t i)
 	t->slots[i] = 0;
 }
 
-/* Doubles the slot array. Every object is read (its hash): prefetch a few
- * slots ahead, or the pass waits on one miss per object. */
-static int objtab_grow(struct objtab *t)
+/* Resizes the slot array to nb slots (a power of two, more than now).
+ * Every object is read (its hash): prefetch a few slots ahead, or the pass
+ * waits on one miss per object. */
+static int regrow(struct objtab *t, size_t nb)
 {
-	size_t nb = t->nslots * 2;
 	uint64_t *b = nb * sizeof(*b) >= HUGE_SIZE ? huge_zalloc(nb * sizeof(*b))
 						   : calloc(nb, sizeof(*b));
 
@@ -189,6 +194,11 @@ static int objtab_grow(struct objtab *t)
 	return 0;
 }
 
+static int objtab_grow(struct objtab *t)
+{
+	return regrow(t, t->nslots * 2);
+}
+
 int objtab_reserve(struct objtab *t)
 {
 	if (kx_reserve(&t->idx))
@@ -204,16 +214,12 @@ int objtab_reserve(struct objtab *t)
 
 int objtab_presize(struct objtab *t, size_t n)
 {
-	bool fresh = false;
+	size_t nb = t->nslots;
 
-	while ((n + 1) * 4 > t->nslots * 3) {
-		if (objtab_grow(t))
-			return -ENOMEM;
-		fresh = true;
-	}
-	if (fresh && !t->count)
-		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
-	return 0;
+	while ((n + 1) * 4 > nb * 3)
+		nb *= 2;
+	/* in one step: each doubling would allocate and zero its array */
+	return nb > t->nslots ? regrow(t, nb) : 0;
 }
 
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);

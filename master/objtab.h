@@ -205,6 +205,9 @@ uint32_t objtab_hash(const uint8_t *key, size_t n);
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h);
+/* Brings key's first slot into the cache (a load applying records
+ * prefetches a few keys ahead: the slot is the one miss per insert). */
+void objtab_prefetch(const struct objtab *t, const uint8_t *key, size_t n);
 /* True when key sorts after every key in the table (absent, then: a
  * snapshot in key order skips the find's cache miss per object). */
 bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n);
