@@ -568,7 +568,7 @@ static int ent_cmp(const void *a, const void *b)
  * the node's REPORTs waited). Falls back to qsort without memory. */
 static void recon_sort(struct mrecon_ent *a, size_t n)
 {
-	struct mrecon_ent *t = n > 1 ? malloc(n * sizeof(*t)) : NULL;
+	struct mrecon_ent *t = n > 1 ? objtab_big_alloc(n * sizeof(*t), false) : NULL;
 	struct mrecon_ent *src = a, *dst = t, *x;
 	uint64_t max = 0;
 	size_t cnt[2048];
@@ -612,7 +612,7 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 	s->nrecon = 0;
 	if (!s->nobjs)
 		return 0;
-	s->recon = malloc(s->nobjs * sizeof(*s->recon));
+	s->recon = objtab_big_alloc(s->nobjs * sizeof(*s->recon), false);
 	if (!s->recon)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nobjs; i++) {

@@ -17,18 +17,17 @@
 
 static struct obj *slot_obj(uint64_t s);
 
-/* size bytes (a multiple of HUGE_SIZE), zeroed, in transparent huge pages
- * where the kernel allows (madvise mode, the common default): a table of
- * millions of objects faults 2 MiB at a time, not 4 KiB, and each fault
- * costs ~20 us on a VM (a 3M restart loads ~450 MiB: 2.5 s of 4 KiB
- * faults, docs/ha.md "Lone restart"). Freed with free(). */
-static void *huge_zalloc(size_t size)
+void *objtab_big_alloc(size_t size, bool zero)
 {
+	if (size < HUGE_SIZE)
+		return zero ? calloc(1, size) : malloc(size);
+	size = (size + HUGE_SIZE - 1) & ~(size_t)(HUGE_SIZE - 1);
 	void *p = aligned_alloc(HUGE_SIZE, size);
 
 	if (p) {
 		madvise(p, size, MADV_HUGEPAGE);	/* a hint: ignore a refusal */
-		memset(p, 0, size);
+		if (zero)
+			memset(p, 0, size);
 	}
 	return p;
 }
@@ -175,8 +174,7 @@ static void slot_clear(struct objtab *t, size_t i)
  * waits on one miss per object. */
 static int regrow(struct objtab *t, size_t nb)
 {
-	uint64_t *b = nb * sizeof(*b) >= HUGE_SIZE ? huge_zalloc(nb * sizeof(*b))
-						   : calloc(nb, sizeof(*b));
+	uint64_t *b = objtab_big_alloc(nb * sizeof(*b), true);
 
 	if (!b)
 		return -ENOMEM;
@@ -380,8 +378,7 @@ static struct obj *slab_alloc(struct objslab *sl, size_t size)
 	} else {
 		if ((size_t)(c->end - c->cur) < bsize) {
 			unsigned sh = c->chunk_shift ? c->chunk_shift : SLAB_MIN_SHIFT;
-			char *ch = ((size_t)1 << sh) == HUGE_SIZE ? huge_zalloc(HUGE_SIZE)
-								 : malloc((size_t)1 << sh);
+			char *ch = objtab_big_alloc((size_t)1 << sh, false);
 
 			/* no room for the slot's tag above the address (objtab.h) */
 			if (!ch || ((uintptr_t)ch + ((size_t)1 << sh)) & ~OBJTAB_SLOT_PTR) {

@@ -198,6 +198,14 @@ static inline bool obj_complete(const struct obj *o)
 	return o->flags & OBJ_COMPLETE;
 }
 
+/* size bytes (zeroed if zero) for a large array of the table's (its
+ * slots, slab chunks, a re-mount's replica array): from 2 MiB on, in
+ * transparent huge pages where the kernel allows (the common madvise
+ * mode): millions of objects then fault 2 MiB at a time, not 4 KiB, and a
+ * fault costs ~20 us on a VM (docs/ha.md "Lone restart"). free() frees
+ * it; NULL without memory. */
+void *objtab_big_alloc(size_t size, bool zero);
+
 int objtab_init(struct objtab *t);
 /* Frees every object, linked or not (the master's versions too). */
 void objtab_destroy(struct objtab *t);
