@@ -581,6 +581,13 @@ static void drop_child(struct keyidx *x, struct kx_path *pa, int d)
 	widen(in->kid[nb], lo, hi, j != 0);
 }
 
+struct obj *kx_last(const struct keyidx *x)
+{
+	const struct kx_leaf *lf = (const struct kx_leaf *)x->last;	/* empty: an empty tree */
+
+	return lf->h.n ? lf->obj[lf->h.n - 1] : NULL;
+}
+
 void kx_remove(struct keyidx *x, const struct obj *o)
 {
 	const uint8_t *key = obj_key(o);

@@ -56,6 +56,8 @@ void kx_replace(struct keyidx *x, const struct obj *o, struct obj *repl);
 /* The first object whose key is >= key (> key when after); NULL past the
  * end. */
 struct obj *kx_seek(struct keyidx *x, const uint8_t *key, size_t n, bool after);
+/* The object with the greatest key; NULL when empty. */
+struct obj *kx_last(const struct keyidx *x);
 /* The object after o (present) in key order, NULL at the end. */
 struct obj *kx_next(struct keyidx *x, const struct obj *o);
 /* Checks the tree's invariants (order, fences, heads, leaf chain, count):

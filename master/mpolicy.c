@@ -211,7 +211,9 @@ uint32_t mpol_admit(struct master *m, uint32_t h)
 	uint32_t now = m_now32(m), fp = g_fp(h);
 	struct gbucket *b = &p->g->b[g_bucket(p->g, fp)];
 
-	for (unsigned w = 0; w < WAYS; w++)
+	/* no ghost ever (a fresh master loading its table): a bucket read
+	 * would be one more cache miss per object, for nothing */
+	for (unsigned w = 0; p->ghost_inserts && w < WAYS; w++)
 		if (b->fp[w] == fp) {
 			b->fp[w] = 0;
 			p->ghost_hits++;

@@ -17,6 +17,7 @@
 #define MREPL_MAX 8			/* standbys per leader */
 #define SNAP_SLICE 100000		/* objects per tick: ~2M objects/s */
 #define FRAME_MAX (1u << 20)		/* a REPL body is cut here (the standby's max_frame) */
+#define PF_AHEAD 8			/* ADDs whose slots a load prefetches ahead */
 #define SEG_GAP_MAX 4096		/* ids a SEG may skip (offline segments the standby never saw) */
 /* A standby's unsent backlog beyond which it is dropped to resync: a 10M
  * snapshot in flight is about 400 MiB. */
@@ -410,7 +411,9 @@ static int apply_add(struct master *m, struct rbuf *r)
 		return KVP_EPROTO;
 	if (gen > m->gen)
 		m->gen = gen;
-	struct obj *o = objtab_find(&m->objs, key, klen);
+	/* a snapshot comes in key order: a key past the table's last is new */
+	struct obj *o = objtab_past_last(&m->objs, key, klen) ? NULL
+							       : objtab_find(&m->objs, key, klen);
 	int ri;
 	if (o && (o->generation > gen || !obj_complete(o)))
 		return 0;	/* a newer value (cannot happen in order): keep it */
@@ -458,13 +461,39 @@ static int apply_drop(struct master *m, struct rbuf *r)
 	return 0;
 }
 
+/* Steps a over the next record if it is an ADD and prefetches its key's
+ * slot; false at anything else (the lookahead stops there). */
+static bool peek_add(struct master *m, struct rbuf *a)
+{
+	size_t klen;
+
+	if (rb_done(a) || rb_u8(a) != MREPL_ADD)
+		return false;
+	rb_u32(a);
+	const uint8_t *key = rb_str(a, &klen);
+	rb_take(a, 1 + 6 * 8);
+	if (!rb_ok(a))
+		return false;
+	objtab_prefetch(&m->objs, key, klen);
+	return true;
+}
+
 int mrepl_apply(struct master *m, const uint8_t *body, size_t len)
 {
-	struct rbuf r;
+	struct rbuf r, a;
+	unsigned ahead = 0;	/* ADDs between r and a, their slots prefetched */
+	bool more = true;
 	int rc = 0;
 
 	rb_init(&r, body, len);
+	a = r;
 	while (!rc && !rb_done(&r)) {
+		/* a snapshot's inserts each miss on a random slot: ask for
+		 * the slots of the next ADDs while this one is applied */
+		while (more && ahead < PF_AHEAD)
+			ahead += (more = peek_add(m, &a));
+		if (ahead)
+			ahead--;
 		uint8_t type = rb_u8(&r);
 		if (!rb_ok(&r))
 			return KVP_EPROTO;
@@ -539,7 +568,7 @@ static int ent_cmp(const void *a, const void *b)
  * the node's REPORTs waited). Falls back to qsort without memory. */
 static void recon_sort(struct mrecon_ent *a, size_t n)
 {
-	struct mrecon_ent *t = n > 1 ? malloc(n * sizeof(*t)) : NULL;
+	struct mrecon_ent *t = n > 1 ? objtab_big_alloc(n * sizeof(*t), false) : NULL;
 	struct mrecon_ent *src = a, *dst = t, *x;
 	uint64_t max = 0;
 	size_t cnt[2048];
@@ -583,7 +612,7 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 	s->nrecon = 0;
 	if (!s->nobjs)
 		return 0;
-	s->recon = malloc(s->nobjs * sizeof(*s->recon));
+	s->recon = objtab_big_alloc(s->nobjs * sizeof(*s->recon), false);
 	if (!s->recon)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nobjs; i++) {

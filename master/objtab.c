@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <sanitizer/asan_interface.h>
 #include <xxhash.h>
@@ -12,11 +13,28 @@
 #define OBJTAB_MIN_SLOTS 1024
 #define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
 
+#define HUGE_SIZE (2u << 20)	/* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
+
 static struct obj *slot_obj(uint64_t s);
 
 static size_t slot_next(const struct objtab *t, size_t i)
 {
 	return ++i == t->nslots ? 0 : i;
+}
+
+void *objtab_big_alloc(size_t size, bool zero)
+{
+	if (size < HUGE_SIZE)
+		return zero ? calloc(1, size) : malloc(size);
+	size = (size + HUGE_SIZE - 1) & ~(size_t)(HUGE_SIZE - 1);
+	void *p = aligned_alloc(HUGE_SIZE, size);
+
+	if (p) {
+		madvise(p, size, MADV_HUGEPAGE);	/* a hint: ignore a refusal */
+		if (zero)
+			memset(p, 0, size);
+	}
+	return p;
 }
 
 int objtab_init(struct objtab *t)
@@ -84,6 +102,18 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 				return (struct obj *)o;
 		}
 	}
+}
+
+void objtab_prefetch(const struct objtab *t, const uint8_t *key, size_t n)
+{
+	__builtin_prefetch(&t->slots[objtab_home(t, objtab_hash(key, n))]);
+}
+
+bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n)
+{
+	const struct obj *o = kx_last(&t->idx);
+
+	return !o || objtab_keycmp(obj_key(o), o->key_len, key, n) < 0;
 }
 
 struct obj *objtab_find_hg(const struct objtab *t, uint32_t h, uint32_t gen32)
@@ -163,7 +193,7 @@ static size_t grow_size(size_t nslots)
  * written front to back. */
 static int objtab_resize(struct objtab *t, size_t nb)
 {
-	uint64_t *b = nb ? calloc(nb, sizeof(*b)) : NULL;
+	uint64_t *b = nb ? objtab_big_alloc(nb * sizeof(*b), true) : NULL;
 
 	if (!b)
 		return -ENOMEM;
@@ -198,16 +228,13 @@ int objtab_presize(struct objtab *t, size_t n)
 {
 	size_t nb = t->nslots;
 
-	/* the size the inserts would have grown to, reached in one step */
+	/* the size the inserts would have grown to, reached in one step:
+	 * each growth would allocate and zero its own array */
 	while (nb && (n + 1) * 4 > nb * 3)
 		nb = grow_size(nb);
 	if (nb == t->nslots)
 		return 0;
-	if (objtab_resize(t, nb))
-		return -ENOMEM;
-	if (!t->count)
-		memset(t->slots, 0, t->nslots * sizeof(*t->slots));
-	return 0;
+	return objtab_resize(t, nb) ? -ENOMEM : 0;
 }
 
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
@@ -351,7 +378,7 @@ static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 }
 
 #define SLAB_MIN_SHIFT 12
-#define SLAB_MAX_SHIFT 16
+#define SLAB_MAX_SHIFT 21	/* HUGE_SIZE: a class's chunks reach it after 2 MiB of blocks */
 #define SLAB_HDR 16		/* a chunk's link, keeping blocks 16-aligned */
 
 /* A block of size bytes from its class (ASan: poisoned while free, and
@@ -368,7 +395,7 @@ static struct obj *slab_alloc(struct objslab *sl, size_t size)
 	} else {
 		if ((size_t)(c->end - c->cur) < bsize) {
 			unsigned sh = c->chunk_shift ? c->chunk_shift : SLAB_MIN_SHIFT;
-			char *ch = malloc((size_t)1 << sh);
+			char *ch = objtab_big_alloc((size_t)1 << sh, false);
 
 			/* no room for the slot's tag above the address (objtab.h) */
 			if (!ch || ((uintptr_t)ch + ((size_t)1 << sh)) & ~OBJTAB_SLOT_PTR) {

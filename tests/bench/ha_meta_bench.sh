@@ -4,7 +4,9 @@
 # node's segment simulated by its REPORTs; docs/ha.md "Failover at size"):
 # per size, a cold rebuild (a lone master's restart, a new leader without a
 # standby), a standby's snapshot, the takeover to the first GET, the
-# reconciliation, and RSS per object. One JSON line per size.
+# reconciliation, RSS per object, and a lone restart from its table file
+# (written, loaded, taken over, re-mounted, reconciled: the tabfile_* and
+# lone_* fields). One JSON line per size.
 # Env: HA_META_SIZES (default "1000000 10000000"), HA_META_COLD_ONLY
 # (sizes measured cold only: one table; default "50000000"),
 # BENCH_SMOKE=1 (20,000 objects).
