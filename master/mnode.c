@@ -602,9 +602,10 @@ static void check_nodes(struct master *m)
 		if (!s || !s->online)
 			continue;
 		uint64_t seen = s->client ? s->client->last_seen_ms : s->last_seen_ms;
-		/* a warm re-mount's first REPORT gathers and sorts the table's
-		 * replicas and the node encodes its REPORTs, a few seconds at 3M on a busy
-		 * host: 10 ms more per thousand replicas to confirm */
+		/* a warm re-mount's first REPORT gathers and sorts the
+		 * table's replicas and the node encodes its REPORTs, a few
+		 * seconds at 3M on a busy host: 10 ms more per thousand
+		 * replicas to confirm */
 		if (m->now_ms > seen + ttl + (s->recon ? s->recon_cap / 100 : 0)) {
 			m->node_expiries++;
 			seg_drop(m, s, "node silent for node_ttl");
