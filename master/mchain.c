@@ -127,7 +127,7 @@ bool mchain_check(const struct master *m)
 
 		if (!s || !s->online)
 			continue;
-		if (s->rend[0] > s->rend[1] || s->rend[1] > s->nobjs)
+		if (s->rend[0] > s->rend[1] || s->rend[1] > s->nobjs || !seg_ptag_check(s))
 			return false;
 		for (size_t j = 0; j < s->nobjs; j++) {
 			const struct obj *o = s->objs[j];

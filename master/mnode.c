@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "evict.h"
 #include "extent.h"
@@ -205,26 +206,22 @@ void mnode_seg_set(struct seg *s, const struct seg *id, uint8_t *rdma, size_t rd
 }
 
 /* A warm segment whose MOUNT carried the commit map: holds around what
- * the table does not know, then puts go in at once (mhold.h). */
+ * the table does not know, then puts go in at once (mhold.h). The tags of
+ * the table's memory extents come from s->ptag, kept as replicas come and
+ * go: a walk of the replicas here cost over a second at 3M objects, all of
+ * it before the MOUNT's answer and the first put (docs/ha.md "Failover at
+ * size"). Past the map's end every byte reads 0: any extent there is sure
+ * of nothing, and nothing there is held unless a hold runs on. */
 static void mount_hold(struct master *m, struct seg *s, const uint8_t *map, size_t map_len)
 {
 	uint64_t end = s->data_off + (s->size - s->data_off) / s->align * s->align;
-	size_t ntags = map_len;
-	/* the tag of the table's memory extent starting in each page the
-	 * map covers (past it every byte reads 0: any extent there is sure
-	 * of nothing, and nothing there is held unless a hold runs on) */
-	uint8_t *tags = ntags ? calloc(ntags, 1) : NULL;
-	int rc = ntags && !tags ? -ENOMEM : 0;
+	size_t ntags = map_len < s->nptag ? map_len : s->nptag;
+	int rc = 0;
 
-	for (size_t i = 0; !rc && i < s->nrecon; i++) {
-		const struct mrecon_ent *e = &s->recon[i];
-		uint64_t pg = (e->key & ~(uint64_t)7) >> SEG_MAP_SHIFT;
-		if ((e->key >> 1 & 3) == KVP_TIER_MEM && pg < ntags)
-			tags[pg] = (uint8_t)(e->len >> MHOLD_TAG_SHIFT);
-	}
+	if (!s->ptag)	/* alignment below 4 KiB, or no memory at its first MOUNT */
+		rc = s->align < 1u << SEG_MAP_SHIFT ? -EINVAL : -ENOMEM;
 	if (!rc)
-		rc = mhold_plan(&s->hold, s->alloc, tags, ntags, map, map_len, s->data_off, end);
-	free(tags);
+		rc = mhold_plan(&s->hold, s->alloc, s->ptag, ntags, map, map_len, s->data_off, end);
 	if (rc) {
 		mhold_release(&s->hold, s->alloc);
 		log_notice("segment %u: no puts before its REPORTs (commit map: %s)", s->id,
@@ -253,6 +250,14 @@ static void hold_release(struct seg *s)
 	s->held = false;
 }
 
+static uint64_t mnode_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
 {
 	struct seg id;
@@ -274,6 +279,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		map_len = ml;
 	}
 
+	uint64_t t0 = mnode_clock_ns();
 	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
 	/* A segment of a warm table (mrepl.h) keeps its replicas: the node's
 	 * REPORTs confirm them, its first HEARTBEAT drops what they did not. */
@@ -285,7 +291,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		hold_release(s);	/* a second MOUNT before the REPORTs */
 	if (warm) {
 		log_notice("segment %u: re-mounted into the warm table, %zu replicas to confirm",
-			   s->id, s->nrecon);
+			   s->id, s->recon_cap);
 	} else if (s && s->online) {
 		/* Node reconnect or restart: rebuild from its REPORTs. */
 		seg_drop(m, s, "re-mounted");
@@ -320,6 +326,9 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	mrepl_seg(m, s);
 	wb_u32(b, s->id);
 	wb_blob(b, s->secret, sizeof(s->secret));
+	if (warm)	/* the failover's share of the loop (issue #36) */
+		log_info("segment %u: warm MOUNT handled in %.3f ms", s->id,
+			 (double)(mnode_clock_ns() - t0) / 1e6);
 	return 0;
 }
 
@@ -593,10 +602,11 @@ static void check_nodes(struct master *m)
 		if (!s || !s->online)
 			continue;
 		uint64_t seen = s->client ? s->client->last_seen_ms : s->last_seen_ms;
-		/* a warm re-mount's MOUNT sorts the table's replicas and the
-		 * node then encodes its REPORTs, a few seconds at 3M on a busy
-		 * host: 10 ms more per thousand replicas to confirm */
-		if (m->now_ms > seen + ttl + (s->recon ? s->nrecon / 100 : 0)) {
+		/* a warm re-mount's first REPORT gathers and sorts the
+		 * table's replicas and the node encodes its REPORTs, a few
+		 * seconds at 3M on a busy host: 10 ms more per thousand
+		 * replicas to confirm */
+		if (m->now_ms > seen + ttl + (s->recon ? s->recon_cap / 100 : 0)) {
 			m->node_expiries++;
 			seg_drop(m, s, "node silent for node_ttl");
 		}

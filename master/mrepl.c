@@ -603,22 +603,46 @@ static void recon_sort(struct mrecon_ent *a, size_t n)
 
 int mrepl_recon_begin(struct master *m, struct seg *s)
 {
-	size_t n = 0;
-
-	(void)m;
 	s->warm = false;
 	free(s->recon);
 	s->recon = NULL;
-	s->nrecon = 0;
+	s->nrecon = s->recon_cap = 0;
+	s->recon_pend = false;
 	if (!s->nobjs)
 		return 0;
+	/* Only the room here (pages not touched yet cost next to nothing;
+	 * huge pages when they are, at the fill): the walk that fills it
+	 * waits for the first REPORT (recon_ready). Walking 3M replicas here
+	 * held the MOUNT's answer, and the first put after a failover, over
+	 * a second (docs/ha.md "Failover at size"). */
 	s->recon = objtab_big_alloc(s->nobjs * sizeof(*s->recon), false);
 	if (!s->recon)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->nobjs; i++) {
+	s->recon_cap = s->nobjs;
+	s->recon_gen = m->gen;
+	s->recon_pend = true;
+	s->recon_sorted = false;
+	s->recon_hint = 0;
+	return 0;
+}
+
+/* The replicas the table had in s at its MOUNT. Since then a replica of an
+ * older generation can join s only from its own REPORTs (adoption, after
+ * this) or an answered PROMOTE (sent after its REPORTs); what the puts
+ * placed since is newer than recon_gen and not the node's to confirm: its
+ * scan may have passed the page, and a ghost drop would lose an
+ * acknowledged put. What went since is simply absent. */
+static void recon_fill(struct seg *s)
+{
+	size_t n = 0;
+
+	/* (recon_cap: the bound is never reached, as nothing older joined) */
+	for (size_t i = 0; i < s->nobjs && n < s->recon_cap; i++) {
 		const struct obj *o = s->objs[i];
-		if (o->flags & OBJ_VERSION)
-			continue;	/* set aside by an upsert here: its readers decide */
+		/* a version set aside by an upsert here (its readers decide),
+		 * or a put placed since the MOUNT */
+		if ((o->flags & OBJ_VERSION) || o->generation > s->recon_gen)
+			continue;
 		for (unsigned k = 0; k < o->nrep; k++)
 			if ((uint32_t)o->rep[k].seg == s->id) {
 				s->recon[n++] = (struct mrecon_ent){
@@ -631,16 +655,14 @@ int mrepl_recon_begin(struct master *m, struct seg *s)
 				break;
 			}
 	}
-	/* sorted when the first REPORT needs it: the MOUNT's answer, and
-	 * with the commit map the segment's first puts, do not wait for it */
-	s->recon_sorted = false;
 	s->nrecon = n;
-	s->recon_hint = 0;
-	return 0;
+	s->recon_pend = false;
 }
 
 static void recon_ready(struct seg *s)
 {
+	if (s->recon_pend)
+		recon_fill(s);
 	if (!s->recon_sorted) {
 		recon_sort(s->recon, s->nrecon);
 		s->recon_sorted = true;
@@ -746,6 +768,8 @@ void mrepl_recon_finish(struct master *m, struct seg *s)
 {
 	uint64_t ghosts = m->recon_ghosts;
 
+	if (s->recon_pend)
+		recon_fill(s);	/* no REPORT: every replica is a ghost */
 	for (size_t i = 0; i < s->nrecon; i++)
 		if (!(s->recon[i].key & 1))
 			drop_ghost(m, s, &s->recon[i]);

@@ -68,7 +68,8 @@ int mrepl_apply(struct master *m, const uint8_t *body, size_t len);
  * no allocation) until its node re-mounts. */
 void mrepl_takeover(struct master *m);
 /* A warm segment's node re-mounted: 0 and the reconciliation starts (the
- * table's replicas in s are kept), or < 0 (s must be rebuilt as a cold one). */
+ * table's replicas in s are kept, the array of them is gathered at the
+ * first REPORT), or < 0 (s must be rebuilt as a cold one). */
 int mrepl_recon_begin(struct master *m, struct seg *s);
 /* A reported extent the table already has in s: true (marked seen). */
 bool mrepl_recon_confirm(struct master *m, struct seg *s, const uint8_t *key, size_t klen,

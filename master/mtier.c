@@ -124,9 +124,11 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 			uint64_t sidx = o->rep[ri].sidx;
 			bool had_mem = mevents_obj_has_tier(o, KVP_TIER_MEM, -1);
 			bool disk_left = mevents_obj_has_tier(o, KVP_TIER_DISK, ri);
+			struct rep was = o->rep[ri];
 			mrepl_drop(m, o, &o->rep[ri]);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
 			o->rep[ri].sidx = sidx;
+			seg_retier(s, o, (unsigned)ri, &was);
 			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);
 			m->promotions++;
@@ -198,9 +200,11 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 				mevents_obj_stored(m, o, KVP_TIER_DISK);
 			if (!mem_left)
 				mevents_obj_removed(m, o, KVP_TIER_MEM);
+			struct rep was = o->rep[ri];
 			mrepl_drop(m, o, &o->rep[ri]);
 			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
 			o->rep[ri].sidx = sidx;
+			seg_retier(s, o, (unsigned)ri, &was);
 			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);
 			seg_queue_free(s, e->off, e->generation, 0, false);

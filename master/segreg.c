@@ -8,6 +8,8 @@
 #include <sys/random.h>
 
 #include "alloc.h"
+#include "kvpool.h"
+#include "segmap.h"
 
 int segreg_init(struct segreg *r)
 {
@@ -86,6 +88,7 @@ void segreg_destroy(struct segreg *r)
 		if (s->alloc)
 			alloc_destroy(s->alloc);
 		free(s->objs);
+		free(s->ptag);
 		free(s->rdma_info);
 		free(s->recon);
 		fvec_free(&s->fq);
@@ -146,6 +149,16 @@ int segreg_online_start(struct segreg *r, struct seg *s)
 	if (!s->alloc)
 		return -EINVAL;
 	s->capacity = s->size - s->data_off;
+	free(s->ptag);
+	s->ptag = NULL;
+	s->nptag = 0;
+	if (s->align >= 1u << SEG_MAP_SHIFT) {
+		/* without it a warm re-mount places no holds (mnode.c) */
+		s->nptag = (size_t)((s->size + (1u << SEG_MAP_SHIFT) - 1) >> SEG_MAP_SHIFT);
+		s->ptag = calloc(s->nptag, 1);
+		if (!s->ptag)
+			s->nptag = 0;
+	}
 	s->used = 0;
 	s->freeing = 0;
 	s->online = true;
@@ -202,6 +215,9 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	free(s->objs);
 	s->objs = NULL;
 	s->nobjs = s->capobjs = 0;
+	free(s->ptag);
+	s->ptag = NULL;
+	s->nptag = 0;
 	s->rend[0] = s->rend[1] = 0;
 	s->used = 0;
 	s->freeing = 0;
@@ -211,6 +227,7 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	free(s->recon);
 	s->recon = NULL;
 	s->nrecon = 0;
+	s->recon_pend = false;
 	s->evicting = s->evicting_disk = false;
 	s->spill_dropped = s->spill_added = 0;
 	r->online--;
@@ -328,6 +345,16 @@ void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 		i = seg_step(s, i, seg_rgn_of(s, i) < rgn);
 }
 
+/* Memory extents do not overlap and start on the alignment (>= a page):
+ * a page has at most one starting in it. */
+static void ptag_set(struct seg *s, const struct rep *rp, uint8_t tag)
+{
+	uint64_t pg = rep_off(rp) >> SEG_MAP_SHIFT;
+
+	if (s->ptag && rp->tier == KVP_TIER_MEM && pg < s->nptag)
+		s->ptag[pg] = tag;
+}
+
 int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 {
 	if (seg_grow(s))
@@ -335,11 +362,42 @@ int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 	o->rep[ri].sidx = (uint32_t)s->nobjs;
 	s->objs[s->nobjs++] = o;
 	seg_place(s, o, ri, rgn);
+	ptag_set(s, &o->rep[ri], segmap_tag(o->generation));
 	return 0;
+}
+
+void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct rep *was)
+{
+	ptag_set(s, was, 0);
+	ptag_set(s, &o->rep[ri], segmap_tag(o->generation));
+}
+
+bool seg_ptag_check(const struct seg *s)
+{
+	size_t mem = 0, set = 0;
+
+	if (!s->ptag)
+		return true;
+	for (size_t i = 0; i < s->nobjs; i++) {
+		const struct obj *o = s->objs[i];
+		for (unsigned k = 0; k < o->nrep; k++) {
+			const struct rep *rp = &o->rep[k];
+			uint64_t pg = rep_off(rp) >> SEG_MAP_SHIFT;
+			if (rp->seg != s->id || rp->tier != KVP_TIER_MEM)
+				continue;
+			if (pg >= s->nptag || s->ptag[pg] != segmap_tag(o->generation))
+				return false;
+			mem++;
+		}
+	}
+	for (size_t p = 0; p < s->nptag; p++)
+		set += s->ptag[p] != 0;
+	return set == mem;
 }
 
 void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 {
+	ptag_set(s, &o->rep[ri], 0);
 	seg_place(s, o, ri, SEG_RGN_OTHER);
 
 	uint32_t i = o->rep[ri].sidx;

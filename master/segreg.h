@@ -109,6 +109,14 @@ struct seg {
 	size_t nrecon;
 	size_t recon_hint;		/* the entry after the last REPORT item's */
 	bool recon_sorted;		/* sorted at its first use, not at the MOUNT */
+	/* recon_pend: the array is allocated (recon_cap entries, the
+	 * segment's replicas at the MOUNT) but filled at its first use, the
+	 * first REPORT: the MOUNT's answer does not wait for a walk of every
+	 * replica. recon_gen: the master's generation at the MOUNT; the
+	 * puts placed here since (newer) are not the table's to confirm. */
+	bool recon_pend;
+	size_t recon_cap;
+	uint64_t recon_gen;
 	/* map_mount: its MOUNT carried the commit map, so the node scans
 	 * after it and FREE, DEMOTE, PROMOTE wait for its REPORTs; held: a
 	 * warm segment that takes puts before its REPORTs, around the holds
@@ -137,6 +145,13 @@ struct seg {
 	struct grant_key grant_key;	/* HMAC key schedule of secret */
 
 	struct alloc *alloc;
+	/* alignment >= 4096 (SEG_MAP_SHIFT): a byte a page of the segment,
+	 * segmap_tag of the generation of the memory replica starting in it,
+	 * 0 none (NULL otherwise, or without memory). Kept by seg_attach,
+	 * seg_detach and seg_retier so that a warm re-mount's holds
+	 * (mhold_plan) read it instead of walking the replicas. */
+	uint8_t *ptag;
+	size_t nptag;
 	uint64_t capacity;		/* size - data_off */
 	uint64_t used;			/* allocated bytes, FREEs not yet acked included */
 	uint64_t freeing;		/* of which FREEd, waiting for the node's ack */
@@ -262,6 +277,11 @@ enum seg_rgn {
 int seg_grow(struct seg *s);
 int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
 void seg_detach(struct seg *s, struct obj *o, unsigned ri);
+/* Replica ri of o, still in s, was changed in place from was (DEMOTE or
+ * PROMOTE answered): its page tag follows. */
+void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct rep *was);
+/* s->ptag matches the memory replicas in s->objs (tests, master_check). */
+bool seg_ptag_check(const struct seg *s);
 void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
 /* The index range [*lo, *hi) of region rgn in s->objs. */
 static inline void seg_rgn_range(const struct seg *s, enum seg_rgn rgn, size_t *lo, size_t *hi)

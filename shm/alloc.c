@@ -646,6 +646,23 @@ uint64_t alloc_len_at(const struct alloc *a, uint64_t off)
 	return blen(a, B(a, i)) << a->shift;
 }
 
+bool alloc_next_used(const struct alloc *a, uint64_t *cur, uint64_t *off, uint64_t *len)
+{
+	/* *cur: 1 + the index of the block last returned, untouched since */
+	uint32_t i = *cur ? B(a, (uint32_t)(*cur - 1))->next_phys : a->first;
+
+	for (; i != NIL; i = B(a, i)->next_phys) {
+		const struct blk *b = B(a, i);
+		if (b->is_free)
+			continue;
+		*cur = (uint64_t)i + 1;
+		*off = a->base + (boff(b) << a->shift);
+		*len = blen(a, b) << a->shift;
+		return true;
+	}
+	return false;
+}
+
 void alloc_stats(const struct alloc *a, struct alloc_stats *st)
 {
 	uint64_t largest = 0;

@@ -33,6 +33,11 @@ int alloc_free(struct alloc *a, uint64_t off);
 int alloc_reserve(struct alloc *a, uint64_t off, uint64_t len);
 /* Length of the live allocation at off, 0 if none. */
 uint64_t alloc_len_at(const struct alloc *a, uint64_t off);
+/* Walks the live allocations in offset order, along the blocks' physical
+ * links (no hash lookup): *cur 0 starts at the first; true with the next
+ * one's offset and length, false past the last. Between two calls the
+ * allocator may change only below the allocation last returned. */
+bool alloc_next_used(const struct alloc *a, uint64_t *cur, uint64_t *off, uint64_t *len);
 void alloc_stats(const struct alloc *a, struct alloc_stats *st);
 uint32_t alloc_align(const struct alloc *a);
 

@@ -206,6 +206,18 @@ static void check_full(struct world *w)
 	REQUIRE(st.nfree == r.nruns, "nfree %" PRIu64 " model runs %" PRIu64, st.nfree, r.nruns);
 	REQUIRE(st.largest_free == r.largest << sh, "largest %" PRIu64 " model %" PRIu64,
 	        st.largest_free, r.largest << sh);
+	/* The walk in offset order (alloc_next_used) meets every live
+	 * allocation once, as alloc_len_at sees it. */
+	uint64_t it = 0, off, len, prev_end = 0, n = 0, bytes = 0;
+	while (alloc_next_used(w->a, &it, &off, &len)) {
+		REQUIRE(off >= prev_end && len && alloc_len_at(w->a, off) == len,
+		        "walk: %" PRIu64 " +%" PRIu64 " after %" PRIu64, off, len, prev_end);
+		prev_end = off + len;
+		n++;
+		bytes += len;
+	}
+	REQUIRE(n == w->nlive && bytes == w->m.used << sh, "walk: %" PRIu64 " extents, %" PRIu64
+	        " bytes", n, bytes);
 }
 
 static void do_alloc(struct world *w, uint64_t len)
