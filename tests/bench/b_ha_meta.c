@@ -145,28 +145,7 @@ static int get_one(struct master *m, struct master_client *c, uint64_t i, struct
 /* PUT_START of one fresh key (VLEN bytes): 0 when a replica was placed. */
 static int put_one(struct master *m, struct master_client *c, struct wbuf *w)
 {
-	struct wbuf b;
-	struct rbuf r;
-
-	wb_init(&b);
-	wb_u8(&b, 1);
-	wb_u32(&b, 0);
-	wb_u32(&b, 0);
-	wb_u64(&b, 0);
-	wb_u32(&b, 1);
-	wb_str(&b, "fresh-key-after-restart", 23);
-	wb_u64(&b, VLEN);
-	int st = mdrive_call(m, c, WIRE_OP_PUT_START, b.p, b.len, w);
-	wb_free(&b);
-	if (st)
-		return st;
-	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
-	rb_u32(&r);
-	st = rb_status(&r);
-	if (st)
-		return st;
-	rb_u64(&r);
-	return rb_u8(&r) == 1 && rb_ok(&r) ? 0 : -1;
+	return mdrive_put_start(m, c, "fresh-key-after-restart", VLEN, NULL, NULL, w);
 }
 
 /* Part 5: m's table to a file and a fresh master's lone restart from it;

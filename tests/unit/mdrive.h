@@ -202,4 +202,44 @@ static inline int mdrive_remove(struct master *m, struct master_client *c, unsig
 	return rc;
 }
 
+/* PUT_START of one key of vlen bytes, one replica: the frame's status,
+ * else the item's, else 0 with *gen and *off (either may be NULL) set; -1
+ * when the answer does not decode as one replica. */
+static inline int mdrive_put_start(struct master *m, struct master_client *c, const char *key,
+				   uint64_t vlen, uint64_t *gen, uint64_t *off, struct wbuf *w)
+{
+	struct wbuf b;
+	struct rbuf r;
+
+	wb_init(&b);
+	wb_u8(&b, 1);
+	wb_u32(&b, 0);
+	wb_u32(&b, 0);
+	wb_u64(&b, 0);
+	wb_u32(&b, 1);
+	wb_str(&b, key, strlen(key));
+	wb_u64(&b, vlen);
+	int st = mdrive_call(m, c, WIRE_OP_PUT_START, b.p, b.len, w);
+	wb_free(&b);
+	if (st)
+		return st;
+	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
+	rb_u32(&r);
+	st = rb_status(&r);
+	if (st)
+		return st;
+	uint64_t g = rb_u64(&r);
+	if (rb_u8(&r) != 1)
+		return -1;
+	rb_u32(&r);
+	uint64_t o = rb_u64(&r);
+	if (!rb_ok(&r))
+		return -1;
+	if (gen)
+		*gen = g;
+	if (off)
+		*off = o;
+	return 0;
+}
+
 #endif

@@ -146,33 +146,9 @@ static uint32_t mount_map(struct master *m, struct master_client *c, const uint8
 static uint64_t put_start_gen(struct master *m, struct master_client *c, const char *key,
 			      uint64_t *gen, struct wbuf *w)
 {
-	struct wbuf b;
-	struct rbuf r;
+	uint64_t off;
 
-	wb_init(&b);
-	wb_u8(&b, 1);
-	wb_u32(&b, 0);
-	wb_u32(&b, 0);
-	wb_u64(&b, 0);
-	wb_u32(&b, 1);
-	wb_str(&b, key, strlen(key));
-	wb_u64(&b, 100);
-	int st = mdrive_call(m, c, WIRE_OP_PUT_START, b.p, b.len, w);
-	wb_free(&b);
-	if (st)
-		return UINT64_MAX;
-	rb_init(&r, w->p + WIRE_HDR_SIZE, w->len - WIRE_HDR_SIZE);
-	rb_u32(&r);
-	if (rb_status(&r))
-		return UINT64_MAX;
-	uint64_t g = rb_u64(&r);
-	if (gen)
-		*gen = g;
-	if (rb_u8(&r) != 1)
-		return UINT64_MAX;
-	rb_u32(&r);
-	uint64_t off = rb_u64(&r);
-	return rb_ok(&r) ? off : UINT64_MAX;
+	return mdrive_put_start(m, c, key, 100, gen, &off, w) ? UINT64_MAX : off;
 }
 
 static uint64_t put_start(struct master *m, struct master_client *c, const char *key,
