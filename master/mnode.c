@@ -218,14 +218,18 @@ static void mount_hold(struct master *m, struct seg *s, const uint8_t *map, size
 	size_t ntags = map_len < s->nptag ? map_len : s->nptag;
 	int rc = 0;
 
-	if (!s->ptag)	/* alignment below 4 KiB, or no memory at its first MOUNT */
-		rc = s->align < 1u << SEG_MAP_SHIFT ? -EINVAL : -ENOMEM;
+	if (!s->ptag)	/* alignment below 4 KiB, over 1 TiB, or no memory at its first MOUNT */
+		rc = s->align < 1u << SEG_MAP_SHIFT ? -EINVAL
+		     : s->size > SEGREG_PTAG_MAX    ? -EFBIG
+						    : -ENOMEM;
 	if (!rc)
 		rc = mhold_plan(&s->hold, s->alloc, s->ptag, ntags, map, map_len, s->data_off, end);
 	if (rc) {
 		mhold_release(&s->hold, s->alloc);
 		log_notice("segment %u: no puts before its REPORTs (commit map: %s)", s->id,
-			   rc == -EINVAL ? "alignment below 4 KiB" : strerror(-rc));
+			   rc == -EINVAL ? "alignment below 4 KiB"
+			   : rc == -EFBIG ? "no page tags for a segment over 1 TiB"
+					  : strerror(-rc));
 		return;
 	}
 	s->used += s->hold.bytes;

@@ -152,8 +152,11 @@ int segreg_online_start(struct segreg *r, struct seg *s)
 	free(s->ptag);
 	s->ptag = NULL;
 	s->nptag = 0;
-	if (s->align >= 1u << SEG_MAP_SHIFT) {
-		/* without it a warm re-mount places no holds (mnode.c) */
+	/* without it a warm re-mount places no holds (mnode.c); a segment
+	 * over 1 TiB goes without (256 MiB of tags at most: calloc's pages
+	 * are touched only where replicas start, but a hostile SEG record's
+	 * size must not ask for more, fuzz_repl) */
+	if (s->align >= 1u << SEG_MAP_SHIFT && s->size <= SEGREG_PTAG_MAX) {
 		s->nptag = (size_t)((s->size + (1u << SEG_MAP_SHIFT) - 1) >> SEG_MAP_SHIFT);
 		s->ptag = calloc(s->nptag, 1);
 		if (!s->ptag)

@@ -93,6 +93,8 @@ struct mrecon_ent {
 	uint32_t hash, gen32;		/* the object: objtab_find_hg */
 };
 
+#define SEGREG_PTAG_MAX (1ull << 40)	/* segment bytes with page tags, at most */
+
 struct seg {
 	uint32_t id;
 	bool online;			/* mounted; false: remembered for its uuid only */
@@ -147,7 +149,8 @@ struct seg {
 	struct alloc *alloc;
 	/* alignment >= 4096 (SEG_MAP_SHIFT): a byte a page of the segment,
 	 * segmap_tag of the generation of the memory replica starting in it,
-	 * 0 none (NULL otherwise, or without memory). Kept by seg_attach,
+	 * 0 none (NULL otherwise, over SEGREG_PTAG_MAX, or without memory:
+	 * no holds at a warm re-mount, its puts wait for the REPORTs). Kept by seg_attach,
 	 * seg_detach and seg_retier so that a warm re-mount's holds
 	 * (mhold_plan) read it instead of walking the replicas. */
 	uint8_t *ptag;
