@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "evict.h"
 #include "extent.h"
 #include "kvpool.h"
@@ -254,14 +254,6 @@ static void hold_release(struct seg *s)
 	s->held = false;
 }
 
-static uint64_t mnode_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struct wbuf *b)
 {
 	struct seg id;
@@ -283,7 +275,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 		map_len = ml;
 	}
 
-	uint64_t t0 = mnode_clock_ns();
+	uint64_t t0 = clock_now_ns();
 	struct seg *s = segreg_by_uuid(&m->segs, id.uuid);
 	/* A segment of a warm table (mrepl.h) keeps its replicas: the node's
 	 * REPORTs confirm them, its first HEARTBEAT drops what they did not. */
@@ -332,7 +324,7 @@ int mnode_mount(struct master *m, struct master_client *c, struct rbuf *r, struc
 	wb_blob(b, s->secret, sizeof(s->secret));
 	if (warm)	/* the failover's share of the loop (issue #36) */
 		log_info("segment %u: warm MOUNT handled in %.3f ms", s->id,
-			 (double)(mnode_clock_ns() - t0) / 1e6);
+			 (double)(clock_now_ns() - t0) / 1e6);
 	return 0;
 }
 
