@@ -474,7 +474,7 @@ static bool peek_add(struct master *m, struct rbuf *a)
 	rb_take(a, 1 + 6 * 8);
 	if (!rb_ok(a))
 		return false;
-	objtab_prefetch(&m->objs, key, klen);
+	objtab_prefetch_bucket(&m->objs, objtab_hash(key, klen));
 	return true;
 }
 

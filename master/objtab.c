@@ -104,11 +104,6 @@ struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t 
 	}
 }
 
-void objtab_prefetch(const struct objtab *t, const uint8_t *key, size_t n)
-{
-	__builtin_prefetch(&t->slots[objtab_home(t, objtab_hash(key, n))]);
-}
-
 bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n)
 {
 	const struct obj *o = kx_last(&t->idx);

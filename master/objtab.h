@@ -130,8 +130,8 @@ _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 /* Objects live in slabs, one free list and one chunk being carved per size
  * class (sizes rounded up to 8 bytes): no malloc header, no rounding to 16
  * (104 bytes for one replica and a 20-byte key, a 112-byte malloc chunk
- * before). A class's chunks grow from 4 KiB to 2 MiB (transparent huge pages
- * there: a large table faults 2 MiB at a time); they go back to the
+ * before). A class's chunks grow from 4 KiB to 32 MiB (transparent huge pages
+ * from 2 MiB: a large table faults 2 MiB at a time); they go back to the
  * system only with the table, a freed block waits for the next object of
  * its class. */
 #define OBJ_MAX_SIZE (sizeof(struct obj) + KVP_MAX_REPLICAS * sizeof(struct rep) + KVP_MAX_KEY)
@@ -213,9 +213,6 @@ uint32_t objtab_hash(const uint8_t *key, size_t n);
 struct obj *objtab_find(const struct objtab *t, const uint8_t *key, size_t n);
 /* The same with the key's hash already computed (objtab_hash). */
 struct obj *objtab_find_hash(const struct objtab *t, const uint8_t *key, size_t n, uint32_t h);
-/* Brings key's first slot into the cache (a load applying records
- * prefetches a few keys ahead: the slot is the one miss per insert). */
-void objtab_prefetch(const struct objtab *t, const uint8_t *key, size_t n);
 /* True when key sorts after every key in the table (absent, then: a
  * snapshot in key order skips the find's cache miss per object). */
 bool objtab_past_last(const struct objtab *t, const uint8_t *key, size_t n);
