@@ -654,10 +654,10 @@ void master_warm_grace(struct master *m, uint64_t base_ms)
 	}
 }
 
-int master_table_start(struct master *m, const char *path)
+int master_table_start(struct master *m, const char *path, uint64_t delay_ms)
 {
 	master_now(m);
-	return mtabfile_start(m, path);
+	return mtabfile_start(m, path, delay_ms);
 }
 
 /* ---- reload ---- */

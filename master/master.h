@@ -120,7 +120,10 @@ void master_takeover(struct master *m, uint64_t epoch, struct mevents *ev);
  * (0; -ENOENT: none; -EINVAL: refused, why says, m holds part of it:
  * destroy it), then master_takeover() as a standby's; start writing. */
 int master_table_load(struct master *m, const char *path, char *why, size_t cap);
-int master_table_start(struct master *m, const char *path);
+/* Its first snapshot after delay_ms: after a warm load the file loaded is
+ * the file meanwhile, and the restart's first seconds go to the nodes'
+ * re-mounts and the clients, not to rewriting it. */
+int master_table_start(struct master *m, const char *path, uint64_t delay_ms);
 /* After master_takeover(): the warm segments' nodes get base_ms more than
  * node_ttl to re-mount, and 10 ms per thousand replicas (their scan). */
 void master_warm_grace(struct master *m, uint64_t base_ms);

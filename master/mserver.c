@@ -315,6 +315,13 @@ static void follow_close(struct mserver *s)
 		ev_conn_close(s->fc);	/* on_close_f forgets it */
 }
 
+/* A warm table's recovery window: two heartbeats and 2 s for its nodes to
+ * re-mount and report. */
+static uint64_t recovery_window_ms(const struct kvp_conf *c)
+{
+	return 2 * c->node.heartbeat_interval + 2000;
+}
+
 /* Opens the recovery window of a new leader (mrecover.h). */
 static void recover(struct mserver *s)
 {
@@ -324,7 +331,7 @@ static void recover(struct mserver *s)
 	if (exp) {
 		ha_expected(s->ha, exp, cap);
 		/* nodes re-mount within a heartbeat or two of the election */
-		master_recover(s->m, exp, 2 * s->conf.node.heartbeat_interval + 2000);
+		master_recover(s->m, exp, recovery_window_ms(&s->conf));
 		free(exp);
 	}
 }
@@ -670,7 +677,7 @@ static bool lone_load(struct mserver *s, char *err, size_t errlen)
 	}
 	size_t cap = 1u << 16;
 	char *exp = malloc(cap);
-	uint64_t window = 2 * s->conf.node.heartbeat_interval + 2000;
+	uint64_t window = recovery_window_ms(&s->conf);
 	master_takeover(s->m, master_epoch(s->m), s->ev);
 	/* the node retried its connection while this master was down or
 	 * loading (backoff), then scans its segment before its MOUNT: a warm
@@ -779,12 +786,23 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		goto out_master;
 	table_path(&s->conf, strcmp(s->conf.master.ha, "etcd") != 0);
 	if (s->conf.master.table_file[0]) {
+		/* listening before the load: a node's re-mount and the clients'
+		 * requests wait in the backlog and are served once the table is
+		 * in, rather than refused and retried after a backoff (the node's
+		 * reached 0.8 s by then at 3M objects) */
+		s->lfd = net_listen(s->conf.master.listen, err, errlen);
+		if (s->lfd < 0)
+			goto out_master;
 		bool warm = lone_load(s, err, errlen);
 		if (!s->m)
 			goto out_master;
 		if (!warm)
 			master_set_events(s->m, s->ev);
-		master_table_start(s->m, s->conf.master.table_file);
+		/* loaded: that file stays the file through the recovery window,
+		 * whose seconds go to the re-mounts and the clients, then a fresh
+		 * snapshot replaces it */
+		master_table_start(s->m, s->conf.master.table_file,
+				   warm ? recovery_window_ms(&s->conf) : 0);
 	} else {
 		master_set_events(s->m, s->ev);
 	}
@@ -803,7 +821,8 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 		if (!s->tls_cli)
 			goto out_loop;
 	}
-	s->lfd = net_listen(s->conf.master.listen, err, errlen);
+	if (s->lfd < 0)
+		s->lfd = net_listen(s->conf.master.listen, err, errlen);
 	if (s->lfd < 0)
 		goto out_loop;
 	s->port = net_local_port(s->lfd);
@@ -836,11 +855,14 @@ out_http:
 	mhttp_stop(s->http);
 out_lfd:
 	close(s->lfd);
+	s->lfd = -1;
 out_loop:
 	tls_ctx_free(s->tls_cli);
 	tls_ctx_free(s->tls_srv);
 	ev_destroy(s->loop);
 out_master:
+	if (s->lfd >= 0)
+		close(s->lfd);
 	master_destroy(s->m);
 	mevents_destroy(s->ev);
 out_free:

@@ -19,7 +19,8 @@
 #include "master_i.h"
 
 #define MTABFILE_MAGIC "KVPTABL\n"	/* 8 bytes */
-#define MTABFILE_VERSION 1u
+/* 2: frames summed with XXH3; 1 (read still): a slower sum of its own */
+#define MTABFILE_VERSION 2u
 
 /* Applies a table file's bytes to m (a fresh master): 0 when a SYNCED
  * record was reached and every frame before the end decodes and checks
@@ -29,20 +30,20 @@
 int mtabfile_apply(struct master *m, const uint8_t *p, size_t len, char *why, size_t cap);
 /* Reads path and applies it (above); -ENOENT: no file. */
 int mtabfile_load(struct master *m, const char *path, char *why, size_t cap);
-/* Starts writing m's table to path (a snapshot to path.new first): 0 or
- * < 0 (logged; the master runs without the file). */
-int mtabfile_start(struct master *m, const char *path);
+/* Starts writing m's table to path (a snapshot to path.new first, begun
+ * delay_ms from now): 0 or < 0 (logged; the master runs without the
+ * file). */
+int mtabfile_start(struct master *m, const char *path, uint64_t delay_ms);
 /* Per tick, after mrepl_tick(): writes what was recorded, renames a
  * complete snapshot over the file, starts a new one when due. */
 void mtabfile_tick(struct master *m);
 /* Writes what is left and closes (a clean stop keeps the file). */
 void mtabfile_stop(struct master *m);
 
-/* The header (tests, fuzz): magic, version, cluster_id; a frame body's
- * checksum (its header's reqid); the changes' size past which a new
+/* A frame body's checksum (its header's reqid) in a file of that version
+ * (tests, fuzz); the changes' size past which a new
  * snapshot starts, at least (64 MiB; tests lower it). */
-void mtabfile_header(struct wbuf *w, const char *cluster_id);
-uint64_t mtabfile_sum(const uint8_t *p, size_t n);
+uint64_t mtabfile_sum(uint32_t version, const uint8_t *p, size_t n);
 extern uint64_t mtabfile_rotate_min;
 
 #endif

@@ -14,7 +14,9 @@
  *     again (runs between requests, frame by frame); no ghost may be found;
  *  5. lone: the cold master writes its table file ([master] table_file,
  *     master ticks until the snapshot is renamed over the file), a fresh
- *     master loads it and takes it over as a lone restart does
+ *     master loads it (the memory it grew by, and beside it the rate at
+ *     which this host hands out fresh pages: their quotient is the load's
+ *     floor) and takes it over as a lone restart does
  *     (mserver.c lone_load), answers a GET of an old key, the node
  *     re-mounts with its commit map, its REPORTs reconcile the table,
  *     then a PUT_START of a fresh key is answered (the recovery window
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -148,6 +151,26 @@ static int put_one(struct master *m, struct master_client *c, struct wbuf *w)
 	return mdrive_put_start(m, c, "fresh-key-after-restart", VLEN, NULL, NULL, w);
 }
 
+/* The floor under a load (docs/performance.md "A lone master's load: the
+ * floor"): bytes per second at which this host hands out fresh anonymous
+ * memory, huge pages asked for as the table's are, each 4 KiB touched
+ * once (the kernel's zeroing and whatever a hypervisor adds). */
+static double fresh_bytes_per_s(void)
+{
+	size_t len = 256u << 20;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return 0;
+	madvise(p, len, MADV_HUGEPAGE);
+	uint64_t t0 = clock_now_ns();
+	for (size_t i = 0; i < len; i += 4096)
+		p[i] = 1;
+	uint64_t ns = clock_now_ns() - t0;
+	munmap(p, len);
+	return ns ? (double)len * 1e9 / (double)ns : 0;
+}
+
 /* Part 5: m's table to a file and a fresh master's lone restart from it;
  * prints its JSON fields. 0, or 1 when a step failed. */
 static int lone(struct master *m, struct master_client *node, const struct kvp_conf *conf,
@@ -163,7 +186,7 @@ static int lone(struct master *m, struct master_client *node, const struct kvp_c
 	unlink(path);
 	memcpy(hb, &sid, 4);
 	uint64_t t0 = clock_now_ns();
-	if (master_table_start(m, path))
+	if (master_table_start(m, path, 0))
 		return 1;
 	while (access(path, F_OK)) {	/* renamed over path once complete */
 		master_tick(m);
@@ -178,6 +201,7 @@ static int lone(struct master *m, struct master_client *node, const struct kvp_c
 	struct master *m2 = master_create(conf, err, sizeof(err));
 	if (!m2)
 		return 1;
+	long rss0 = rss_kb();
 	t0 = clock_now_ns();
 	uint64_t c0 = cpu_ns();
 	if (master_table_load(m2, path, why, sizeof(why))) {
@@ -185,6 +209,7 @@ static int lone(struct master *m, struct master_client *node, const struct kvp_c
 		return 1;
 	}
 	uint64_t load_ns = clock_now_ns() - t0, load_cpu_ns = cpu_ns() - c0;
+	double grew = (double)(rss_kb() - rss0) * 1024, fresh = fresh_bytes_per_s();
 	uint64_t window = 2 * conf->node.heartbeat_interval + 2000;
 	size_t cap = 1u << 16;
 	char *exp = malloc(cap);
@@ -242,9 +267,11 @@ static int lone(struct master *m, struct master_client *node, const struct kvp_c
 	}
 	printf(", \"tabfile_write_ms\": %.1f, \"tabfile_bytes_per_object\": %.1f, "
 	       "\"lone_load_ms\": %.1f, \"lone_load_cpu_ms\": %.1f, \"lone_takeover_ms\": %.1f, \"lone_get_us\": %.1f, "
-	       "\"lone_mount_ms\": %.1f, \"lone_put_us\": %.1f, \"lone_reconcile_ms\": %.1f",
+	       "\"lone_mount_ms\": %.1f, \"lone_put_us\": %.1f, \"lone_reconcile_ms\": %.1f, "
+	       "\"lone_load_rss_mib\": %.0f, \"fresh_pages_mib_per_s\": %.0f, \"lone_load_zeroing_floor_ms\": %.1f",
 	       write_ns / 1e6, (double)st.st_size / (double)n, load_ns / 1e6, load_cpu_ns / 1e6, take_ns / 1e6,
-	       get_ns / 1e3, mount_ns / 1e6, put_ns / 1e3, recon_ns / 1e6);
+	       get_ns / 1e3, mount_ns / 1e6, put_ns / 1e3, recon_ns / 1e6, grew / 1048576,
+	       fresh / 1048576, fresh > 0 ? grew / fresh * 1e3 : 0.0);
 	master_destroy(m2);
 	return 0;
 }

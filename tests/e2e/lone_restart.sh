@@ -32,7 +32,8 @@ keys() {
 	expect 0 kv info --json
 	jval "$E2E_TMP/out" 'r["keys"]'
 }
-# restart_master: kill -9 (unless stopped already), started again on its ports
+# restart_master: kill -9 (unless stopped already), started again on its
+# ports (it listens before it loads its file: wait for the log's word)
 restart_master() {
 	alive "$MASTER_PID" && stop_pid "$MASTER_PID" KILL
 	cat "$mlog" >>"$E2E_TMP/master-before.log"
@@ -61,7 +62,7 @@ sleep 0.3	# a few ticks: what came before is in the file
 expect 0 kv rm r/3
 expect 0 kv put late "$E2E_TMP/v1"
 restart_master
-grep -q "table file $TAB: loaded warm: [0-9]* keys" "$mlog" ||
+waitfor 10 grep -q "table file $TAB: loaded warm: [0-9]* keys" "$mlog" ||
 	fail "not loaded warm: $(grep 'table file' "$mlog")"
 grep -q "took over a warm table" "$mlog" || fail "no warm takeover"
 ok "restart after kill -9: $(grep -o 'loaded warm: [0-9]* keys in [0-9]* ms' "$mlog")"
@@ -88,7 +89,7 @@ expect 0 kv rm r/5
 stop_pid "$MASTER_PID" KILL
 cp "$E2E_TMP/stale" "$TAB"
 restart_master
-grep -q "loaded warm" "$mlog" || fail "the stale file was not loaded: $(grep 'table file' "$mlog")"
+waitfor 10 grep -q "loaded warm" "$mlog" || fail "the stale file was not loaded: $(grep 'table file' "$mlog")"
 settled $((N + 3))
 for k in r/4 r/5; do expect 3 kv get $k "$E2E_TMP/x"; done
 for k in new/1 new/2 late; do

@@ -3,7 +3,8 @@
  * rest is the whole file (header, frames, checksums: the decoder's own
  * checks); even, a valid header is written and the rest is records of
  * u16 length + a REPL body, each wrapped in a frame with a correct
- * checksum, so the records reach mrepl_apply(). master_check() must hold
+ * checksum, so the records reach mrepl_apply() (bit 1 set: as format
+ * version 1 writes them, its own checksum). master_check() must hold
  * after it, loaded or refused; nothing may read past the input (the file
  * is its own allocation).
  */
@@ -38,7 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (data[0] & 1) {
 		wb_bytes(&f, data + 1, size - 1);
 	} else {
-		mtabfile_header(&f, conf.master.cluster_id);
+		uint32_t ver = data[0] & 2 ? 1 : MTABFILE_VERSION;
+
+		wb_bytes(&f, MTABFILE_MAGIC, 8);
+		wb_u32(&f, ver);
+		wb_cstr(&f, conf.master.cluster_id);
 		data++;
 		size--;
 		while (size >= 2) {
@@ -49,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				len = size;
 			size_t st = wire_begin(&f);
 			wb_bytes(&f, data, len);
-			wire_finish(&f, st, WIRE_OP_REPL, 0, 0, mtabfile_sum(data, len), 0);
+			wire_finish(&f, st, WIRE_OP_REPL, 0, 0, mtabfile_sum(ver, data, len), 0);
 			data += len;
 			size -= len;
 		}

@@ -5,7 +5,8 @@
  *     settles a remove the file never heard of (a ghost) and a key it
  *     never saw (adopted);
  *  2. refused without crashing: cut short before its SYNCED, empty,
- *     another cluster_id, another version, a flipped byte anywhere, garbage;
+ *     another cluster_id, another version (version 1 still loads), a
+ *     flipped byte anywhere, garbage;
  *     a frame cut short after the SYNCED is left out (loaded);
  *  3. rotation: changes past the snapshot's size start a new snapshot,
  *     renamed over the file once complete; it loads.
@@ -91,6 +92,26 @@ static int try_load(const struct kvp_conf *conf, const uint8_t *buf, size_t len,
 	return rc;
 }
 
+/* b rewritten as format version ver: its header's version, each frame's
+ * checksum as version sum_ver computes it */
+static void as_version(const struct kvp_conf *conf, uint8_t *b, size_t len, uint32_t ver,
+		       uint32_t sum_ver)
+{
+	size_t o = 8 + 4 + 2 + strlen(conf->master.cluster_id);
+
+	memcpy(b + 8, &ver, 4);
+	while (o + WIRE_HDR_SIZE <= len) {
+		struct wire_hdr h;
+
+		CHECK_EQ(wire_hdr_decode(b + o, &h, UINT32_MAX, 0), 0);
+		if (h.body_len > len - o - WIRE_HDR_SIZE)
+			break;
+		h.reqid = mtabfile_sum(sum_ver, b + o + WIRE_HDR_SIZE, h.body_len);
+		wire_hdr_encode(&h, b + o);
+		o += WIRE_HDR_SIZE + h.body_len;
+	}
+}
+
 static struct master *writer(const struct kvp_conf *conf, struct master_client **cli,
 			     struct wbuf *w)
 {
@@ -109,7 +130,7 @@ static struct master *writer(const struct kvp_conf *conf, struct master_client *
 	report(m, node, sid, ids, 100, w);
 	CHECK_EQ(master_keys(m), 100);
 	unlink(path);
-	CHECK_EQ(master_table_start(m, path), 0);
+	CHECK_EQ(master_table_start(m, path, 0), 0);
 	for (int i = 0; i < 10 && access(path, F_OK); i++)
 		master_tick(m);
 	CHECK(access(path, F_OK) == 0);
@@ -144,7 +165,7 @@ static void test_load_takeover(const struct kvp_conf *conf)
 	/* m2 writes its own file, as a restarted master does, before the node is back */
 	char path2[160];
 	snprintf(path2, sizeof(path2), "%s.2", path);
-	CHECK_EQ(master_table_start(m2, path2), 0);
+	CHECK_EQ(master_table_start(m2, path2, 0), 0);
 	for (int i = 0; i < 10 && access(path2, F_OK); i++)
 		master_tick(m2);
 	struct master_client *c2 = client(m2, WIRE_ROLE_CLIENT, &w);
@@ -188,6 +209,17 @@ static void test_load_takeover(const struct kvp_conf *conf)
 	struct kvp_conf other = *conf;
 	snprintf(other.master.cluster_id, sizeof(other.master.cluster_id), "other");
 	CHECK(try_load(&other, full, len, &keys) < 0);
+	/* format version 1 (its own checksum) is still read; 3 is not, nor a
+	 * version 1 header over version 2's checksums */
+	as_version(conf, full, len, 1, 1);
+	CHECK_EQ(try_load(conf, full, len, &keys), 0);
+	CHECK_EQ(keys, 98);
+	as_version(conf, full, len, 1, 2);
+	CHECK(try_load(conf, full, len, &keys) < 0);
+	as_version(conf, full, len, 3, 2);
+	CHECK(try_load(conf, full, len, &keys) < 0);
+	as_version(conf, full, len, MTABFILE_VERSION, MTABFILE_VERSION);
+	CHECK_EQ(try_load(conf, full, len, &keys), 0);
 	for (size_t i = 0; i < len; i += 1 + i / 32) {
 		full[i] ^= 0x41;
 		CHECK(try_load(conf, full, len, &keys) < 0);
