@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ev.h"
 #include "ha.h"
 #include "kvpool.h"
@@ -41,6 +42,8 @@ struct mconn;
 
 struct mserver {
 	struct kvp_conf conf;		/* with the effective listen addresses */
+	bool selfcheck;			/* KVP_TEST_MASTER_CHECK: master_check() at ticks */
+	uint64_t next_check_ms;		/* the next self-check (clock_now_ms) */
 	struct ev_loop *loop;
 	struct master *m;
 	struct mevents *ev;		/* KV events, kept across role changes; NULL: off */
@@ -576,6 +579,19 @@ static void tick(struct ev_loop *loop, void *arg)
 		return;
 	}
 	master_tick(s->m);
+	/* tests: the table's invariants (holds, chains, page tags) in a real
+	 * daemon, not only in the in-process tests and fuzzers; at most 5% of
+	 * the time (the check walks every object: a benchmark's table would
+	 * otherwise spend its ticks in it) */
+	if (s->selfcheck && clock_now_ms() >= s->next_check_ms) {
+		uint64_t t0 = clock_now_ms();
+
+		if (!master_check(s->m)) {
+			log_err("KVP_TEST_MASTER_CHECK: the table's invariants do not hold");
+			abort();
+		}
+		s->next_check_ms = clock_now_ms() + 20 * (clock_now_ms() - t0);
+	}
 	publish_segments(s);
 	want_tick(s);
 }
@@ -759,6 +775,7 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	s->reload = reload;
 	s->reload_arg = reload_arg;
 	s->lfd = -1;
+	s->selfcheck = getenv("KVP_TEST_MASTER_CHECK") != NULL;
 	wb_init(&s->reply);
 	if (!conf->cluster.token[0]) {
 		bool narrowed = loopback_only(s->conf.master.listen, "master.listen");

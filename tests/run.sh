@@ -7,13 +7,17 @@
 # tests/fuzz/run.sh, the runner `make fuzz-run` uses). One line per
 # test, then "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
 # Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10; 0:
-# no fuzz targets).
+# no fuzz targets), KVP_TEST_MASTER_CHECK (default 1: every kvpool-master
+# the tests start checks its table's invariants each tick and aborts when
+# one breaks; empty: off).
 set -u
 build=${1:-build}
 shift || true
 cd "$(dirname "$0")/.." || exit 1
 root=$(pwd)
 export KVP_BUILD="$root/$build"
+KVP_TEST_MASTER_CHECK=${KVP_TEST_MASTER_CHECK-1}
+if [ -n "$KVP_TEST_MASTER_CHECK" ]; then export KVP_TEST_MASTER_CHECK; else unset KVP_TEST_MASTER_CHECK; fi
 logdir="$root/$build/test-logs"
 mkdir -p "$logdir"
 timeout_s=${TEST_TIMEOUT:-300}
