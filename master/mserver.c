@@ -590,7 +590,8 @@ static void tick(struct ev_loop *loop, void *arg)
 			log_err("KVP_TEST_MASTER_CHECK: the table's invariants do not hold");
 			abort();
 		}
-		s->next_check_ms = clock_now_ms() + 20 * (clock_now_ms() - t0);
+		uint64_t t1 = clock_now_ms();
+		s->next_check_ms = t1 + 20 * (t1 - t0);
 	}
 	publish_segments(s);
 	want_tick(s);
@@ -846,14 +847,14 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 	int rc = ev_add_fd(s->loop, s->lfd, EPOLLIN, on_accept, s);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: %s", s->conf.master.listen, strerror(-rc));
-		goto out_lfd;
+		goto out_loop;
 	}
 	struct http_tls htls = { .cert = s->conf.tls.cert, .key = s->conf.tls.key };
 	s->http = mhttp_start(s->loop, s->m, s->conf.master.http_listen,
 			      s->conf.master.metadata_server ? s->conf.master.metadata_listen : NULL,
 			      s->conf.tls.http ? &htls : NULL, err, errlen);
 	if (!s->http)
-		goto out_lfd;
+		goto out_loop;
 	if (!ev_timer_add(s->loop, TICK_MS, true, tick, s)) {
 		snprintf(err, errlen, "cannot add a timer");
 		goto out_http;
@@ -870,15 +871,12 @@ struct mserver *mserver_create(const struct kvp_conf *conf, mserver_reload_fn re
 
 out_http:
 	mhttp_stop(s->http);
-out_lfd:
-	close(s->lfd);
-	s->lfd = -1;
 out_loop:
 	tls_ctx_free(s->tls_cli);
 	tls_ctx_free(s->tls_srv);
 	ev_destroy(s->loop);
 out_master:
-	if (s->lfd >= 0)
+	if (s->lfd >= 0)	/* bound before a table file's load, or after */
 		close(s->lfd);
 	master_destroy(s->m);
 	mevents_destroy(s->ev);

@@ -43,7 +43,7 @@ struct mtabfile {
 	struct tabsink *next;		/* the snapshot at tmp */
 	uint64_t snap_bytes;		/* cur's size when its snapshot ended */
 	uint64_t next_ms;		/* snapshot started (for the log) */
-	uint64_t retry_ms;		/* no file (a write failed): try again then */
+	uint64_t retry_ms;		/* no file yet (a write failed, a warm start): begin one then */
 };
 
 /* Version 1's sum: a chain of dependent multiplies, 8 bytes each (7% of a
