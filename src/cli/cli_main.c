@@ -1156,7 +1156,7 @@ static const struct cli_cmd cli_cmds[] = {
 	  "counts as an error); keys that are gone (evicted) are counted as missing.\n" },
 	{ "replay", cmd_replay, "replay [--block-bytes N | --bytes-per-token N] [--tokens-per-block N]\n"
 	  "              [--limit N] [--clients N] [--timestamps [--speed F]] [--json]\n"
-	  "              [--sweep CAPS [--plot FILE.svg]] TRACE",
+	  "              [--sweep CAPS [--plot FILE.svg] [--master KEY=VALUE]...] TRACE",
 	  "Replays a request trace (Mooncake's JSON lines, plain or .gz: timestamp,\n"
 	  "input_length, hash_ids of prefix blocks) against the pool as an engine's\n"
 	  "prefix cache does: per request batch_exists of its block keys, batch_get_into\n"
@@ -1185,6 +1185,8 @@ static const struct cli_cmd cli_cmds[] = {
 	  "                           against a private master and node started here\n"
 	  "      --plot FILE.svg      with --sweep: hit rate vs capacity (kvpool, LRU,\n"
 	  "                           optimum, unlimited)\n"
+	  "      --master KEY=VALUE   with --sweep: a [master] key of the private pools, e.g.\n"
+	  "                           eviction_policy=lru (repeat for more keys)\n"
 	  "      --json               one JSON object on stdout\n"
 	  "Exit 1 on wrong values, failed puts, other errors, a bad trace or Ctrl-C.\n" },
 	{ "token", cmd_token, "token new [FILE] [--force]",

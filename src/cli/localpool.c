@@ -257,6 +257,7 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 {
 	static unsigned seq;
 	const volatile sig_atomic_t *stop = p->stop;
+	const char *extra = p->master_extra;
 	char master_bin[PATH_MAX], node_bin[PATH_MAX], path[256];
 	int ports[4];
 	uint64_t end;
@@ -264,6 +265,7 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 
 	memset(p, 0, sizeof(*p));
 	p->stop = stop;
+	p->master_extra = extra;
 	p->segment_size = segment_size;
 	if (lp_find_bin("kvpool-master", master_bin, sizeof(master_bin)) < 0 ||
 	    lp_find_bin("kvpool-node", node_bin, sizeof(node_bin)) < 0) {
@@ -291,12 +293,13 @@ int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,
 	}
 	fprintf(f, "# a private pool of the kvpool tool (%s), removed when it ends\n"
 		"[cluster]\nmaster = %s\n"
-		"[master]\nlisten = %s\nhttp_listen = 127.0.0.1:%d\nmetadata_server = false\n"
+		"[master]\nlisten = %s\nhttp_listen = 127.0.0.1:%d\nmetadata_server = false\n%s"
 		"[node]\nname = %s\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
 		"segment = %s\nsegment_size = %llu\nalign = 4K\nremove_segment_on_exit = true\n"
 		"[log]\nlevel = warning\n",
-		tag, p->master_addr, p->master_addr, ports[1], p->segment, ports[2], ports[3],
-		p->segment, (unsigned long long)segment_size);
+		tag, p->master_addr, p->master_addr, ports[1],
+		p->master_extra ? p->master_extra : "", p->segment, ports[2], ports[3], p->segment,
+		(unsigned long long)segment_size);
 	if (fclose(f) != 0) {
 		log_seterr(err, errlen, "%s: %s", p->ini, strerror(errno));
 		goto out_stop;

@@ -22,12 +22,14 @@ struct localpool {
 	char segment[96];		/* name of the node's segment in /dev/shm */
 	char master_addr[64];		/* 127.0.0.1:port */
 	uint64_t segment_size;
+	const char *master_extra;	/* more [master] lines ("key = value\n"), or NULL */
 	pid_t master, node;		/* 0: not running */
 	const volatile sig_atomic_t *stop;	/* set: give up waiting (may be NULL) */
 };
 
 /* Starts the pool with a segment of segment_size bytes (4 KiB alignment)
- * and waits until the node's segment is mounted at the master. tag names
+ * (p->stop and p->master_extra as the caller set them; the rest is
+ * cleared) and waits until the node's segment is mounted at the master. tag names
  * the node and the segment (with the pid). 0, or -1 with err set (and
  * nothing left running); call localpool_stop() after a 0. */
 int localpool_start(struct localpool *p, const char *tag, uint64_t segment_size,

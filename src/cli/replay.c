@@ -46,6 +46,7 @@
 #define REPLAY_BUF_MAX (64u << 20)	/* value bytes one call moves at most */
 #define REPLAY_MAX_CLIENTS 256
 #define REPLAY_MAX_SWEEP 32
+#define REPLAY_MAX_MASTER_SET 16	/* --master KEY=VALUE given at most */
 #define REPLAY_GRID 60			/* capacities the plot's simulations use */
 #define REPLAY_MAX_REPORTED 10		/* error lines printed, then only counted */
 #define REPLAY_NOT_RUN UINT64_MAX	/* a request's time when it did not run */
@@ -66,6 +67,11 @@ struct replay_cfg {
 	uint64_t sweep[REPLAY_MAX_SWEEP];
 	size_t nsweep;
 	const char *plot;
+	/* --master KEY=VALUE: [master] keys of the private pools, as given
+	 * (for the report) and as the INI lines localpool writes */
+	const char *master_set[REPLAY_MAX_MASTER_SET];
+	size_t nmaster_set;
+	char master_extra[REPLAY_MAX_MASTER_SET * 160];
 };
 
 /* One client's counters; written by that client only. */
@@ -988,8 +994,13 @@ static void replay_sweep_print(const struct replay *rp, const struct replay_res 
 		printf("{\"trace\": ");
 		cli_json_str(stdout, cfg->trace_path, strlen(cfg->trace_path));
 		printf(", \"requests\": %zu, \"block_bytes\": %" PRIu64 ", \"tokens_per_block\": %" PRIu64
-		       ", \"unlimited\": %.6f, \"runs\": [", rp->nreq, rp->block_bytes,
+		       ", \"unlimited\": %.6f, \"master\": [", rp->nreq, rp->block_bytes,
 		       cfg->tokens_per_block, unl.hit_rate);
+		for (size_t i = 0; i < cfg->nmaster_set; i++) {
+			fputs(i ? ", " : "", stdout);
+			cli_json_str(stdout, cfg->master_set[i], strlen(cfg->master_set[i]));
+		}
+		printf("], \"runs\": [");
 		for (size_t i = 0; i < nres; i++) {
 			fputs(i ? ", {" : "{", stdout);
 			if (res[i].ran)
@@ -1016,6 +1027,9 @@ static void replay_sweep_print(const struct replay *rp, const struct replay_res 
 	printf("sweep of %s: %zu requests, blocks of %" PRIu64 " tokens and %" PRIu64 " bytes; "
 	       "unlimited capacity %.4f\n", replay_base(cfg->trace_path), rp->nreq,
 	       cfg->tokens_per_block, rp->block_bytes, unl.hit_rate);
+	for (size_t i = 0; i < cfg->nmaster_set; i++)
+		printf("%s%s%s", i ? ", " : "the pools' master: ", cfg->master_set[i],
+		       i + 1 == cfg->nmaster_set ? "\n" : "");
 	printf("%9s %8s %8s %8s %8s %7s %8s %7s %6s %8s\n", "CAPACITY", "KVPOOL", "LRU", "OPTIMUM",
 	       "UNLIM", "KV/LRU", "FRACTION", "FAILED", "WRONG", "REQ/S");
 	for (size_t i = 0; i < nres; i++) {
@@ -1055,7 +1069,7 @@ static int replay_sweep(struct replay *rp)
 	qsort(cfg->sweep, cfg->nsweep, sizeof(cfg->sweep[0]), cmp_u64v);
 	for (size_t i = 0; i < cfg->nsweep && !replay_stop; i++) {
 		struct replay_res *r = &res[nres++];
-		struct localpool lp = { .stop = &replay_stop };
+		struct localpool lp = { .stop = &replay_stop, .master_extra = cfg->master_extra };
 		struct kvp_conf pconf;
 		uint64_t seg = localpool_segment_size(cfg->sweep[i], alloc);
 		bool no_pool = false;
@@ -1131,6 +1145,57 @@ static int replay_parse_caps(struct replay_cfg *c, const char *s)
 	return c->nsweep ? 0 : -1;
 }
 
+/* --master KEY=VALUE: a [master] key of the private pools of --sweep,
+ * checked here as the master would check it, so a typo is a usage error
+ * and not a pool that fails to start. The keys that wire the private pool
+ * together are its own. */
+static int replay_parse_master(struct replay_cfg *c, const char *arg)
+{
+	static const char *const own[] = { "listen", "http_listen", "metadata_server", "ha" };
+	const char *eq = strchr(arg, '=');
+	char key[64], err[256];
+	struct kvp_conf *tmp;
+	size_t kl = eq ? (size_t)(eq - arg) : 0;
+	int rc;
+
+	if (!eq || !kl || kl >= sizeof(key))
+		return cli_usage_error("replay", "--master %s: KEY=VALUE, a key of [master] "
+				       "(e.g. eviction_policy=lru)", arg);
+	memcpy(key, arg, kl);
+	key[kl] = '\0';
+	if (strpbrk(eq + 1, "\r\n"))
+		return cli_usage_error("replay", "--master %s: one line", key);
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (!strcmp(key, own[i]))
+			return cli_usage_error("replay", "--master %s: set by the private pool itself",
+					       key);
+	for (size_t i = 0; i < c->nmaster_set; i++)
+		if (!strncmp(c->master_set[i], arg, kl + 1))
+			return cli_usage_error("replay", "--master %s: given twice", key);
+	if (!conf_find("master", key))
+		return cli_usage_error("replay", "--master %s: [master] has no such key (see "
+				       "kvpool-master --help-config)", key);
+	if (c->nmaster_set == REPLAY_MAX_MASTER_SET)
+		return cli_usage_error("replay", "--master: at most %d keys", REPLAY_MAX_MASTER_SET);
+	tmp = malloc(sizeof(*tmp));
+	if (!tmp)
+		return cli_usage_error("replay", "out of memory");
+	conf_defaults(tmp);
+	rc = conf_set(tmp, "master", key, eq + 1, CONF_SRC_CMDLINE, err, sizeof(err));
+	free(tmp);
+	if (rc)
+		return cli_usage_error("replay", "--master %s", err);
+	size_t used = strlen(c->master_extra);
+	int n = snprintf(c->master_extra + used, sizeof(c->master_extra) - used, "%s = %s\n", key,
+			 eq + 1);
+	if (n < 0 || (size_t)n >= sizeof(c->master_extra) - used) {
+		c->master_extra[used] = '\0';
+		return cli_usage_error("replay", "--master %s: value too long", key);
+	}
+	c->master_set[c->nmaster_set++] = arg;
+	return 0;
+}
+
 static int replay_parse(struct replay_cfg *c, const struct kvp_conf *conf, int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -1150,6 +1215,7 @@ static int replay_parse(struct replay_cfg *c, const struct kvp_conf *conf, int a
 		{ "sim-only", no_argument, NULL, 'O' },
 		{ "sweep", required_argument, NULL, 'w' },
 		{ "plot", required_argument, NULL, 'p' },
+		{ "master", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool block_given = false;
@@ -1233,6 +1299,13 @@ static int replay_parse(struct replay_cfg *c, const struct kvp_conf *conf, int a
 		case 'p':
 			c->plot = optarg;
 			break;
+		case 'M': {
+			int rc = replay_parse_master(c, optarg);
+
+			if (rc)
+				return rc;
+			break;
+		}
 		default:
 			return cli_usage_error("replay", "unknown option or missing argument: %s",
 					       argv[optind - 1]);
@@ -1255,6 +1328,9 @@ static int replay_parse(struct replay_cfg *c, const struct kvp_conf *conf, int a
 				       REPLAY_MIN_BLOCK, conf->cluster.max_object_size);
 	if (c->plot && !c->nsweep)
 		return cli_usage_error("replay", "--plot needs --sweep");
+	if (c->nmaster_set && (!c->nsweep || c->sim_only))
+		return cli_usage_error("replay", "--master sets the private pools of --sweep: it "
+				       "needs --sweep (and a pool: not with --sim-only)");
 	if (c->sim_only && !c->capacity && !c->nsweep)
 		return cli_usage_error("replay", "--sim-only needs --capacity N or --sweep CAPS");
 	if (c->capacity && c->nsweep)
