@@ -42,8 +42,8 @@ static bool evict_candidate(const struct master *m, const struct obj *o, bool pi
 static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (o->rep[k].seg == seg && o->rep[k].tier == tier && !o->rep[k].demoting &&
-		    !o->rep[k].promoting)
+		if (obj_rep(o)[k].seg == seg && obj_rep(o)[k].tier == tier && !obj_rep(o)[k].demoting &&
+		    !obj_rep(o)[k].promoting)
 			return (int)k;
 	return -1;
 }
@@ -105,7 +105,10 @@ static struct obj *pick_among(struct master *m, struct seg *s, struct pick *p)
 		for (int i = 0; i < SAMPLES; i++) {
 			o[i] = *slot[i];
 			__builtin_prefetch(o[i]);
-			__builtin_prefetch(o[i]->rep);
+			/* the replicas sit past the key: on the next line
+			 * for short keys (obj_rep would wait for the key's
+			 * length, a miss of its own) */
+			__builtin_prefetch((const char *)o[i] + 64);
 		}
 		for (int i = 0; i < SAMPLES; i++)
 			consider(m, p, o[i]);
@@ -130,7 +133,7 @@ static struct obj *pick_victim(struct master *m, struct seg *s, unsigned tier, b
 
 void evict_drop(struct master *m, struct obj *o, unsigned ri)
 {
-	uint64_t len = rep_len(&o->rep[ri]);
+	uint64_t len = rep_len(&obj_rep(o)[ri]);
 
 	if (o->nrep == 1) {
 		if (mchain_orphan(m, o))
@@ -219,11 +222,11 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 			break;
 		}
 		int ri = tier_replica(o, s->id, 0);
-		uint64_t len = rep_len(&o->rep[ri]);
+		uint64_t len = rep_len(&obj_rep(o)[ri]);
 		if (demote_ok(s, len) && seg_queue_demote(s, obj_key(o), o->key_len,
-							  rep_off(&o->rep[ri]), o->generation,
+							  rep_off(&obj_rep(o)[ri]), o->generation,
 							  len) == 0) {
-			o->rep[ri].demoting = 1;	/* answered in mtier_demoted() */
+			obj_rep(o)[ri].demoting = 1;	/* answered in mtier_demoted() */
 			mchain_changed(m, o);	/* what it extends may follow now */
 		} else {
 			if (objtab_links(&m->objs, o)->nchild) {
@@ -235,7 +238,7 @@ static unsigned evict_seg(struct master *m, struct seg *s, uint64_t deadline_ns)
 					break;
 				}
 				ri = tier_replica(o, s->id, 0);
-				len = rep_len(&o->rep[ri]);
+				len = rep_len(&obj_rep(o)[ri]);
 			}
 			evict_drop(m, o, (unsigned)ri);
 		}
@@ -257,7 +260,7 @@ static void evict_disk(struct master *m, struct seg *s, uint64_t deadline_ns)
 		if (!o)
 			break;
 		int ri = tier_replica(o, s->id, 1);
-		uint64_t len = rep_len(&o->rep[ri]);
+		uint64_t len = rep_len(&obj_rep(o)[ri]);
 		evict_drop(m, o, (unsigned)ri);		/* counts spill_dropped */
 		s->disk_done += len;
 		n++;

@@ -309,12 +309,12 @@ static void mem_descs(struct sbuf *b, struct master *m, const struct obj *o)
 
 	sb_printf(b, "[");
 	for (unsigned k = 0; k < o->nrep; k++) {
-		const struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[k].seg);
-		if (!s || o->rep[k].tier != KVP_TIER_MEM)
+		const struct seg *s = segreg_online(&m->segs, (uint32_t)obj_rep(o)[k].seg);
+		if (!s || obj_rep(o)[k].tier != KVP_TIER_MEM)
 			continue;
 		if (!first)
 			sb_printf(b, ",");
-		put_desc(b, s, o, &o->rep[k]);
+		put_desc(b, s, o, &obj_rep(o)[k]);
 		first = false;
 	}
 	sb_printf(b, "]");
@@ -341,8 +341,8 @@ static void disk_descs(struct sbuf *b, struct master *m, const struct obj *o)
 	bool any = false;
 
 	for (unsigned k = 0; k < o->nrep; k++) {
-		const struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[k].seg);
-		if (!s || o->rep[k].tier != KVP_TIER_DISK)
+		const struct seg *s = segreg_online(&m->segs, (uint32_t)obj_rep(o)[k].seg);
+		if (!s || obj_rep(o)[k].tier != KVP_TIER_DISK)
 			continue;
 		sb_printf(b, "%s{\"client_id\":\"0-%u\",\"object_size\":%llu,"
 			  "\"transport_endpoint\":", any ? "," : ",\"local_disk_values\":[", s->id,

@@ -8,7 +8,7 @@
 static bool has_mem(const struct obj *o)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (o->rep[k].tier == 0 && !o->rep[k].demoting)
+		if (obj_rep(o)[k].tier == 0 && !obj_rep(o)[k].demoting)
 			return true;
 	return false;
 }
@@ -39,7 +39,7 @@ static void child_gone(struct master *m, struct obj *p, bool mem)
 static void place(struct master *m, struct obj *o)
 {
 	for (unsigned k = 0; k < o->nrep; k++) {
-		struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[k].seg);
+		struct seg *s = segreg_online(&m->segs, (uint32_t)obj_rep(o)[k].seg);
 
 		if (s)
 			seg_place(s, o, k, mchain_rgn(&m->objs, o, k));
@@ -133,9 +133,9 @@ bool mchain_check(const struct master *m)
 			const struct obj *o = s->objs[j];
 			unsigned k = 0;
 
-			while (k < o->nrep && o->rep[k].seg != s->id)
+			while (k < o->nrep && obj_rep(o)[k].seg != s->id)
 				k++;
-			if (k == o->nrep || o->rep[k].sidx != j)
+			if (k == o->nrep || obj_rep(o)[k].sidx != j)
 				return false;
 			size_t lo, hi;
 			seg_rgn_range(s, mchain_rgn(&m->objs, o, k), &lo, &hi);

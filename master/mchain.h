@@ -26,7 +26,7 @@ static inline enum seg_rgn mchain_rgn(const struct objtab *t, const struct obj *
 {
 	const struct obj_links *l = objtab_links(t, o);
 
-	if (o->rep[ri].tier == 0)
+	if (obj_rep(o)[ri].tier == 0)
 		return l->nchild_mem ? SEG_RGN_OTHER : SEG_RGN_MEM;
 	return l->nchild ? SEG_RGN_OTHER : SEG_RGN_DISK;
 }

@@ -537,7 +537,7 @@ void mevents_stats(struct mevents *ev, struct mevents_stats *st)
 bool mevents_obj_has_tier(const struct obj *o, unsigned tier, int skip)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if ((int)k != skip && o->rep[k].tier == tier)
+		if ((int)k != skip && obj_rep(o)[k].tier == tier)
 			return true;
 	return false;
 }

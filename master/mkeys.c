@@ -88,10 +88,10 @@ static void put_reps(struct wbuf *b, const struct obj *o)
 {
 	wb_u8(b, o->nrep);
 	for (unsigned k = 0; k < o->nrep; k++) {
-		wb_u32(b, (uint32_t)o->rep[k].seg);
-		wb_u8(b, (uint8_t)o->rep[k].tier);
-		wb_u64(b, rep_off(&o->rep[k]));
-		wb_u64(b, rep_len(&o->rep[k]));
+		wb_u32(b, (uint32_t)obj_rep(o)[k].seg);
+		wb_u8(b, (uint8_t)obj_rep(o)[k].tier);
+		wb_u64(b, rep_off(&obj_rep(o)[k]));
+		wb_u64(b, rep_len(&obj_rep(o)[k]));
 	}
 }
 
@@ -214,7 +214,7 @@ int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 			wb_u64(b, o->value_len);
 			wb_u64(b, o->generation);
 			wb_u64(b, o->checksum);
-			wb_u64(b, o->put_time_ns);
+			wb_u64(b, obj_put_ns(o));
 			wb_u64(b, now_rt - (uint64_t)obj_age(m, o) * 1000000ull);
 			wb_i64(b, obj_leased(m, o) ? (int32_t)(o->deadline - m_now32(m)) : 0);
 			wb_i64(b, obj_pinned(m, o) ? (int64_t)obj_pin_s(&m->objs, o) * 1000 -
@@ -290,7 +290,7 @@ int mkeys_replica_clear(struct master *m, struct rbuf *r, struct wbuf *b, struct
 		int s;
 		struct obj *o = find_visible(m, &keys[i], true, &s);
 		unsigned k = 0;
-		while (o && k < o->nrep && (uint32_t)o->rep[k].seg != sid)
+		while (o && k < o->nrep && (uint32_t)obj_rep(o)[k].seg != sid)
 			k++;
 		if (o && k < o->nrep && obj_leased(m, o) && !force)
 			s = KVP_ELEASED;
@@ -450,7 +450,7 @@ int mkeys_list(struct master *m, struct rbuf *r, struct wbuf *b)
 			wb_u8(b, 0);
 			wb_str(b, key, o->key_len);
 			wb_u64(b, o->value_len);
-			wb_u64(b, o->put_time_ns);
+			wb_u64(b, obj_put_ns(o));
 			last = key;
 			last_len = o->key_len;
 			o = objtab_next(&m->objs, o);

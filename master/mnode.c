@@ -353,7 +353,7 @@ static void report_reject(struct seg *s, uint8_t tier, uint64_t off, uint64_t al
 static bool has_replica_on(const struct obj *o, uint32_t seg)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if ((uint32_t)o->rep[k].seg == seg)
+		if ((uint32_t)obj_rep(o)[k].seg == seg)
 			return true;
 	return false;
 }

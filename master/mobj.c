@@ -53,7 +53,7 @@ struct obj *mobj_new_complete(struct master *m, const uint8_t *key, size_t klen,
 	o->value_len = value_len;
 	o->generation = gen;
 	o->checksum = csum;
-	o->put_time_ns = put_ns;
+	obj_set_put_ns(o, put_ns);
 	o->atime = m_now32(m);
 	o->pkey = mpol_admit(m, o->hash);
 	o->flags = OBJ_COMPLETE;
@@ -118,7 +118,7 @@ void mobj_set_aside(struct master *m, struct obj *o)
 
 bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_extent)
 {
-	struct rep rp = o->rep[ri];
+	struct rep rp = obj_rep(o)[ri];
 	struct seg *s = segreg_online(&m->segs, (uint32_t)rp.seg);
 
 	mrepl_drop(m, o, &rp);
@@ -133,7 +133,7 @@ bool mobj_drop_replica(struct master *m, struct obj *o, unsigned ri, bool free_e
 		else if (free_extent && rp.tier == KVP_TIER_DISK)
 			s->spill_dropped += rep_len(&rp);
 	}
-	o->rep[ri] = o->rep[--o->nrep];
+	obj_rep(o)[ri] = obj_rep(o)[--o->nrep];
 	if (o->nrep) {
 		mchain_changed(m, o);
 		return false;
@@ -167,7 +167,7 @@ int mobj_attach(struct master *m, struct seg *s, struct obj **op, uint8_t tier, 
 		*op = o = n;
 	}
 	unsigned ri = o->nrep;
-	o->rep[ri] = rep_make(s->id, tier, off, len);
+	obj_rep(o)[ri] = rep_make(s->id, tier, off, len);
 	o->nrep++;	/* first: seg_attach's moves look the replica up */
 	if (seg_attach(s, o, ri, mchain_rgn(&m->objs, o, ri))) {
 		o->nrep--;
@@ -183,7 +183,7 @@ void mobj_drop_seg(struct master *m, struct seg *s)
 	while (s->nobjs) {
 		struct obj *o = s->objs[s->nobjs - 1];
 		unsigned ri = 0;
-		while (ri < o->nrep && (uint32_t)o->rep[ri].seg != s->id)
+		while (ri < o->nrep && (uint32_t)obj_rep(o)[ri].seg != s->id)
 			ri++;
 		if (ri == o->nrep) {	/* cannot happen; do not spin */
 			s->nobjs--;

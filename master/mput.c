@@ -136,7 +136,7 @@ static bool put_ghost(const struct master *m, const struct obj *o)
 	/* (seg_alive: a segment still sending its REPORTs is no ghost; nor is
 	 * one of a warm table whose node has not re-mounted yet) */
 	for (unsigned k = 0; k < o->nrep; k++) {
-		const struct seg *s = segreg_get(&m->segs, (uint32_t)o->rep[k].seg);
+		const struct seg *s = segreg_get(&m->segs, (uint32_t)obj_rep(o)[k].seg);
 		if (seg_alive(s) || (s && s->online && s->warm))
 			return false;
 	}
@@ -237,7 +237,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	for (unsigned k = 0; k < got; k++) {
 		struct seg *s = segreg_get(&m->segs, (uint32_t)reps[k].seg);
 		uint8_t grant[WIRE_GRANT_LEN];
-		o->rep[k] = reps[k];
+		obj_rep(o)[k] = reps[k];
 		o->nrep++;	/* first: seg_attach's moves look the replica up */
 		seg_attach(s, o, k, SEG_RGN_MEM);	/* room made by seg_grow above */
 		seg_grant(s, o->generation, rep_off(&reps[k]), rep_len(&reps[k]), m->epoch, grant);
@@ -513,7 +513,7 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 	mobj_arr_del(&m->pending, o);
 	o->flags |= OBJ_COMPLETE;
 	o->checksum = csum;
-	o->put_time_ns = now_ns;
+	obj_set_put_ns(o, now_ns);
 	o->atime = m_now32(m);
 	o->deadline = 0;
 	if (o->flags & OBJ_VERSION) {

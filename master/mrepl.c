@@ -69,7 +69,7 @@ static void put_add(struct wbuf *w, const struct obj *o, const struct rep *rp)
 	wb_u64(w, o->value_len);
 	wb_u64(w, o->checksum);
 	wb_u64(w, o->generation);
-	wb_u64(w, o->put_time_ns);
+	wb_u64(w, obj_put_ns(o));
 }
 
 static void put_seg(struct wbuf *w, const struct seg *s)
@@ -91,7 +91,7 @@ static struct wbuf *rec(struct master *m)
 void mrepl_add(struct master *m, const struct obj *o, unsigned ri)
 {
 	if (mrepl_on(m) && obj_complete(o) && !(o->flags & OBJ_VERSION))
-		put_add(rec(m), o, &o->rep[ri]);
+		put_add(rec(m), o, &obj_rep(o)[ri]);
 }
 
 void mrepl_drop(struct master *m, const struct obj *o, const struct rep *rp)
@@ -245,7 +245,7 @@ static void snap_slice(struct master *m, struct follower *f)
 		for (unsigned k = 0; k < o->nrep; k++) {
 			frame_cut(&r->snap, &st, false);
 			frame_open(&r->snap, &st);
-			put_add(&r->snap, o, &o->rep[k]);
+			put_add(&r->snap, o, &obj_rep(o)[k]);
 		}
 		f->clen = o->key_len;
 		memcpy(f->cursor, obj_key(o), o->key_len);
@@ -316,10 +316,10 @@ void mrepl_tick(struct master *m)
  * frees it), releasing its memory extent. True if o went with it. */
 static bool forget_replica(struct master *m, struct obj *o, unsigned ri)
 {
-	struct seg *s = segreg_online(&m->segs, (uint32_t)o->rep[ri].seg);
+	struct seg *s = segreg_online(&m->segs, (uint32_t)obj_rep(o)[ri].seg);
 
-	if (s && o->rep[ri].tier == KVP_TIER_MEM)
-		seg_unalloc(s, rep_off(&o->rep[ri]));
+	if (s && obj_rep(o)[ri].tier == KVP_TIER_MEM)
+		seg_unalloc(s, rep_off(&obj_rep(o)[ri]));
 	return mobj_drop_replica(m, o, ri, false);
 }
 
@@ -383,8 +383,8 @@ static int apply_seg(struct master *m, struct rbuf *r)
 static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t off, int *ri)
 {
 	for (unsigned k = 0; k < o->nrep; k++)
-		if ((uint32_t)o->rep[k].seg == seg && o->rep[k].tier == tier &&
-		    rep_off(&o->rep[k]) == off) {
+		if ((uint32_t)obj_rep(o)[k].seg == seg && obj_rep(o)[k].tier == tier &&
+		    rep_off(&obj_rep(o)[k]) == off) {
 			*ri = (int)k;
 			return true;
 		}
@@ -644,10 +644,10 @@ static void recon_fill(struct seg *s)
 		if ((o->flags & OBJ_VERSION) || o->generation > s->recon_gen)
 			continue;
 		for (unsigned k = 0; k < o->nrep; k++)
-			if ((uint32_t)o->rep[k].seg == s->id) {
+			if ((uint32_t)obj_rep(o)[k].seg == s->id) {
 				s->recon[n++] = (struct mrecon_ent){
-					.key = rep_off(&o->rep[k]) | (uint64_t)o->rep[k].tier << 1,
-					.len = rep_len(&o->rep[k]) |
+					.key = rep_off(&obj_rep(o)[k]) | (uint64_t)obj_rep(o)[k].tier << 1,
+					.len = rep_len(&obj_rep(o)[k]) |
 					       (uint64_t)segmap_tag(o->generation)
 					       << MHOLD_TAG_SHIFT,
 					.hash = o->hash,

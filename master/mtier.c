@@ -44,7 +44,7 @@ void mtier_promote_maybe(struct master *m, const struct master_client *c, struct
 	bool tight = false;
 
 	for (unsigned k = 0; k < o->nrep; k++) {
-		const struct rep *rp = &o->rep[k];
+		const struct rep *rp = &obj_rep(o)[k];
 		if (rp->tier != KVP_TIER_DISK || rp->promoting)
 			return;		/* a memory replica, or a copy already on its way */
 		struct seg *s = segreg_online(&m->segs, (uint32_t)rp->seg);
@@ -71,12 +71,12 @@ void mtier_promote_maybe(struct master *m, const struct master_client *c, struct
 		return;
 	}
 	if (alen >= REP_MAX_LEN ||
-	    seg_queue_promote(pick, obj_key(o), o->key_len, rep_off(&o->rep[ri]), o->generation,
-			      rep_len(&o->rep[ri]), off, alen)) {
+	    seg_queue_promote(pick, obj_key(o), o->key_len, rep_off(&obj_rep(o)[ri]), o->generation,
+			      rep_len(&obj_rep(o)[ri]), off, alen)) {
 		seg_unalloc(pick, off);
 		return;
 	}
-	o->rep[ri].promoting = 1;	/* answered in mtier_promoted() */
+	obj_rep(o)[ri].promoting = 1;	/* answered in mtier_promoted() */
 }
 
 /* The disk replica's spill extent outlives the flip until every lease
@@ -114,20 +114,20 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
 		int ri = -1;
 		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
-			if (o->rep[k].seg == s->id && o->rep[k].tier == KVP_TIER_DISK &&
-			    o->rep[k].promoting && rep_off(&o->rep[k]) == e->off)
+			if (obj_rep(o)[k].seg == s->id && obj_rep(o)[k].tier == KVP_TIER_DISK &&
+			    obj_rep(o)[k].promoting && rep_off(&obj_rep(o)[k]) == e->off)
 				ri = (int)k;
 		if (ri >= 0)
-			o->rep[ri].promoting = 0;
+			obj_rep(o)[ri].promoting = 0;
 		if (st == 0 && ri >= 0 &&
-		    retire_spill(m, s, o, rep_off(&o->rep[ri]), rep_len(&o->rep[ri])) == 0) {
-			uint64_t sidx = o->rep[ri].sidx;
+		    retire_spill(m, s, o, rep_off(&obj_rep(o)[ri]), rep_len(&obj_rep(o)[ri])) == 0) {
+			uint64_t sidx = obj_rep(o)[ri].sidx;
 			bool had_mem = mevents_obj_has_tier(o, KVP_TIER_MEM, -1);
 			bool disk_left = mevents_obj_has_tier(o, KVP_TIER_DISK, ri);
-			struct rep was = o->rep[ri];
-			mrepl_drop(m, o, &o->rep[ri]);
-			o->rep[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
-			o->rep[ri].sidx = sidx;
+			struct rep was = obj_rep(o)[ri];
+			mrepl_drop(m, o, &obj_rep(o)[ri]);
+			obj_rep(o)[ri] = rep_make(s->id, KVP_TIER_MEM, e->to, e->to_len);
+			obj_rep(o)[ri].sidx = sidx;
 			seg_retier(s, o, (unsigned)ri, &was);
 			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);
@@ -175,8 +175,8 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
 		int ri = -1;
 		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
-			if (o->rep[k].seg == s->id && o->rep[k].tier == 0 && o->rep[k].demoting &&
-			    rep_off(&o->rep[k]) == e->off)
+			if (obj_rep(o)[k].seg == s->id && obj_rep(o)[k].tier == 0 && obj_rep(o)[k].demoting &&
+			    rep_off(&obj_rep(o)[k]) == e->off)
 				ri = (int)k;
 		if (st == 0 && (ri < 0 || !placed)) {
 			seg_queue_free(s, soff, e->generation, KVP_TIER_DISK, true);
@@ -184,7 +184,7 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 		}
 		if (ri < 0)
 			continue;	/* removed (its memory extent FREEd then) */
-		o->rep[ri].demoting = 0;
+		obj_rep(o)[ri].demoting = 0;
 		if (placed && obj_leased(m, o)) {
 			/* A reader took a lease on the memory replica while it
 			 * was copied: it stays; the copy goes (a later round
@@ -193,17 +193,17 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 			s->spill_dropped += slen;
 			mchain_changed(m, o);
 		} else if (placed) {
-			uint64_t sidx = o->rep[ri].sidx;
+			uint64_t sidx = obj_rep(o)[ri].sidx;
 			bool had_disk = mevents_obj_has_tier(o, KVP_TIER_DISK, -1);
 			bool mem_left = mevents_obj_has_tier(o, KVP_TIER_MEM, ri);
 			if (!had_disk)
 				mevents_obj_stored(m, o, KVP_TIER_DISK);
 			if (!mem_left)
 				mevents_obj_removed(m, o, KVP_TIER_MEM);
-			struct rep was = o->rep[ri];
-			mrepl_drop(m, o, &o->rep[ri]);
-			o->rep[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
-			o->rep[ri].sidx = sidx;
+			struct rep was = obj_rep(o)[ri];
+			mrepl_drop(m, o, &obj_rep(o)[ri]);
+			obj_rep(o)[ri] = rep_make(s->id, KVP_TIER_DISK, soff, slen);
+			obj_rep(o)[ri].sidx = sidx;
 			seg_retier(s, o, (unsigned)ri, &was);
 			mrepl_add(m, o, (unsigned)ri);
 			mchain_changed(m, o);

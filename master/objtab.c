@@ -369,7 +369,7 @@ static void links_rekey(struct objlinks *lm, const struct obj *o, const struct o
 
 static size_t obj_alloc_size(size_t key_len, unsigned cap_rep)
 {
-	return sizeof(struct obj) + cap_rep * sizeof(struct rep) + key_len;
+	return obj_rep_off(key_len) + cap_rep * sizeof(struct rep);
 }
 
 #define SLAB_MIN_SHIFT 12
@@ -445,7 +445,7 @@ struct obj *objtab_new_hash(struct objtab *t, const uint8_t *key, size_t n, uint
 
 	if (!o)
 		return NULL;
-	memset(o, 0, sizeof(*o));
+	memset(o, 0, OBJ_KEY_OFF);
 	o->hash = h;
 	o->slot = OBJ_NOSLOT;
 	o->key_len = (uint16_t)n;
@@ -520,9 +520,10 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 
 	if (!n)
 		return NULL;
-	memcpy(n, o, sizeof(*o) + o->nrep * sizeof(struct rep));
+	/* the fields and the key, then the replicas in use */
+	memcpy(n, o, OBJ_KEY_OFF + o->key_len);
 	n->cap_rep = (uint8_t)cap_rep;
-	memcpy((uint8_t *)obj_key(n), obj_key(o), o->key_len);
+	memcpy(obj_rep(n), obj_rep(o), o->nrep * sizeof(struct rep));
 	relink(t, o, n);
 	if (o->linked)
 		links_rekey(&t->links, o, n);

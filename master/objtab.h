@@ -1,5 +1,5 @@
 /* objtab: the master's object table — every object (complete or pending)
- * in one block of a slab (fixed fields, replica array, key), found by key
+ * in one block of a slab (fixed fields, key, replica array), found by key
  * through an open-addressing hash table of tagged pointers and walked in
  * byte order through a B+tree of object pointers (keyidx.h: LIST,
  * REMOVE_PREFIX).
@@ -59,9 +59,12 @@ static inline struct rep rep_make(uint32_t seg, uint8_t tier, uint64_t off, uint
 			     .lenu = len >> REP_UNIT_SHIFT };
 }
 
-/* 56 bytes of fields, then rep[cap_rep], then the key: with one replica
- * and a key up to 24 bytes an object takes a 96-byte slab block (docs/ha.md,
- * memory per object). value_len fits 41 bits: cluster.max_object_size is
+/* 52 bytes of fields, the key right after them (its first 4 bytes in
+ * key_head), then rep[cap_rep] at the next 8-byte boundary (obj_rep): with
+ * one replica and a key of 13 to 20 bytes an object takes an 88-byte slab
+ * block, 96 when the replicas came before the key (docs/ha.md, memory per
+ * object). put_ms is the put time in ms since 1970 (42 bits: until 2109);
+ * it goes out as ns, whole ms. value_len fits 41 bits: cluster.max_object_size is
  * at most 1 TiB, checked wherever a length comes in (PUT_START, REPORT,
  * REPL). Times are milliseconds since
  * the master started, in 32 bits that wrap: ages are (now - atime) mod
@@ -93,17 +96,44 @@ struct obj {
 	uint64_t nrep : 4, cap_rep : 4;	/* <= KVP_MAX_REPLICAS */
 	uint64_t generation;
 	uint64_t checksum;
-	uint64_t put_time_ns;		/* CLOCK_REALTIME of PUT_END / adoption */
+	uint64_t put_ms : 42;		/* CLOCK_REALTIME of PUT_END / adoption, ms */
+	uint64_t leases : 16;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
+	uint64_t flags : 6;		/* OBJ_COMPLETE ... */
 	uint32_t atime;			/* last access (GET, EXISTS, put) */
 	uint32_t deadline;		/* complete: lease expiry; pending: put deadline */
 	uint32_t slot;			/* index in the master's lease or pending array */
-	uint16_t leases;		/* read leases not released (mlease.c); OBJ_LEASES_MAX sticks */
-	uint8_t flags;
-	struct rep rep[];
+	uint8_t key_head[4];		/* the key begins here and goes on past the struct */
 };
 
 #define OBJ_LEASES_MAX UINT16_MAX
-_Static_assert(sizeof(struct obj) == 56, "struct obj: 56 bytes of fields");
+#define OBJ_KEY_OFF offsetof(struct obj, key_head)
+_Static_assert(sizeof(struct obj) == 56 && OBJ_KEY_OFF == 52, "struct obj: 52 bytes of fields");
+_Static_assert(OBJ_COMPLETE < 64 && OBJ_UPSERT < 64 && OBJ_VERSION < 64 && OBJ_PINNED < 64,
+	       "the flags fit their 6 bits");
+
+/* Where an object's replicas start: the first 8-byte boundary past its key. */
+static inline size_t obj_rep_off(size_t key_len)
+{
+	return (OBJ_KEY_OFF + key_len + 7) & ~(size_t)7;
+}
+
+static inline struct rep *obj_rep(const struct obj *o)
+{
+	return (struct rep *)((uintptr_t)o + obj_rep_off(o->key_len));
+}
+
+/* The put time as it goes out (STAT, LIST, the table file, REPL): ns. */
+static inline uint64_t obj_put_ns(const struct obj *o)
+{
+	return (uint64_t)o->put_ms * 1000000u;
+}
+
+static inline void obj_set_put_ns(struct obj *o, uint64_t ns)
+{
+	uint64_t ms = ns / 1000000u;
+
+	o->put_ms = ms < (1ull << 42) ? ms : (1ull << 42) - 1;
+}
 
 /* An object's chain links (mchain.h) and soft pin, kept aside. */
 struct obj_links {
@@ -129,12 +159,12 @@ _Static_assert(KVP_MAX_KEY < 2048 && KVP_MAX_REPLICAS < 16,
 
 /* Objects live in slabs, one free list and one chunk being carved per size
  * class (sizes rounded up to 8 bytes): no malloc header, no rounding to 16
- * (104 bytes for one replica and a 20-byte key, a 112-byte malloc chunk
+ * (88 bytes for one replica and a 20-byte key, a 112-byte malloc chunk
  * before). A class's chunks grow from 4 KiB to 32 MiB (transparent huge pages
  * from 2 MiB: a large table faults 2 MiB at a time); they go back to the
  * system only with the table, a freed block waits for the next object of
  * its class. */
-#define OBJ_MAX_SIZE (sizeof(struct obj) + KVP_MAX_REPLICAS * sizeof(struct rep) + KVP_MAX_KEY)
+#define OBJ_MAX_SIZE (OBJ_KEY_OFF + KVP_MAX_KEY + 7 + KVP_MAX_REPLICAS * sizeof(struct rep))
 #define OBJSLAB_NCLASS ((OBJ_MAX_SIZE + 7) / 8 + 1)
 
 struct objslab {
@@ -165,7 +195,7 @@ struct objtab {
 
 static inline const uint8_t *obj_key(const struct obj *o)
 {
-	return (const uint8_t *)(o->rep + o->cap_rep);
+	return (const uint8_t *)o + OBJ_KEY_OFF;
 }
 
 extern const struct obj_links objtab_nolinks;

@@ -297,8 +297,8 @@ static void seg_set_idx(struct seg *s, size_t i)
 	struct obj *o = s->objs[i];
 
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (o->rep[k].seg == s->id) {
-			o->rep[k].sidx = i;
+		if (obj_rep(o)[k].seg == s->id) {
+			obj_rep(o)[k].sidx = i;
 			return;
 		}
 }
@@ -342,7 +342,7 @@ static size_t seg_step(struct seg *s, size_t i, bool up)
 
 void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 {
-	size_t i = o->rep[ri].sidx;
+	size_t i = obj_rep(o)[ri].sidx;
 
 	while (seg_rgn_of(s, i) != rgn)
 		i = seg_step(s, i, seg_rgn_of(s, i) < rgn);
@@ -362,17 +362,17 @@ int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
 {
 	if (seg_grow(s))
 		return -ENOMEM;
-	o->rep[ri].sidx = (uint32_t)s->nobjs;
+	obj_rep(o)[ri].sidx = (uint32_t)s->nobjs;
 	s->objs[s->nobjs++] = o;
 	seg_place(s, o, ri, rgn);
-	ptag_set(s, &o->rep[ri], segmap_tag(o->generation));
+	ptag_set(s, &obj_rep(o)[ri], segmap_tag(o->generation));
 	return 0;
 }
 
 void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct rep *was)
 {
 	ptag_set(s, was, 0);
-	ptag_set(s, &o->rep[ri], segmap_tag(o->generation));
+	ptag_set(s, &obj_rep(o)[ri], segmap_tag(o->generation));
 }
 
 bool seg_ptag_check(const struct seg *s)
@@ -384,7 +384,7 @@ bool seg_ptag_check(const struct seg *s)
 	for (size_t i = 0; i < s->nobjs; i++) {
 		const struct obj *o = s->objs[i];
 		for (unsigned k = 0; k < o->nrep; k++) {
-			const struct rep *rp = &o->rep[k];
+			const struct rep *rp = &obj_rep(o)[k];
 			uint64_t pg = rep_off(rp) >> SEG_MAP_SHIFT;
 			if (rp->seg != s->id || rp->tier != KVP_TIER_MEM)
 				continue;
@@ -400,17 +400,17 @@ bool seg_ptag_check(const struct seg *s)
 
 void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 {
-	ptag_set(s, &o->rep[ri], 0);
+	ptag_set(s, &obj_rep(o)[ri], 0);
 	seg_place(s, o, ri, SEG_RGN_OTHER);
 
-	uint32_t i = o->rep[ri].sidx;
+	uint32_t i = obj_rep(o)[ri].sidx;
 	struct obj *last = s->objs[--s->nobjs];
 
 	if (last != o || i != s->nobjs) {
 		s->objs[i] = last;
 		for (unsigned k = 0; k < last->nrep; k++)
-			if (last->rep[k].seg == s->id) {
-				last->rep[k].sidx = i;
+			if (obj_rep(last)[k].seg == s->id) {
+				obj_rep(last)[k].sidx = i;
 				break;
 			}
 	}
@@ -419,9 +419,9 @@ void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 void seg_repoint(struct segreg *r, struct obj *o)
 {
 	for (unsigned k = 0; k < o->nrep; k++) {
-		struct seg *s = segreg_online(r, o->rep[k].seg);
+		struct seg *s = segreg_online(r, obj_rep(o)[k].seg);
 		if (s)
-			s->objs[o->rep[k].sidx] = o;
+			s->objs[obj_rep(o)[k].sidx] = o;
 	}
 }
 
