@@ -12,6 +12,9 @@
  * so one live allocation costs 18..20 bytes, at most ~44, plus a fixed
  * ~20 KiB per allocator (list heads, first hash table, first pool chunk).
  * Limits: 2^38 granules (16 TiB at 64-byte alignment), 2^29 - 1 blocks.
+ * alloc_reserve out of offset order (a table file's or a leader's records
+ * come in key order) adds a span index of 4 bytes per 8 granules, at most
+ * 4 MiB (find_containing).
  */
 #include "alloc.h"
 
@@ -54,6 +57,13 @@ struct alloc {
 	unsigned fl_count;
 	uint32_t first;		/* block at granule 0: never released */
 	uint32_t hint;		/* where alloc_reserve starts looking */
+	/* per span of 2^span_shift granules, a block that contained or
+	 * started just before the span's first granule when last seen (a
+	 * hint, checked before use); allocated at the first reserve the hint
+	 * above does not serve, NULL before */
+	uint32_t *spans;
+	uint64_t nspans;
+	unsigned span_shift;
 
 	uint64_t free_gran;
 	uint64_t nused, nfree;
@@ -304,7 +314,6 @@ static int hash_grow(struct alloc *a)
 {
 	uint64_t n = (a->hmask + 1) * 2;
 	uint32_t *nb = malloc(n * sizeof(*nb));
-	uint64_t old = a->hmask + 1;
 
 	if (!nb)
 		return -ENOMEM;
@@ -312,18 +321,18 @@ static int hash_grow(struct alloc *a)
 		nb[s] = NIL;
 	a->hmask = n - 1;
 	a->hbits++;
-	for (uint64_t s = 0; s < old; s++) {
-		uint32_t i = a->buckets[s];
+	/* every used block in descriptor order, a sequential walk: following
+	 * the old chains cost a cache miss per block (10% of a table file's
+	 * load at 3M objects) */
+	for (uint32_t i = 0; i < a->pool_next; i++) {
+		struct blk *b = B(a, i);
 
-		while (i != NIL) {
-			struct blk *b = B(a, i);
-			uint32_t nx = b->aux;
-			uint64_t h = hslot(a, boff(b));
+		if (b->is_free || b->dead)
+			continue;
+		uint64_t h = hslot(a, boff(b));
 
-			b->aux = nb[h];
-			nb[h] = i;
-			i = nx;
-		}
+		b->aux = nb[h];
+		nb[h] = i;
 	}
 	free(a->buckets);
 	a->buckets = nb;
@@ -431,6 +440,7 @@ void alloc_destroy(struct alloc *a)
 	free(a->buckets);
 	free(a->heads);
 	free(a->sl_map);
+	free(a->spans);
 	free(a);
 }
 
@@ -582,21 +592,70 @@ int alloc_free(struct alloc *a, uint64_t off)
 	return 0;
 }
 
-/* Block containing granule g: walks the physical list from the hint, which
- * is O(1) for the ascending order in which a scan reports extents. */
-static uint32_t find_containing(const struct alloc *a, uint64_t g)
+/* Whether span k's hint can start a walk: a live block from its span's
+ * first granule or from at most one span before it (a split since may
+ * have moved the granule into a block further right, one step away). */
+static bool span_ok(const struct alloc *a, uint64_t k)
+{
+	uint32_t i = a->spans[k];
+	uint64_t s = k << a->span_shift, bo;
+
+	if (i == NIL || B(a, i)->dead)
+		return false;
+	bo = boff(B(a, i));
+	return bo <= s && (s - bo < (1ull << a->span_shift) || s < bo + blen(a, B(a, i)));
+}
+
+static int spans_init(struct alloc *a)
+{
+	unsigned shift = 3;	/* a few blocks to walk per span */
+
+	while ((a->ngran >> shift) >= (1u << 20))
+		shift++;	/* at most 4 MiB of spans */
+	a->nspans = (a->ngran >> shift) + 1;
+	a->spans = malloc(a->nspans * sizeof(*a->spans));
+	if (!a->spans)
+		return -ENOMEM;
+	a->span_shift = shift;
+	for (uint64_t k = 0; k < a->nspans; k++)
+		a->spans[k] = NIL;
+	a->spans[0] = a->first;	/* granule 0's block is never released */
+	return 0;
+}
+
+/* Block containing granule g. The hint (the block after the last reserve)
+ * serves the ascending order in which a node's scan reports extents in
+ * O(1); any other order starts from the nearest span whose hint holds and
+ * walks right, refreshing the hints of the spans it passes: a walk per
+ * reserve through the physical list from the hint or the first block made
+ * a table file's load in key order quadratic (100k objects: 4.2 s, 44 ms
+ * in offset order). Without memory for the spans, the old walk. */
+static uint32_t find_containing(struct alloc *a, uint64_t g)
 {
 	uint32_t i = a->hint;
+	uint64_t k, sp;
 
-	if (B(a, i)->dead)
+	if (!B(a, i)->dead && boff(B(a, i)) <= g && g < boff(B(a, i)) + blen(a, B(a, i)))
+		return i;
+	if (!a->spans && spans_init(a)) {
 		i = a->first;
-	if (g < boff(B(a, i)) && g < boff(B(a, i)) / 2)
-		i = a->first;	/* closer from the start */
-	while (g < boff(B(a, i)))
-		i = B(a, i)->prev_phys;
-	while (g >= boff(B(a, i)) + blen(a, B(a, i)))
+		while (g >= boff(B(a, i)) + blen(a, B(a, i)))
+			i = B(a, i)->next_phys;
+		return i;
+	}
+	sp = g >> a->span_shift;
+	for (k = sp; !span_ok(a, k); k--)
+		;
+	i = a->spans[k];
+	for (;;) {
+		uint64_t end = boff(B(a, i)) + blen(a, B(a, i));
+
+		while (k < sp && ((k + 1) << a->span_shift) < end)
+			a->spans[++k] = i;
+		if (g < end)
+			return i;
 		i = B(a, i)->next_phys;
-	return i;
+	}
 }
 
 int alloc_reserve(struct alloc *a, uint64_t off, uint64_t len)

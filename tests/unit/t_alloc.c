@@ -439,6 +439,59 @@ static void test_reserve(void)
 	world_fini(&w);
 }
 
+/* Reserves n extents of 1-3 granules, one per `gap` granules, in a random
+ * order (a table file's or a leader's records come in key order, not
+ * offset order: the span hints' path), some freed and reserved again. */
+static void reserve_shuffled(struct world *w, uint64_t n, uint64_t gap)
+{
+	const uint64_t K = w->align;
+	uint64_t *ord = malloc(n * sizeof(*ord));
+
+	REQUIRE(ord, "oom");
+	for (uint64_t i = 0; i < n; i++)
+		ord[i] = i;
+	for (uint64_t i = n - 1; i > 0; i--) {
+		uint64_t j = rnd() % (i + 1), t = ord[i];
+
+		ord[i] = ord[j];
+		ord[j] = t;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t g = ord[i] * gap, len = rnd_range(1, 3) * K;
+
+		REQUIRE(alloc_reserve(w->a, w->m.base + g * K, len) == 0,
+			"shuffled reserve %" PRIu64 " at granule %" PRIu64, i, g);
+		model_set(&w->m, g, len / K, true);
+		live_add(w, w->m.base + g * K, len);
+		REQUIRE(alloc_reserve(w->a, w->m.base + g * K, K) == -EEXIST, "overlap accepted");
+	}
+	check_full(w);
+	free(ord);
+}
+
+static void test_reserve_shuffled(void)
+{
+	struct world w;
+
+	/* 8 granules per span */
+	world_init(&w, 4096, 1ull << 30, 4096);
+	reserve_shuffled(&w, 60000, 4);
+	/* frees coalesce (released descriptors behind stale hints), then
+	 * reserves out of order again, allocations between */
+	for (int i = 0; i < 30000; i++)
+		do_free(&w, rnd() % w.nlive);
+	check_full(&w);
+	stress(&w, 100000, size_small, 300, 20000);
+	drain(&w);
+	world_fini(&w);
+	/* 2^24 granules: 16 per span */
+	world_init(&w, 4096, 64ull << 30, 4096);
+	reserve_shuffled(&w, 40000, 400);
+	stress(&w, 50000, size_big, 300, 10000);
+	drain(&w);
+	world_fini(&w);
+}
+
 int main(void)
 {
 	const char *s = getenv("SEED"), *o = getenv("OPS");
@@ -453,6 +506,7 @@ int main(void)
 
 	test_args();
 	test_reserve();
+	test_reserve_shuffled();
 
 	/* 64 GiB of virtual space in 4 KiB granules, KV-sized requests. */
 	world_init(&w, 4096, 64ull << 30, 4096);
