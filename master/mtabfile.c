@@ -324,8 +324,11 @@ static int apply(struct master *m, const uint8_t *p, size_t len, char *why, size
 	off = len - (size_t)(r.end - r.p);
 	m->repl_synced = false;
 	/* an ADD takes ~60-80 bytes with short keys: a bound, not a count */
-	if (!m->keys && len / 64 < (64u << 20))
+	if (!m->keys && len / 64 < (64u << 20)) {
 		objtab_presize(&m->objs, len / 64);
+		/* an object's slab block is at most ~1.2x its ADD record */
+		objtab_prefault_begin(&m->objs, len / 4 * 5);
+	}
 	while (off < len) {
 		struct wire_hdr h;
 
@@ -366,6 +369,7 @@ int mtabfile_apply(struct master *m, const uint8_t *p, size_t len, char *why, si
 {
 	m->tabfile_loading = true;	/* mrepl_apply() logs for a standby only */
 	int rc = apply(m, p, len, why, cap);
+	objtab_prefault_end(&m->objs);
 	m->tabfile_loading = false;
 	return rc;
 }

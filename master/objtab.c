@@ -1,6 +1,7 @@
 /* objtab: the master's objects by key (an open-addressing hash table of
  * tagged pointers) and in key order (the B+tree of keyidx.c); see objtab.h. */
 #include "objtab.h"
+#include "prefault.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -56,8 +57,10 @@ void objtab_destroy(struct objtab *t)
 {
 	for (void *c = t->slab.chunks, *next; c; c = next) {
 		next = *(void **)c;
-		free(c);
+		if (!t->slab.pf || !prefault_owns(t->slab.pf, c))
+			free(c);
 	}
+	prefault_free(t->slab.pf);
 	kx_destroy(&t->idx);
 	free(t->slots);
 	free(t->links.v);
@@ -232,6 +235,21 @@ int objtab_presize(struct objtab *t, size_t n)
 	return objtab_resize(t, nb) ? -ENOMEM : 0;
 }
 
+/* The helper runs this far ahead of the chunks taken: two of the largest. */
+#define PREFAULT_AHEAD ((size_t)64 << 20)
+
+void objtab_prefault_begin(struct objtab *t, size_t bytes)
+{
+	if (!t->slab.pf && bytes >= HUGE_SIZE)
+		t->slab.pf = prefault_start(bytes, PREFAULT_AHEAD);
+}
+
+void objtab_prefault_end(struct objtab *t)
+{
+	if (t->slab.pf)
+		prefault_stop(t->slab.pf);
+}
+
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h);
 
 const struct obj_links objtab_nolinks;
@@ -394,11 +412,16 @@ static struct obj *slab_alloc(struct objslab *sl, size_t size)
 	} else {
 		if ((size_t)(c->end - c->cur) < bsize) {
 			unsigned sh = c->chunk_shift ? c->chunk_shift : SLAB_MIN_SHIFT;
-			char *ch = objtab_big_alloc((size_t)1 << sh, false);
+			char *ch = NULL;
 
+			if (sl->pf && ((size_t)1 << sh) >= HUGE_SIZE)
+				ch = prefault_take(sl->pf, (size_t)1 << sh);
+			if (!ch)
+				ch = objtab_big_alloc((size_t)1 << sh, false);
 			/* no room for the slot's tag above the address (objtab.h) */
 			if (!ch || ((uintptr_t)ch + ((size_t)1 << sh)) & ~OBJTAB_SLOT_PTR) {
-				free(ch);
+				if (!sl->pf || !prefault_owns(sl->pf, ch))
+					free(ch);
 				return NULL;
 			}
 			*(void **)ch = sl->chunks;

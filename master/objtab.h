@@ -175,6 +175,7 @@ struct objslab {
 	} cls[OBJSLAB_NCLASS];
 	void *chunks;			/* every chunk, linked through its first word */
 	size_t chunk_bytes;
+	struct prefault *pf;		/* a bulk load's region (objtab_prefault_begin), or NULL */
 };
 
 /* A slot holds an object's address in its low 48 bits (user-space
@@ -311,6 +312,11 @@ int objtab_reserve(struct objtab *t);
  * the inserts would have grown to, in one step, and an empty table's slots written once now, so that probes
  * do not read zero pages that each write then copies. 0 or -ENOMEM. */
 int objtab_presize(struct objtab *t, size_t n);
+/* A bulk load of about bytes of objects starts: the slab's large chunks
+ * come from a region a helper thread faults in ahead (prefault.h), once per
+ * table; objtab_prefault_end when the load is over. */
+void objtab_prefault_begin(struct objtab *t, size_t bytes);
+void objtab_prefault_end(struct objtab *t);
 /* Links an object made by objtab_new or unlinked before, after an
  * objtab_reserve() that succeeded (room in the slots, spare nodes for the
  * key index's splits; an unlink does not make the latter); its key must not
