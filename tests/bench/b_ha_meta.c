@@ -21,9 +21,12 @@
  *     re-mounts with its commit map, its REPORTs reconcile the table,
  *     then a PUT_START of a fresh key is answered (the recovery window
  *     holds fresh keys until the REPORTs end).
- * Usage: b_ha_meta [-n OBJECTS] [-c | -l] (-c: part 1 only, for sizes
- * whose two tables do not fit; -l: parts 1 and 5 only). One JSON object
- * on stdout. Exit 0 when it ran, 1 when a step failed.
+ * Usage: b_ha_meta [-n OBJECTS] [-r] [-c | -l] (-c: part 1 only, for
+ * sizes whose two tables do not fit; -l: parts 1 and 5 only; -r: keys out
+ * of offset order, as a pool's hashed keys are, so the snapshot's and the
+ * table file's key order is not the extents' order: without it key i sits
+ * at extent i). One JSON object on stdout. Exit 0 when it ran, 1 when a
+ * step failed.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,6 +51,7 @@
 #define VLEN 1024
 
 static struct master *standby;
+static bool random_order;	/* -r */
 static struct mdrive_follow fol_state;	/* the FOLLOW connection's sink */
 
 static long rss_kb(void)
@@ -76,7 +80,9 @@ static void key_of(char *k, uint64_t i)
 {
 	char tmp[32];
 
-	snprintf(tmp, sizeof(tmp), "kvcache-%012" PRIu64, i);
+	if (random_order)	/* odd multiplier mod 2^48: one key per i */
+		i = (i * 0x9E3779B97F4A7C15ull) & ((1ull << 48) - 1);
+	snprintf(tmp, sizeof(tmp), "kvcache-%012" PRIx64, i);
 	memcpy(k, tmp, KEYLEN);
 }
 
@@ -285,13 +291,15 @@ int main(int argc, char **argv)
 	struct kvp_conf conf;
 	struct wbuf w;
 
-	while ((opt = getopt(argc, argv, "n:cl")) != -1) {
+	while ((opt = getopt(argc, argv, "n:clr")) != -1) {
 		if (opt == 'n')
 			n = strtoull(optarg, NULL, 10);
 		else if (opt == 'c')
 			cold_only = true;
 		else if (opt == 'l')
 			lone_only = true;
+		else if (opt == 'r')
+			random_order = true;
 		else
 			return 2;
 	}
@@ -320,9 +328,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cold: %" PRIu64 " keys, expected %" PRIu64 "\n", master_keys(m), n);
 		return 1;
 	}
-	printf("{\"objects\": %" PRIu64 ", \"key_bytes\": %d, \"cold_rebuild_ms\": %.1f, "
+	printf("{\"objects\": %" PRIu64 ", \"key_bytes\": %d, \"key_order\": \"%s\", "
+	       "\"cold_rebuild_ms\": %.1f, "
 	       "\"cold_objects_per_s\": %.0f, \"rss_bytes_per_object\": %.1f",
-	       n, KEYLEN, cold_ns / 1e6, n / (cold_ns / 1e9), (r1 - r0) * 1024.0 / (double)n);
+	       n, KEYLEN, random_order ? "random" : "offset", cold_ns / 1e6, n / (cold_ns / 1e9), (r1 - r0) * 1024.0 / (double)n);
 	fflush(stdout);
 	if (cold_only) {
 		printf("}\n");

@@ -6,7 +6,9 @@
 # standby), a standby's snapshot, the takeover to the first GET, the
 # reconciliation, RSS per object, and a lone restart from its table file
 # (written, loaded, taken over, re-mounted, reconciled: the tabfile_* and
-# lone_* fields). One JSON line per size.
+# lone_* fields). One JSON line per size and key order: keys in the
+# extents' order, then out of it as a pool's hashed keys are (-r: the
+# snapshot and the table file come in key order).
 # Env: HA_META_SIZES (default "1000000 10000000"), HA_META_COLD_ONLY
 # (sizes measured cold only: one table; default "50000000"),
 # BENCH_SMOKE=1 (20,000 objects).
@@ -16,6 +18,7 @@ need "$B/bench/b_ha_meta"
 [ $SMOKE = 1 ] && echo "SMOKE run: the numbers mean nothing"
 for n in ${HA_META_SIZES:-$(pick 20000 "1000000 10000000")}; do
 	"$B/bench/b_ha_meta" -n "$n" || fail "b_ha_meta -n $n failed"
+	"$B/bench/b_ha_meta" -r -n "$n" || fail "b_ha_meta -r -n $n failed"
 done
 [ $SMOKE = 1 ] && exit 0
 for n in ${HA_META_COLD_ONLY-50000000}; do
