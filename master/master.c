@@ -137,6 +137,7 @@ void master_destroy(struct master *m)
 	free(m->kbuf);
 	free(m->expect);
 	free(m->expect_done);
+	free(m->dres);
 	mtabfile_stop(m);
 	mrepl_destroy(m);
 	wb_free(&m->scratch);

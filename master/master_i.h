@@ -138,6 +138,11 @@ struct master {
 	struct mtabfile *tabfile;	/* ha = none: the table file (mtabfile.c); NULL: none */
 	bool tabfile_loading;		/* mtabfile_load() applies the file */
 	bool repl_synced;		/* standby: the snapshot is complete */
+	/* applied ADDs whose memory extents are not reserved yet: reserved
+	 * in offset order by mrepl_reserve_flush() (mrepl.c) */
+	struct mrepl_dres *dres;
+	size_t ndres, capdres;
+	uint64_t dres_last;		/* the last extent reserved: segment id, offset */
 	bool warm;			/* leader: took the table over from a stream */
 	uint64_t repl_records;		/* standby: records applied */
 	uint64_t repl_lag_drops;	/* leader: standbys dropped for their backlog */

@@ -61,6 +61,11 @@ static inline bool mrepl_on(const struct master *m)
  * before the fault is applied; the standby then drops the table and
  * follows again). Never trusts a length, an id or an offset. */
 int mrepl_apply(struct master *m, const uint8_t *body, size_t len);
+/* Reserves, in offset order, the extents of the fresh objects the ADDs
+ * applied so far left waiting (mrepl.c "deferred reservations"); one that
+ * overlaps goes. mrepl_apply() calls it before it returns, except during a
+ * table file's load, which calls it at the file's end. */
+void mrepl_reserve_flush(struct master *m);
 
 /* ---- new leader ---- */
 

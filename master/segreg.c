@@ -375,6 +375,13 @@ void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct re
 	ptag_set(s, &obj_rep(o)[ri], segmap_tag(o->generation));
 }
 
+bool seg_ptag_taken(const struct seg *s, uint64_t off)
+{
+	uint64_t pg = off >> SEG_MAP_SHIFT;
+
+	return s->ptag && pg < s->nptag && s->ptag[pg];
+}
+
 bool seg_ptag_check(const struct seg *s)
 {
 	size_t mem = 0, set = 0;
