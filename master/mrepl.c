@@ -405,9 +405,18 @@ static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t of
  * of the file). Between calls none waits. */
 struct mrepl_dres {
 	uint64_t key;		/* the segment id above the offset's units */
-	uint64_t len;		/* here, not read from o: a miss per object */
-	struct obj *o;
+	/* the object's address (48 bits, objtab.h) below the extent's
+	 * length in units: here, not read from the object, a miss each */
+	uint64_t obj_len;
 };
+
+#define DRES_LEN_SHIFT 48
+
+/* Whether an extent of len bytes can wait (its length fits). */
+static bool dres_fits(uint64_t len)
+{
+	return (len >> REP_UNIT_SHIFT) < (1u << (64 - DRES_LEN_SHIFT));
+}
 
 static int dres_push(struct master *m, uint32_t sid, uint64_t off, uint64_t len, struct obj *o)
 {
@@ -421,7 +430,25 @@ static int dres_push(struct master *m, uint32_t sid, uint64_t off, uint64_t len,
 		m->capdres = cap;
 	}
 	m->dres[m->ndres++] = (struct mrepl_dres){
-		.key = (uint64_t)sid << 38 | off >> REP_UNIT_SHIFT, .len = len, .o = o };
+		.key = (uint64_t)sid << 38 | off >> REP_UNIT_SHIFT,
+		.obj_len = (uint64_t)(uintptr_t)o | (len >> REP_UNIT_SHIFT) << DRES_LEN_SHIFT };
+	return 0;
+}
+
+int mrepl_reserve_presize(struct master *m, size_t n)
+{
+	struct mrepl_dres *v;
+
+	if (m->ndres || n <= m->capdres)
+		return 0;
+	/* huge pages: a 4 KiB fault costs ~20 us on a VM, and a load's
+	 * batch fills tens of MiB */
+	v = objtab_big_alloc(n * sizeof(*v), false);
+	if (!v)
+		return KVP_ENOMEM;
+	free(m->dres);
+	m->dres = v;
+	m->capdres = n;
 	return 0;
 }
 
@@ -487,8 +514,11 @@ void mrepl_reserve_flush(struct master *m)
 			s = segreg_online(&m->segs, sid);
 		/* an overlap (or no memory): gone, as its ADD would have been
 		 * skipped; nothing of it was reserved, nothing is freed */
-		if (!s || seg_reserve(s, (d->key & ((1ull << 38) - 1)) << REP_UNIT_SHIFT, d->len))
-			mobj_drop_replica(m, d->o, 0, false);
+		uint64_t len = (d->obj_len >> DRES_LEN_SHIFT) << REP_UNIT_SHIFT;
+		struct obj *o = (struct obj *)(uintptr_t)(d->obj_len & ((1ull << DRES_LEN_SHIFT) - 1));
+
+		if (!s || seg_reserve(s, (d->key & ((1ull << 38) - 1)) << REP_UNIT_SHIFT, len))
+			mobj_drop_replica(m, o, 0, false);
 	}
 	m->dres_last = m->dres[n - 1].key;
 	m->ndres = 0;
@@ -536,7 +566,7 @@ static int apply_add(struct master *m, struct rbuf *r)
 	if (o && (has_rep(o, sid, tier, off, &ri) || o->nrep >= KVP_MAX_REPLICAS))
 		return 0;	/* the snapshot and a change both carried it */
 	uint64_t dkey = (uint64_t)sid << 38 | off >> REP_UNIT_SHIFT;
-	if (!o && tier == KVP_TIER_MEM && (m->ndres || dkey < m->dres_last)) {
+	if (!o && tier == KVP_TIER_MEM && (m->ndres || dkey < m->dres_last) && dres_fits(alen)) {
 		/* fresh and out of offset order: its reservation waits. An
 		 * extent already starting in its page overlaps it: skipped now,
 		 * as the reservation would refuse it (attached, it would take

@@ -66,6 +66,9 @@ int mrepl_apply(struct master *m, const uint8_t *body, size_t len);
  * overlaps goes. mrepl_apply() calls it before it returns, except during a
  * table file's load, which calls it at the file's end. */
 void mrepl_reserve_flush(struct master *m);
+/* Room for n of them in one allocation (a table file's load, sized from
+ * the file): 0, or KVP_ENOMEM (the batch then grows as it goes). */
+int mrepl_reserve_presize(struct master *m, size_t n);
 
 /* ---- new leader ---- */
 

@@ -326,6 +326,7 @@ static int apply(struct master *m, const uint8_t *p, size_t len, char *why, size
 	/* an ADD takes ~60-80 bytes with short keys: a bound, not a count */
 	if (!m->keys && len / 64 < (64u << 20)) {
 		objtab_presize(&m->objs, len / 64);
+		mrepl_reserve_presize(m, len / 64);
 		/* an object's slab block is at most ~1.2x its ADD record */
 		objtab_prefault_begin(&m->objs, len / 4 * 5);
 	}
