@@ -452,8 +452,6 @@ int mrepl_reserve_presize(struct master *m, size_t n)
 	return 0;
 }
 
-/* LSD radix sort by key, 11 bits a pass, the passes whose digit is the
- * same in every entry skipped; qsort's order without the memory. */
 static int dres_cmp(const void *a, const void *b)
 {
 	uint64_t x = ((const struct mrepl_dres *)a)->key, y = ((const struct mrepl_dres *)b)->key;
@@ -461,38 +459,55 @@ static int dres_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void dres_sort(struct mrepl_dres *a, size_t n)
+/* LSD radix sort of n records of size bytes by the u64 at their start,
+ * shifted right by pre: 11 bits a pass, the passes whose digit is the same
+ * in every record skipped (a re-mount's 3M replicas, a load's batch:
+ * sorted in a fraction of qsort's time, on the loop thread). qsort(cmp)
+ * without memory. Inlined at each caller: the copies are of a constant
+ * size. */
+static inline __attribute__((always_inline)) void
+radix_sort(void *a, size_t n, size_t size, unsigned pre, int (*cmp)(const void *, const void *))
 {
 	static size_t cnt[6][2048];	/* loop thread only */
-	struct mrepl_dres *t = objtab_big_alloc(n * sizeof(*t), false), *src = a, *dst = t, *x;
+	char *t = n > 1 ? objtab_big_alloc(n * size, false) : NULL, *src = a, *dst = t, *x;
+	uint64_t k, k0;
 
 	if (!t) {
-		qsort(a, n, sizeof(*a), dres_cmp);
+		if (n > 1)
+			qsort(a, n, size, cmp);
 		return;
 	}
 	memset(cnt, 0, sizeof(cnt));
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		memcpy(&k, src + i * size, 8);
+		k >>= pre;
 		for (unsigned d = 0; d < 6; d++)
-			cnt[d][(a[i].key >> (11 * d)) & 2047]++;
+			cnt[d][(k >> (11 * d)) & 2047]++;
+	}
+	memcpy(&k0, src, 8);
+	k0 >>= pre;
 	for (unsigned d = 0; d < 6; d++) {
-		size_t sum = 0, sh = 11 * d;
+		unsigned sh = 11 * d;
+		size_t sum = 0;
 
-		if (cnt[d][(a[0].key >> sh) & 2047] == n)
-			continue;	/* one digit in every entry */
+		if (cnt[d][(k0 >> sh) & 2047] == n)
+			continue;	/* one digit in every record */
 		for (size_t v = 0; v < 2048; v++) {
 			size_t c = cnt[d][v];
 
 			cnt[d][v] = sum;
 			sum += c;
 		}
-		for (size_t i = 0; i < n; i++)
-			dst[cnt[d][(src[i].key >> sh) & 2047]++] = src[i];
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&k, src + i * size, 8);
+			memcpy(dst + cnt[d][(k >> pre >> sh) & 2047]++ * size, src + i * size, size);
+		}
 		x = src;
 		src = dst;
 		dst = x;
 	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
+	if (src != (char *)a)
+		memcpy(a, src, n * size);
 	free(t);
 }
 
@@ -502,8 +517,7 @@ void mrepl_reserve_flush(struct master *m)
 
 	if (!n)
 		return;
-	if (n > 1)
-		dres_sort(m->dres, n);
+	radix_sort(m->dres, n, sizeof(*m->dres), 0, dres_cmp);
 	struct seg *s = NULL;
 
 	for (size_t i = 0; i < n; i++) {
@@ -732,42 +746,10 @@ static int ent_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* LSD radix sort on (off, tier), 11 bits a pass: a re-mount of 3M
- * replicas sorted in a fraction of qsort's time (it ran on the loop while
- * the node's REPORTs waited). Falls back to qsort without memory. */
+/* By (off, tier): the confirmed bit below them left out. */
 static void recon_sort(struct mrecon_ent *a, size_t n)
 {
-	struct mrecon_ent *t = n > 1 ? objtab_big_alloc(n * sizeof(*t), false) : NULL;
-	struct mrecon_ent *src = a, *dst = t, *x;
-	uint64_t max = 0;
-	size_t cnt[2048];
-
-	if (!t) {
-		qsort(a, n, sizeof(*a), ent_cmp);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		max |= a[i].key >> 1;
-	for (unsigned sh = 0; sh < 64 && max >> sh; sh += 11) {
-		size_t sum = 0;
-
-		memset(cnt, 0, sizeof(cnt));
-		for (size_t i = 0; i < n; i++)
-			cnt[(src[i].key >> 1 >> sh) & 2047]++;
-		for (size_t d = 0; d < 2048; d++) {
-			size_t c = cnt[d];
-			cnt[d] = sum;
-			sum += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			dst[cnt[(src[i].key >> 1 >> sh) & 2047]++] = src[i];
-		x = src;
-		src = dst;
-		dst = x;
-	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
-	free(t);
+	radix_sort(a, n, sizeof(*a), 1, ent_cmp);
 }
 
 int mrepl_recon_begin(struct master *m, struct seg *s)
