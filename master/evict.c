@@ -41,9 +41,10 @@ static bool evict_candidate(const struct master *m, const struct obj *o, bool pi
  * promoted: the node is copying it), -1 if none. */
 static int tier_replica(const struct obj *o, uint32_t seg, unsigned tier)
 {
+	const struct rep *r = obj_rep(o);
+
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (obj_rep(o)[k].seg == seg && obj_rep(o)[k].tier == tier && !obj_rep(o)[k].demoting &&
-		    !obj_rep(o)[k].promoting)
+		if (r[k].seg == seg && r[k].tier == tier && !r[k].demoting && !r[k].promoting)
 			return (int)k;
 	return -1;
 }

@@ -7,8 +7,10 @@
  * gone already: what o extends may follow it in the same round. */
 static bool has_mem(const struct obj *o)
 {
+	const struct rep *r = obj_rep(o);
+
 	for (unsigned k = 0; k < o->nrep; k++)
-		if (obj_rep(o)[k].tier == 0 && !obj_rep(o)[k].demoting)
+		if (r[k].tier == 0 && !r[k].demoting)
 			return true;
 	return false;
 }

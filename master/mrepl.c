@@ -382,9 +382,10 @@ static int apply_seg(struct master *m, struct rbuf *r)
 
 static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t off, int *ri)
 {
+	const struct rep *r = obj_rep(o);
+
 	for (unsigned k = 0; k < o->nrep; k++)
-		if ((uint32_t)obj_rep(o)[k].seg == seg && obj_rep(o)[k].tier == tier &&
-		    rep_off(&obj_rep(o)[k]) == off) {
+		if ((uint32_t)r[k].seg == seg && r[k].tier == tier && rep_off(&r[k]) == off) {
 			*ri = (int)k;
 			return true;
 		}

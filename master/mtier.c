@@ -113,10 +113,13 @@ void mtier_promoted(struct master *m, struct seg *s, const struct dbatch *d,
 			st = KVP_EPROTO;
 		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
 		int ri = -1;
-		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
-			if (obj_rep(o)[k].seg == s->id && obj_rep(o)[k].tier == KVP_TIER_DISK &&
-			    obj_rep(o)[k].promoting && rep_off(&obj_rep(o)[k]) == e->off)
+		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++) {
+			const struct rep *rp = &obj_rep(o)[k];
+
+			if (rp->seg == s->id && rp->tier == KVP_TIER_DISK && rp->promoting &&
+			    rep_off(rp) == e->off)
 				ri = (int)k;
+		}
 		if (ri >= 0)
 			obj_rep(o)[ri].promoting = 0;
 		if (st == 0 && ri >= 0 &&
@@ -174,10 +177,12 @@ void mtier_demoted(struct master *m, struct seg *s, const struct dbatch *d,
 		s->demoting -= e->len;
 		struct obj *o = objtab_find(&m->objs, e->key, e->key_len);
 		int ri = -1;
-		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++)
-			if (obj_rep(o)[k].seg == s->id && obj_rep(o)[k].tier == 0 && obj_rep(o)[k].demoting &&
-			    rep_off(&obj_rep(o)[k]) == e->off)
+		for (unsigned k = 0; o && o->generation == e->generation && k < o->nrep; k++) {
+			const struct rep *rp = &obj_rep(o)[k];
+
+			if (rp->seg == s->id && rp->tier == 0 && rp->demoting && rep_off(rp) == e->off)
 				ri = (int)k;
+		}
 		if (st == 0 && (ri < 0 || !placed)) {
 			seg_queue_free(s, soff, e->generation, KVP_TIER_DISK, true);
 			s->spill_dropped += slen;
