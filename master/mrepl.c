@@ -599,6 +599,8 @@ static int apply_add(struct master *m, struct rbuf *r)
 			mobj_drop_replica(m, o, 0, false);	/* overlaps, as below */
 		return 0;
 	}
+	if (tier == KVP_TIER_MEM && m->ndres)
+		mrepl_reserve_flush(m);	/* (an extent too long to wait) first in, first kept */
 	if (tier == KVP_TIER_MEM && seg_reserve(s, off, alen))
 		return 0;	/* overlaps: the takeover's reconciliation settles it */
 	if (tier == KVP_TIER_MEM)
