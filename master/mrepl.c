@@ -399,8 +399,9 @@ static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t of
  * took 2.4 s against 0.9 s in offset order. A fresh object's extent is
  * reserved later, the batch sorted by offset, so the allocator is walked
  * once from one end. While the extents come in offset order (keys named
- * in the order they were stored) each is reserved at once: no batch. Only objects created by one ADD wait (their one
- * replica is the extent, nothing may free or move them before the flush):
+ * in the order they were stored) each is reserved at once: no batch.
+ * Only objects created by one ADD wait (their one replica is the extent,
+ * nothing may free or move them before the flush):
  * any other record flushes first, and so does the end of every
  * mrepl_apply() outside a table file's load (mtabfile.c flushes at the end
  * of the file). Between calls none waits. */
@@ -412,6 +413,7 @@ struct mrepl_dres {
 };
 
 #define DRES_LEN_SHIFT 48
+#define DRES_OFF_BITS 38	/* an offset's units (REP_MAX_OFF) below the segment id */
 
 /* Whether an extent of len bytes can wait (its length fits). */
 static bool dres_fits(uint64_t len)
@@ -431,7 +433,7 @@ static int dres_push(struct master *m, uint32_t sid, uint64_t off, uint64_t len,
 		m->capdres = cap;
 	}
 	m->dres[m->ndres++] = (struct mrepl_dres){
-		.key = (uint64_t)sid << 38 | off >> REP_UNIT_SHIFT,
+		.key = (uint64_t)sid << DRES_OFF_BITS | off >> REP_UNIT_SHIFT,
 		.obj_len = (uint64_t)(uintptr_t)o | (len >> REP_UNIT_SHIFT) << DRES_LEN_SHIFT };
 	return 0;
 }
@@ -523,7 +525,7 @@ void mrepl_reserve_flush(struct master *m)
 
 	for (size_t i = 0; i < n; i++) {
 		const struct mrepl_dres *d = &m->dres[i];
-		uint32_t sid = (uint32_t)(d->key >> 38);
+		uint32_t sid = (uint32_t)(d->key >> DRES_OFF_BITS);
 
 		if (!s || s->id != sid)
 			s = segreg_online(&m->segs, sid);
@@ -532,7 +534,7 @@ void mrepl_reserve_flush(struct master *m)
 		uint64_t len = (d->obj_len >> DRES_LEN_SHIFT) << REP_UNIT_SHIFT;
 		struct obj *o = (struct obj *)(uintptr_t)(d->obj_len & ((1ull << DRES_LEN_SHIFT) - 1));
 
-		if (!s || seg_reserve(s, (d->key & ((1ull << 38) - 1)) << REP_UNIT_SHIFT, len))
+		if (!s || seg_reserve(s, (d->key & ((1ull << DRES_OFF_BITS) - 1)) << REP_UNIT_SHIFT, len))
 			mobj_drop_replica(m, o, 0, false);
 	}
 	m->dres_last = m->dres[n - 1].key;
@@ -580,7 +582,7 @@ static int apply_add(struct master *m, struct rbuf *r)
 	}
 	if (o && (has_rep(o, sid, tier, off, &ri) || o->nrep >= KVP_MAX_REPLICAS))
 		return 0;	/* the snapshot and a change both carried it */
-	uint64_t dkey = (uint64_t)sid << 38 | off >> REP_UNIT_SHIFT;
+	uint64_t dkey = (uint64_t)sid << DRES_OFF_BITS | off >> REP_UNIT_SHIFT;
 	if (!o && tier == KVP_TIER_MEM && (m->ndres || dkey < m->dres_last) && dres_fits(alen)) {
 		/* fresh and out of offset order: its reservation waits. An
 		 * extent already starting in its page overlaps it: skipped now,

@@ -283,10 +283,10 @@ void seg_detach(struct seg *s, struct obj *o, unsigned ri);
 /* Replica ri of o, still in s, was changed in place from was (DEMOTE or
  * PROMOTE answered): its page tag follows. */
 void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct rep *was);
-/* s->ptag matches the memory replicas in s->objs (tests, master_check). */
 /* Whether a memory extent starting at off's page is tagged (a live one
  * starts there: extents start on the alignment, at least a page). */
 bool seg_ptag_taken(const struct seg *s, uint64_t off);
+/* s->ptag matches the memory replicas in s->objs (tests, master_check). */
 bool seg_ptag_check(const struct seg *s);
 void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
 /* The index range [*lo, *hi) of region rgn in s->objs. */
