@@ -137,7 +137,7 @@ void master_destroy(struct master *m)
 	free(m->kbuf);
 	free(m->expect);
 	free(m->expect_done);
-	free(m->dres);
+	mrepl_reserve_release(m);
 	mtabfile_stop(m);
 	mrepl_destroy(m);
 	wb_free(&m->scratch);

@@ -142,6 +142,9 @@ struct master {
 	 * in offset order by mrepl_reserve_flush() (mrepl.c) */
 	struct mrepl_dres *dres;
 	size_t ndres, capdres;
+	size_t dres_bound;		/* a table file's load: about how many may wait */
+	struct prefault *dres_pf, *dres_tpf;	/* ... their regions: the batch, the sort's */
+	void *dres_tmp;			/* the sort's second buffer (dres_tpf's), or NULL */
 	uint64_t dres_last;		/* the last extent reserved: segment id, offset */
 	bool warm;			/* leader: took the table over from a stream */
 	uint64_t repl_records;		/* standby: records applied */

@@ -12,6 +12,7 @@
 #include "mnode.h"
 #include "mns.h"
 #include "mpolicy.h"
+#include "prefault.h"
 #include "segmap.h"
 
 #define MREPL_MAX 8			/* standbys per leader */
@@ -421,38 +422,98 @@ static bool dres_fits(uint64_t len)
 	return (len >> REP_UNIT_SHIFT) < (1u << (64 - DRES_LEN_SHIFT));
 }
 
-static int dres_push(struct master *m, uint32_t sid, uint64_t off, uint64_t len, struct obj *o)
-{
-	if (m->ndres == m->capdres) {
-		size_t cap = m->capdres ? m->capdres * 2 : 4096;
-		struct mrepl_dres *v = realloc(m->dres, cap * sizeof(*v));
+/* A table file's batch, and the sort's second buffer beside it, grow in
+ * regions whose pages helper threads fault ahead (prefault.h): at 3M
+ * hashed keys the two are ~100 MiB, and clearing them took the load's own
+ * thread ~0.2 s. Started at the first extent that waits, so a file in
+ * offset order costs nothing; taken 2 MiB at a time from each. */
+#define DRES_CHUNK ((size_t)2 << 20)
+#define DRES_AHEAD ((size_t)8 << 20)
 
+static int dres_start_regions(struct master *m)
+{
+	size_t size = m->dres_bound * sizeof(struct mrepl_dres);
+
+	m->dres_pf = prefault_start(size, DRES_AHEAD);
+	m->dres_tpf = m->dres_pf ? prefault_start(size, DRES_AHEAD) : NULL;
+	if (m->dres_tpf) {
+		m->dres = prefault_take(m->dres_pf, DRES_CHUNK);
+		m->dres_tmp = prefault_take(m->dres_tpf, DRES_CHUNK);
+		if (m->dres && m->dres_tmp) {
+			m->capdres = DRES_CHUNK / sizeof(struct mrepl_dres);
+			return 0;
+		}
+	}
+	mrepl_reserve_release(m);	/* no thread or no mapping: the heap */
+	return -1;
+}
+
+static int dres_grow(struct master *m)
+{
+	size_t per = DRES_CHUNK / sizeof(struct mrepl_dres);
+	struct mrepl_dres *v;
+
+	if (!m->dres && m->dres_bound >= per && dres_start_regions(m) == 0)
+		return 0;
+	if (m->dres_pf) {
+		/* the regions are of one size: both have room, or neither */
+		if (prefault_take(m->dres_pf, DRES_CHUNK) && prefault_take(m->dres_tpf, DRES_CHUNK)) {
+			m->capdres += per;
+			return 0;
+		}
+		/* past the file's bound: on the heap from here */
+		v = malloc(m->capdres * 2 * sizeof(*v));
 		if (!v)
 			return KVP_ENOMEM;
+		memcpy(v, m->dres, m->ndres * sizeof(*v));
+		size_t n = m->ndres, cap = m->capdres * 2;
+
+		mrepl_reserve_release(m);
 		m->dres = v;
+		m->ndres = n;
 		m->capdres = cap;
+		return 0;
 	}
+	size_t cap = m->capdres ? m->capdres * 2 : 4096;
+
+	v = realloc(m->dres, cap * sizeof(*v));
+	if (!v)
+		return KVP_ENOMEM;
+	m->dres = v;
+	m->capdres = cap;
+	return 0;
+}
+
+static int dres_push(struct master *m, uint32_t sid, uint64_t off, uint64_t len, struct obj *o)
+{
+	if (m->ndres == m->capdres && dres_grow(m))
+		return KVP_ENOMEM;
 	m->dres[m->ndres++] = (struct mrepl_dres){
 		.key = (uint64_t)sid << DRES_OFF_BITS | off >> REP_UNIT_SHIFT,
 		.obj_len = (uint64_t)(uintptr_t)o | (len >> REP_UNIT_SHIFT) << DRES_LEN_SHIFT };
 	return 0;
 }
 
-int mrepl_reserve_presize(struct master *m, size_t n)
-{
-	struct mrepl_dres *v;
+size_t mrepl_dres_bound_max = SIZE_MAX;
 
-	if (m->ndres || n <= m->capdres)
-		return 0;
-	/* huge pages: a 4 KiB fault costs ~20 us on a VM, and a load's
-	 * batch fills tens of MiB */
-	v = objtab_big_alloc(n * sizeof(*v), false);
-	if (!v)
-		return KVP_ENOMEM;
-	free(m->dres);
-	m->dres = v;
-	m->capdres = n;
-	return 0;
+void mrepl_reserve_presize(struct master *m, size_t n)
+{
+	if (!m->ndres)
+		m->dres_bound = n < mrepl_dres_bound_max ? n : mrepl_dres_bound_max;
+}
+
+void mrepl_reserve_release(struct master *m)
+{
+	if (m->dres_pf) {
+		prefault_free(m->dres_pf);
+		prefault_free(m->dres_tpf);
+	} else {
+		free(m->dres);
+	}
+	m->dres_pf = m->dres_tpf = NULL;
+	m->dres = NULL;
+	m->dres_tmp = NULL;
+	m->ndres = m->capdres = m->dres_bound = 0;
 }
 
 static int dres_cmp(const void *a, const void *b)
@@ -465,14 +526,16 @@ static int dres_cmp(const void *a, const void *b)
 /* LSD radix sort of n records of size bytes by the u64 at their start,
  * shifted right by pre: 11 bits a pass, the passes whose digit is the same
  * in every record skipped (a re-mount's 3M replicas, a load's batch:
- * sorted in a fraction of qsort's time, on the loop thread). qsort(cmp)
- * without memory. Inlined at each caller: the copies are of a constant
- * size. */
+ * sorted in a fraction of qsort's time, on the loop thread), through tmp
+ * (room for n) or, NULL, a buffer of its own. qsort(cmp) without memory.
+ * Inlined at each caller: the copies are of a constant size. */
 static inline __attribute__((always_inline)) void
-radix_sort(void *a, size_t n, size_t size, unsigned pre, int (*cmp)(const void *, const void *))
+radix_sort(void *a, size_t n, size_t size, unsigned pre, int (*cmp)(const void *, const void *),
+	   void *tmp)
 {
 	static size_t cnt[6][2048];	/* loop thread only */
-	char *t = n > 1 ? objtab_big_alloc(n * size, false) : NULL, *src = a, *dst = t, *x;
+	char *t = tmp ? tmp : n > 1 ? objtab_big_alloc(n * size, false) : NULL;
+	char *src = a, *dst = t, *x;
 	uint64_t k, k0;
 
 	if (!t) {
@@ -511,7 +574,8 @@ radix_sort(void *a, size_t n, size_t size, unsigned pre, int (*cmp)(const void *
 	}
 	if (src != (char *)a)
 		memcpy(a, src, n * size);
-	free(t);
+	if (t != tmp)
+		free(t);
 }
 
 void mrepl_reserve_flush(struct master *m)
@@ -520,7 +584,7 @@ void mrepl_reserve_flush(struct master *m)
 
 	if (!n)
 		return;
-	radix_sort(m->dres, n, sizeof(*m->dres), 0, dres_cmp);
+	radix_sort(m->dres, n, sizeof(*m->dres), 0, dres_cmp, m->dres_tmp);
 	struct seg *s = NULL;
 
 	for (size_t i = 0; i < n; i++) {
@@ -539,11 +603,10 @@ void mrepl_reserve_flush(struct master *m)
 	}
 	m->dres_last = m->dres[n - 1].key;
 	m->ndres = 0;
-	if (m->capdres > (1u << 16)) {	/* a frame's batch is smaller */
-		free(m->dres);	/* a load's: give its memory back */
-		m->dres = NULL;
-		m->capdres = 0;
-	}
+	/* a frame's batch is smaller: a big one gives its memory back (a
+	 * table file's, at the file's end: mtabfile.c) */
+	if (m->capdres > (1u << 16) && !m->tabfile_loading)
+		mrepl_reserve_release(m);
 }
 
 static int apply_add(struct master *m, struct rbuf *r)
@@ -754,7 +817,7 @@ static int ent_cmp(const void *a, const void *b)
 /* By (off, tier): the confirmed bit below them left out. */
 static void recon_sort(struct mrecon_ent *a, size_t n)
 {
-	radix_sort(a, n, sizeof(*a), 1, ent_cmp);
+	radix_sort(a, n, sizeof(*a), 1, ent_cmp, NULL);
 }
 
 int mrepl_recon_begin(struct master *m, struct seg *s)

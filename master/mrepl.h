@@ -66,9 +66,15 @@ int mrepl_apply(struct master *m, const uint8_t *body, size_t len);
  * overlaps goes. mrepl_apply() calls it before it returns, except during a
  * table file's load, which calls it at the file's end. */
 void mrepl_reserve_flush(struct master *m);
-/* Room for n of them in one allocation (a table file's load, sized from
- * the file): 0, or KVP_ENOMEM (the batch then grows as it goes). */
-int mrepl_reserve_presize(struct master *m, size_t n);
+/* A table file's load: at most about n will wait (a bound from the file's
+ * size). Their batch then grows in memory that helper threads fault ahead
+ * of it (prefault.h), up to n, on the heap past it. */
+void mrepl_reserve_presize(struct master *m, size_t n);
+/* Tests: the bound's ceiling (default SIZE_MAX), to reach past it. */
+extern size_t mrepl_dres_bound_max;
+/* Frees the batch's memory (none may wait): the end of a table file's
+ * load, master_destroy(). */
+void mrepl_reserve_release(struct master *m);
 
 /* ---- new leader ---- */
 

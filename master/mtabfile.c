@@ -371,6 +371,7 @@ int mtabfile_apply(struct master *m, const uint8_t *p, size_t len, char *why, si
 	m->tabfile_loading = true;	/* mrepl_apply() logs for a standby only */
 	int rc = apply(m, p, len, why, cap);
 	mrepl_reserve_flush(m);		/* the file's fresh extents, in offset order */
+	mrepl_reserve_release(m);
 	objtab_prefault_end(&m->objs);
 	m->tabfile_loading = false;
 	return rc;

@@ -14,7 +14,9 @@
  *     are hashes; the file comes in key order), enough for the load's
  *     prefaulted slab region: every key back, every extent reserved; the
  *     same file with two keys' extents made one: one of them goes, the
- *     other and the allocator stay right.
+ *     other and the allocator stay right; again with 200,000 keys and the
+ *     waiting extents' bound at 131,072: their batch fills its prefaulted
+ *     regions and goes on on the heap.
  */
 #include "testlib.h"
 
@@ -28,6 +30,7 @@
 #include "log.h"
 #include "master.h"
 #include "mdrive.h"
+#include "mrepl.h"
 #include "mtabfile.h"
 #include "wire.h"
 
@@ -315,9 +318,12 @@ static uint8_t *ext_of(uint8_t *b, size_t len, unsigned id)
 	return NULL;
 }
 
-static void test_load_shuffled(const struct kvp_conf *conf)
+/* N keys at shuffled extents. bound_max: the waiting extents' bound
+ * (mrepl.h), below N to fill the load's batch regions and go on past
+ * them on the heap. */
+static void test_load_shuffled(const struct kvp_conf *conf, unsigned N, size_t bound_max)
 {
-	enum { N = 60000, BATCH = 1000 };
+	enum { BATCH = 1000 };
 	char err[256], why[256];
 	struct wbuf w;
 	unsigned *ids = malloc(N * sizeof(*ids)), *slots = malloc(N * sizeof(*slots));
@@ -348,6 +354,7 @@ static void test_load_shuffled(const struct kvp_conf *conf)
 	CHECK(access(path, F_OK) == 0);
 	struct master *m2 = master_create(conf, err, sizeof(err));
 	CHECK(m2 != NULL);
+	mrepl_dres_bound_max = bound_max;
 	CHECK_EQ(master_table_load(m2, path, why, sizeof(why)), 0);
 	CHECK_EQ(master_keys(m2), N);
 	CHECK(master_check(m2));
@@ -371,6 +378,7 @@ static void test_load_shuffled(const struct kvp_conf *conf)
 	m2 = master_create(conf, err, sizeof(err));
 	CHECK(m2 != NULL);
 	CHECK_EQ(mtabfile_apply(m2, full, len, why, sizeof(why)), 0);
+	mrepl_dres_bound_max = SIZE_MAX;
 	CHECK_EQ(master_keys(m2), N - 1);
 	CHECK(master_check(m2));
 	CHECK_EQ(used_mib(m2), (unsigned long long)(N - 1) * ALEN >> 20);
@@ -395,7 +403,9 @@ int main(void)
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
 	test_load_takeover(&conf);
 	test_rotation(&conf);
-	test_load_shuffled(&conf);
+	test_load_shuffled(&conf, 60000, SIZE_MAX);
+	/* 131,072 waiting extents fill one 2 MiB chunk of the regions */
+	test_load_shuffled(&conf, 200000, 131072);
 	unlink(path);
 	unlink(tmp);
 	return tl_done();
