@@ -45,6 +45,7 @@ struct bench_cfg {
 	const char *path;	/* NULL: [client] protocol */
 	char prefix[1024];
 	bool existing, keep, json;
+	bool hashed;		/* --hashed-keys */
 };
 
 struct bench;
@@ -77,6 +78,27 @@ struct bench {
 	atomic_uint reported;
 	struct bench_thr *thr;
 };
+
+/* Key i's name: the prefix, then i in 8 digits or, --hashed-keys, a
+ * bijective hash of i in 8 hex digits (murmur3's 32-bit finalizer: each
+ * step inverts), so that keys sort in no relation to the order they were
+ * put in, as engines' content-hash keys do (a table file or a snapshot,
+ * in key order, then names extents in no order: docs/ha.md). */
+static void bench_name(const struct bench_cfg *c, uint64_t i, char *out, size_t cap)
+{
+	if (!c->hashed) {
+		snprintf(out, cap, "%s%08" PRIu64, c->prefix, i);
+		return;
+	}
+	uint32_t h = (uint32_t)i;
+
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	snprintf(out, cap, "%s%08" PRIx32, c->prefix, h);
+}
 
 static volatile sig_atomic_t bench_stop;
 
@@ -190,7 +212,7 @@ static void bench_range(struct bench_thr *t)
 		for (size_t j = 0; j < n; j++) {
 			size_t off;
 
-			snprintf(bench_key(t, j), b->keylen, "%s%08" PRIu64, c->prefix, i + j);
+			bench_name(c, i + j, bench_key(t, j), b->keylen);
 			bench_value(b, keys[j], 0, &off, &lens[j]);
 			vbufs[j] = b->pattern + off;
 		}
@@ -520,7 +542,7 @@ static void bench_cleanup(struct bench *b)
 			snprintf(names[n], sizeof(names[n]), "%sm%" PRIu64 "-%06" PRIu64, c->prefix,
 				 i / c->keys, i % c->keys);
 		else
-			snprintf(names[n], sizeof(names[n]), "%s%08" PRIu64, c->prefix, i);
+			bench_name(c, i, names[n], sizeof(names[n]));
 		ptrs[n] = names[n];
 		if (++n == chunk || i + 1 == total) {
 			kvp_batch_remove(b->kvp, n, ptrs, KVP_REMOVE_FORCE, res);
@@ -562,6 +584,7 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 		{ "keep", no_argument, NULL, 'K' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "wait", required_argument, NULL, 'W' },
+		{ "hashed-keys", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t max_batch = conf->cluster.max_batch > 0 ? (uint64_t)conf->cluster.max_batch : 1;
@@ -638,6 +661,9 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 		case 'K':
 			c->keep = true;
 			break;
+		case 'H':
+			c->hashed = true;
+			break;
 		case 'j':
 			c->json = true;
 			break;
@@ -654,6 +680,10 @@ static int bench_parse(struct bench_cfg *c, const struct kvp_conf *conf, int arg
 		return cli_usage_error("bench", "unexpected argument '%s'", argv[optind]);
 	if (c->op == BENCH_MIXED && c->batch > 1)
 		return cli_usage_error("bench", "--op mixed makes single calls; drop --batch");
+	if (c->hashed && c->op == BENCH_MIXED)
+		return cli_usage_error("bench", "--hashed-keys names put/get/exists keys; not --op mixed");
+	if (c->hashed && c->count > ((uint64_t)1 << 32))
+		return cli_usage_error("bench", "--hashed-keys: --count up to 4294967296");
 	return 0;
 }
 
@@ -703,6 +733,7 @@ static void bench_print(const struct bench *b, const char *path, uint64_t wall_n
 		cli_json_str(stdout, path, strlen(path));
 		fputs(", \"prefix\": ", stdout);
 		cli_json_str(stdout, c->prefix, strlen(c->prefix));
+		printf(", \"hashed_keys\": %s", c->hashed ? "true" : "false");
 		printf(", \"seconds\": %.6f, \"ops\": %" PRIu64 ", \"ops_per_s\": %.1f, \"bytes\": %"
 		       PRIu64 ", \"gb_per_s\": %.4f, \"wall_ops_per_s\": %.1f, \"wall_gb_per_s\": %.4f"
 		       ", \"calls\": %zu, \"lat_us\": {\"p50\": %.1f, "

@@ -1144,6 +1144,8 @@ static const struct cli_cmd cli_cmds[] = {
 	  "  -b, --batch B      keys per call through the batch API (default 1)\n"
 	  "      --path P       local (shared memory) or tcp; default: [client] protocol\n"
 	  "      --prefix P     key prefix (default bench/<host>-<pid>/)\n"
+	  "      --hashed-keys  name key i by a hash of i (8 hex digits) instead of i\n"
+	  "                     (8 digits): keys in no order, as engines' hashes are\n"
 	  "      --keys K       mixed: keys per thread in the working set (default 32)\n"
 	  "      --seed S       value pattern seed (default 1)\n"
 	  "      --existing     get/exists: the keys are already there (an earlier\n"

@@ -323,6 +323,29 @@ grep -q "throughput" "$E2E_TMP/out" && grep -q "p999" "$E2E_TMP/out" || fail "be
 expect 0 kv ls bench/
 [ -s "$E2E_TMP/out" ] && fail "bench left keys behind: $(head -n 3 "$E2E_TMP/out")"
 ok "bench put/get/exists/mixed, batch, local and tcp paths, verified"
+# --hashed-keys: key i is named by a bijective hash of i (the same names
+# for a later --existing get), so the keys' order is not the put order
+expect 0 kv bench --op put --size 1K --count 300 --batch 16 --hashed-keys --prefix hk/ --keep --json
+pyjson "$E2E_TMP/out" 'r["hashed_keys"] is True and r["ok"] == 300 and r["errors"] == 0' ||
+	fail "bench --hashed-keys put: $(cat "$E2E_TMP/out")"
+expect 0 kv bench --op get --size 1K --count 300 --hashed-keys --prefix hk/ --existing --keep --json
+pyjson "$E2E_TMP/out" 'r["ok"] == 300 and r["missing"] == 0 and r["mismatches"] == 0' ||
+	fail "bench --hashed-keys get --existing: $(cat "$E2E_TMP/out")"
+expect 0 kv ls hk/
+python3 -c '
+import sys
+def fmix(h):
+    h ^= h >> 16; h = h * 0x85ebca6b & 0xffffffff; h ^= h >> 13
+    h = h * 0xc2b2ae35 & 0xffffffff; return h ^ h >> 16
+want = ["hk/%08x" % fmix(i) for i in range(300)]
+got = open(sys.argv[1]).read().split()
+assert sorted(got) == sorted(want), (got[:3], want[:3])
+assert got != want, "in put order"' "$E2E_TMP/out" || fail "bench --hashed-keys names: $(head -n 3 "$E2E_TMP/out")"
+expect 0 kv bench --op exists --size 1K --count 300 --hashed-keys --prefix hk/ --existing
+expect 0 kv ls hk/
+[ -s "$E2E_TMP/out" ] && fail "bench --hashed-keys left keys behind: $(head -n 3 "$E2E_TMP/out")"
+expect 2 kv bench --hashed-keys --count 4294967297
+ok "bench --hashed-keys: names by a hash of the index, found again by --existing, removed"
 # Values larger than the node's segment: every untimed put fails. Their keys
 # count as errors (put_failed), not as missing objects, and the run fails.
 for op in get exists; do
