@@ -241,7 +241,7 @@ ha-figures: all
 # Failover and restart at size: 100k and 1M objects (HA_SIZES), warm and
 # cold standby, a lone master's restart, RSS per object (docs/ha.md).
 ha-scale: all
-	tests/soak/ha_scale.sh $(BUILD)
+	tests/bench/ha_scale_bench.sh $(BUILD)
 
 install: all install-core
 

@@ -1,8 +1,9 @@
 #!/bin/bash
-# tests/soak/ha_scale.sh [BUILD] — `make ha-scale`: failover and restart at
-# size (docs/ha.md "Failover at size"). For each count in HA_SIZES
-# (default "100000 1000000"): one node, HA_SIZES objects of 1 KiB under
-# 20-byte keys, then
+# tests/bench/ha_scale_bench.sh [BUILD] — `make ha-scale`: failover and
+# restart at size with the real daemons (docs/ha.md "Failover at size").
+# For each count in HA_SIZES (default "100000 1000000"; BENCH_SMOKE=1:
+# 2000, each figure checked to be measured): one node, HA_SIZES objects
+# of 1 KiB under 20-byte keys, then
 #   warm  two masters on etcd (master.ha_follow = true): kill -9 of the
 #         leader once the standby holds the table;
 #   cold  the same with master.ha_follow = false (the new leader rebuilds
@@ -15,20 +16,39 @@
 # until `kvpool info` counts every key again. The leader's RSS per object
 # (VmRSS after the fill minus before, divided by the count) comes with
 # each size. One JSON line per measurement on stdout and in HA_SCALE_JSON
-# (default BUILD/ha-scale.json). Env: HA_SIZES, HA_MODES (warm cold lone).
+# (default BUILD/ha-scale.json). Env: HA_SIZES, HA_MODES (warm cold lone
+# lonetab), HA_KEYS: hashed (default: `kvpool bench --hashed-keys`, keys in
+# no order, as engines' content hashes are, so a snapshot's or a table
+# file's extents come in no order either) or index (key i named by i: key
+# order is put order, as the figures before 2026-12-06 were measured).
 set -u
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$root/$build ;; esac
-export KVP_BUILD=$build
-. "$root/tests/e2e/lib.sh"
+BENCH_BUILD=${1:-} . "$(dirname "$0")/bench_lib.inc" || exit 1
 e2e_init hascale
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl
-SIZES=${HA_SIZES:-100000 1000000}
+[ $SMOKE = 1 ] && echo "SMOKE run: the numbers mean nothing"
+SIZES=${HA_SIZES:-$(pick 2000 "100000 1000000")}
 MODES=${HA_MODES:-warm cold lone lonetab}
 OUT=${HA_SCALE_JSON:-$B/ha-scale.json}
 : >"$OUT"
 PREFIX=bench-key-000000/	# 12 + 8 digits: 20-byte keys
+KEYS=${HA_KEYS:-hashed}
+case $KEYS in
+index) BENCH_KEYS=() ;;
+hashed) BENCH_KEYS=(--hashed-keys) ;;
+*) fail "HA_KEYS: index or hashed, not '$KEYS'" ;;
+esac
+# old_key I: key I's name as the fill named it (cli_bench.c bench_name:
+# murmur3's 32-bit finalizer for hashed keys)
+old_key() {
+	local h=$1
+	if [ "$KEYS" = index ]; then
+		printf '%s%08d' "$PREFIX" "$h"
+		return
+	fi
+	h=$(((h ^ (h >> 16)) * 0x85ebca6b & 0xffffffff))
+	h=$(((h ^ (h >> 13)) * 0xc2b2ae35 & 0xffffffff))
+	printf '%s%08x' "$PREFIX" $((h ^ (h >> 16)))
+}
 
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -43,7 +63,12 @@ first_ok() {
 	done
 	echo -1
 }
-report() { echo "$1" | tee -a "$OUT"; }
+# report JSON: one line out; a figure that was not measured (-1: the get or
+# put never succeeded) fails the run
+report() {
+	echo "$1" | tee -a "$OUT"
+	case $1 in *": -1"*) fail "not measured: $1" ;; esac
+}
 # keys_at_least N: kvpool info counts N keys or more (the top level's
 # "keys"; parsed in the shell: a python3 start, 0.4 s with a pyenv one,
 # was most of what "all keys" measured after the first get)
@@ -55,7 +80,7 @@ keys_at_least() {
 fill() {
 	local n=$1 before after
 	before=$(rss_kb "$2")
-	kv bench --op put --count "$n" --size 1K --batch 256 --prefix "$PREFIX" --keep >"$E2E_TMP/fill.out" 2>&1 ||
+	kv bench --op put --count "$n" --size 1K --batch 256 --prefix "$PREFIX" "${BENCH_KEYS[@]}" --keep >"$E2E_TMP/fill.out" 2>&1 ||
 		fail "fill: $(tail -3 "$E2E_TMP/fill.out")"
 	after=$(rss_kb "$2")
 	echo $(((after - before) * 1024 / n))
@@ -86,9 +111,9 @@ for n in $SIZES; do
 			sleep 1
 			T0=$(now_ms)
 			stop_pid "${HA_PID[$L]}" KILL
-			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
+			get=$(first_ok kv -o client.timeout=2s get "$(old_key 123)" "$E2E_TMP/g")
 			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
-			report "{\"objects\": $n, \"mode\": \"$mode\", \"leader_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_first_put_ms\": $put}"
+			report "{\"objects\": $n, \"mode\": \"$mode\", \"keys\": \"$KEYS\", \"leader_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_first_put_ms\": $put}"
 			sleep 1
 			grep -h "took over\|re-mounted\|reconciled\|recovery complete\|serving as leader" "$E2E_TMP/$S.log" | sed 's/^/# /'
 			grep -h "mounted .* reporting\|scanned\|master\|leader" "$E2E_TMP/n1.log" | tail -8 | sed 's/^/# /'
@@ -119,10 +144,10 @@ for n in $SIZES; do
 			stop_pid "$MASTER_PID" KILL
 			: >"$MASTER_LOG"
 			run_master
-			get=$(first_ok kv -o client.timeout=2s get "${PREFIX}00000123" "$E2E_TMP/g")
+			get=$(first_ok kv -o client.timeout=2s get "$(old_key 123)" "$E2E_TMP/g")
 			all=$(first_ok keys_at_least "$n")
 			put=$(first_ok kv -o client.timeout=2s put "fresh/$mode-$n" "$E2E_TMP/g")
-			report "{\"objects\": $n, \"mode\": \"$mode\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
+			report "{\"objects\": $n, \"mode\": \"$mode\", \"keys\": \"$KEYS\", \"master_rss_bytes_per_object\": $bpo, \"kill_to_first_get_ms\": $get, \"kill_to_all_keys_ms\": $all, \"kill_to_first_put_ms\": $put}"
 			sleep 1
 			grep -h "table file\|took over\|re-mounted\|reconciled\|recovery complete\|dropped" "$MASTER_LOG" | sed 's/^/# /'
 			stop_master
