@@ -22,6 +22,7 @@ enum obj_flag {
 	OBJ_UPSERT = 2,		/* pending: its PUT_END replaces the key's value */
 	OBJ_VERSION = 4,	/* not in the table: a version in the master's mver map */
 	OBJ_PINNED = 8,		/* a soft pin expiry in the table's side map (obj_pin_s) */
+	OBJ_RESWAIT = 16,	/* a REPL ADD's extent waits in mrepl.c's batch, not reserved yet */
 };
 
 /* Replica offsets and lengths are kept in units of 64 bytes (every
@@ -108,7 +109,8 @@ struct obj {
 #define OBJ_LEASES_MAX UINT16_MAX
 #define OBJ_KEY_OFF offsetof(struct obj, key_head)
 _Static_assert(sizeof(struct obj) == 56 && OBJ_KEY_OFF == 52, "struct obj: 52 bytes of fields");
-_Static_assert(OBJ_COMPLETE < 64 && OBJ_UPSERT < 64 && OBJ_VERSION < 64 && OBJ_PINNED < 64,
+_Static_assert(OBJ_COMPLETE < 64 && OBJ_UPSERT < 64 && OBJ_VERSION < 64 && OBJ_PINNED < 64 &&
+	       OBJ_RESWAIT < 64,
 	       "the flags fit their 6 bits");
 
 /* Where an object's replicas start: the first 8-byte boundary past its key. */

@@ -318,6 +318,20 @@ static uint8_t *ext_of(uint8_t *b, size_t len, unsigned id)
 	return NULL;
 }
 
+/* Removes the keys i < n with i % step == from (those still there), and
+ * REPORTs 500 fresh ones from id fresh on, at extents past the first n. */
+static void changes(struct master *m, struct master_client *node, struct master_client *cl,
+		    unsigned n, unsigned step, unsigned from, unsigned fresh, struct wbuf *w)
+{
+	unsigned ids[500];
+
+	for (unsigned i = from; i < n; i += step)
+		mdrive_remove(m, cl, i, w);
+	for (unsigned j = 0; j < 500; j++)
+		ids[j] = fresh + j;
+	CHECK_EQ(mdrive_report(m, node, 1, ids, NULL, 500, ALEN, w), 0);
+}
+
 /* N keys at shuffled extents. bound_max: the waiting extents' bound
  * (mrepl.h), below N to fill the load's batch regions and go on past
  * them on the heap. */
@@ -349,19 +363,33 @@ static void test_load_shuffled(const struct kvp_conf *conf, unsigned N, size_t b
 	CHECK_EQ(master_keys(m), N);
 	unlink(path);
 	CHECK_EQ(master_table_start(m, path, 0), 0);
+	/* changes while the snapshot is written (the first slice out: with
+	 * N > SNAP_SLICE some keys are in it, some not yet) and after it, as
+	 * under a live pool: removes of keys whose ADD waits at the load
+	 * (its DROP must reserve the batch first, no other DROP does), fresh
+	 * keys (a change's ADD, and the snapshot's again for those past its
+	 * cursor: nothing to reserve first) */
+	struct master_client *cl = client(m, WIRE_ROLE_CLIENT, &w);
+	master_tick(m);
+	changes(m, node, cl, N, 97, 1, N, &w);
 	for (int i = 0; i < 1000 && access(path, F_OK); i++)
 		master_tick(m);
 	CHECK(access(path, F_OK) == 0);
+	changes(m, node, cl, N, 89, 10, N + 500, &w);
+	master_tick(m);
+	CHECK(master_check(m));
+	uint64_t nk = master_keys(m);
+	CHECK(nk < N);
 	struct master *m2 = master_create(conf, err, sizeof(err));
 	CHECK(m2 != NULL);
 	mrepl_dres_bound_max = bound_max;
 	CHECK_EQ(master_table_load(m2, path, why, sizeof(why)), 0);
-	CHECK_EQ(master_keys(m2), N);
+	CHECK_EQ(master_keys(m2), nk);
 	CHECK(master_check(m2));
-	CHECK_EQ(used_mib(m2), (unsigned long long)N * ALEN >> 20);
+	CHECK_EQ(used_mib(m2), (unsigned long long)nk * ALEN >> 20);
 	struct master_client *c2 = client(m2, WIRE_ROLE_CLIENT, &w);
-	for (unsigned i = 0; i < N; i += 997)
-		CHECK(exists(m2, c2, i, &w));
+	for (unsigned i = 0; i < N + 1000; i += 7)
+		CHECK_EQ(exists(m2, c2, i, &w), exists(m, cl, i, &w));
 	master_destroy(m2);
 	master_destroy(m);
 
@@ -379,9 +407,9 @@ static void test_load_shuffled(const struct kvp_conf *conf, unsigned N, size_t b
 	CHECK(m2 != NULL);
 	CHECK_EQ(mtabfile_apply(m2, full, len, why, sizeof(why)), 0);
 	mrepl_dres_bound_max = SIZE_MAX;
-	CHECK_EQ(master_keys(m2), N - 1);
+	CHECK_EQ(master_keys(m2), nk - 1);
 	CHECK(master_check(m2));
-	CHECK_EQ(used_mib(m2), (unsigned long long)(N - 1) * ALEN >> 20);
+	CHECK_EQ(used_mib(m2), (unsigned long long)(nk - 1) * ALEN >> 20);
 	c2 = client(m2, WIRE_ROLE_CLIENT, &w);
 	CHECK(exists(m2, c2, 5, &w) != exists(m2, c2, 6, &w));
 	CHECK(exists(m2, c2, 7, &w));
