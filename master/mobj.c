@@ -56,7 +56,7 @@ struct obj *mobj_new_complete(struct master *m, const uint8_t *key, size_t klen,
 	obj_set_put_ns(o, put_ns);
 	o->atime = m_now32(m);
 	o->pkey = mpol_admit(m, o->hash);
-	o->flags = OBJ_COMPLETE;
+	o->flags |= OBJ_COMPLETE;	/* objtab may have marked it (OBJ_KXWAIT) */
 	m->keys++;
 	mns_count(m, o, 1);
 	return o;

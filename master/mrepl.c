@@ -13,6 +13,7 @@
 #include "mns.h"
 #include "mpolicy.h"
 #include "prefault.h"
+#include "radix.h"
 #include "segmap.h"
 
 #define MREPL_MAX 8			/* standbys per leader */
@@ -402,7 +403,9 @@ static bool has_rep(const struct obj *o, uint32_t seg, uint8_t tier, uint64_t of
  * once from one end. While the extents come in offset order (keys named
  * in the order they were stored) each is reserved at once: no batch.
  * Only objects created by one ADD wait (their one replica is the extent,
- * nothing may free or move them before the flush; OBJ_RESWAIT marks them):
+ * nothing may free or move them before the flush; OBJ_RESWAIT marks them,
+ * and stays after: clearing it would read every object again, and a stale
+ * mark only flushes a DROP's batch early):
  * an ADD that changes an object that exists, a DROP of a waiting one and
  * any other record flush first, and so does the end of every
  * mrepl_apply() outside a table file's load (mtabfile.c flushes at the end
@@ -525,62 +528,6 @@ static int dres_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* LSD radix sort of n records of size bytes by the u64 at their start,
- * shifted right by pre: 11 bits a pass, the passes whose digit is the same
- * in every record skipped (a re-mount's 3M replicas, a load's batch:
- * sorted in a fraction of qsort's time, on the loop thread), through tmp
- * (room for n) or, NULL, a buffer of its own. qsort(cmp) without memory.
- * Inlined at each caller: the copies are of a constant size. */
-static inline __attribute__((always_inline)) void
-radix_sort(void *a, size_t n, size_t size, unsigned pre, int (*cmp)(const void *, const void *),
-	   void *tmp)
-{
-	static size_t cnt[6][2048];	/* loop thread only */
-	char *t = tmp ? tmp : n >= 256 ? objtab_big_alloc(n * size, false) : NULL;
-	char *src = a, *dst = t, *x;
-	uint64_t k, k0;
-
-	if (!t || n < 256) {	/* a few: not worth clearing 96 KiB of counts */
-		if (n > 1)
-			qsort(a, n, size, cmp);
-		if (t != tmp)
-			free(t);
-		return;
-	}
-	memset(cnt, 0, sizeof(cnt));
-	for (size_t i = 0; i < n; i++) {
-		memcpy(&k, src + i * size, 8);
-		k >>= pre;
-		for (unsigned d = 0; d < 6; d++)
-			cnt[d][(k >> (11 * d)) & 2047]++;
-	}
-	memcpy(&k0, src, 8);
-	k0 >>= pre;
-	for (unsigned d = 0; d < 6; d++) {
-		unsigned sh = 11 * d;
-		size_t sum = 0;
-
-		if (cnt[d][(k0 >> sh) & 2047] == n)
-			continue;	/* one digit in every record */
-		for (size_t v = 0; v < 2048; v++) {
-			size_t c = cnt[d][v];
-
-			cnt[d][v] = sum;
-			sum += c;
-		}
-		for (size_t i = 0; i < n; i++) {
-			memcpy(&k, src + i * size, 8);
-			memcpy(dst + cnt[d][(k >> pre >> sh) & 2047]++ * size, src + i * size, size);
-		}
-		x = src;
-		src = dst;
-		dst = x;
-	}
-	if (src != (char *)a)
-		memcpy(a, src, n * size);
-	if (t != tmp)
-		free(t);
-}
 
 void mrepl_reserve_flush(struct master *m)
 {
@@ -601,8 +548,6 @@ void mrepl_reserve_flush(struct master *m)
 		 * skipped; nothing of it was reserved, nothing is freed */
 		uint64_t len = (d->obj_len >> DRES_LEN_SHIFT) << REP_UNIT_SHIFT;
 		struct obj *o = (struct obj *)(uintptr_t)(d->obj_len & ((1ull << DRES_LEN_SHIFT) - 1));
-
-		o->flags &= ~(uint64_t)OBJ_RESWAIT;
 
 		if (!s || seg_reserve(s, (d->key & ((1ull << DRES_OFF_BITS) - 1)) << REP_UNIT_SHIFT, len))
 			mobj_drop_replica(m, o, 0, false);
@@ -719,7 +664,7 @@ static int apply_drop(struct master *m, struct rbuf *r)
 	int ri;
 	/* only a waiting extent needs the batch reserved first: evictions
 	 * among a file's changes would otherwise each flush a small one */
-	if (o && (o->flags & OBJ_RESWAIT)) {
+	if (o && (o->flags & OBJ_RESWAIT) && m->ndres) {
 		mrepl_reserve_flush(m);
 		o = objtab_find(&m->objs, key, klen);
 	}

@@ -369,9 +369,14 @@ static int apply(struct master *m, const uint8_t *p, size_t len, char *why, size
 int mtabfile_apply(struct master *m, const uint8_t *p, size_t len, char *why, size_t cap)
 {
 	m->tabfile_loading = true;	/* mrepl_apply() logs for a standby only */
+	objtab_kx_defer(&m->objs, true);	/* the changes' keys: in one ordered pass */
 	int rc = apply(m, p, len, why, cap);
 	mrepl_reserve_flush(m);		/* the file's fresh extents, in offset order */
 	mrepl_reserve_release(m);
+	if (objtab_kx_defer(&m->objs, false) && !rc) {
+		snprintf(why, cap, "out of memory for the key index");
+		rc = -EINVAL;
+	}
 	objtab_prefault_end(&m->objs);
 	m->tabfile_loading = false;
 	return rc;

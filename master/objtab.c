@@ -2,6 +2,7 @@
  * tagged pointers) and in key order (the B+tree of keyidx.c); see objtab.h. */
 #include "objtab.h"
 #include "prefault.h"
+#include "radix.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #define OBJTAB_MIN_SLOTS 1024
 #define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
+#define KXP_AHEAD 8		/* waiting objects prefetched ahead while they settle */
 
 #define HUGE_SIZE (2u << 20)	/* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
 
@@ -62,6 +64,7 @@ void objtab_destroy(struct objtab *t)
 	}
 	prefault_free(t->slab.pf);
 	kx_destroy(&t->idx);
+	free(t->kxp);
 	free(t->slots);
 	free(t->links.v);
 	memset(t, 0, sizeof(*t));
@@ -483,9 +486,27 @@ void objtab_link(struct objtab *t, struct obj *o)
 }
 
 /* objtab_link with the key's hash already computed. */
+/* o waits for the key index (objtab_kx_defer): 0, or -1 out of memory. */
+static int kxp_push(struct objtab *t, struct obj *o)
+{
+	if (t->nkxp == t->capkxp) {
+		size_t cap = t->capkxp ? t->capkxp * 2 : 4096;
+		struct objtab_kxp *v = realloc(t->kxp, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		t->kxp = v;
+		t->capkxp = cap;
+	}
+	t->kxp[t->nkxp++].o = o;
+	o->flags |= OBJ_KXWAIT;
+	return 0;
+}
+
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 {
-	kx_insert(&t->idx, o);
+	if (!t->kx_defer || objtab_past_last(t, obj_key(o), o->key_len) || kxp_push(t, o))
+		kx_insert(&t->idx, o);
 	o->hash = h;
 	slot_put(t->slots, t->nslots, o, h);
 	t->count++;
@@ -509,19 +530,127 @@ struct obj *objtab_insert_hash(struct objtab *t, const uint8_t *key, size_t n, u
 }
 
 /* Replaces o by repl (same key) in the slot array and the key index, or
- * takes it out of both. */
+ * takes it out of both. A waiting o settles first; without memory for
+ * that it is replaced or taken out where it waits. */
 static void relink(struct objtab *t, struct obj *o, struct obj *repl)
 {
 	size_t si = slot_of(t, o);
 
+	if (o->flags & OBJ_KXWAIT)
+		(void)objtab_kx_settle(t);
+	bool waits = o->flags & OBJ_KXWAIT;
+
 	if (repl) {
 		repl->hash = o->hash;
 		t->slots[si] = (uint64_t)(uintptr_t)repl | (t->slots[si] & ~OBJTAB_SLOT_PTR);
-		kx_replace(&t->idx, o, repl);
 	} else {
 		slot_clear(t, si);
-		kx_remove(&t->idx, o);
 	}
+	if (!waits) {
+		if (repl) {
+			repl->flags &= ~(uint64_t)OBJ_KXWAIT;	/* a copy of o's, from before */
+			kx_replace(&t->idx, o, repl);
+		} else {
+			kx_remove(&t->idx, o);
+		}
+		return;
+	}
+	size_t i = 0;
+
+	while (t->kxp[i].o != o)
+		i++;
+	if (repl)
+		t->kxp[i].o = repl;	/* its flags are o's: it waits */
+	else
+		t->kxp[i] = t->kxp[--t->nkxp];
+	o->flags &= ~(uint64_t)OBJ_KXWAIT;
+}
+
+static int kxp_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct objtab_kxp *)a)->k, y = ((const struct objtab_kxp *)b)->k;
+
+	return x < y ? -1 : x > y;
+}
+
+static int kxp_keycmp(const void *a, const void *b)
+{
+	const struct obj *x = ((const struct objtab_kxp *)a)->o, *y = ((const struct objtab_kxp *)b)->o;
+
+	return objtab_keycmp(obj_key(x), x->key_len, obj_key(y), y->key_len);
+}
+
+/* Sorts the waiting objects by key: by the 8 bytes past the prefix they
+ * all share (one pass over their keys, which lie in the slab in insert
+ * order), radix-sorted, then runs of equal bytes by whole keys. */
+static void kxp_sort(struct objtab *t)
+{
+	size_t n = t->nkxp, lcp = SIZE_MAX;
+	const struct obj *o0 = t->kxp[0].o;
+
+	for (size_t i = 1; i < n && lcp; i++) {
+		const struct obj *o = t->kxp[i].o;
+		size_t l = 0, max = o->key_len < o0->key_len ? o->key_len : o0->key_len;
+
+		if (max > lcp)
+			max = lcp;
+		while (l < max && obj_key(o)[l] == obj_key(o0)[l])
+			l++;
+		lcp = l;
+	}
+	if (lcp == SIZE_MAX)
+		lcp = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct obj *o = t->kxp[i].o;
+		uint64_t k = 0;
+
+		for (size_t j = 0; j < 8; j++)
+			k = k << 8 | (lcp + j < o->key_len ? obj_key(o)[lcp + j] : 0);
+		t->kxp[i].k = k;
+	}
+	radix_sort(t->kxp, n, sizeof(*t->kxp), 0, kxp_cmp, NULL);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && t->kxp[j].k == t->kxp[i].k; j++)
+			;
+		if (j - i > 1)
+			qsort(t->kxp + i, j - i, sizeof(*t->kxp), kxp_keycmp);
+	}
+}
+
+int objtab_kx_settle(struct objtab *t)
+{
+	size_t i;
+
+	if (!t->nkxp)
+		return 0;
+	kxp_sort(t);
+	for (i = 0; i < t->nkxp; i++) {
+		/* in key order the objects lie anywhere in the slab: ask for
+		 * their fields and keys ahead (an insert reads the key) */
+		if (i + KXP_AHEAD < t->nkxp) {
+			__builtin_prefetch(t->kxp[i + KXP_AHEAD].o);
+			__builtin_prefetch((const char *)t->kxp[i + KXP_AHEAD].o + 64);
+		}
+		if (kx_reserve(&t->idx))
+			break;
+		t->kxp[i].o->flags &= ~(uint64_t)OBJ_KXWAIT;
+		kx_insert(&t->idx, t->kxp[i].o);
+	}
+	if (i < t->nkxp) {	/* out of memory: the rest wait on */
+		memmove(t->kxp, t->kxp + i, (t->nkxp - i) * sizeof(*t->kxp));
+		t->nkxp -= i;
+		return -ENOMEM;
+	}
+	free(t->kxp);
+	t->kxp = NULL;
+	t->nkxp = t->capkxp = 0;
+	return 0;
+}
+
+int objtab_kx_defer(struct objtab *t, bool on)
+{
+	t->kx_defer = on;
+	return on ? 0 : objtab_kx_settle(t);
 }
 
 void objtab_unlink(struct objtab *t, struct obj *o)
@@ -557,10 +686,12 @@ struct obj *objtab_regrow(struct objtab *t, struct obj *o, unsigned cap_rep)
 
 struct obj *objtab_seek(struct objtab *t, const uint8_t *key, size_t n, bool after)
 {
+	(void)objtab_kx_settle(t);	/* out of memory: the walk misses those waiting */
 	return kx_seek(&t->idx, key, n, after);
 }
 
 struct obj *objtab_next(struct objtab *t, const struct obj *o)
 {
+	(void)objtab_kx_settle(t);
 	return kx_next(&t->idx, o);
 }

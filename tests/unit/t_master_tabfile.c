@@ -376,6 +376,8 @@ static void test_load_shuffled(const struct kvp_conf *conf, unsigned N, size_t b
 		master_tick(m);
 	CHECK(access(path, F_OK) == 0);
 	changes(m, node, cl, N, 89, 10, N + 500, &w);
+	for (unsigned j = 0; j < 500; j += 5)	/* keys of the changes, waiting for the key index */
+		CHECK_EQ(mdrive_remove(m, cl, N + j, &w), 0);
 	master_tick(m);
 	CHECK(master_check(m));
 	uint64_t nk = master_keys(m);

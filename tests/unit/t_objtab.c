@@ -19,7 +19,9 @@
  * regrowth, gone with the object or the unpin); slab blocks reused by
  * their size class; the slot array with chosen hashes (heavy collisions,
  * runs wrapping around its end, sizes that are not powers of two)
- * against an array; and the key order itself against memcmp.
+ * against an array; the key order itself against memcmp; and a bulk
+ * load's deferred key-index inserts (objtab_kx_defer) with a waiting
+ * object regrown and one removed before they settle.
  * SEED=n reproduces a run; N=n changes the number of keys.
  */
 #include "objtab_model.h"
@@ -470,6 +472,60 @@ static void check_probe(int ops)
 	objtab_destroy(&g);
 }
 
+/* A bulk load's inserts (objtab_kx_defer): keys in random order wait for
+ * the key index but are found by their hash all along; a regrowth and a
+ * removal of a waiting object settle the waiting ones first; the rest go
+ * in when deferring ends; then the model's checks. v: none present. */
+static void check_defer(struct mkey *v, size_t n)
+{
+	struct objtab t;
+	size_t *perm = malloc(n * sizeof(*perm)), waited = 0;
+
+	REQUIRE(perm && objtab_init(&t) == 0, "oom");
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = rnd() % (i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	REQUIRE(objtab_kx_defer(&t, true) == 0, "defer");
+	for (size_t i = 0; i < n; i++) {
+		struct mkey *m = &v[perm[i]];
+		struct obj *o = objtab_insert(&t, (const uint8_t *)m->k, m->n, 1);
+
+		REQUIRE(o, "insert oom");
+		m->in = true;
+		waited += !!(o->flags & OBJ_KXWAIT);
+		REQUIRE(objtab_find(&t, (const uint8_t *)m->k, m->n) == o, "'%s' not found", m->k);
+		if (i == n / 3 || i == n / 2) {	/* a waiting one regrown, then one removed */
+			REQUIRE(t.nkxp > 0 && (t.kxp[0].o->flags & OBJ_KXWAIT), "none waits");
+			o = t.kxp[t.nkxp / 2].o;
+			if (i == n / 3) {
+				o = objtab_regrow(&t, o, 3);
+				REQUIRE(o && !(o->flags & OBJ_KXWAIT) && t.nkxp == 0, "regrown, still waits");
+			} else {
+				struct mkey *r = NULL;
+				for (size_t j = 0; j < n && !r; j++)
+					if (v[j].n == o->key_len && !memcmp(v[j].k, obj_key(o), v[j].n))
+						r = &v[j];
+				REQUIRE(r, "a waiting key not in the model");
+				objtab_remove(&t, o);
+				r->in = false;
+				REQUIRE(t.nkxp == 0, "removed, others still wait");
+			}
+			check_tree(&t);
+		}
+	}
+	REQUIRE(waited > n / 2, "only %zu of %zu inserts waited", waited, n);
+	REQUIRE(objtab_kx_defer(&t, false) == 0 && t.nkxp == 0, "settle");
+	check_all(&t, v, n);
+	objtab_destroy(&t);
+	for (size_t i = 0; i < n; i++)
+		v[i].in = false;
+	free(perm);
+}
+
 int main(void)
 {
 	const char *e = getenv("SEED");
@@ -491,6 +547,7 @@ int main(void)
 		if (!u || cmp_mkey(&v[u - 1], &v[i]))
 			v[u++] = v[i];
 	n = u;
+	check_defer(v, n);
 	REQUIRE(objtab_init(&t) == 0, "init");
 
 	/* insert in a random order, both entry points */
