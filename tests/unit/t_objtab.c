@@ -472,16 +472,12 @@ static void check_probe(int ops)
 	objtab_destroy(&g);
 }
 
-/* A bulk load's inserts (objtab_kx_defer): keys in random order wait for
- * the key index but are found by their hash all along; a regrowth and a
- * removal of a waiting object settle the waiting ones first; the rest go
- * in when deferring ends; then the model's checks. v: none present. */
-static void check_defer(struct mkey *v, size_t n)
+/* 0 .. n-1 in a random order (malloc'd). */
+static size_t *shuffled(size_t n)
 {
-	struct objtab t;
-	size_t *perm = malloc(n * sizeof(*perm)), waited = 0;
+	size_t *perm = malloc(n * sizeof(*perm));
 
-	REQUIRE(perm && objtab_init(&t) == 0, "oom");
+	REQUIRE(perm, "oom");
 	for (size_t i = 0; i < n; i++)
 		perm[i] = i;
 	for (size_t i = n - 1; i > 0; i--) {
@@ -489,6 +485,19 @@ static void check_defer(struct mkey *v, size_t n)
 		perm[i] = perm[j];
 		perm[j] = x;
 	}
+	return perm;
+}
+
+/* A bulk load's inserts (objtab_kx_defer): keys in random order wait for
+ * the key index but are found by their hash all along; a regrowth and a
+ * removal of a waiting object settle the waiting ones first; the rest go
+ * in when deferring ends; then the model's checks. v: none present. */
+static void check_defer(struct mkey *v, size_t n)
+{
+	struct objtab t;
+	size_t *perm = shuffled(n), waited = 0;
+
+	REQUIRE(objtab_init(&t) == 0, "oom");
 	REQUIRE(objtab_kx_defer(&t, true) == 0, "defer");
 	for (size_t i = 0; i < n; i++) {
 		struct mkey *m = &v[perm[i]];
@@ -551,15 +560,7 @@ int main(void)
 	REQUIRE(objtab_init(&t) == 0, "init");
 
 	/* insert in a random order, both entry points */
-	size_t *perm = malloc(n * sizeof(*perm));
-	REQUIRE(perm, "oom");
-	for (size_t i = 0; i < n; i++)
-		perm[i] = i;
-	for (size_t i = n - 1; i > 0; i--) {
-		size_t j = rnd() % (i + 1), x = perm[i];
-		perm[i] = perm[j];
-		perm[j] = x;
-	}
+	size_t *perm = shuffled(n);
 	for (size_t i = 0; i < n; i++) {
 		struct mkey *m = &v[perm[i]];
 		const uint8_t *k = (const uint8_t *)m->k;
