@@ -12,7 +12,11 @@
  *     renamed over the file once complete; it loads;
  *  4. 60,000 keys whose extents are not in key order (a real pool's keys
  *     are hashes; the file comes in key order), enough for the load's
- *     prefaulted slab region: every key back, every extent reserved; the
+ *     prefaulted slab region, with removes and fresh keys while the
+ *     snapshot is written and after it (DROPs of objects whose extents
+ *     wait and of others, ADDs carried twice, keys that wait for the key
+ *     index and are removed): the writer's keys back, nothing else, every
+ *     extent reserved; the
  *     same file with two keys' extents made one: one of them goes, the
  *     other and the allocator stay right; again with 200,000 keys and the
  *     waiting extents' bound at 131,072: their batch fills its prefaulted
