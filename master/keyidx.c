@@ -68,15 +68,6 @@ static const struct kx_inner *CI(const struct kx_node *n)
 	return (const struct kx_inner *)n;
 }
 
-static uint64_t head_at(const uint8_t *k, size_t n, size_t pfx)
-{
-	uint64_t h = 0;
-
-	for (size_t i = 0; i < 8; i++)
-		h = h << 8 | (pfx + i < n ? k[pfx + i] : 0);
-	return h;
-}
-
 static size_t lcp(struct kx_key a, struct kx_key b)
 {
 	size_t m = a.n < b.n ? a.n : b.n, i = 0;
@@ -121,7 +112,7 @@ static void set_heads(struct kx_inner *in, uint16_t pfx)
 {
 	in->h.pfx = pfx;
 	for (unsigned j = 1; j < in->h.n; j++)
-		in->head[j] = head_at(in->sep[j], in->slen[j], pfx);
+		in->head[j] = kx_head_at(in->sep[j], in->slen[j], pfx);
 }
 
 /* The lines of o a compare reads, at once (objtab.h's layout). */
@@ -140,7 +131,7 @@ static int cmp_obj(const struct obj *o, const uint8_t *key, size_t n)
 /* Inner node: the child a key goes to (the last j whose sep[j] <= key). */
 static unsigned inner_find(const struct kx_inner *in, const uint8_t *key, size_t n)
 {
-	uint64_t hk = head_at(key, n, in->h.pfx);
+	uint64_t hk = kx_head_at(key, n, in->h.pfx);
 	unsigned lo = 1, hi = in->h.n;	/* answer in [lo - 1, hi - 1] */
 
 	while (lo < hi) {
@@ -379,7 +370,7 @@ static void add_child(struct keyidx *x, struct kx_path *pa, int d, uint8_t *sep,
 		in->kid[at] = kid;
 		in->sep[at] = sep;
 		in->slen[at] = slen;
-		in->head[at] = head_at(sep, slen, in->h.pfx);
+		in->head[at] = kx_head_at(sep, slen, in->h.pfx);
 		in->h.n++;
 		return;
 	}
@@ -725,7 +716,7 @@ static int check_node(const struct keyidx *x, const struct kx_node *nd, int dept
 		struct kx_key clo = j ? (struct kx_key){ in->sep[j], in->slen[j] } : lo;
 		struct kx_key chi = j + 1 < in->h.n ? (struct kx_key){ in->sep[j + 1], in->slen[j + 1] }
 						    : hi;
-		if (j && in->head[j] != head_at(in->sep[j], in->slen[j], in->h.pfx)) {
+		if (j && in->head[j] != kx_head_at(in->sep[j], in->slen[j], in->h.pfx)) {
 			snprintf(err, errlen, "stale head");
 			return -1;
 		}

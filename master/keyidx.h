@@ -40,6 +40,18 @@ struct keyidx {
 	uint64_t it_gen, gen;		/* gen: leaves freed so far */
 };
 
+/* Key k's (n bytes) 8 bytes from pfx, big-endian, zero past its end:
+ * among keys that share their first pfx bytes, heads that differ order
+ * the keys as the keys do. */
+static inline uint64_t kx_head_at(const uint8_t *k, size_t n, size_t pfx)
+{
+	uint64_t h = 0;
+
+	for (size_t i = 0; i < 8; i++)
+		h = h << 8 | (pfx + i < n ? k[pfx + i] : 0);
+	return h;
+}
+
 /* 0 or -ENOMEM. */
 int kx_init(struct keyidx *x);
 /* Frees the nodes (not the objects). */

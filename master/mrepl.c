@@ -528,7 +528,6 @@ static int dres_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-
 void mrepl_reserve_flush(struct master *m)
 {
 	size_t n = m->ndres;
@@ -594,16 +593,14 @@ static int apply_add(struct master *m, struct rbuf *r)
 		return 0;
 	if (o && m->ndres) {	/* it may wait among them: reserve theirs first */
 		mrepl_reserve_flush(m);
-		o = objtab_find(&m->objs, key, klen);
+		o = objtab_find(&m->objs, key, klen);	/* the same, or dropped */
 	}
-	if (o && (o->generation > gen || !obj_complete(o)))
-		return 0;	/* a newer value (cannot happen in order): keep it */
 	if (o && o->generation < gen) {
 		forget_obj(m, o);	/* replaced: its own DROPs follow from the leader */
 		o = NULL;
 	}
-	if (o && (has_rep(o, sid, tier, off, &ri) || o->nrep >= KVP_MAX_REPLICAS))
-		return 0;	/* the snapshot and a change both carried it */
+	if (o && o->nrep >= KVP_MAX_REPLICAS)
+		return 0;
 	uint64_t dkey = (uint64_t)sid << DRES_OFF_BITS | off >> REP_UNIT_SHIFT;
 	if (!o && tier == KVP_TIER_MEM && (m->ndres || dkey < m->dres_last) && dres_fits(alen)) {
 		/* fresh and out of offset order: its reservation waits. An

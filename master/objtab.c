@@ -485,7 +485,6 @@ void objtab_link(struct objtab *t, struct obj *o)
 	link_hash(t, o, objtab_hash(obj_key(o), o->key_len));
 }
 
-/* objtab_link with the key's hash already computed. */
 /* o waits for the key index (objtab_kx_defer): 0, or -1 out of memory. */
 static int kxp_push(struct objtab *t, struct obj *o)
 {
@@ -503,6 +502,7 @@ static int kxp_push(struct objtab *t, struct obj *o)
 	return 0;
 }
 
+/* objtab_link with the key's hash already computed. */
 static void link_hash(struct objtab *t, struct obj *o, uint32_t h)
 {
 	if (!t->kx_defer || objtab_past_last(t, obj_key(o), o->key_len) || kxp_push(t, o))
@@ -600,14 +600,8 @@ static void kxp_sort(struct objtab *t)
 	}
 	if (lcp == SIZE_MAX)
 		lcp = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct obj *o = t->kxp[i].o;
-		uint64_t k = 0;
-
-		for (size_t j = 0; j < 8; j++)
-			k = k << 8 | (lcp + j < o->key_len ? obj_key(o)[lcp + j] : 0);
-		t->kxp[i].k = k;
-	}
+	for (size_t i = 0; i < n; i++)
+		t->kxp[i].k = kx_head_at(obj_key(t->kxp[i].o), t->kxp[i].o->key_len, lcp);
 	radix_sort(t->kxp, n, sizeof(*t->kxp), 0, kxp_cmp, NULL);
 	for (size_t i = 0, j; i < n; i = j) {
 		for (j = i + 1; j < n && t->kxp[j].k == t->kxp[i].k; j++)
