@@ -488,6 +488,196 @@ void kx_insert(struct keyidx *x, struct obj *o)
 	add_child(x, &pa, pa.depth - 1, sep, first->key_len, &r->h);
 }
 
+/* ---- bulk merge ---- */
+
+/* A bulk build fills nodes to 7/8: room for a few inserts before a split. */
+#define KX_BULK_LEAF (KX_LEAF - KX_LEAF / 8)
+#define KX_BULK_FAN (KX_FAN - KX_FAN / 8)
+#define KX_MERGE_AHEAD 8	/* merged objects prefetched ahead (they lie anywhere) */
+
+/* One level of a tree being built, in key order: its nodes, each a whole
+ * subtree, and the least key under each (none for the first), which the
+ * level above keeps as a separator. */
+struct kx_level {
+	struct kx_node **nd;
+	uint8_t **sep;
+	uint16_t *slen;
+	size_t n;
+};
+
+/* The merge's two inputs: the tree's leaves and the sorted array. */
+struct kx_src {
+	const struct kx_leaf *lf;	/* NULL past the tree's last */
+	unsigned i;
+	const char *objs;
+	size_t n, j, stride;
+};
+
+static struct obj *src_obj(const struct kx_src *s, size_t j)
+{
+	return *(struct obj *const *)(s->objs + j * s->stride);
+}
+
+/* The lesser of the two inputs' next objects, taken. */
+static struct obj *src_take(struct kx_src *s)
+{
+	while (s->lf && s->i == s->lf->h.n) {	/* (an empty root leaf, too) */
+		s->lf = s->lf->h.next ? CL(s->lf->h.next) : NULL;
+		s->i = 0;
+	}
+	struct obj *a = s->lf ? s->lf->obj[s->i] : NULL;
+	struct obj *b = s->j < s->n ? src_obj(s, s->j) : NULL;
+
+	if (a && (!b || objtab_keycmp(obj_key(a), a->key_len, obj_key(b), b->key_len) < 0)) {
+		s->i++;
+		return a;
+	}
+	if (s->j + KX_MERGE_AHEAD < s->n)
+		obj_prefetch(src_obj(s, s->j + KX_MERGE_AHEAD));
+	s->j++;
+	return b;
+}
+
+/* Frees what a failed merge built: each node a whole subtree. */
+static void level_free(struct kx_level *lv)
+{
+	for (size_t i = 0; i < lv->n; i++) {
+		free_tree(lv->nd[i]);
+		if (i)
+			free(lv->sep[i]);
+	}
+	free(lv->nd);
+	free(lv->sep);
+	free(lv->slen);
+}
+
+/* The leaves of the merged tree, linked, each with its hints: those of
+ * leaf l are taken once leaf l + 1's first key (its upper fence) is known,
+ * while its objects are still in cache. */
+static int merge_leaves(struct kx_src *s, size_t total, struct kx_level *lv,
+			struct kx_node **last)
+{
+	size_t nl = lv->n;	/* the leaves to fill */
+	struct kx_leaf *prev = NULL;
+
+	lv->n = 0;
+	for (size_t l = 0; l < nl; l++) {
+		struct kx_node *nd = new_leaf();
+		unsigned fill = (unsigned)(total / nl + (l < total % nl));
+
+		if (!nd)
+			return -ENOMEM;
+		lv->nd[lv->n] = nd;
+		lv->sep[lv->n] = NULL;
+		lv->slen[lv->n++] = 0;
+		struct kx_leaf *lf = L(nd);
+		for (unsigned i = 0; i < fill; i++)
+			lf->obj[i] = src_take(s);
+		lf->h.n = (uint16_t)fill;
+		if (l) {
+			const struct obj *f = lf->obj[0];
+			uint8_t *sep = malloc(f->key_len ? f->key_len : 1);
+			if (!sep)
+				return -ENOMEM;
+			memcpy(sep, obj_key(f), f->key_len);
+			lv->sep[l] = sep;
+			lv->slen[l] = f->key_len;
+			prev->h.next = nd;
+			nd->prev = &prev->h;
+			struct kx_key lo = { lv->sep[l - 1], lv->slen[l - 1] }, hi = { sep, f->key_len };
+			set_hints(prev, fence_pfx(lo, hi));
+		}
+		prev = lf;
+	}
+	set_hints(prev, 0);	/* the last leaf's range is open */
+	*last = &prev->h;
+	return 0;
+}
+
+/* The level above lv's nodes, in place: node p takes the children
+ * [a, b) and keeps child a's least key as its own. */
+static int merge_up(struct kx_level *lv)
+{
+	size_t m = lv->n, k = (m + KX_BULK_FAN - 1) / KX_BULK_FAN;
+	struct kx_node **up = malloc(k * sizeof(*up));
+	size_t got = 0;
+
+	while (up && got < k && (up[got] = new_inner()))
+		got++;
+	if (got < k) {
+		while (got)
+			free(up[--got]);
+		free(up);
+		return -ENOMEM;
+	}
+	for (size_t p = 0, a = 0; p < k; p++) {
+		size_t c = m / k + (p < m % k), b = a + c;
+		struct kx_inner *in = I(up[p]);
+
+		in->h.n = (uint16_t)c;
+		for (size_t j = 0; j < c; j++) {
+			in->kid[j] = lv->nd[a + j];
+			in->sep[j] = j ? lv->sep[a + j] : NULL;
+			in->slen[j] = j ? lv->slen[a + j] : 0;
+		}
+		struct kx_key lo = { lv->sep[a], lv->slen[a] };
+		struct kx_key hi = { b < m ? lv->sep[b] : NULL, b < m ? lv->slen[b] : 0 };
+		set_heads(in, fence_pfx(lo, hi));
+		lv->nd[p] = &in->h;	/* p <= a: what is written was read */
+		lv->sep[p] = lv->sep[a];
+		lv->slen[p] = lv->slen[a];
+		a = b;
+	}
+	lv->n = k;
+	free(up);
+	return 0;
+}
+
+int kx_merge(struct keyidx *x, const void *objs, size_t n, size_t stride)
+{
+	size_t total = x->count + n, nl = (total + KX_BULK_LEAF - 1) / KX_BULK_LEAF;
+	struct kx_node *first = x->root;
+	struct kx_level lv = { 0 };
+	struct kx_node *last = NULL;
+	int height = 1;
+
+	if (!n)
+		return 0;
+	while (!first->leaf)
+		first = I(first)->kid[0];
+	struct kx_src s = { CL(first), 0, objs, n, 0, stride };
+
+	lv.nd = malloc(nl * sizeof(*lv.nd));
+	lv.sep = malloc(nl * sizeof(*lv.sep));
+	lv.slen = malloc(nl * sizeof(*lv.slen));
+	lv.n = nl;
+	if (!lv.nd || !lv.sep || !lv.slen) {
+		lv.n = 0;
+		goto fail;
+	}
+	for (size_t j = 0; j < n && j < KX_MERGE_AHEAD; j++)
+		obj_prefetch(src_obj(&s, j));
+	if (merge_leaves(&s, total, &lv, &last))
+		goto fail;
+	for (; lv.n > 1; height++)
+		if (merge_up(&lv))
+			goto fail;
+	free_tree(x->root);
+	x->root = lv.nd[0];
+	x->height = height;
+	x->last = last;
+	x->count = total;
+	x->gen++;		/* every leaf is new */
+	x->it_leaf = NULL;
+	free(lv.nd);
+	free(lv.sep);
+	free(lv.slen);
+	return 0;
+fail:
+	level_free(&lv);
+	return -ENOMEM;
+}
+
 /* ---- remove ---- */
 
 /* The fences of child j of path level d's node. */

@@ -61,6 +61,12 @@ int kx_reserve(struct keyidx *x);
 /* Inserts o (its key must be absent), after a kx_reserve() that succeeded
  * (or with spares left from one: each insert uses what it splits). */
 void kx_insert(struct keyidx *x, struct obj *o);
+/* Merges n objects whose keys are absent, sorted by key, into the index:
+ * the object i is the pointer at objs + i * stride. One pass over the
+ * leaves builds a new tree (nodes 7/8 full), instead of n descents: for a
+ * batch that is a fair share of the index. 0, or -ENOMEM with the index
+ * as it was. */
+int kx_merge(struct keyidx *x, const void *objs, size_t n, size_t stride);
 /* Removes o (present). */
 void kx_remove(struct keyidx *x, const struct obj *o);
 /* Puts repl (the same key) where o is. */

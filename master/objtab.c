@@ -15,6 +15,7 @@
 #define OBJTAB_MIN_SLOTS 1024
 #define GROW_AHEAD 8		/* slots whose objects are prefetched ahead while rehashing */
 #define KXP_AHEAD 8		/* waiting objects prefetched ahead while they settle */
+#define KXP_MERGE_MIN 1024	/* fewer waiting objects go in one by one */
 
 #define HUGE_SIZE (2u << 20)	/* a transparent huge page (x86-64, arm64 with 4 KiB pages) */
 
@@ -613,12 +614,24 @@ static void kxp_sort(struct objtab *t)
 
 int objtab_kx_settle(struct objtab *t)
 {
-	size_t i;
+	size_t i = 0;
 
 	if (!t->nkxp)
 		return 0;
+	/* a batch a sixteenth of the index or more: one pass that rebuilds
+	 * the index beats a descent each (out of memory: one by one) */
+	bool merge = t->nkxp >= KXP_MERGE_MIN && t->nkxp * 16 >= t->idx.count;
+
+	if (merge)	/* in insert order, before the sort: through the slab */
+		for (size_t j = 0; j < t->nkxp; j++)
+			t->kxp[j].o->flags &= ~(uint64_t)OBJ_KXWAIT;
 	kxp_sort(t);
-	for (i = 0; i < t->nkxp; i++) {
+	if (merge && !kx_merge(&t->idx, &t->kxp[0].o, t->nkxp, sizeof(*t->kxp)))
+		i = t->nkxp;
+	else if (merge)
+		for (size_t j = 0; j < t->nkxp; j++)
+			t->kxp[j].o->flags |= OBJ_KXWAIT;
+	for (; i < t->nkxp; i++) {
 		/* in key order the objects lie anywhere in the slab: ask for
 		 * their fields and keys ahead (an insert reads the key) */
 		if (i + KXP_AHEAD < t->nkxp) {

@@ -5,9 +5,10 @@
  * happens often. Through the object table (objtab.c, which calls these
  * kx_* functions): random inserts, removals and regrowths, in runs and at
  * random, whole ranges removed (inner nodes at every level drop) and put
- * back, and walks that remove what they pass; after every operation
- * kx_check (order, fences, heads and hints, the leaf chain, the count),
- * and every few the walk's order and seeks against a sorted model.
+ * back, walks that remove what they pass, and sorted batches merged in
+ * one pass (kx_merge); after every operation kx_check (order, fences,
+ * heads and hints, the leaf chain, the count), and every few the walk's
+ * order and seeks against a sorted model.
  * SEED=n reproduces a run.
  */
 #define KX_LEAF 4
@@ -51,6 +52,53 @@ static void drop(struct objtab *t, struct mkey *m)
 	REQUIRE(o, "'%s' lost", m->k);
 	objtab_remove(t, o);
 	m->in = false;
+}
+
+static int cmp_kxp(const void *a, const void *b)
+{
+	const struct obj *x = ((const struct objtab_kxp *)a)->o, *y = ((const struct objtab_kxp *)b)->o;
+
+	return objtab_keycmp(obj_key(x), x->key_len, obj_key(y), y->key_len);
+}
+
+/* kx_merge: sorted batches of every share (none to all of the absent
+ * keys) into trees of every size (empty, one leaf, eight levels), the
+ * objects waiting in the table as a table file's load leaves them; after
+ * each, the invariants, the walk and seeks, then removals and inserts that
+ * split and empty the merged (full) nodes. */
+static void check_merge(struct objtab *t, struct mkey *v, size_t n)
+{
+	for (int round = 0; round < 40; round++) {
+		unsigned add = round % 5 == 0 ? 100 : (unsigned)(rnd() % 101);
+		unsigned out = round % 7 == 3 ? 100 : (unsigned)(rnd() % 60);
+
+		REQUIRE(objtab_kx_defer(t, true) == 0, "defer");
+		for (size_t i = 0; i < n; i++)
+			if (!v[i].in && rnd() % 100 < add)
+				put(t, &v[i]);
+		qsort(t->kxp, t->nkxp, sizeof(*t->kxp), cmp_kxp);
+		for (size_t j = 0; j < t->nkxp; j++)
+			t->kxp[j].o->flags &= ~(uint64_t)OBJ_KXWAIT;
+		uint64_t gen = t->idx.gen;
+		REQUIRE(kx_merge(&t->idx, &t->kxp[0].o, t->nkxp, sizeof(*t->kxp)) == 0, "merge oom");
+		REQUIRE(!t->nkxp || t->idx.gen > gen, "a merge kept the old leaves");
+		t->nkxp = 0;
+		REQUIRE(objtab_kx_defer(t, false) == 0, "settle");
+		check_tree(t);
+		check_model(t, v, n);
+		for (size_t i = 0; i < n; i++)
+			if (v[i].in && rnd() % 100 < out)
+				drop(t, &v[i]);
+		for (size_t k = 0; k < n / 8; k++) {
+			size_t i = rnd() % n;
+			if (v[i].in)
+				drop(t, &v[i]);
+			else
+				put(t, &v[i]);
+			check_tree(t);
+		}
+		check_model(t, v, n);
+	}
 }
 
 int main(void)
@@ -154,6 +202,7 @@ int main(void)
 			check_model(&t, v, n);
 	}
 	check_model(&t, v, n);
+	check_merge(&t, v, n);
 	objtab_destroy(&t);
 	free(v);
 	printf("t_keyidx: ok (%zu keys)\n", n);

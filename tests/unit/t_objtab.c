@@ -527,7 +527,9 @@ static void check_defer(struct mkey *v, size_t n)
 		}
 	}
 	REQUIRE(waited > n / 2, "only %zu of %zu inserts waited", waited, n);
+	uint64_t gen = t.idx.gen;	/* no leaf freed one by one: a merge's */
 	REQUIRE(objtab_kx_defer(&t, false) == 0 && t.nkxp == 0, "settle");
+	REQUIRE(t.idx.gen > gen, "%zu waiting keys settled one by one", waited);
 	check_all(&t, v, n);
 	objtab_destroy(&t);
 	for (size_t i = 0; i < n; i++)
