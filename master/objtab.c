@@ -583,8 +583,9 @@ static int kxp_keycmp(const void *a, const void *b)
 
 /* Sorts the waiting objects by key: by the 8 bytes past the prefix they
  * all share (one pass over their keys, which lie in the slab in insert
- * order), radix-sorted, then runs of equal bytes by whole keys. */
-static void kxp_sort(struct objtab *t)
+ * order), radix-sorted, then runs of equal bytes by whole keys. unmark:
+ * their OBJ_KXWAIT goes in the same pass (the flags share the key's line). */
+static void kxp_sort(struct objtab *t, bool unmark)
 {
 	size_t n = t->nkxp, lcp = SIZE_MAX;
 	const struct obj *o0 = t->kxp[0].o;
@@ -601,8 +602,12 @@ static void kxp_sort(struct objtab *t)
 	}
 	if (lcp == SIZE_MAX)
 		lcp = 0;
-	for (size_t i = 0; i < n; i++)
-		t->kxp[i].k = kx_head_at(obj_key(t->kxp[i].o), t->kxp[i].o->key_len, lcp);
+	for (size_t i = 0; i < n; i++) {
+		struct obj *o = t->kxp[i].o;
+		t->kxp[i].k = kx_head_at(obj_key(o), o->key_len, lcp);
+		if (unmark)
+			o->flags &= ~(uint64_t)OBJ_KXWAIT;
+	}
 	radix_sort(t->kxp, n, sizeof(*t->kxp), 0, kxp_cmp, NULL);
 	for (size_t i = 0, j; i < n; i = j) {
 		for (j = i + 1; j < n && t->kxp[j].k == t->kxp[i].k; j++)
@@ -622,10 +627,7 @@ int objtab_kx_settle(struct objtab *t)
 	 * the index beats a descent each (out of memory: one by one) */
 	bool merge = t->nkxp >= KXP_MERGE_MIN && t->nkxp * 16 >= t->idx.count;
 
-	if (merge)	/* in insert order, before the sort: through the slab */
-		for (size_t j = 0; j < t->nkxp; j++)
-			t->kxp[j].o->flags &= ~(uint64_t)OBJ_KXWAIT;
-	kxp_sort(t);
+	kxp_sort(t, merge);
 	if (merge && !kx_merge(&t->idx, &t->kxp[0].o, t->nkxp, sizeof(*t->kxp)))
 		i = t->nkxp;
 	else if (merge)
