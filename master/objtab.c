@@ -498,6 +498,21 @@ static int kxp_push(struct objtab *t, struct obj *o)
 		t->kxp = v;
 		t->capkxp = cap;
 	}
+	/* the prefix shared with the first, while o's key is in cache (the
+	 * sort would read every key once more for it); the first's stays in
+	 * cache. Removals leave it a prefix they all share. */
+	if (!t->nkxp) {
+		t->kxp_lcp = o->key_len;
+	} else {
+		const struct obj *f = t->kxp[0].o;
+		size_t l = 0, max = t->kxp_lcp < f->key_len ? t->kxp_lcp : f->key_len;
+
+		if (max > o->key_len)
+			max = o->key_len;
+		while (l < max && obj_key(o)[l] == obj_key(f)[l])
+			l++;
+		t->kxp_lcp = l;
+	}
 	t->kxp[t->nkxp++].o = o;
 	o->flags |= OBJ_KXWAIT;
 	return 0;
@@ -587,24 +602,15 @@ static int kxp_keycmp(const void *a, const void *b)
  * their OBJ_KXWAIT goes in the same pass (the flags share the key's line). */
 static void kxp_sort(struct objtab *t, bool unmark)
 {
-	size_t n = t->nkxp, lcp = SIZE_MAX;
-	const struct obj *o0 = t->kxp[0].o;
+	size_t n = t->nkxp;
 
-	for (size_t i = 1; i < n && lcp; i++) {
-		const struct obj *o = t->kxp[i].o;
-		size_t l = 0, max = o->key_len < o0->key_len ? o->key_len : o0->key_len;
-
-		if (max > lcp)
-			max = lcp;
-		while (l < max && obj_key(o)[l] == obj_key(o0)[l])
-			l++;
-		lcp = l;
-	}
-	if (lcp == SIZE_MAX)
-		lcp = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct obj *o = t->kxp[i].o;
-		t->kxp[i].k = kx_head_at(obj_key(o), o->key_len, lcp);
+		if (i + KXP_AHEAD < n) {
+			__builtin_prefetch(t->kxp[i + KXP_AHEAD].o);
+			__builtin_prefetch((const char *)t->kxp[i + KXP_AHEAD].o + 64);
+		}
+		t->kxp[i].k = kx_head_at(obj_key(o), o->key_len, t->kxp_lcp);
 		if (unmark)
 			o->flags &= ~(uint64_t)OBJ_KXWAIT;
 	}

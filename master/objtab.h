@@ -203,6 +203,7 @@ struct objtab {
 	bool kx_defer;			/* objtab_kx_defer: keys out of order wait in kxp */
 	struct objtab_kxp *kxp;		/* OBJ_KXWAIT objects, in insert order */
 	size_t nkxp, capkxp;
+	size_t kxp_lcp;			/* a prefix they all share (taken at each push) */
 	struct objlinks links;		/* chain links of the few objects with any */
 	struct objslab slab;		/* every object's memory, the versions' too */
 };
