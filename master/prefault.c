@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include <sanitizer/asan_interface.h>
+
 #define HUGE (2ul << 20)	/* one transparent huge page: the helper's step */
 #define PAGE 4096ul		/* where huge pages are refused, each page is touched */
 #define IDLE SIZE_MAX
@@ -139,6 +141,9 @@ void prefault_free(struct prefault *p)
 	if (!p)
 		return;
 	prefault_stop(p);
+	/* what its user poisoned (the slab's free blocks) would outlive the
+	 * mapping in ASan's shadow and fault the next mapping at that address */
+	ASAN_UNPOISON_MEMORY_REGION(p->base, p->size);
 	if (p->size)
 		munmap(p->base, p->size);
 	free(p);
