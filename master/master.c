@@ -168,6 +168,17 @@ void master_status(struct master *m, char *buf, size_t len)
 
 bool master_check(const struct master *m)
 {
+	char err[256];
+
+	/* the key index: its own invariants, and every object in it or
+	 * waiting for it */
+	if (kx_check(&m->objs.idx, err, sizeof(err)) ||
+	    m->objs.idx.count + m->objs.nkxp != m->objs.count) {
+		log_err("master_check: key index: %s (%zu in it, %zu waiting, %zu objects)",
+			kx_check(&m->objs.idx, err, sizeof(err)) ? err : "count", m->objs.idx.count,
+			m->objs.nkxp, m->objs.count);
+		return false;
+	}
 	for (size_t i = 1; i < m->segs.n; i++) {
 		const struct seg *s = m->segs.v[i];
 		if (s && s->online && s->hold.n &&

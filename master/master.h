@@ -88,7 +88,7 @@ size_t master_clients(const struct master *m);
 /* Sets the generation counter (the next put gets gen + 1): deterministic
  * generations for the fuzz target. */
 void master_set_generation(struct master *m, uint64_t gen);
-/* Consistency of the segments' replica arrays and eviction regions
+/* Consistency of the key index, the segments' replica arrays and eviction regions
  * (tests, the fuzz target); false names a bug. */
 bool master_check(const struct master *m);
 /* One line: keys, pending puts, segments, bytes used/capacity, clients. */

@@ -330,13 +330,15 @@ int objtab_presize(struct objtab *t, size_t n);
  * any): on, an insert whose key is not past the index's last waits
  * (OBJ_KXWAIT) instead of descending the index at a random point (a few
  * cache misses each: 1.3M changes of hashed keys took 1.7 s of a 3M load);
- * off, they are sorted by key and inserted in one ordered pass
- * (objtab_kx_settle). Lookups by key (the slots) see them all along; an
+ * off, they are sorted by key and go in in one ordered pass
+ * (objtab_kx_settle: merged with the leaves, kx_merge, when they are a
+ * sixteenth of the index or more; else an insert each). Lookups by key (the slots) see them all along; an
  * unlink or move of a waiting object, a seek and a next settle first.
  * Turning it off: 0, or -ENOMEM with some still waiting. */
 int objtab_kx_defer(struct objtab *t, bool on);
-/* Inserts the waiting objects into the key index in key order: 0, or
- * -ENOMEM (those not inserted wait on). */
+/* Puts the waiting objects into the key index in key order: 0, or
+ * -ENOMEM (those not inserted wait on; a merge without memory leaves the
+ * index as it was and inserts them one by one). */
 int objtab_kx_settle(struct objtab *t);
 /* A bulk load of about bytes of objects starts: the slab's large chunks
  * come from a region a helper thread faults in ahead (prefault.h), once per

@@ -133,12 +133,11 @@ static inline void mdrive_key(char *k, size_t cap, unsigned i)
 	snprintf(k, cap, "key-%04u", i);
 }
 
-/* REPORTs keys ids[i] (mdrive_key) at 4096 + slots[i] * alen (slots NULL:
- * ids), alen bytes each, generation 1000 + id, then the HEARTBEAT: 0 if
- * both were answered without error. */
-static inline int mdrive_report(struct master *m, struct master_client *c, uint32_t sid,
-				const unsigned *ids, const unsigned *slots, size_t n,
-				uint64_t alen, struct wbuf *w)
+/* One REPORT of keys ids[i] (mdrive_key) at 4096 + slots[i] * alen (slots
+ * NULL: ids), alen bytes each, generation 1000 + id: its status. */
+static inline int mdrive_report_frame(struct master *m, struct master_client *c, uint32_t sid,
+				      const unsigned *ids, const unsigned *slots, size_t n,
+				      uint64_t alen, struct wbuf *w)
 {
 	struct wbuf b;
 	char key[32];
@@ -158,12 +157,29 @@ static inline int mdrive_report(struct master *m, struct master_client *c, uint3
 		wb_u64(&b, 1);
 	}
 	int rc = mdrive_call(m, c, WIRE_OP_REPORT, b.p, b.len, w);
-	uint8_t hb[20] = { 0 };
-	memcpy(hb, &sid, 4);
-	if (rc == 0)
-		rc = mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w);
 	wb_free(&b);
 	return rc;
+}
+
+/* The HEARTBEAT that ends a segment's REPORTs: its status. */
+static inline int mdrive_heartbeat(struct master *m, struct master_client *c, uint32_t sid,
+				   struct wbuf *w)
+{
+	uint8_t hb[20] = { 0 };
+
+	memcpy(hb, &sid, 4);
+	return mdrive_call(m, c, WIRE_OP_HEARTBEAT, hb, sizeof(hb), w);
+}
+
+/* mdrive_report_frame, then the HEARTBEAT: 0 if both were answered
+ * without error. */
+static inline int mdrive_report(struct master *m, struct master_client *c, uint32_t sid,
+				const unsigned *ids, const unsigned *slots, size_t n,
+				uint64_t alen, struct wbuf *w)
+{
+	int rc = mdrive_report_frame(m, c, sid, ids, slots, n, alen, w);
+
+	return rc ? rc : mdrive_heartbeat(m, c, sid, w);
 }
 
 /* EXISTS of key i: true if the master says it is there. */
