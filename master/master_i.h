@@ -152,7 +152,6 @@ struct master {
 	uint64_t recon_confirmed;	/* new leader: replicas the nodes confirmed */
 	uint64_t recon_ghosts;		/* ... dropped: the nodes did not hold them */
 	uint64_t hold_mounts;		/* warm re-mounts that took puts before REPORTs */
-	unsigned kx_reporting;		/* segments whose REPORTs' keys wait (seg.kx_wait) */
 };
 
 static inline uint64_t master_clock_ns(clockid_t clk)

@@ -26,37 +26,11 @@
 
 #define RDMA_INFO_MAX 4096
 
-/* A node's REPORTs come in offset order, and an engine's keys are hashes:
- * the keys of a segment's REPORTs wait for the key index (objtab_kx_defer;
- * the hash finds them all along) until its first HEARTBEAT, which follows
- * them, or its connection's end, and then go in in one sorted pass
- * instead of a descent at a random point each (half the master's time
- * while 3M hashed keys were reported). */
-static void report_defer(struct master *m, struct seg *s)
-{
-	if (s->kx_wait || (!m->kx_reporting && m->objs.kx_defer))
-		return;		/* (the table file's load defers on its own) */
-	s->kx_wait = true;
-	if (m->kx_reporting++ == 0)
-		(void)objtab_kx_defer(&m->objs, true);
-}
-
-static void report_settle(struct master *m, struct seg *s)
-{
-	if (!s->kx_wait)
-		return;
-	s->kx_wait = false;
-	if (--m->kx_reporting == 0 && objtab_kx_defer(&m->objs, false))
-		log_warn("reported keys: no memory to put %zu of them in key order yet "
-			    "(the next LIST or removal tries again)", m->objs.nkxp);
-}
-
 /* Takes s offline with every replica in it (no FREE: see mobj_drop_seg). */
 static void seg_drop(struct master *m, struct seg *s, const char *why)
 {
 	log_notice("segment %u (%s, %s): dropped (%s), %zu replicas gone", s->id, s->name,
 		   s->shm_path, why, s->nobjs);
-	report_settle(m, s);
 	mrepl_segdrop(m, s);
 	m->repl_mute = true;
 	mobj_drop_seg(m, s);
@@ -484,7 +458,6 @@ int mnode_report(struct master *m, struct master_client *c, struct rbuf *r,
 	if (!s)
 		return KVP_ENOSEG;
 	rb_u32(r);
-	report_defer(m, s);
 	uint32_t adopted = 0, rejected = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		size_t klen;
@@ -547,7 +520,6 @@ int mnode_heartbeat(struct master *m, struct master_client *c, struct rbuf *r)
 		mrepl_recon_finish(m, s);
 	if (s->held || s->hold.n)
 		hold_release(s);
-	report_settle(m, s);
 	s->reported = true;		/* its REPORTs came before, on this connection */
 	mrecover_reported(m, s);
 	evict_check(m, s);		/* the spill tier may have filled */
@@ -666,7 +638,6 @@ void mnode_client_gone(struct master *m, struct master_client *c)
 			continue;
 		s->client = NULL;
 		s->last_seen_ms = c->last_seen_ms;
-		report_settle(m, s);
 		if (s->online && s->draining)
 			seg_drop(m, s, "unmounted, connection closed");
 		else

@@ -102,7 +102,6 @@ struct seg {
 	/* the node's REPORTs are in (its first HEARTBEAT after MOUNT follows
 	 * them): until then a new extent could land on one not reported yet */
 	bool reported;
-	bool kx_wait;			/* its REPORTs' keys wait for the key index (mnode.c) */
 	/* warm: taken over from the last leader's stream (mrepl.h), its node
 	 * not re-mounted here yet; recon: since its re-mount, the replicas the
 	 * table had then, each marked when the node reports it (the rest are
