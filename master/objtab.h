@@ -332,8 +332,9 @@ int objtab_presize(struct objtab *t, size_t n);
  * cache misses each: 1.3M changes of hashed keys took 1.7 s of a 3M load);
  * off, they are sorted by key and go in in one ordered pass
  * (objtab_kx_settle: merged with the leaves, kx_merge, when they are a
- * sixteenth of the index or more; else an insert each). Lookups by key (the slots) see them all along; an
- * unlink or move of a waiting object, a seek and a next settle first.
+ * sixteenth of the index or more; else an insert each). Lookups by key
+ * (the slots) see them all along; an unlink or move of a waiting object,
+ * a seek and a next settle first.
  * Turning it off: 0, or -ENOMEM with some still waiting. */
 int objtab_kx_defer(struct objtab *t, bool on);
 /* Puts the waiting objects into the key index in key order: 0, or
