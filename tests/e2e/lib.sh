@@ -127,20 +127,34 @@ e2e_init() {
 # on_cleanup 'COMMAND': run at exit (last registered runs first).
 on_cleanup() { E2E_CLEANUP+=("$1"); }
 
-# free_ports N: N distinct free loopback ports, space-separated.
+# free_ports N: N distinct free loopback ports, space-separated, below the
+# kernel's ephemeral range: a port the kernel handed out (bind to 0) could
+# be taken by an outgoing connection's ephemeral port before the daemon
+# binds it (CI: "Address already in use").
 free_ports() {
 	if command -v python3 >/dev/null; then
 		python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
+import random, socket, sys
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    lo = 32768
+ss = []
+while len(ss) < int(sys.argv[1]):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randrange(10000, lo) if lo > 11000 else 0))
+        ss.append(s)
+    except OSError:
+        s.close()
 print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
 		return
 	fi
-	# Without python: random high ports nobody listens on.
+	# Without python: random ports nobody listens on, below the
+	# usual ephemeral range (32768-60999)
 	local out="" p n=0
 	while [ $n -lt "$1" ]; do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((10000 + (RANDOM * 32768 + RANDOM) % 22000))
 		case " $out " in *" $p "*) continue ;; esac
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
 		out="$out $p"
