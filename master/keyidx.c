@@ -325,17 +325,26 @@ static struct kx_inner *take_inner(struct keyidx *x)
 
 /* A separator's own copy of key (n bytes): an allocation of its size, or
  * the spare buffer when there is none to be had. */
-static uint8_t *take_sep(struct keyidx *x, const uint8_t *key, size_t n)
+static uint8_t *sep_dup(const uint8_t *key, size_t n)
 {
 	uint8_t *b = malloc(n ? n : 1);
 
-	if (!b) {
+	if (b)
+		memcpy(b, key, n);
+	return b;
+}
+
+static uint8_t *take_sep(struct keyidx *x, const uint8_t *key, size_t n)
+{
+	uint8_t *b = sep_dup(key, n);
+
+	if (!b && x->spare_sep) {
 		b = x->spare_sep;
 		x->spare_sep = NULL;
+		memcpy(b, key, n);
 	}
 	if (!b)
 		abort();
-	memcpy(b, key, n);
 	return b;
 }
 
@@ -576,10 +585,9 @@ static int merge_leaves(struct kx_src *s, size_t total, struct kx_level *lv,
 		lf->h.n = (uint16_t)fill;
 		if (l) {
 			const struct obj *f = lf->obj[0];
-			uint8_t *sep = malloc(f->key_len ? f->key_len : 1);
+			uint8_t *sep = sep_dup(obj_key(f), f->key_len);
 			if (!sep)
 				return -ENOMEM;
-			memcpy(sep, obj_key(f), f->key_len);
 			lv->sep[l] = sep;
 			lv->slen[l] = f->key_len;
 			prev->h.next = nd;
