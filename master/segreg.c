@@ -151,7 +151,7 @@ int segreg_online_start(struct segreg *r, struct seg *s)
 	s->capacity = s->size - s->data_off;
 	free(s->ptag);
 	s->ptag = NULL;
-	s->nptag = 0;
+	s->nptag = s->ptag_set = 0;
 	/* without it a warm re-mount places no holds (mnode.c); a segment
 	 * over 1 TiB goes without (256 MiB of tags at most: calloc's pages
 	 * are touched only where replicas start, but a hostile SEG record's
@@ -220,7 +220,7 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	s->nobjs = s->capobjs = 0;
 	free(s->ptag);
 	s->ptag = NULL;
-	s->nptag = 0;
+	s->nptag = s->ptag_set = 0;
 	s->rend[0] = s->rend[1] = 0;
 	s->used = 0;
 	s->freeing = 0;
@@ -354,8 +354,10 @@ static void ptag_set(struct seg *s, const struct rep *rp, uint8_t tag)
 {
 	uint64_t pg = rep_off(rp) >> SEG_MAP_SHIFT;
 
-	if (s->ptag && rp->tier == KVP_TIER_MEM && pg < s->nptag)
+	if (s->ptag && rp->tier == KVP_TIER_MEM && pg < s->nptag) {
+		s->ptag_set += (tag != 0) - (s->ptag[pg] != 0);
 		s->ptag[pg] = tag;
+	}
 }
 
 int seg_attach(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn)
@@ -382,6 +384,8 @@ bool seg_ptag_taken(const struct seg *s, uint64_t off)
 	return s->ptag && pg < s->nptag && s->ptag[pg];
 }
 
+#define SEG_PTAG_SCAN_MAX (1u << 20)	/* tags counted by seg_ptag_check, at most */
+
 bool seg_ptag_check(const struct seg *s)
 {
 	size_t mem = 0, set = 0;
@@ -400,9 +404,13 @@ bool seg_ptag_check(const struct seg *s)
 			mem++;
 		}
 	}
-	for (size_t p = 0; p < s->nptag; p++)
-		set += s->ptag[p] != 0;
-	return set == mem;
+	if (s->nptag <= SEG_PTAG_SCAN_MAX) {
+		for (size_t p = 0; p < s->nptag; p++)
+			set += s->ptag[p] != 0;
+		if (set != s->ptag_set)
+			return false;
+	}
+	return s->ptag_set == mem;
 }
 
 void seg_detach(struct seg *s, struct obj *o, unsigned ri)

@@ -155,6 +155,7 @@ struct seg {
 	 * (mhold_plan) read it instead of walking the replicas. */
 	uint8_t *ptag;
 	size_t nptag;
+	size_t ptag_set;		/* entries of ptag not 0 */
 	uint64_t capacity;		/* size - data_off */
 	uint64_t used;			/* allocated bytes, FREEs not yet acked included */
 	uint64_t freeing;		/* of which FREEd, waiting for the node's ack */
@@ -286,7 +287,10 @@ void seg_retier(struct seg *s, const struct obj *o, unsigned ri, const struct re
 /* Whether a memory extent starting at off's page is tagged (a live one
  * starts there: extents start on the alignment, at least a page). */
 bool seg_ptag_taken(const struct seg *s, uint64_t off);
-/* s->ptag matches the memory replicas in s->objs (tests, master_check). */
+/* s->ptag matches the memory replicas in s->objs (tests, master_check):
+ * each one's tag, and as many tags set as replicas (the count kept by
+ * ptag_set; the array itself is counted only when small, as a master_check
+ * after every record of a 1 TiB segment's 256 MiB of tags timed fuzz_repl out). */
 bool seg_ptag_check(const struct seg *s);
 void seg_place(struct seg *s, struct obj *o, unsigned ri, enum seg_rgn rgn);
 /* The index range [*lo, *hi) of region rgn in s->objs. */
