@@ -10,10 +10,10 @@ or build/; the module from PYTHONPATH. A missing binary skips the test.
 import atexit
 import contextlib
 import glob
+import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,16 +41,17 @@ _pools = []
 _seq = [0]
 
 
-def free_ports(n):
-    """n distinct free loopback ports (bound together so they differ)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+def _load_free_ports():
+    spec = importlib.util.spec_from_file_location(
+        "kvp_free_ports", os.path.join(ROOT, "tests", "free_ports.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.free_ports
+
+
+# n distinct free loopback ports below the kernel's ephemeral range
+# (tests/free_ports.py: one picker for the shell and the Python tests)
+free_ports = _load_free_ports()
 
 
 def write_token(path, token):

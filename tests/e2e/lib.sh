@@ -128,26 +128,10 @@ e2e_init() {
 on_cleanup() { E2E_CLEANUP+=("$1"); }
 
 # free_ports N: N distinct free loopback ports, space-separated, below the
-# kernel's ephemeral range: a port the kernel handed out (bind to 0) could
-# be taken by an outgoing connection's ephemeral port before the daemon
-# binds it (CI: "Address already in use").
+# kernel's ephemeral range (tests/free_ports.py says why).
 free_ports() {
 	if command -v python3 >/dev/null; then
-		python3 -c '
-import random, socket, sys
-try:
-    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-except (OSError, ValueError, IndexError):
-    lo = 32768
-ss = []
-while len(ss) < int(sys.argv[1]):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randrange(10000, lo) if lo > 11000 else 0))
-        ss.append(s)
-    except OSError:
-        s.close()
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+		python3 "$E2E_ROOT/tests/free_ports.py" "$1"
 		return
 	fi
 	# Without python: random ports nobody listens on, below the

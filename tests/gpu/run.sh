@@ -62,11 +62,7 @@ import sys
 s = sys.argv[1]; m = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
 print(int(s[:-1]) * m[s[-1].upper()] if s[-1].upper() in m else int(s))" "$size")
 segsize=$(( (3 * bytes / 1048576) + 64 ))M
-read -r mport mhttp dport dhttp <<<"$(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(4)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))')"
+read -r mport mhttp dport dhttp <<<"$(python3 "$root/tests/free_ports.py" 4)"
 cat >"$tmp/pool.ini" <<EOF
 [cluster]
 master = 127.0.0.1:$mport

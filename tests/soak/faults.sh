@@ -50,13 +50,7 @@ to_bytes() {
 	echo $((v * m))
 }
 
-free_ports() {
-	python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
+free_ports() { python3 "$root/tests/free_ports.py" "$1"; }
 
 # pool_setup: private /dev/shm and spill tmpfs (in our mount namespace), the
 # network namespace, the token and every INI file.
