@@ -11,6 +11,12 @@
 #      kvpool selftest cuda --pool put_from/get_into of device memory on the
 #                                  local path (cudaMemcpy into the segment)
 #      ... with another host_id    the remote path (pinned staging + TCP)
+#   4. examples/prefix_reuse.py --device cuda against that pool: a model's
+#      KV pages stored from and loaded into CUDA tensors, bytes, logits
+#      (fp32, 1e-4) and greedy tokens checked against a full recompute; it
+#      needs a Python with torch built for CUDA (GPU_PYTHON, default
+#      python3) and the Python headers, and is skipped with the reason when
+#      either is missing (the rest still counts)
 # Prints every result; exit 0 all passed, 1 a check failed, 77 no GPU.
 # Usage: tests/gpu/run.sh [SIZE]   (default 1G; the pool gets 3 x SIZE)
 set -u
@@ -96,4 +102,20 @@ echo "-- remote path (another host_id: pinned staging + TCP)"
 KVPOOL_CLIENT_HOST_ID=gpu-elsewhere-$$ "$B/kvpool" -c "$tmp/pool.ini" selftest cuda \
 	--size "$size" --pool ||
 	{ echo "FAIL: device memory through the remote path"; exit 1; }
+
+echo "== 4. examples/prefix_reuse.py on CUDA tensors"
+py=${GPU_PYTHON:-python3}
+if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+	echo "skip: $py has no torch with CUDA (GPU_PYTHON names another interpreter)"
+elif ! make -s BUILD=build PYTHON="$py" python >"$tmp/make-python.log" 2>&1; then
+	echo "skip: the Python module did not build: $(tail -n 1 "$tmp/make-python.log")"
+else
+	PYTHONPATH="$B/python" "$py" examples/prefix_reuse.py --config "$tmp/pool.ini" \
+		--device cuda >"$tmp/prefix_reuse.out" 2>&1
+	rc=$?
+	cat "$tmp/prefix_reuse.out"
+	grep -q '^\[B\] device: cuda' "$tmp/prefix_reuse.out" &&
+		grep -q '^\[B\] verdict: PASS' "$tmp/prefix_reuse.out" && [ $rc = 0 ] ||
+		{ echo "FAIL: prefix_reuse.py on CUDA (exit $rc)"; exit 1; }
+fi
 echo "gpu checks: all passed"
