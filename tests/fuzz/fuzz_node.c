@@ -118,10 +118,12 @@ static void patch(uint8_t *p, size_t len)
 					ext_encode(pay, &e, pay + EXT_HDR_SIZE);
 			}
 		}
-		uint64_t step = WIRE_HDR_SIZE + (uint64_t)h.body_len + h.payload_len;
-		if (step > len - off)
+		/* no sum that wraps: a payload_len near 2^64 made the step
+		 * 0 and this loop endless (the fuzzer found it) */
+		size_t rest = len - off - WIRE_HDR_SIZE;
+		if (h.body_len > rest || h.payload_len > rest - h.body_len)
 			return;
-		off += step;
+		off += WIRE_HDR_SIZE + h.body_len + (size_t)h.payload_len;
 	}
 }
 
