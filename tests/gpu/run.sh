@@ -15,8 +15,9 @@
 #      KV pages stored from and loaded into CUDA tensors, bytes, logits
 #      (fp32, 1e-4) and greedy tokens checked against a full recompute; it
 #      needs a Python with torch built for CUDA (GPU_PYTHON, default
-#      python3) and the Python headers, and is skipped with the reason when
-#      either is missing (the rest still counts)
+#      python3) and its development headers, and is skipped with the reason
+#      when either is missing (the rest still counts); a module that does
+#      not build fails
 # Prints every result; exit 0 all passed, 1 a check failed, 77 no GPU.
 # Usage: tests/gpu/run.sh [SIZE]   (default 1G; the pool gets 3 x SIZE)
 set -u
@@ -107,8 +108,13 @@ echo "== 4. examples/prefix_reuse.py on CUDA tensors"
 py=${GPU_PYTHON:-python3}
 if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
 	echo "skip: $py has no torch with CUDA (GPU_PYTHON names another interpreter)"
+elif ! inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])') ||
+	[ ! -f "$inc/Python.h" ]; then
+	echo "skip: $py has no development headers (python3-dev) to build the module with"
 elif ! make -s BUILD=build PYTHON="$py" python >"$tmp/make-python.log" 2>&1; then
-	echo "skip: the Python module did not build: $(tail -n 1 "$tmp/make-python.log")"
+	tail -n 20 "$tmp/make-python.log"
+	echo "FAIL: the Python module did not build"
+	exit 1
 else
 	PYTHONPATH="$B/python" "$py" examples/prefix_reuse.py --config "$tmp/pool.ini" \
 		--device cuda >"$tmp/prefix_reuse.out" 2>&1
