@@ -120,8 +120,7 @@ static void patch(uint8_t *p, size_t len)
 		}
 		/* no sum that wraps: a payload_len near 2^64 made the step
 		 * 0 and this loop endless (the fuzzer found it) */
-		size_t rest = len - off - WIRE_HDR_SIZE;
-		if (h.body_len > rest || h.payload_len > rest - h.body_len)
+		if (h.body_len > avail || h.payload_len > avail - h.body_len)
 			return;
 		off += WIRE_HDR_SIZE + h.body_len + (size_t)h.payload_len;
 	}
