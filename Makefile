@@ -215,10 +215,13 @@ fuzz-run: fuzz
 	tests/fuzz/run.sh build-fuzz/fuzz $${FUZZ_SECONDS:-60}
 
 # The bench group too: make test runs every benchmark in its smoke mode.
+# The builds take every CPU unless make was given -j itself (TEST_JOBS=1:
+# one compiler at a time): $(MAKEFLAGS) holds -j only in a recipe.
+TEST_MAKE_J = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(or $(TEST_JOBS),$(shell nproc 2>/dev/null || echo 1)))
 test check:
 	tools/deps.sh build test bench
-	$(Q)$(MAKE) --no-print-directory WERROR=1 all
-	$(Q)if command -v clang >/dev/null; then $(MAKE) --no-print-directory fuzz; fi
+	$(Q)$(MAKE) --no-print-directory $(TEST_MAKE_J) WERROR=1 all
+	$(Q)if command -v clang >/dev/null; then $(MAKE) --no-print-directory $(TEST_MAKE_J) fuzz; fi
 	tests/run.sh $(BUILD)
 
 # The units under a real systemd: a Debian VM booted in qemu (root; a skip

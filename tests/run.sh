@@ -6,8 +6,10 @@
 # rotting) and, when built, each fuzz target for a few seconds (through
 # tests/fuzz/run.sh, the runner `make fuzz-run` uses; FUZZ_JOBS at a time,
 # default the CPUs up to 2, after the rest). One line per
-# test, then "N passed, N failed, N skipped". Exit 0 pass, 77 skip, else fail.
-# Env: TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10; 0:
+# test as it ends, then "N passed, N failed, N skipped". Exit 0 pass, 77
+# skip, else fail.
+# Env: TEST_JOBS (tests at a time, default the CPUs up to 4; 1: one after
+# the other), TEST_TIMEOUT (default 300 s per test), FUZZ_SECONDS (default 10; 0:
 # no fuzz targets), FUZZ_JOBS, KVP_TEST_MASTER_CHECK (default 1: every kvpool-master
 # the tests start checks its table's invariants each tick and aborts when
 # one breaks; empty: off).
@@ -66,31 +68,99 @@ since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1
 fuzz_jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 [ "$fuzz_jobs" -gt 2 ] 2>/dev/null && fuzz_jobs=2
 [ "$fuzz_jobs" -ge 1 ] 2>/dev/null || fuzz_jobs=1
-fuzz=()
+
+# The unit programs and end-to-end scripts run TEST_JOBS at a time (default:
+# the CPUs, at most 4): each has its own ports, shm names, mount points and
+# temp dirs, and most of their time is spent waiting on daemons, so two at a
+# time take about half as long on two cores, sanitized or not. A script with
+# a line "# run.sh: alone" (and why) runs by itself after them: the ones
+# that change what the whole machine shares or check a time. The benchmarks
+# come last, one at a time (their ratios are against references measured
+# in the same run), then the fuzz targets.
+test_jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$test_jobs" -gt 4 ] 2>/dev/null && test_jobs=4
+[ "$test_jobs" -ge 1 ] 2>/dev/null || test_jobs=1
+# wait -n -p (which job ended) is bash 5.1's
+if [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" = 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
+	test_jobs=1
+fi
+fuzz=() shared=() alone=() benches=()
 for t in "${tests[@]}"; do
 	case "$t" in
-	fuzz:*) fuzz+=("${t#fuzz:}"); continue ;;
-	bench:*) name=bench:$(basename "$t" .sh) ;;
-	*) name=$(basename "$t") ;;
+	fuzz:*) fuzz+=("${t#fuzz:}") ;;
+	bench:*) benches+=("$t") ;;
+	*.sh) if grep -q '^# run.sh: alone' "$t"; then alone+=("$t"); else shared+=("$t"); fi ;;
+	*) shared+=("$t") ;;
 	esac
-	log="$logdir/$name.log"
-	start=$(date +%s%N)
-	case "$t" in
+done
+# the scripts first: they are the long ones; the unit programs fill the end
+ordered=()
+for t in "${shared[@]}"; do case "$t" in *.sh) ordered+=("$t") ;; esac; done
+for t in "${shared[@]}"; do case "$t" in *.sh) ;; *) ordered+=("$t") ;; esac; done
+
+test_name() {
+	case "$1" in
+	bench:*) echo "bench:$(basename "$1" .sh)" ;;
+	*) basename "$1" ;;
+	esac
+}
+
+# run_test TEST LOG: runs one test (not a fuzz target) to its end; its exit
+# status is the test's
+run_test() {
+	case "$1" in
 	bench:*)
 		if [ "$(basename "$build")" = build-san ]; then
 			# the first pass runs every smoke mode; the ASan pass
 			# (make SANITIZE=1 test) would repeat them slowly
-			echo "skip: not in the ASan pass: the first pass runs the benchmarks' smoke modes" >"$log"
-			rc=77
-		else
-			BENCH_SMOKE=1 timeout -k 10 "$timeout_s" bash "${t#bench:}" >"$log" 2>&1
-			rc=$?
+			echo "skip: not in the ASan pass: the first pass runs the benchmarks' smoke modes" >"$2"
+			return 77
 		fi
+		BENCH_SMOKE=1 timeout -k 10 "$timeout_s" bash "${1#bench:}" >"$2" 2>&1 </dev/null
 		;;
-	*.sh) timeout -k 10 "$timeout_s" bash "$t" >"$log" 2>&1; rc=$? ;;
-	*) timeout -k 10 "$timeout_s" "$t" >"$log" 2>&1; rc=$? ;;
+	*.sh) timeout -k 10 "$timeout_s" bash "$1" >"$2" 2>&1 </dev/null ;;
+	*) timeout -k 10 "$timeout_s" "$1" >"$2" 2>&1 </dev/null ;;
 	esac
-	report "$name" "$rc" "$(since "$start")" "$log"
+}
+
+declare -A job_name job_start
+running=0
+# Interrupted: the tests still running get SIGTERM (through the timeout(1)
+# each job runs, which passes it on; each test stops and removes what it
+# started), and are waited for.
+stop_jobs() {
+	local p
+	trap - INT TERM
+	for p in "${!job_name[@]}"; do pkill -TERM -P "$p"; done 2>/dev/null
+	wait
+	echo "interrupted"
+	exit 130
+}
+trap stop_jobs INT TERM
+# reap: waits for one running test to end and reports it
+reap() {
+	local pid rc
+	wait -n -p pid
+	rc=$?
+	report "${job_name[$pid]}" "$rc" "$(since "${job_start[$pid]}")" "$logdir/${job_name[$pid]}.log"
+	unset "job_name[$pid]" "job_start[$pid]"
+	running=$((running - 1))
+}
+for t in "${ordered[@]}"; do
+	[ "$running" -lt "$test_jobs" ] || reap
+	name=$(test_name "$t")
+	run_test "$t" "$logdir/$name.log" &
+	job_name[$!]=$name
+	job_start[$!]=$(date +%s%N)
+	running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do reap; done
+trap - INT TERM
+for t in "${alone[@]}" "${benches[@]}"; do
+	name=$(test_name "$t")
+	start=$(date +%s%N)
+	run_test "$t" "$logdir/$name.log"
+	report "$name" "$?" "$(since "$start")" "$logdir/$name.log"
 done
 for ((i = 0; i < ${#fuzz[@]}; i += fuzz_jobs)); do
 	group=("${fuzz[@]:i:fuzz_jobs}")

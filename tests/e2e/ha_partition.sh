@@ -17,6 +17,7 @@
 #  5. the standby's connects to the leader dropped (SYNs lost): each try
 #     gives up after 1 s, it stands by, and takes over at the leader's kill.
 # Needs root, `ip netns`, nft and etcd; exit 77 otherwise. Exit 0 pass, 1 fail.
+# run.sh: alone — it turns net.ipv4.ip_forward on for the whole machine.
 . "$(dirname "$0")/lib.sh"
 e2e_init hapart
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" "$B/soak/kvp-ha-probe" curl python3 nft

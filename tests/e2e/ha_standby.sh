@@ -18,6 +18,7 @@
 #     (a fresh mapping: every header read) it reports N + 1 and the master
 #     counts N + 1 keys, with no ghost, every key readable.
 # Exit 0 pass, 1 fail, 77 without etcd (apt-get install etcd-server).
+# run.sh: alone — step 4 fails a put that comes more than 2 s after the first get.
 . "$(dirname "$0")/lib.sh"
 e2e_init has
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" curl python3

@@ -8,6 +8,8 @@
 # Then the pool must recover and pass a strict clean run. Fails on any wrong
 # byte, any operation past its timeout, any daemon or client crash.
 # Exit 0 pass, 1 fail, 77 skip (binaries not built).
+# run.sh: alone — its faults partition a namespace with nftables and fail any
+# operation past its timeout.
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export SOAK_SECONDS=${SOAK_SECONDS:-50}
 export SOAK_CLIENTS=${SOAK_CLIENTS:-4}

@@ -6,6 +6,7 @@
 # (make TSAN=1 -> build-tsan/) and run against real daemons (the test starts
 # them from $KVP_BUILD). Any TSAN report fails it.
 # Exit 0 pass, 1 fail, 77 skip (no such test yet, or no TSAN runtime).
+# run.sh: alone — it compiles the library with ThreadSanitizer first (both cores).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
