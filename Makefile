@@ -214,10 +214,11 @@ $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(ARCHIVES) $(CONFIG_MK)
 fuzz-run: fuzz
 	tests/fuzz/run.sh build-fuzz/fuzz $${FUZZ_SECONDS:-60}
 
-# The bench group too: make test runs every benchmark in its smoke mode.
-# The builds take every CPU unless make was given -j itself (TEST_JOBS=1:
-# one compiler at a time): $(MAKEFLAGS) holds -j only in a recipe.
+# make test's builds take every CPU unless make was given -j itself
+# (TEST_JOBS=1: one compiler at a time): $(MAKEFLAGS) holds -j only in a recipe.
 TEST_MAKE_J = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(or $(TEST_JOBS),$(shell nproc 2>/dev/null || echo 1)))
+
+# The bench group too: make test runs every benchmark in its smoke mode.
 test check:
 	tools/deps.sh build test bench
 	$(Q)$(MAKE) --no-print-directory $(TEST_MAKE_J) WERROR=1 all

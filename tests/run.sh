@@ -123,8 +123,7 @@ run_test() {
 	esac
 }
 
-declare -A job_name job_start
-running=0
+declare -A job_name=() job_start=()	# by the pid of each test running
 # Interrupted: the tests still running get SIGTERM (through the timeout(1)
 # each job runs, which passes it on; each test stops and removes what it
 # started), and are waited for.
@@ -144,17 +143,15 @@ reap() {
 	rc=$?
 	report "${job_name[$pid]}" "$rc" "$(since "${job_start[$pid]}")" "$logdir/${job_name[$pid]}.log"
 	unset "job_name[$pid]" "job_start[$pid]"
-	running=$((running - 1))
 }
 for t in "${ordered[@]}"; do
-	[ "$running" -lt "$test_jobs" ] || reap
+	[ ${#job_name[@]} -lt "$test_jobs" ] || reap
 	name=$(test_name "$t")
 	run_test "$t" "$logdir/$name.log" &
 	job_name[$!]=$name
 	job_start[$!]=$(date +%s%N)
-	running=$((running + 1))
 done
-while [ "$running" -gt 0 ]; do reap; done
+while [ ${#job_name[@]} -gt 0 ]; do reap; done
 trap - INT TERM
 for t in "${alone[@]}" "${benches[@]}"; do
 	name=$(test_name "$t")
