@@ -3,6 +3,9 @@
 # suite (python/tests) against real kvpool-master / kvpool-node processes that
 # the tests start on private ports and stop themselves. Exit 0 pass, 1 fail,
 # 77 skip (no Python headers, daemons not built, ThreadSanitizer build).
+# run.sh: alone — test_embedded kills a store and checks that its orphaned
+# segment is still there, then that the next store removes it: any node
+# another test starts would remove it first.
 . "$(dirname "$0")/lib.sh"
 PY=${PYTHON:-python3}
 cd "$E2E_ROOT" || exit 1

@@ -11,6 +11,8 @@
 #  - a node with remove_segment_on_exit killed -9 leaves an orphan that
 #    kvpool scan lists as such and the next node on the host removes.
 # Exit 0 pass, 1 fail, 77 skip.
+# run.sh: alone — it checks that its killed node's orphaned segment survives
+# until its next node removes it: any node another test starts would remove it.
 . "$(dirname "$0")/lib.sh"
 e2e_init startup
 need "$B/kvpool-master" "$B/kvpool-node" "$B/kvpool" python3 curl
