@@ -111,6 +111,8 @@ struct put_args {
 	uint32_t pref;			/* preferred segment */
 	uint32_t flags;			/* WIRE_PUT_* */
 	uint32_t pin_s;			/* soft pin expiry (mlease_pin_until), 0 none */
+	bool wait_reports;		/* fewer replicas than want: park (a segment
+					 * still reports and the request may wait) */
 };
 
 /* Reads the PUT_START prefix (WIRE_PUT_PREFIX bytes). */
@@ -201,6 +203,15 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		uint64_t off = seg_alloc(s, need, &alen);
 		if (off != UINT64_MAX)
 			reps[got++] = rep_make(s->id, 0, off, alen);
+	}
+	/* short of replicas while a node that just mounted has not said all it
+	 * holds: its segment takes extents a moment from now, so the put waits
+	 * for it (put_run parks) rather than keeping fewer than it asked for;
+	 * nothing is evicted for it */
+	if (got && got < a->want && a->wait_reports) {
+		unalloc(m, reps, got);
+		got = 0;
+		ncand = 0;
 	}
 	if (!got) {
 		*need_evict = ncand > 0;
@@ -356,6 +367,7 @@ static uint32_t put_run(struct master *m, struct master_client *c, const uint8_t
 	rb_init(&r, body, len);
 	struct put_args a;
 	put_args_read(m, &r, &a);
+	a.wait_reports = !final && a.want > 1 && reports_in_flight(m);
 	uint32_t n = rb_u32(&r);
 	struct obj *prev = from ? NULL : put_pred(m, &a, r, n);
 	for (uint32_t i = 0; i < n; i++) {

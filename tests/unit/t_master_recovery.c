@@ -4,7 +4,8 @@
  * rejected), and FREE: sent to the node for removed objects, the space
  * reused only after the node's reply; nothing is allocated in a segment
  * before the HEARTBEAT that follows its REPORTs, and a put that comes
- * first waits for it rather than failing. */
+ * first waits for it rather than failing, or (asking for more replicas
+ * than the reported segments give) rather than keeping fewer. */
 #include "testlib.h"
 
 #include "extent.h"
@@ -300,10 +301,89 @@ static void test_alloc_after_reports(void)
 	tl_stop_master(&m);
 }
 
+/* Sends a PUT_START of one key asking for `want` replicas (reqid id). */
+static void put_start_async(struct tl_conn *c, const char *key, unsigned want, uint64_t id)
+{
+	struct wbuf b;
+
+	wb_init(&b);
+	tl_wb_put_prefix(&b, want, 0, 0, 0);
+	wb_u32(&b, 1);
+	wb_cstr(&b, key);
+	wb_u64(&b, 1000);
+	REQUIRE(tl_send_frame(c, WIRE_OP_PUT_START, 0, 0, id, b.p, b.len) == 0);
+	wb_free(&b);
+}
+
+/* The replica count of a one-item PUT_START reply (-1 on an error). */
+static int put_start_nrep(struct tl_conn *c, uint64_t id)
+{
+	struct tl_frame *f = tl_wait_reply(c, id);
+	struct rbuf r;
+	int n = -1;
+
+	if (!f)
+		return -1;
+	rb_init(&r, f->body, f->h.body_len);
+	if (f->h.status == 0 && rb_u32(&r) == 1 && rb_status(&r) == 0) {
+		rb_u64(&r);
+		n = rb_u8(&r);
+	}
+	tl_frame_free(f);
+	return n;
+}
+
+/* Two replicas asked for while one of the two segments has mounted and not
+ * yet sent its HEARTBEAT: the put waits for it and gets both (it used to
+ * get one, so a test putting right after its pool came up could see a
+ * single replica); with the second node silent past the park, it goes on
+ * with the one it can have. One replica asked for never waits. */
+static void test_replicas_after_reports(void)
+{
+	struct tl_master m;
+
+	tl_start_master(&m, NULL);
+	struct tl_conn *a = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	struct tl_conn *b = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	int64_t sa = tl_mount(a, "ra", "h", SEG_SIZE, 81, ALIGN, NULL);
+	tl_mount_quiet = true;
+	int64_t sb = tl_mount(b, "rb", "h", SEG_SIZE, 82, ALIGN, NULL);
+	tl_mount_quiet = false;
+	REQUIRE(sa > 0 && sb > 0, "mounts");
+
+	put_start_async(c, "two/1", 1, 5001);		/* one replica: at once */
+	CHECK_EQ(put_start_nrep(c, 5001), 1);
+	put_start_async(c, "two/2", 2, 5002);
+	tl_sleep_ms(200);
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) == 0, "2 replicas answered before the second segment's HEARTBEAT");
+	CHECK_EQ(tl_heartbeat(b, (uint32_t)sb), 0);
+	CHECK_EQ(put_start_nrep(c, 5002), 2);
+
+	/* a third node that mounts and never says more: after the park the
+	 * put keeps what it got (2 of 3) */
+	struct tl_conn *d = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	tl_mount_quiet = true;
+	int64_t sd = tl_mount(d, "rd", "h", SEG_SIZE, 83, ALIGN, NULL);
+	tl_mount_quiet = false;
+	REQUIRE(sd > 0, "third mount");
+	put_start_async(c, "two/3", 3, 5003);
+	CHECK_EQ(put_start_nrep(c, 5003), 2);
+	tl_conn_close(c);
+	tl_conn_close(a);
+	tl_conn_close(b);
+	tl_conn_close(d);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
 int main(void)
 {
 	test_adopt_after_restart();
 	test_free_and_remount();
 	test_alloc_after_reports();
+	test_replicas_after_reports();
 	return tl_done();
 }
