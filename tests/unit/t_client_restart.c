@@ -66,6 +66,7 @@ static void put_key(struct kvp *k, const char *key)
 
 int main(void)
 {
+	tl_pool_keep_segments = true;	/* node 0 is SIGKILLed and restarted */
 	struct tl_pool *p = tl_pool_start(1, 64, "[client]\ntimeout = 1500ms\n");
 	const char *tcp[] = { "client.protocol=tcp", NULL };
 	struct kvp_stats s0, s1;

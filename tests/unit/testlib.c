@@ -179,11 +179,34 @@ const char *tl_build(void)
 	return b && *b ? b : "build";
 }
 
+/* The low end of the kernel's ephemeral port range (32768 if unread). */
+static int tl_ephemeral_low(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	int lo = 32768;
+
+	if (f) {
+		if (fscanf(f, "%d", &lo) != 1)
+			lo = 32768;
+		fclose(f);
+	}
+	return lo;
+}
+
+/* A port from bind(0) is in the ephemeral range, where outgoing
+ * connections (this test's clients, or another test's running beside it)
+ * take their source ports: one could take it before the daemon binds.
+ * So, like tests/free_ports.py, ports are drawn at random from 10000 up to
+ * that range and checked free by binding; none twice in a test. */
 int tl_free_port(void)
 {
 	static int recent[64];
 	static unsigned nrecent;
+	static uint64_t x;
+	int lo = tl_ephemeral_low();
 
+	if (!x)
+		x = (clock_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
 	for (int tries = 0;; tries++) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_in a = { .sin_family = AF_INET,
@@ -192,13 +215,23 @@ int tl_free_port(void)
 		bool seen = false;
 
 		REQUIRE(fd >= 0, "socket: %s", strerror(errno));
-		REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		/* a range too narrow to draw from, or no luck: the kernel's choice */
+		if (lo > 11000 && tries < 1000)
+			a.sin_port = htons((uint16_t)(10000 + x % (uint64_t)(lo - 10000)));
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			REQUIRE(a.sin_port != 0, "bind: %s", strerror(errno));
+			close(fd);
+			continue;
+		}
 		REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0, "getsockname");
 		close(fd);
 		int port = ntohs(a.sin_port);
 		for (unsigned i = 0; i < nrecent && i < 64; i++)
 			seen |= recent[i] == port;
-		if (!seen || tries >= 100) {
+		if (!seen || tries >= 1100) {
 			recent[nrecent++ % 64] = port;
 			return port;
 		}
@@ -1260,6 +1293,7 @@ int tl_pool_wait_nodes(const struct tl_pool *p, size_t want, int seconds)
 	return 0;
 }
 
+bool tl_pool_keep_segments;
 struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra)
 {
 	struct tl_pool *p = &tl_the_pool;
@@ -1297,8 +1331,9 @@ struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra)
 		tl_pool_write_common(p, f);
 		fprintf(f, "[node]\nname = n%d\nlisten = 127.0.0.1:%d\nhttp_listen = 127.0.0.1:%d\n"
 			"segment = %s-n%d\nsegment_size = %uM\nheartbeat_interval = 300ms\n"
-			"remove_segment_on_exit = true\n",
-			i, p->dport[i], p->hport[i], p->tag, i, seg_mb);
+			"remove_segment_on_exit = %s\n",
+			i, p->dport[i], p->hport[i], p->tag, i, seg_mb,
+			tl_pool_keep_segments ? "false" : "true");
 		fclose(f);
 	}
 	tl_pool_start_master(p);

@@ -139,11 +139,13 @@ const char *tl_build(void);
 
 /* ---- ports ---- */
 
-/* A loopback port that was free a moment ago (bind :0, read, close), and
- * not one this process was handed lately: the kernel may give a port it
- * just freed again, and a fixture that picks several before starting its
- * servers (etcd_fx.h: a client and a peer port per member) once got the
- * same one twice (CI: "bind: address already in use"). */
+/* A loopback port that was free a moment ago (drawn at random below the
+ * ephemeral range, bound, closed), and not one this process was handed
+ * lately: a fixture that picks several before starting its servers
+ * (etcd_fx.h: a client and a peer port per member) once got the same one
+ * twice (CI: "bind: address already in use"); and the ephemeral range is
+ * where every outgoing connection on the host, another test's included,
+ * takes its source port. */
 int tl_free_port(void);
 
 /* Blocking TCP connect to 127.0.0.1:port; fd or -errno. */
@@ -422,6 +424,12 @@ struct tl_pool {
  * tl_done fails). extra: INI lines appended to every file (may hold
  * [master]/[client] sections). Skips (77) when the daemons are not built. */
 struct tl_pool *tl_pool_start(int n, unsigned seg_mb, const char *extra);
+/* Set before tl_pool_start: the nodes keep their segments when they exit
+ * (remove_segment_on_exit = false; tl_pool's stop still removes them). For
+ * a test that SIGKILLs a node and restarts it on its segment: a killed
+ * node's ephemeral segment is an orphan that any node starting on the host
+ * meanwhile (another test's, when tests run side by side) may remove. */
+extern bool tl_pool_keep_segments;
 /* (Re)starts the master, or node i, of the pool's INI files. */
 void tl_pool_start_master(struct tl_pool *p);
 void tl_pool_start_node(struct tl_pool *p, int i);
