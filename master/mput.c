@@ -208,13 +208,13 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	 * holds: its segment takes extents a moment from now, so the put waits
 	 * for it (put_run parks) rather than keeping fewer than it asked for;
 	 * nothing is evicted for it */
-	if (got && got < a->want && a->wait_reports) {
+	bool wait = got && got < a->want && a->wait_reports;
+	if (wait) {
 		unalloc(m, reps, got);
 		got = 0;
-		ncand = 0;
 	}
 	if (!got) {
-		*need_evict = ncand > 0;
+		*need_evict = ncand > 0 && !wait;
 		put_fail(b, KVP_ENOSPC);
 		return KVP_ENOSPC;
 	}

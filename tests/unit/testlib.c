@@ -203,10 +203,12 @@ int tl_free_port(void)
 	static int recent[64];
 	static unsigned nrecent;
 	static uint64_t x;
-	int lo = tl_ephemeral_low();
+	static int lo;
 
-	if (!x)
+	if (!x) {
 		x = (clock_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+		lo = tl_ephemeral_low();
+	}
 	for (int tries = 0;; tries++) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct sockaddr_in a = { .sin_family = AF_INET,
