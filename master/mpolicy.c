@@ -26,8 +26,6 @@
  * that outlives the traffic that earned it. */
 #define HALF_START_MS HALF_MIN_MS
 #define HALF_QUANTILE 0.9		/* H = the 90th percentile of reuse intervals */
-#define HIST_UPDATE 1024u		/* new intervals between two H updates */
-#define HIST_HALVE 65536u		/* older intervals weigh half past this many */
 #define GHOSTS_MIN 65536u
 #define WAYS 4
 
@@ -164,44 +162,12 @@ uint64_t mpol_ghost_slots(const struct master *m)
 	return m->pol.g ? m->pol.g->nb * WAYS : 0;
 }
 
-/* Quarter-octave bucket of a reuse interval of iv ms; its upper edge. */
-static unsigned hist_bucket(uint32_t iv)
-{
-	if (iv < 4)
-		return 0;
-	unsigned msb = 31u - (unsigned)__builtin_clz(iv);
-
-	return 4 * msb + ((iv >> (msb - 2)) & 3);
-}
-
-static uint64_t hist_edge(unsigned b)
-{
-	if (b < 8)
-		return 4;
-	return (uint64_t)(4 + (b & 3) + 1) << (b / 4 - 2);
-}
-
 void mpol_observe(struct mpol *p, uint32_t iv)
 {
-	p->hist[hist_bucket(iv)]++;
-	p->hist_n++;
-	/* often while few were seen, then every HIST_UPDATE */
-	if (++p->hist_new < (p->hist_n < HIST_UPDATE * 4 ? HIST_UPDATE / 8 : HIST_UPDATE))
+	if (!rhist_add(&p->hist, iv) || p->fixed_ms)
 		return;
-	p->hist_new = 0;
-	if (p->hist_n > HIST_HALVE) {
-		p->hist_n = 0;
-		for (unsigned i = 0; i < MPOL_NHIST; i++)
-			p->hist_n += (p->hist[i] /= 2);
-	}
-	if (p->fixed_ms)
-		return;
-	uint64_t want = (uint64_t)(HALF_QUANTILE * p->hist_n), acc = 0;
-	unsigned b = 0;
+	uint64_t h = rhist_quantile(&p->hist, HALF_QUANTILE);
 
-	while (b < MPOL_NHIST - 1 && (acc += p->hist[b]) < want)
-		b++;
-	uint64_t h = hist_edge(b);
 	set_half(p, h < HALF_MIN_MS ? HALF_MIN_MS : h > HALF_MAX_MS ? HALF_MAX_MS : (uint32_t)h);
 }
 

@@ -15,10 +15,10 @@
 #include <stdint.h>
 
 #include "objtab.h"
+#include "rhist.h"
 
 struct master;
 
-#define MPOL_NHIST 128			/* quarter-octave buckets of reuse intervals (ms) */
 #define MPOL_TAB_STEP 64		/* entries of the increment table per unit of d / H */
 #define MPOL_TAB_N (16 * MPOL_TAB_STEP)	/* past 16 H apart an access adds < 2^-16 H */
 #define MPOL_KEY_AHEAD_MAX (1u << 30)	/* ms: keys stay far from the 2^32 wrap */
@@ -31,8 +31,7 @@ struct mpol {
 	uint64_t inv;			/* 2^32 TAB_STEP / half_ms: divides by H with a multiply */
 	uint32_t nobs;			/* reads seen: the interval of one in 8 is kept */
 	uint32_t fixed_ms;		/* eviction_half_life, 0 = adapt */
-	uint32_t hist[MPOL_NHIST];	/* reuse intervals seen (hits and ghost hits) */
-	uint32_t hist_n, hist_new;
+	struct rhist hist;		/* reuse intervals seen (hits and ghost hits), ms */
 	struct mpol_ghosts *g;
 	uint64_t ghost_cap;		/* eviction_ghosts, 0 = twice the objects */
 	/* counters (INFO, /metrics) */
