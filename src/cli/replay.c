@@ -37,6 +37,7 @@
 #include "kvpool.h"
 #include "kvpool_i.h"
 #include "localpool.h"
+#include "polsim.h"
 #include "svgplot.h"
 #include "trace.h"
 
@@ -114,7 +115,7 @@ struct replay_res {
 	const char *alloc_source;	/* "stat", "estimate", "given" */
 	uint64_t requested, segment_size;	/* --sweep */
 	double seconds, p50_ms, p99_ms, mean_ms;
-	struct trace_sim unl, lru, opt;
+	struct trace_sim unl, lru, opt, pol;	/* pol: kvpool's policy, simulated */
 	int client_failures;
 	bool interrupted, ran;
 };
@@ -562,11 +563,48 @@ static uint64_t replay_alloc_estimate(const struct replay *rp)
 	return (a + 4095) & ~(uint64_t)4095;
 }
 
+/* The policy the pool's master runs, for its model: a sweep's private
+ * pools run the defaults and --master's keys, and so does the model of
+ * --sim-only; a pool of the user's runs the [master] section of the
+ * configuration. -1 out of memory. */
+static int replay_model_conf(const struct replay *rp, struct polsim_conf *pc)
+{
+	const struct replay_cfg *cfg = rp->cfg;
+	const struct kvp_conf *c = rp->conf;
+	struct kvp_conf *tmp = NULL;
+
+	if (cfg->nsweep || cfg->sim_only) {
+		tmp = malloc(sizeof(*tmp));
+		if (!tmp)
+			return -1;
+		conf_defaults(tmp);
+		for (size_t i = 0; i < cfg->nmaster_set; i++) {
+			const char *eq = strchr(cfg->master_set[i], '=');
+			char key[64], err[256];
+
+			/* checked when parsed (replay_parse_master) */
+			snprintf(key, sizeof(key), "%.*s", (int)(eq - cfg->master_set[i]),
+				 cfg->master_set[i]);
+			conf_set(tmp, "master", key, eq + 1, CONF_SRC_CMDLINE, err, sizeof(err));
+		}
+		c = tmp;
+	}
+	pc->lru = strcmp(c->master.eviction_policy, "lru") == 0;
+	pc->high_watermark = c->master.eviction_high_watermark;
+	pc->ratio = c->master.eviction_ratio;
+	free(tmp);
+	return 0;
+}
+
 static int replay_sims(const struct replay *rp, struct replay_res *res)
 {
+	struct polsim_conf pc;
+
 	if (trace_sim_unlimited(rp->t, rp->nreq, &res->unl) < 0 ||
 	    trace_sim_lru(rp->t, rp->nreq, res->capacity_blocks, &res->lru) < 0 ||
-	    trace_sim_opt(rp->t, rp->nreq, res->capacity_blocks, &res->opt) < 0) {
+	    trace_sim_opt(rp->t, rp->nreq, res->capacity_blocks, &res->opt) < 0 ||
+	    replay_model_conf(rp, &pc) < 0 ||
+	    polsim_run(rp->t, rp->nreq, res->capacity_blocks, &pc, &res->pol) < 0) {
 		cli_error("replay", NULL, KVP_ENOMEM, "simulations: out of memory");
 		return -1;
 	}
@@ -782,8 +820,8 @@ static void replay_json(const struct replay *rp, const struct replay_res *r)
 	printf(", \"lookup_blocks\": %" PRIu64 ", \"hit_blocks\": %" PRIu64 ", \"hit_blocks_mem\": %"
 	       PRIu64 ", \"hit_blocks_disk\": %" PRIu64, s->lookups, s->hit_blocks,
 	       s->hit_blocks - s->disk_blocks, s->disk_blocks);
-	printf(", \"sim\": {\"unlimited\": %.6f, \"lru\": %.6f, \"optimum\": %.6f}", r->unl.hit_rate,
-	       r->lru.hit_rate, r->opt.hit_rate);
+	printf(", \"sim\": {\"unlimited\": %.6f, \"lru\": %.6f, \"optimum\": %.6f, \"policy\": %.6f}",
+	       r->unl.hit_rate, r->lru.hit_rate, r->opt.hit_rate, r->pol.hit_rate);
 	replay_json_num("ratio_lru", ratio(kv, r->lru.hit_rate), "%.4f");
 	replay_json_num("fraction_lru_to_optimum", frac_way(r), "%.4f");
 	printf(", \"seconds\": %.3f", r->seconds);
@@ -841,6 +879,7 @@ static void replay_print(const struct replay *rp, const struct replay_res *r)
 	       in > 0 ? (double)s->hit_tokens_disk / in : 0);
 	printf("  reference    unlimited %.4f, exact LRU %.4f, optimum %.4f (same requests, %" PRIu64
 	       " blocks)\n", r->unl.hit_rate, r->lru.hit_rate, r->opt.hit_rate, r->capacity_blocks);
+	printf("  model        kvpool's policy simulated on the same requests: %.4f\n", r->pol.hit_rate);
 	printf("  vs LRU       kvpool/LRU ");
 	if (r->lru.hit_rate > 0)
 		printf("%.2fx", kv / r->lru.hit_rate);
@@ -896,14 +935,16 @@ static int replay_sim_only(const struct replay *rp)
 	if (rp->cfg->json) {
 		printf("{\"requests\": %zu, \"tokens_per_block\": %" PRIu64 ", \"input_tokens\": %" PRIu64
 		       ", \"capacity_blocks\": %" PRIu64 ", \"sim\": {\"unlimited\": %.6f, \"lru\": %.6f, "
-		       "\"optimum\": %.6f}}\n", rp->nreq, rp->cfg->tokens_per_block, r.unl.total_tokens,
-		       r.capacity_blocks, r.unl.hit_rate, r.lru.hit_rate, r.opt.hit_rate);
+		       "\"optimum\": %.6f, \"policy\": %.6f}}\n", rp->nreq, rp->cfg->tokens_per_block,
+		       r.unl.total_tokens, r.capacity_blocks, r.unl.hit_rate, r.lru.hit_rate,
+		       r.opt.hit_rate, r.pol.hit_rate);
 	} else {
 		printf("simulation of %s: %zu requests, %.1fM input tokens, %" PRIu64 " blocks of %"
 		       PRIu64 " tokens\n", replay_base(rp->cfg->trace_path), rp->nreq,
 		       (double)r.unl.total_tokens / 1e6, r.capacity_blocks, rp->cfg->tokens_per_block);
-		printf("  unlimited  %.4f\n  exact LRU  %.4f\n  optimum    %.4f\n", r.unl.hit_rate,
-		       r.lru.hit_rate, r.opt.hit_rate);
+		printf("  unlimited  %.4f\n  exact LRU  %.4f\n  optimum    %.4f\n  kvpool     %.4f "
+		       "(its policy's model)\n", r.unl.hit_rate, r.lru.hit_rate, r.opt.hit_rate,
+		       r.pol.hit_rate);
 	}
 	return CLI_EXIT_OK;
 }
@@ -911,10 +952,14 @@ static int replay_sim_only(const struct replay *rp)
 /* The simulations on a grid of capacities up to a bit past the largest
  * one asked for, plus those asked for. */
 static int replay_grid(const struct replay *rp, double *gx, double *glru, double *gopt,
-		       size_t *ng)
+		       double *gpol, size_t *ng)
 {
 	uint64_t top = 0;
 	size_t n = 0;
+	struct polsim_conf pc;
+
+	if (replay_model_conf(rp, &pc) < 0)
+		return -1;
 
 	for (size_t i = 0; i < rp->cfg->nsweep; i++)
 		if (rp->cfg->sweep[i] > top)
@@ -922,15 +967,17 @@ static int replay_grid(const struct replay *rp, double *gx, double *glru, double
 	top += top / 10;
 	for (size_t i = 0; i <= REPLAY_GRID; i++) {
 		uint64_t c = top * i / REPLAY_GRID;
-		struct trace_sim l, o;
+		struct trace_sim l, o, m;
 
 		if (n > 0 && (uint64_t)gx[n - 1] == c)
 			continue;
-		if (trace_sim_lru(rp->t, rp->nreq, c, &l) < 0 || trace_sim_opt(rp->t, rp->nreq, c, &o) < 0)
+		if (trace_sim_lru(rp->t, rp->nreq, c, &l) < 0 || trace_sim_opt(rp->t, rp->nreq, c, &o) < 0 ||
+		    polsim_run(rp->t, rp->nreq, c, &pc, &m) < 0)
 			return -1;
 		gx[n] = (double)c;
 		glru[n] = l.hit_rate;
 		gopt[n] = o.hit_rate;
+		gpol[n] = m.hit_rate;
 		n++;
 	}
 	*ng = n;
@@ -943,11 +990,11 @@ static int cmp_u64v(const void *a, const void *b)
 }
 
 static int replay_plot(const struct replay *rp, const struct replay_res *res, size_t nres,
-		       const double *gx, const double *glru, const double *gopt, size_t ng,
-		       double unl)
+		       const double *gx, const double *glru, const double *gopt, const double *gpol,
+		       size_t ng, double unl)
 {
 	double kx[REPLAY_MAX_SWEEP], ky[REPLAY_MAX_SWEEP], ux[2] = { 0, gx[ng - 1] }, uy[2] = { unl, unl };
-	struct svgplot_series se[4];
+	struct svgplot_series se[5];
 	size_t nk = 0, ns = 0;
 	char title[256], xlabel[128];
 	struct svgplot p = { 0 };
@@ -963,6 +1010,8 @@ static int replay_plot(const struct replay *rp, const struct replay_res *res, si
 	se[ns++] = (struct svgplot_series){ "offline optimum (Belady)", "#2ca02c", gx, gopt, ng,
 					    SVGPLOT_LINE };
 	se[ns++] = (struct svgplot_series){ "exact LRU", "#ff7f0e", gx, glru, ng, SVGPLOT_LINE };
+	se[ns++] = (struct svgplot_series){ "kvpool's policy, simulated", "#1f77b4", gx, gpol, ng,
+					    SVGPLOT_LINE | SVGPLOT_DASHED };
 	if (nk)
 		se[ns++] = (struct svgplot_series){ "kvpool (live)", "#1f77b4", kx, ky, nk,
 						    SVGPLOT_LINE | SVGPLOT_MARKERS };
@@ -984,7 +1033,8 @@ static int replay_plot(const struct replay *rp, const struct replay_res *res, si
 }
 
 static void replay_sweep_print(const struct replay *rp, const struct replay_res *res, size_t nres,
-			       const double *gx, const double *glru, const double *gopt, size_t ng)
+			       const double *gx, const double *glru, const double *gopt,
+			       const double *gpol, size_t ng)
 {
 	const struct replay_cfg *cfg = rp->cfg;
 	struct trace_sim unl;
@@ -1007,15 +1057,15 @@ static void replay_sweep_print(const struct replay *rp, const struct replay_res 
 				replay_json(rp, &res[i]);
 			else
 				printf("\"requested_capacity\": %" PRIu64 ", \"ran\": false, \"sim\": "
-				       "{\"unlimited\": %.6f, \"lru\": %.6f, \"optimum\": %.6f}",
-				       res[i].requested, res[i].unl.hit_rate, res[i].lru.hit_rate,
-				       res[i].opt.hit_rate);
+				       "{\"unlimited\": %.6f, \"lru\": %.6f, \"optimum\": %.6f, "
+				       "\"policy\": %.6f}", res[i].requested, res[i].unl.hit_rate,
+				       res[i].lru.hit_rate, res[i].opt.hit_rate, res[i].pol.hit_rate);
 			fputs("}", stdout);
 		}
 		printf("], \"grid\": [");
 		for (size_t i = 0; i < ng; i++)
-			printf("%s{\"capacity\": %.0f, \"lru\": %.6f, \"optimum\": %.6f}", i ? ", " : "",
-			       gx[i], glru[i], gopt[i]);
+			printf("%s{\"capacity\": %.0f, \"lru\": %.6f, \"optimum\": %.6f, \"policy\": %.6f}",
+			       i ? ", " : "", gx[i], glru[i], gopt[i], gpol[i]);
 		printf("]");
 		if (cfg->plot) {
 			printf(", \"plot\": ");
@@ -1030,8 +1080,8 @@ static void replay_sweep_print(const struct replay *rp, const struct replay_res 
 	for (size_t i = 0; i < cfg->nmaster_set; i++)
 		printf("%s%s%s", i ? ", " : "the pools' master: ", cfg->master_set[i],
 		       i + 1 == cfg->nmaster_set ? "\n" : "");
-	printf("%9s %8s %8s %8s %8s %7s %8s %7s %6s %8s\n", "CAPACITY", "KVPOOL", "LRU", "OPTIMUM",
-	       "UNLIM", "KV/LRU", "FRACTION", "FAILED", "WRONG", "REQ/S");
+	printf("%9s %8s %8s %8s %8s %8s %7s %8s %7s %6s %8s\n", "CAPACITY", "KVPOOL", "MODEL", "LRU",
+	       "OPTIMUM", "UNLIM", "KV/LRU", "FRACTION", "FAILED", "WRONG", "REQ/S");
 	for (size_t i = 0; i < nres; i++) {
 		const struct replay_res *r = &res[i];
 		double q = r->ran ? ratio(kv_rate(r), r->lru.hit_rate) : NAN, f = r->ran ? frac_way(r) : NAN;
@@ -1048,8 +1098,8 @@ static void replay_sweep_print(const struct replay *rp, const struct replay_res 
 			snprintf(qs, sizeof(qs), "%.2f", q);
 		if (isfinite(f))
 			snprintf(fs, sizeof(fs), "%.2f", f);
-		printf("%9" PRIu64 " %8s %8.4f %8.4f %8.4f %7s %8s %7s %6s %8s\n",
-		       r->ran ? r->capacity_blocks : r->requested, kv, r->lru.hit_rate,
+		printf("%9" PRIu64 " %8s %8.4f %8.4f %8.4f %8.4f %7s %8s %7s %6s %8s\n",
+		       r->ran ? r->capacity_blocks : r->requested, kv, r->pol.hit_rate, r->lru.hit_rate,
 		       r->opt.hit_rate, r->unl.hit_rate, qs, fs, fp, wv, rs);
 	}
 	if (cfg->plot)
@@ -1060,7 +1110,7 @@ static int replay_sweep(struct replay *rp)
 {
 	struct replay_cfg *cfg = (struct replay_cfg *)rp->cfg;
 	struct replay_res res[REPLAY_MAX_SWEEP];
-	double gx[REPLAY_GRID + 1], glru[REPLAY_GRID + 1], gopt[REPLAY_GRID + 1];
+	double gx[REPLAY_GRID + 1], glru[REPLAY_GRID + 1], gopt[REPLAY_GRID + 1], gpol[REPLAY_GRID + 1];
 	size_t ng = 0, nres = 0;
 	uint64_t alloc = replay_alloc_estimate(rp);
 	bool failed = false;
@@ -1109,17 +1159,17 @@ static int replay_sweep(struct replay *rp)
 		r->segment_size = seg;
 		localpool_stop(&lp);
 	}
-	if (nres && replay_grid(rp, gx, glru, gopt, &ng) < 0) {
+	if (nres && replay_grid(rp, gx, glru, gopt, gpol, &ng) < 0) {
 		cli_error("replay", NULL, KVP_ENOMEM, "simulations: out of memory");
 		return CLI_EXIT_ERR;
 	}
 	if (nres)
-		replay_sweep_print(rp, res, nres, gx, glru, gopt, ng);
+		replay_sweep_print(rp, res, nres, gx, glru, gopt, gpol, ng);
 	if (nres && cfg->plot) {
 		struct trace_sim unl;
 
 		if (trace_sim_unlimited(rp->t, rp->nreq, &unl) < 0 ||
-		    replay_plot(rp, res, nres, gx, glru, gopt, ng, unl.hit_rate) < 0)
+		    replay_plot(rp, res, nres, gx, glru, gopt, gpol, ng, unl.hit_rate) < 0)
 			failed = true;
 	}
 	return failed || replay_stop ? CLI_EXIT_ERR : CLI_EXIT_OK;
@@ -1328,9 +1378,9 @@ static int replay_parse(struct replay_cfg *c, const struct kvp_conf *conf, int a
 				       REPLAY_MIN_BLOCK, conf->cluster.max_object_size);
 	if (c->plot && !c->nsweep)
 		return cli_usage_error("replay", "--plot needs --sweep");
-	if (c->nmaster_set && (!c->nsweep || c->sim_only))
-		return cli_usage_error("replay", "--master sets the private pools of --sweep: it "
-				       "needs --sweep (and a pool: not with --sim-only)");
+	if (c->nmaster_set && !c->nsweep && !c->sim_only)
+		return cli_usage_error("replay", "--master sets the private pools of --sweep and "
+				       "the policy's model: it needs --sweep or --sim-only");
 	if (c->sim_only && !c->capacity && !c->nsweep)
 		return cli_usage_error("replay", "--sim-only needs --capacity N or --sweep CAPS");
 	if (c->capacity && c->nsweep)

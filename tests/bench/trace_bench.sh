@@ -7,13 +7,14 @@
 #   - through the C client: `kvpool replay --sweep`, which starts a private
 #     master and node per capacity with a segment of exactly that many
 #     blocks, and computes from the same requests the hit rates of
-#     unlimited capacity, exact LRU and the offline optimum at it;
+#     unlimited capacity, exact LRU, the offline optimum and kvpool's own
+#     policy (its model, src/cli/polsim.c) at it;
 #   - through Mooncake's Python API (tests/bench/trace_mooncake.py:
 #     batch_is_exist, batch_get_into, batch_put_from with pred=), against a
 #     private master and node started here with the segment size the tool
 #     used for the same capacity;
-# and prints one table: capacity, both live hit rates, unlimited / LRU /
-# optimum, kvpool/LRU, the fraction of the way from LRU to the optimum,
+# and prints one table: capacity, both live hit rates, the model, unlimited /
+# LRU / optimum, kvpool/LRU, the fraction of the way from LRU to the optimum,
 # failed puts, wrong values, req/s. The plot of the sweep is kept as
 # $TRACE_BENCH_PLOT when set. Every value read is verified by both.
 # BENCH_SMOKE=1 (make test): 300 requests at 400 blocks of 16 KiB, seconds.
@@ -80,15 +81,15 @@ def f(v, fmt="%.4f"):
 print("\n%s, %d requests, blocks of %d tokens / %d bytes; unlimited capacity %.4f"
       % (sw["trace"].rsplit("/", 1)[-1], sw["requests"], sw["tokens_per_block"],
          sw["block_bytes"], sw["unlimited"]))
-print("%8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %7s %6s %8s %8s" % (
-    "CAPACITY", "KV(C)", "KV(API)", "UNLIM", "LRU", "OPTIMUM", "C/LRU", "API/LRU", "FRAC(C)",
+print("%8s %8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %7s %6s %8s %8s" % (
+    "CAPACITY", "KV(C)", "KV(API)", "MODEL", "UNLIM", "LRU", "OPTIMUM", "C/LRU", "API/LRU", "FRAC(C)",
     "FRAC(API)", "FAILED", "WRONG", "REQ/S(C)", "REQ/S(PY)"))
 for c in caps:
     x, p = runs[c], json.load(open("%s/py-%d.json" % (d, c)))
     s = x["sim"]
     span = s["optimum"] - s["lru"]
-    print("%8d %8.4f %8.4f %8.4f %8.4f %8.4f %7s %7s %8s %8s %7d %6d %8.1f %8.1f" % (
-        x["capacity_blocks"], x["hit_rate"], p["hit_rate"], s["unlimited"], s["lru"], s["optimum"],
+    print("%8d %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %7s %7s %8s %8s %7d %6d %8.1f %8.1f" % (
+        x["capacity_blocks"], x["hit_rate"], p["hit_rate"], s["policy"], s["unlimited"], s["lru"], s["optimum"],
         f(x["hit_rate"] / s["lru"] if s["lru"] else None, "%.2f"),
         f(p["hit_rate"] / s["lru"] if s["lru"] else None, "%.2f"),
         f((x["hit_rate"] - s["lru"]) / span if span else None, "%.2f"),
@@ -98,7 +99,8 @@ for c in caps:
 print("C: kvpool replay (libkvpool); API: MooncakeDistributedStore from Python, pred= %s;"
       % ("passed" if all(json.load(open("%s/py-%d.json" % (d, c)))["pred"] for c in caps)
          else "not taken by this module"))
-print("FRAC: (kvpool - LRU) / (optimum - LRU); FAILED and WRONG: both clients together.")
+print("MODEL: kvpool's policy simulated on the same requests; FRAC: (kvpool - LRU) / (optimum - LRU);")
+print("FAILED and WRONG: both clients together.")
 PY
 [ $SMOKE = 1 ] && echo "SMOKE run: the numbers mean nothing"
 ok "trace replayed through the C client and the Mooncake API; every value verified"

@@ -3,6 +3,7 @@
 # the committed production trace (tests/data/conversation_trace.jsonl.gz):
 #  - 300 requests, --json: every value verified (0 wrong), 0 failed puts,
 #    the simulations present and ordered unlimited >= optimum >= LRU, the
+#    model of kvpool's policy present and no higher than unlimited, the
 #    live hit rate no higher than unlimited capacity's, the capacity taken
 #    from the pool, and the run's keys removed afterwards;
 #  - two client processes with --keep, then a second run over the kept
@@ -14,7 +15,8 @@
 #  - --sweep of two small capacities against private pools it starts
 #    itself: exact capacities, a valid SVG plot, nothing left behind, also
 #    after a Ctrl-C in the middle; --master eviction_policy=lru reaches their
-#    master (the live rate is exact LRU's), bad --master keys exit 2.
+#    master (the live rate is exact LRU's) and the model (its LRU mode),
+#    --sim-only --master sets the model alone, bad --master keys exit 2.
 # Exit 0 pass, 1 fail, 77 skip.
 . "$(dirname "$0")/lib.sh" || exit 1
 e2e_init replay
@@ -36,8 +38,9 @@ pyjson "$E2E_TMP/run1.json" 'r["requests"] == 300 and r["trace_requests"] == 120
 pyjson "$E2E_TMP/run1.json" 'r["wrong_values"] == 0 and r["failed_puts"] == 0 and
 	r["get_errors"] == 0 and r["exists_errors"] == 0 and r["client_failures"] == 0 and
 	not r["interrupted"]' || fail "errors in the run: $(cat "$E2E_TMP/run1.json")"
-pyjson "$E2E_TMP/run1.json" 'all(k in r["sim"] for k in ("unlimited", "lru", "optimum")) and
-	r["sim"]["unlimited"] >= r["sim"]["optimum"] >= r["sim"]["lru"] and r["sim"]["unlimited"] > 0' ||
+pyjson "$E2E_TMP/run1.json" 'all(k in r["sim"] for k in ("unlimited", "lru", "optimum", "policy")) and
+	r["sim"]["unlimited"] >= r["sim"]["optimum"] >= r["sim"]["lru"] and r["sim"]["unlimited"] > 0 and
+	0 <= r["sim"]["policy"] <= r["sim"]["unlimited"]' ||
 	fail "simulations: $(cat "$E2E_TMP/run1.json")"
 pyjson "$E2E_TMP/run1.json" '0 <= r["hit_rate"] <= r["sim"]["unlimited"] + 1e-9 and
 	abs(r["hit_rate_mem"] + r["hit_rate_disk"] - r["hit_rate"]) < 1e-5 and
@@ -57,7 +60,8 @@ expect 0 kv ls "$prefix"
 ok "300 requests: every value verified, sims ordered, capacity from the pool, keys removed"
 
 expect 0 kv replay --limit 60 --block-bytes 16K "$trace"
-for w in "hit rate" "reference    unlimited" "vs LRU" "req/s" "p50" "disk hits" "0 wrong values, 0 failed puts"; do
+for w in "hit rate" "reference    unlimited" "model        kvpool's policy simulated" "vs LRU" \
+	"req/s" "p50" "disk hits" "0 wrong values, 0 failed puts"; do
 	grep -q "$w" "$E2E_TMP/out" || fail "text report lacks '$w': $(cat "$E2E_TMP/out")"
 done
 ok "text report"
@@ -139,7 +143,8 @@ pyjson "$E2E_TMP/sweep.json" '[x["requested_capacity"] for x in r["runs"]] == [3
 	all(x["capacity_blocks"] == x["requested_capacity"] and x["wrong_values"] == 0 and
 	    x["failed_puts"] == 0 and x["requests"] == 100 and
 	    x["sim"]["unlimited"] >= x["sim"]["optimum"] >= x["sim"]["lru"] for x in r["runs"]) and
-	len(r["grid"]) > 20 and r["plot"].endswith("p.svg")' ||
+	len(r["grid"]) > 20 and r["plot"].endswith("p.svg") and
+	all(0 <= g["policy"] <= r["unlimited"] for g in r["grid"])' ||
 	fail "--sweep JSON: $(cat "$E2E_TMP/sweep.json")"
 python3 - "$E2E_TMP/p.svg" <<'PY' || fail "the plot is not a valid SVG chart"
 import sys, xml.etree.ElementTree as ET
@@ -147,10 +152,10 @@ ns = "{http://www.w3.org/2000/svg}"
 root = ET.parse(sys.argv[1]).getroot()
 assert root.tag == ns + "svg", root.tag
 texts = " ".join(t.text or "" for t in root.iter(ns + "text"))
-for w in ("exact LRU", "offline optimum", "kvpool (live)", "unlimited", "token hit rate",
-          "capacity (blocks of 512 tokens)"):
+for w in ("exact LRU", "offline optimum", "kvpool (live)", "kvpool's policy, simulated",
+          "unlimited", "token hit rate", "capacity (blocks of 512 tokens)"):
     assert w in texts, w
-assert len(list(root.iter(ns + "polyline"))) == 4
+assert len(list(root.iter(ns + "polyline"))) == 5
 assert len(list(root.iter(ns + "circle"))) >= 2
 PY
 ls /dev/shm/kvpool-replay-$spid-* /tmp/kvpool-replay-$spid-* >/dev/null 2>&1 &&
@@ -164,8 +169,18 @@ kv replay --sweep 300 --limit 1500 --block-bytes 4K --master eviction_policy=lru
 	"$trace" >"$E2E_TMP/lru.json" 2>"$E2E_TMP/lru.err" || fail "--master: $(cat "$E2E_TMP/lru.err")"
 pyjson "$E2E_TMP/lru.json" 'r["master"] == ["eviction_policy=lru"] and
 	abs(r["runs"][0]["hit_rate"] - r["runs"][0]["sim"]["lru"]) <= 0.002 and
+	abs(r["runs"][0]["sim"]["policy"] - r["runs"][0]["sim"]["lru"]) <= 0.002 and
 	r["runs"][0]["wrong_values"] == 0 and r["runs"][0]["failed_puts"] == 0' ||
 	fail "--master eviction_policy=lru: $(cat "$E2E_TMP/lru.json")"
+# --sim-only: the key sets the model alone (0.0379 in LRU mode, 0.0468 by default)
+expect 0 kv replay --sim-only --capacity 300 --limit 1500 --master eviction_policy=lru --json "$trace"
+cp "$E2E_TMP/out" "$E2E_TMP/simlru.json"
+expect 0 kv replay --sim-only --capacity 300 --limit 1500 --json "$trace"
+python3 - "$E2E_TMP/simlru.json" "$E2E_TMP/out" <<'PY' || fail "--sim-only --master: $(cat "$E2E_TMP/simlru.json" "$E2E_TMP/out")"
+import json, sys
+a, b = (json.load(open(f))["sim"] for f in sys.argv[1:])
+sys.exit(0 if abs(a["policy"] - a["lru"]) <= 0.002 and b["policy"] > a["policy"] + 0.004 else 1)
+PY
 expect 2 kv replay --sweep 300 --master nokey=1 "$trace"
 grep -q "has no such key" "$E2E_TMP/err" || fail "--master nokey: $(cat "$E2E_TMP/err")"
 expect 2 kv replay --sweep 300 --master eviction_policy=bogus "$trace"
@@ -173,7 +188,7 @@ grep -q "bad value" "$E2E_TMP/err" || fail "--master bad value: $(cat "$E2E_TMP/
 expect 2 kv replay --sweep 300 --master listen=127.0.0.1:1 "$trace"
 expect 2 kv replay --sweep 300 --master eviction_ratio=0.01 --master eviction_ratio=0.02 "$trace"
 expect 2 kv replay --master eviction_policy=lru "$trace"
-ok "--sweep --master eviction_policy=lru: the pool matches exact LRU; bad keys and values: exit 2"
+ok "--sweep --master eviction_policy=lru: the pool and the model match exact LRU; bad keys and values: exit 2"
 
 # Ctrl-C in the middle of a sweep: its pool goes too.
 "$B/kvpool" replay --sweep 3000,4000 --block-bytes 4K "$trace" >"$E2E_TMP/int.out" 2>"$E2E_TMP/int.err" &

@@ -1,7 +1,8 @@
 /* fuzz_trace: arbitrary bytes as a request trace through trace_load_mem
  * (the line splitter and the per-line parser trace_load uses), then, when
- * they load, every simulation at a few capacities. Oracles besides the
- * sanitizers: an error names the input and is NUL-terminated; a loaded
+ * they load, every simulation (and the model of kvpool's policy, with and
+ * without rounds, in both its modes) at a few capacities. Oracles besides
+ * the sanitizers: an error names the input and is NUL-terminated; a loaded
  * trace is consistent (blocks, dense ids, tokens per request); no
  * simulation hits more tokens than the request holds or than unlimited
  * capacity does (whatever a bounded cache holds, unlimited holds too).
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "polsim.h"
 #include "trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -48,6 +50,11 @@ static void check_trace(const struct trace *t)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint64_t caps[] = { 0, 1, 2, 3, 7, 64 };
+	static const struct polsim_conf pcs[] = {
+		{ .lru = false, .high_watermark = 0.98, .ratio = 0.02 },
+		{ .lru = true, .high_watermark = 0.5, .ratio = 0.5 },
+		{ .lru = false, .high_watermark = 1.0, .ratio = 0 },
+	};
 	struct trace_sim u, s;
 	struct trace *t;
 	char err[256];
@@ -74,6 +81,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (caps[i] == 0 && s.hit_tokens != 0)
 			abort();
+		for (size_t k = 0; k < sizeof(pcs) / sizeof(pcs[0]); k++)
+			if (polsim_run(t, 0, caps[i], &pcs[k], &s) != 0 || s.hit_tokens > u.hit_tokens ||
+			    (caps[i] == 0 && s.hit_tokens != 0))
+				abort();
 	}
 	trace_free(t);
 	return 0;

@@ -1,17 +1,22 @@
-/* t_trace: the trace loader and the offline simulations (src/cli/trace.c).
- * Hand-made traces whose hit rates are worked out in the comments; random
- * chained traces against naive O(n * capacity) versions of LRU and the
- * optimum; every kind of bad line refused with FILE:LINE; plain, gzip and
- * truncated gzip files; and the reference figures of the committed
- * production trace (tests/data/conversation_trace.jsonl.gz): unlimited
- * 0.3736, LRU 0.1413 / 0.0547 and the optimum 0.3621 / 0.2600 at 6,000 /
- * 2,000 blocks, within 0.0005. Pure: no daemons.
+/* t_trace: the trace loader and the offline simulations (src/cli/trace.c),
+ * and the model of kvpool's own policy (src/cli/polsim.c). Hand-made
+ * traces whose hit rates are worked out in the comments (for the model:
+ * reads outrank recency, a chain's tail leaves first, a ghost brings its
+ * count back, a round evicts past the watermark); random chained traces
+ * against naive O(n * capacity) versions of LRU and the optimum, and the
+ * model never above unlimited capacity and equal to it when nothing has to
+ * leave; every kind of bad line refused with FILE:LINE; plain, gzip and
+ * truncated gzip files; and the figures of the committed production trace
+ * (tests/data/conversation_trace.jsonl.gz): unlimited 0.3736, LRU 0.1413 /
+ * 0.0547, the optimum 0.3621 / 0.2600 and the model 0.1845 / 0.1137 at
+ * 6,000 / 2,000 blocks, within 0.0005. Pure: no daemons.
  */
 #include "testlib.h"
 
 #include <math.h>
 #include <zlib.h>
 
+#include "polsim.h"
 #include "trace.h"
 
 static struct trace *load(const char *text, uint32_t tpb)
@@ -89,6 +94,87 @@ static void test_known(void)
 	CHECK_EQ(hits(trace_sim_lru, t, 1), 0);
 	CHECK_EQ(hits(trace_sim_opt, t, 1), 10);
 	CHECK_EQ(hits(trace_sim_lru, t, 2), 20);
+	trace_free(t);
+}
+
+/* ---- the model of kvpool's policy ---------------------------------------- */
+
+static uint64_t pol_hits(const struct trace *t, uint64_t cap, bool lru, double hw, double ratio)
+{
+	struct polsim_conf pc = { .lru = lru, .high_watermark = hw, .ratio = ratio };
+	struct trace_sim s;
+
+	REQUIRE(polsim_run(t, 0, cap, &pc, &s) == 0);
+	CHECK_EQ(s.total_tokens, t->total_tokens);
+	return s.hit_tokens;
+}
+
+/* One request a line, blocks of 10 tokens, every block full. */
+static struct trace *load_reqs(const char *const *reqs, size_t n)
+{
+	char text[4096];
+	size_t len = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned nb = 1;
+
+		for (const char *c = reqs[i]; *c; c++)
+			nb += *c == ',';
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"{\"timestamp\": %zu, \"input_length\": %u, \"hash_ids\": [%s]}\n",
+					i, 10 * nb, reqs[i]);
+		REQUIRE(len < sizeof(text));
+	}
+	return load(text, 10);
+}
+
+/* The clock ticks once per block access; H stays at its start (4 ticks)
+ * while fewer than 128 intervals were observed, as in all of these. */
+static void test_policy(void)
+{
+	/* Reads outrank recency, capacity 2, no rounds: 1 is read at ticks 2,
+	 * 3, 4 (priority 5.52, 8.40, 10.61); 2, 3, 4 come in at 5, 6, 7 and
+	 * each evicts the one before, so r8 hits 1: 40 of 80 tokens. Recency
+	 * alone (lru, or the LRU simulation) evicts 1 at r6: 30. */
+	static const char *const freq[] = { "1", "1", "1", "1", "2", "3", "4", "1" };
+	struct trace *t = load_reqs(freq, 8);
+
+	CHECK_EQ(pol_hits(t, 2, false, 1.0, 0), 40);
+	CHECK_EQ(pol_hits(t, 2, true, 1.0, 0), 30);
+	CHECK_EQ(hits(trace_sim_lru, t, 2), 30);
+	CHECK_EQ(pol_hits(t, 0, false, 1.0, 0), 0);
+	trace_free(t);
+
+	/* A chain's tail leaves first, capacity 3: r2's put evicts 12 (the
+	 * only block nothing extends), so r3 finds 10 11 and hits 20 of 70.
+	 * The LRU simulation evicts 10, the head, and r3 hits nothing. */
+	static const char *const chain[] = { "10,11,12", "20", "10,11,12" };
+	t = load_reqs(chain, 3);
+	CHECK_EQ(pol_hits(t, 3, false, 1.0, 0), 20);
+	CHECK_EQ(pol_hits(t, 3, true, 1.0, 0), 20);
+	CHECK_EQ(hits(trace_sim_lru, t, 3), 0);
+	trace_free(t);
+
+	/* A ghost brings its count back, capacity 2: 1 is read at 2 and 3
+	 * (priority 8.40), fresh blocks 2..8 follow at 4..10 and at 10 push 1
+	 * out (8.40 is the lowest then). r11 puts 1 again at 11: from its ghost
+	 * 13.7, not 11, so r12's 9 (12) evicts 8 (10) and r13's 10 (13)
+	 * evicts 9, not 1, and r14 hits: 30 of 140 tokens. A fresh 1 at 11
+	 * would leave at r13, and r14 would miss. */
+	static const char *const ghost[] = { "1", "1", "1", "2", "3", "4", "5", "6", "7", "8",
+					     "1", "9", "10", "1" };
+	t = load_reqs(ghost, 14);
+	CHECK_EQ(pol_hits(t, 2, false, 1.0, 0), 30);
+	trace_free(t);
+
+	/* Rounds: capacity 4, watermark 0.5, ratio 0.5: r3's put makes 3 > 2
+	 * held, and a round evicts 2 (1 and 2, the lowest), so r4 misses; with
+	 * no rounds it hits. */
+	static const char *const rounds[] = { "1", "2", "3", "1" };
+	t = load_reqs(rounds, 4);
+	CHECK_EQ(pol_hits(t, 4, false, 0.5, 0.5), 0);
+	CHECK_EQ(pol_hits(t, 4, false, 1.0, 0.5), 10);
+	CHECK_EQ(pol_hits(t, 4, false, 0, 0.5), 10);
 	trace_free(t);
 }
 
@@ -198,10 +284,20 @@ static void test_random(void)
 		}
 		struct trace *t = load(text, 16);
 
+		uint64_t unl;
+		struct trace_sim u;
+
+		REQUIRE(trace_sim_unlimited(t, 0, &u) == 0);
+		unl = u.hit_tokens;
 		for (uint64_t c = 0; c < 30; c += 1 + c / 4) {
 			CHECK_EQ(hits(trace_sim_lru, t, c), naive(t, c, false));
 			CHECK_EQ(hits(trace_sim_opt, t, c), naive(t, c, true));
+			CHECK(pol_hits(t, c, false, 0.98, 0.02) <= unl);
+			CHECK(pol_hits(t, c, true, 0.9, 0.3) <= unl);
 		}
+		/* room for every block: nothing leaves, the model is unlimited */
+		CHECK_EQ(pol_hits(t, t->ndistinct, false, 1.0, 0), unl);
+		CHECK_EQ(pol_hits(t, t->ndistinct, true, 0, 0), unl);
 		trace_free(t);
 		free(text);
 	}
@@ -353,6 +449,7 @@ static void test_conversation(void)
 		{ trace_sim_opt, "optimum", 6000, 0.3621 },
 		{ trace_sim_opt, "optimum", 2000, 0.2600 },
 	};
+	struct polsim_conf pc = { .high_watermark = 0.98, .ratio = 0.02 };	/* the defaults */
 	const char *path = "tests/data/conversation_trace.jsonl.gz";
 	char alt[512], err[512];
 	struct trace_sim s;
@@ -377,6 +474,12 @@ static void test_conversation(void)
 		CHECK(fabs(s.hit_rate - refs[i].want) <= 0.0005, "%s at %llu: %.4f, want %.4f",
 		      refs[i].name, (unsigned long long)refs[i].cap, s.hit_rate, refs[i].want);
 	}
+	REQUIRE(polsim_run(t, 0, 6000, &pc, &s) == 0);
+	printf("model     6000 %.4f\n", s.hit_rate);
+	CHECK(fabs(s.hit_rate - 0.1845) <= 0.0005, "the model at 6000: %.4f", s.hit_rate);
+	REQUIRE(polsim_run(t, 0, 2000, &pc, &s) == 0);
+	printf("model     2000 %.4f\n", s.hit_rate);
+	CHECK(fabs(s.hit_rate - 0.1137) <= 0.0005, "the model at 2000: %.4f", s.hit_rate);
 	trace_free(t);
 }
 
@@ -384,6 +487,7 @@ int main(void)
 {
 	tl_arm_cleanup();
 	test_known();
+	test_policy();
 	test_random();
 	test_bad();
 	test_files();
