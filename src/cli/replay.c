@@ -107,6 +107,7 @@ struct replay {
 	struct replay_shm *shm;
 	uint64_t *lat;			/* per request: ns inside the pool's calls */
 	const char *label;		/* progress bar */
+	struct polsim_conf model;	/* the policy the model runs (replay_model_conf) */
 };
 
 struct replay_res {
@@ -566,7 +567,7 @@ static uint64_t replay_alloc_estimate(const struct replay *rp)
 /* The policy the pool's master runs, for its model: a sweep's private
  * pools run the defaults and --master's keys, and so does the model of
  * --sim-only; a pool of the user's runs the [master] section of the
- * configuration. -1 out of memory. */
+ * configuration. -1 out of memory. Once per command: neither changes during it. */
 static int replay_model_conf(const struct replay *rp, struct polsim_conf *pc)
 {
 	const struct replay_cfg *cfg = rp->cfg;
@@ -598,13 +599,10 @@ static int replay_model_conf(const struct replay *rp, struct polsim_conf *pc)
 
 static int replay_sims(const struct replay *rp, struct replay_res *res)
 {
-	struct polsim_conf pc;
-
 	if (trace_sim_unlimited(rp->t, rp->nreq, &res->unl) < 0 ||
 	    trace_sim_lru(rp->t, rp->nreq, res->capacity_blocks, &res->lru) < 0 ||
 	    trace_sim_opt(rp->t, rp->nreq, res->capacity_blocks, &res->opt) < 0 ||
-	    replay_model_conf(rp, &pc) < 0 ||
-	    polsim_run(rp->t, rp->nreq, res->capacity_blocks, &pc, &res->pol) < 0) {
+	    polsim_run(rp->t, rp->nreq, res->capacity_blocks, &rp->model, &res->pol) < 0) {
 		cli_error("replay", NULL, KVP_ENOMEM, "simulations: out of memory");
 		return -1;
 	}
@@ -956,10 +954,6 @@ static int replay_grid(const struct replay *rp, double *gx, double *glru, double
 {
 	uint64_t top = 0;
 	size_t n = 0;
-	struct polsim_conf pc;
-
-	if (replay_model_conf(rp, &pc) < 0)
-		return -1;
 
 	for (size_t i = 0; i < rp->cfg->nsweep; i++)
 		if (rp->cfg->sweep[i] > top)
@@ -972,7 +966,7 @@ static int replay_grid(const struct replay *rp, double *gx, double *glru, double
 		if (n > 0 && (uint64_t)gx[n - 1] == c)
 			continue;
 		if (trace_sim_lru(rp->t, rp->nreq, c, &l) < 0 || trace_sim_opt(rp->t, rp->nreq, c, &o) < 0 ||
-		    polsim_run(rp->t, rp->nreq, c, &pc, &m) < 0)
+		    polsim_run(rp->t, rp->nreq, c, &rp->model, &m) < 0)
 			return -1;
 		gx[n] = (double)c;
 		glru[n] = l.hit_rate;
@@ -1423,8 +1417,9 @@ int replay_main(const struct kvp_conf *conf, int argc, char **argv)
 	rp.batch = rp.t->max_blocks ? rp.t->max_blocks : 1;
 	if (rp.batch > REPLAY_BUF_MAX / cfg.block_bytes)
 		rp.batch = REPLAY_BUF_MAX / cfg.block_bytes ? REPLAY_BUF_MAX / cfg.block_bytes : 1;
-	if (replay_pattern(&rp) < 0) {
+	if (replay_pattern(&rp) < 0 || replay_model_conf(&rp, &rp.model) < 0) {
 		cli_error("replay", NULL, KVP_ENOMEM, NULL);
+		free(rp.pattern);
 		trace_free((struct trace *)rp.t);
 		return CLI_EXIT_ERR;
 	}
