@@ -6,9 +6,11 @@
  * evictable is left); a PUT_START that finds no room forces one for what
  * it needs. Victims come from the segment's evictable regions (mchain.h:
  * the tails of chains, never a block something kept extends), the lowest
- * reuse priority first (mpolicy.h; orphans before all): exact on small
- * regions, the lowest of random samples on large ones. Leased, pinned and
- * incomplete objects are skipped. A cold memory replica is demoted
+ * reuse priority first (mpolicy.h; orphans before all), exactly: small
+ * regions are scanned whole, large ones keep a victim heap (vheap.h) that
+ * reads never touch; the lowest of random samples only where the heap
+ * cannot answer (out of memory, or over 64 objects at its top that cannot
+ * go). Leased, pinned and incomplete objects are skipped. A cold memory replica is demoted
  * (DEMOTE to the node, which copies it to its spill file) while the
  * node's spill tier has room, else evicted: dropped, the FREE goes to the
  * node, and an object goes with its last replica, its priority kept as a
@@ -17,6 +19,9 @@
  * PROMOTE) are left alone; promotion itself never evicts (mtier.c).
  */
 #include "evict.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 #include "log.h"
 #include "master_i.h"
@@ -29,6 +34,15 @@
 #define SAMPLE_ROUNDS 2		/* rounds of SAMPLES compared for one victim */
 #define SAMPLE_TRIES 8		/* rounds at most while none qualifies */
 #define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
+#define HEAP_REBASE_MS (1ll << 29)	/* a victim heap's keys start again (6 days) */
+#define HEAP_SKIPS 64		/* objects that cannot go passed over in a heap, at most */
+
+static size_t exact_max = EXACT_MAX;
+
+void evict_test_exact_max(size_t n)
+{
+	exact_max = n;
+}
 
 /* pinned: soft-pinned objects may go too (evict_soft_pinned, when nothing
  * else is left). */
@@ -68,10 +82,15 @@ struct pick {
 	int64_t score;
 };
 
+static bool eligible(const struct master *m, const struct pick *p, const struct obj *o)
+{
+	return evict_candidate(m, o, p->pinned) && tier_replica(o, p->seg, p->tier) >= 0 &&
+	       !(p->drop_only && objtab_links(&m->objs, o)->nchild);
+}
+
 static void consider(const struct master *m, struct pick *p, struct obj *o)
 {
-	if (!evict_candidate(m, o, p->pinned) || tier_replica(o, p->seg, p->tier) < 0 ||
-	    (p->drop_only && objtab_links(&m->objs, o)->nchild))
+	if (!eligible(m, p, o))
 		return;
 	int64_t sc = victim_score(m, o);
 
@@ -81,6 +100,95 @@ static void consider(const struct master *m, struct pick *p, struct obj *o)
 	}
 }
 
+/* An object's place in a victim heap: its priority on the master's 64-bit
+ * clock (the order victim_score gives at any time), from the heap's base,
+ * in 32 bits (8-byte entries): heap_sync rebuilds before keys could pass
+ * INT32_MAX; a key more than 24 days old is as low as any. */
+static int32_t heap_key(const struct master *m, const struct vheap *h, const struct obj *o)
+{
+	int64_t sc = victim_score(m, o);
+
+	if (sc == INT64_MIN)
+		return INT32_MIN;
+	int64_t k = (int64_t)(m->now_ms - m->start_ms) + sc - h->base;
+	return k <= INT32_MIN ? INT32_MIN + 1 : k > INT32_MAX ? INT32_MAX : (int32_t)k;
+}
+
+/* Brings h up to date with the region [lo, hi): rebuilt when it is off,
+ * holds more than 1.5 times the region or its base is HEAP_REBASE_MS old;
+ * else the marked slots pushed and, every VHEAP_PARK_EVERY picks, the
+ * parked entries whose objects may go now. -ENOMEM leaves it off. */
+static int heap_sync(const struct master *m, struct seg *s, const struct pick *p,
+		     struct vheap *h, size_t lo, size_t hi)
+{
+	int64_t now = (int64_t)(m->now_ms - m->start_ms);
+
+	if (!h->on || h->n + h->nmark + h->npark > (hi - lo) + (hi - lo) / 2 + 64 ||
+	    now - h->base > HEAP_REBASE_MS) {
+		vheap_clear(h);
+		h->base = now;
+		for (size_t i = lo; i < hi; i++)
+			if (vheap_append(h, heap_key(m, h, s->objs[i]), (uint32_t)i))
+				return vheap_clear(h), -ENOMEM;
+		vheap_heapify(h);
+		h->on = true;
+		return 0;
+	}
+	for (size_t i = 0; i < h->nmark; i++) {
+		uint32_t k = h->mark[i];
+		if (k >= lo && k < hi && vheap_push(h, heap_key(m, h, s->objs[k]), k))
+			return vheap_clear(h), -ENOMEM;
+	}
+	h->nmark = 0;
+	if (++h->picks % VHEAP_PARK_EVERY)
+		return 0;
+	size_t kept = 0;
+	for (size_t i = 0; i < h->npark; i++) {
+		uint32_t k = h->park[i].slot;
+		if (k < lo || k >= hi)
+			continue;
+		if (!eligible(m, p, s->objs[k]))
+			h->park[kept++] = h->park[i];
+		else if (vheap_push(h, heap_key(m, h, s->objs[k]), k))
+			return vheap_clear(h), -ENOMEM;
+	}
+	h->npark = kept;
+	return 0;
+}
+
+/* The lowest evictable object of a large region, from its victim heap;
+ * NULL when the heap cannot say within HEAP_SKIPS objects that cannot go
+ * (or without memory): the caller samples then. */
+static struct obj *pick_heap(struct master *m, struct seg *s, struct pick *p, size_t lo, size_t hi)
+{
+	struct vheap *h = &s->vh[p->tier];
+
+	if (heap_sync(m, s, p, h, lo, hi))
+		return NULL;
+	for (unsigned skips = 0; h->n && skips < HEAP_SKIPS;) {
+		struct vheap_ent t = h->v[0];
+		if (t.slot < lo || t.slot >= hi) {
+			vheap_pop(h);	/* the slot left the region */
+			continue;
+		}
+		struct obj *o = s->objs[t.slot];
+		int32_t k = heap_key(m, h, o);
+		if (k > t.key) {	/* read since, or another object there */
+			vheap_raise_top(h, k);
+			continue;
+		}
+		if (eligible(m, p, o))
+			return o;	/* its entry stays: the slot changes as it goes */
+		vheap_pop(h);
+		if (vheap_park(h, (struct vheap_ent){ .key = k, .slot = t.slot })) {
+			vheap_clear(h);
+			return NULL;
+		}
+		skips++;
+	}
+	return NULL;
+}
+
 static struct obj *pick_among(struct master *m, struct seg *s, struct pick *p)
 {
 	size_t lo, hi;
@@ -88,11 +196,13 @@ static struct obj *pick_among(struct master *m, struct seg *s, struct pick *p)
 	seg_rgn_range(s, p->tier ? SEG_RGN_DISK : SEG_RGN_MEM, &lo, &hi);
 	size_t n = hi - lo;
 	p->best = NULL;
-	if (n <= EXACT_MAX) {
+	if (n <= exact_max) {
 		for (size_t i = lo; i < hi; i++)
 			consider(m, p, s->objs[i]);
 		return p->best;
 	}
+	if ((p->best = pick_heap(m, s, p, lo, hi)))
+		return p->best;
 	/* A sample is three cache misses (its slot in s->objs, the object, its
 	 * replicas on the next line): issued for all samples at once, they
 	 * overlap; one after another they cost 1.5-2.5 us a victim. */
@@ -318,4 +428,68 @@ bool evict_force(struct master *m, uint64_t need, uint64_t total)
 	}
 	m->evict_ns += evict_clock_ns() - start;
 	return any;
+}
+
+void evict_reorder(struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++)
+		if (m->segs.v[i]) {
+			vheap_clear(&m->segs.v[i]->vh[0]);
+			vheap_clear(&m->segs.v[i]->vh[1]);
+		}
+}
+
+static void lowest(int32_t *best, size_t lo, size_t hi, uint32_t slot, int32_t key)
+{
+	if (slot >= lo && slot < hi && key < best[slot - lo])
+		best[slot - lo] = key;
+}
+
+/* One region's heap: ordered, and each slot with an entry (in the heap,
+ * parked or marked) at or below its object's priority. */
+static bool heap_ok(const struct master *m, const struct seg *s, unsigned tier)
+{
+	const struct vheap *h = &s->vh[tier];
+	size_t lo, hi;
+
+	if (!h->on)
+		return true;
+	for (size_t i = 1; i < h->n; i++)
+		if (h->v[(i - 1) / 2].key > h->v[i].key)
+			return false;
+	seg_rgn_range(s, tier ? SEG_RGN_DISK : SEG_RGN_MEM, &lo, &hi);
+	int32_t *best = malloc((hi - lo + 1) * sizeof(*best));
+	bool ok = true;
+
+	if (!best)
+		return true;	/* cannot tell */
+	for (size_t i = lo; i < hi; i++)
+		best[i - lo] = INT32_MAX;
+	for (size_t i = 0; i < h->n; i++)
+		lowest(best, lo, hi, h->v[i].slot, h->v[i].key);
+	for (size_t i = 0; i < h->npark; i++)
+		lowest(best, lo, hi, h->park[i].slot, h->park[i].key);
+	for (size_t i = 0; i < h->nmark; i++)
+		lowest(best, lo, hi, h->mark[i], INT32_MIN);
+	for (size_t i = lo; i < hi && ok; i++) {
+		const struct obj *o = s->objs[i];
+		/* an orphan's priority fell without a mark: found when its
+		 * entry surfaces (or by a sample) */
+		ok = mchain_orphan(m, o) || best[i - lo] <= heap_key(m, h, o);
+		if (!ok)
+			log_err("victim heap of segment %u tier %u: slot %zu (key %d) not in it",
+				s->id, tier, i, heap_key(m, h, o));
+	}
+	free(best);
+	return ok;
+}
+
+bool evict_heaps_check(const struct master *m)
+{
+	for (size_t i = 1; i < m->segs.n; i++) {
+		const struct seg *s = m->segs.v[i];
+		if (s && s->online && (!heap_ok(m, s, 0) || !heap_ok(m, s, 1)))
+			return false;
+	}
+	return true;
 }

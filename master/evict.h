@@ -7,6 +7,7 @@
 #define KVP_EVICT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct master;
@@ -24,5 +25,13 @@ void evict_drop(struct master *m, struct obj *o, unsigned ri);
 /* Evicts for about budget_us across the segments in a round (at least one
  * object each). Returns true while rounds remain. */
 bool evict_step(struct master *m, unsigned budget_us);
+/* The priorities changed meaning (eviction_policy reloaded): the victim
+ * heaps are rebuilt at their next use. */
+void evict_reorder(struct master *m);
+/* Tests: regions of up to n replicas are scanned whole (256), larger
+ * ones picked from their victim heaps. */
+void evict_test_exact_max(size_t n);
+/* The victim heaps hold every evictable replica (tests, master_check). */
+bool evict_heaps_check(const struct master *m);
 
 #endif

@@ -185,7 +185,7 @@ bool master_check(const struct master *m)
 		    (!mhold_check(&s->hold, s->alloc) || s->used < s->hold.bytes))
 			return false;
 	}
-	return mchain_check(m);
+	return mchain_check(m) && evict_heaps_check(m);
 }
 
 void master_set_generation(struct master *m, uint64_t gen)
@@ -687,7 +687,10 @@ void master_reload(struct master *m, const struct kvp_conf *nc)
 	int lvl = log_level_parse(m->conf.log.level);
 	if (lvl >= 0)
 		log_level = lvl;
+	bool lru = m->pol.lru;
 	mpol_configure(m);
+	if (lru != m->pol.lru)
+		evict_reorder(m);
 	if (restart)
 		log_warn("reload: %d changed key(s) take effect after a restart", restart);
 	char err[512];

@@ -88,6 +88,8 @@ void segreg_destroy(struct segreg *r)
 		if (s->alloc)
 			alloc_destroy(s->alloc);
 		free(s->objs);
+		vheap_free(&s->vh[0]);
+		vheap_free(&s->vh[1]);
 		free(s->ptag);
 		free(s->rdma_info);
 		free(s->recon);
@@ -222,6 +224,8 @@ void segreg_offline(struct segreg *r, struct seg *s)
 	s->ptag = NULL;
 	s->nptag = s->ptag_set = 0;
 	s->rend[0] = s->rend[1] = 0;
+	vheap_clear(&s->vh[0]);
+	vheap_clear(&s->vh[1]);
 	s->used = 0;
 	s->freeing = 0;
 	s->online = false;
@@ -320,6 +324,16 @@ static enum seg_rgn seg_rgn_of(const struct seg *s, size_t i)
 	return i < s->rend[0] ? SEG_RGN_MEM : i < s->rend[1] ? SEG_RGN_DISK : SEG_RGN_OTHER;
 }
 
+/* Slot i holds another replica now (or the same in another region): its
+ * region's victim heap looks at it again. */
+static void seg_mark(struct seg *s, size_t i)
+{
+	enum seg_rgn r = seg_rgn_of(s, i);
+
+	if (r != SEG_RGN_OTHER)
+		vheap_mark(&s->vh[r], i, 2 * s->nobjs + 64);
+}
+
 /* Moves the entry at index i one region up or down; returns its new
  * index. Regions stay contiguous: it changes places with the last entry
  * of its region (up) or the first (down), and the boundary moves over it. */
@@ -337,6 +351,8 @@ static size_t seg_step(struct seg *s, size_t i, bool up)
 		seg_swap(s, i, j);
 		s->rend[r - 1]++;
 	}
+	seg_mark(s, i);
+	seg_mark(s, j);
 	return j;
 }
 
@@ -423,6 +439,7 @@ void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 
 	if (last != o || i != s->nobjs) {
 		s->objs[i] = last;
+		seg_mark(s, i);
 		for (unsigned k = 0; k < last->nrep; k++)
 			if (obj_rep(last)[k].seg == s->id) {
 				obj_rep(last)[k].sidx = i;

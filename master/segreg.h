@@ -17,6 +17,7 @@
 #include "grant.h"
 #include "mhold.h"
 #include "objtab.h"
+#include "vheap.h"
 #include "wire.h"
 
 struct alloc;
@@ -170,6 +171,9 @@ struct seg {
 	struct obj **objs;
 	size_t nobjs, capobjs;
 	size_t rend[2];
+	/* SEG_RGN_MEM and SEG_RGN_DISK in priority order (vheap.h, evict.c):
+	 * kept while on, for regions too large to scan */
+	struct vheap vh[2];
 
 	struct fvec fq;			/* FREEs to send */
 	struct fbatch *inflight;	/* FREEs sent, not acked */

@@ -6,7 +6,9 @@
  * reply, 4 = run master_tick first, 8 = answer the oldest FREE, DEMOTE or
  * PROMOTE the master sent (a DEMOTE or PROMOTE answer's body is the
  * record's body). promote_on_hit is on: a GET of a disk replica sends
- * PROMOTE. The input, and every frame before it is handled, also goes
+ * PROMOTE. Regions of more than two replicas are picked from through their
+ * victim heaps (checked with the rest by master_check after every record).
+ * The input, and every frame before it is handled, also goes
  * through master_lookahead() (the read-ahead over pipelined frames).
  */
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "evict.h"
 #include "log.h"
 #include "master.h"
 #include "wire.h"
@@ -149,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		conf.master.eviction_ratio = 0.2;
 		conf.spill.promote_on_hit = true;
 		log_init("fuzz", LOG_CRIT);
+		evict_test_exact_max(2);	/* victim heaps on the fuzzer's small regions */
 		init = true;
 	}
 	struct master *m = master_create(&conf, err, sizeof(err));

@@ -223,36 +223,60 @@ static void test_put_evicts(void)
 	tl_stop_master(&m);
 }
 
-/* Over EXACT_MAX (256) replicas a segment's victims are the oldest of
- * random samples (evict.c, fetched together): still the never-read ones,
- * and the time it took shows in /metrics. */
-static void test_sampled(void)
+/* Over 256 evictable replicas a segment's victims come from its victim
+ * heap (evict.c, vheap.h): the exact order, as in a small region. Groups
+ * of 100 objects put 3 ms apart, the first four read: a round takes the
+ * oldest never-read groups whole before any of a newer one, keeps every
+ * read object, and the time it took shows in /metrics. Pinned objects are
+ * passed over and, once their pin ends, are the next round's first
+ * victims (the heap looks at what it passed over again). An EXISTS counts
+ * as a read, so the checks themselves set the second round's order. */
+static void test_exact(void)
 {
-	enum { N = 2048 };		/* blocks: 2047 usable */
+	enum { N = 2048, G = 100 };	/* blocks: 2047 usable; objects a group */
 	struct tl_master m;
 
-	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.4\n"
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.1\n"
 			    "lease_ttl = 100ms\n");
 	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
-	REQUIRE(tl_mount(node, "smp", "h", (uint64_t)N * ALIGN, 1, ALIGN, NULL) > 0, "mount");
+	REQUIRE(tl_mount(node, "exact", "h", (uint64_t)N * ALIGN, 1, ALIGN, NULL) > 0, "mount");
 	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	char k[16];
 
-	CHECK_EQ(put_range(c, 0, 1800), 0);		/* 88%: below the watermark */
-	tl_sleep_ms(20);
-	CHECK_EQ(get_range(c, 0, 400), 0);		/* read 0..399: recently used */
+	for (int g = 0; g < 18; g++) {			/* 1,800: 88%, below the watermark */
+		CHECK_EQ(put_range(c, g * G, (g + 1) * G), 0);
+		tl_sleep_ms(3);
+	}
+	CHECK_EQ(get_range(c, 0, 4 * G), 0);		/* 0..399 read: worth keeping */
+	for (int i = 4 * G; i < 5 * G; i++) {		/* the oldest never-read group pinned */
+		key(k, i);
+		CHECK_EQ(tl_pin(c, k, 1000), 0);
+	}
 	tl_sleep_ms(150);				/* leases end */
-	CHECK_EQ(put_range(c, 1800, 1900), 0);		/* over 90%: 819 blocks go */
+	CHECK_EQ(put_range(c, 18 * G, 19 * G), 0);	/* over 90%: 204 blocks go */
 	tl_settle_evictions(node, c);
 	struct tl_info info;
 	CHECK_EQ(tl_info(c, &info), 0);
-	CHECK(info.evictions >= 800, "evictions %llu", (unsigned long long)info.evictions);
-	/* 1,400 never-read objects are older than all 400 read ones: a read
-	 * one goes only if all 16 samples of a pick are read or newer ones
-	 * (under 0.6^16 at the end of the round) */
-	CHECK(count_exist(c, 0, 400) >= 395, "recently read kept: %d of 400",
-	      count_exist(c, 0, 400));
-	CHECK_EQ(count_exist(c, 1800, 1900), 100);	/* recently put: kept */
-	CHECK_EQ(count_exist(c, 0, 1900) + (int)info.evictions, 1900);
+	int e = (int)info.evictions;
+	CHECK(e >= 200 && e < 300, "evictions %d", e);
+	/* (an EXISTS is a read: the pinned group, looked at first and 3 ms
+	 * before the others, is the oldest read now) */
+	CHECK_EQ(count_exist(c, 4 * G, 5 * G), G);	/* pinned: kept */
+	tl_sleep_ms(3);
+	CHECK_EQ(count_exist(c, 0, 4 * G), 4 * G);	/* read: all kept */
+	CHECK_EQ(count_exist(c, 5 * G, 7 * G), 0);	/* the two oldest free groups */
+	CHECK_EQ(count_exist(c, 7 * G, 8 * G), G - (e - 2 * G));	/* ties within a group */
+	CHECK_EQ(count_exist(c, 8 * G, 19 * G), 11 * G);	/* all newer ones kept */
+
+	tl_sleep_ms(2100);				/* the pins end (1 s granularity) */
+	CHECK_EQ(put_range(c, 19 * G, 21 * G), 0);	/* over 90% again */
+	tl_settle_evictions(node, c);
+	CHECK_EQ(tl_info(c, &info), 0);
+	CHECK(info.evictions >= (uint64_t)e + 200, "evictions %llu",
+	      (unsigned long long)info.evictions);
+	CHECK_EQ(count_exist(c, 4 * G, 5 * G), 0);	/* unpinned, oldest: gone first */
+	CHECK_EQ(count_exist(c, 19 * G, 21 * G), 2 * G);	/* just put: kept */
+	CHECK_EQ(count_exist(c, 0, 21 * G) + (int)info.evictions, 21 * G);
 
 	char *body = NULL;
 	CHECK_EQ(tl_http(m.http_port, "GET", "/metrics", NULL, 0, &body, NULL), 200);
@@ -264,6 +288,8 @@ static void test_sampled(void)
 	tl_conn_close(c);
 	tl_conn_close(node);
 	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
 }
 
 int main(void)
@@ -272,6 +298,6 @@ int main(void)
 	test_leased_pinned();
 	test_evict_pinned();
 	test_put_evicts();
-	test_sampled();
+	test_exact();
 	return tl_done();
 }
