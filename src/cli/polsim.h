@@ -6,10 +6,9 @@
  * raises the block's decayed read count), then puts the rest in chain
  * order; a put resumes an evicted key's count from its ghost; a block is
  * evictable only while nothing cached extends it (a chain's tail leaves
- * first); the victim is the lowest priority. Two things are simpler than
- * the master: victims are exact where the master samples 32 in regions of
- * over 256 blocks, and ghosts are never forgotten. Pure: it may run on any
- * thread.
+ * first); the victim is the lowest priority, exactly (as the master's
+ * victim heaps give it). Simpler than the master: ghosts are never
+ * forgotten. Pure: it may run on any thread.
  */
 #ifndef KVP_POLSIM_H
 #define KVP_POLSIM_H
