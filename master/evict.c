@@ -103,9 +103,14 @@ static void consider(const struct master *m, struct pick *p, struct obj *o)
 /* An object's place in a victim heap: its priority on the master's 64-bit
  * clock (the order victim_score gives at any time), from the heap's base,
  * in 32 bits (8-byte entries): heap_sync rebuilds before keys could pass
- * INT32_MAX; a key more than 24 days old is as low as any. */
+ * INT32_MAX; a key more than 24 days old is as low as any. An unfinished
+ * put's priority is not final (an upsert's new value takes the old one's
+ * at its PUT_END, and holds a version link in its place until then): the
+ * lowest key, so that it surfaces, is parked and comes back complete. */
 static int32_t heap_key(const struct master *m, const struct vheap *h, const struct obj *o)
 {
+	if (!obj_complete(o))
+		return INT32_MIN;
 	int64_t sc = victim_score(m, o);
 
 	if (sc == INT64_MIN)

@@ -292,6 +292,59 @@ static void test_exact(void)
 		tl_dump_log(m.log);
 }
 
+/* Upserts in flight while a large region's heap is on: a new value's
+ * priority is final only at its PUT_END (it takes the old value's), so
+ * until then the heap keeps it at the top and parks it. The daemon's own
+ * check of its heaps (KVP_TEST_MASTER_CHECK, at its ticks) holds through
+ * rounds that run while the upserts are pending and after they end, and
+ * the upserted values keep their keys' priority: no round takes them. */
+static void test_upsert_heap(void)
+{
+	enum { N = 2048, U = 50 };
+	struct tl_master m;
+
+	tl_start_master(&m, "[master]\neviction_high_watermark = 0.9\neviction_ratio = 0.1\n"
+			    "lease_ttl = 100ms\n");
+	struct tl_conn *node = tl_client(m.port, WIRE_ROLE_NODE, NULL, "h");
+	uint32_t seg = tl_mount(node, "ups", "h", (uint64_t)N * ALIGN, 1, ALIGN, NULL);
+	REQUIRE(seg > 0, "mount");
+	struct tl_conn *c = tl_client(m.port, WIRE_ROLE_CLIENT, NULL, "h");
+	struct tl_obj o[U];
+	char k[U][16];
+
+	CHECK_EQ(put_range(c, 0, 1800), 0);
+	tl_sleep_ms(3);
+	CHECK_EQ(get_range(c, 0, 2 * U), 0);		/* 0..99 read */
+	tl_sleep_ms(150);
+	CHECK_EQ(put_range(c, 1800, 1900), 0);		/* a round: the heap is built */
+	tl_settle_evictions(node, c);
+	for (int i = 0; i < U; i++) {			/* new values of 0..49, pending */
+		uint64_t size = VLEN;
+		key(k[i], i);
+		const char *kp = k[i];
+		CHECK_EQ(tl_put_start_flags(c, 1, seg, WIRE_PUT_UPSERT, 0, 1, &kp, &size, &o[i]), 0);
+		CHECK_EQ(o[i].status, 0);
+	}
+	CHECK_EQ(put_range(c, 1900, 2000), 0);		/* rounds with them pending */
+	tl_settle_evictions(node, c);
+	tl_sleep_ms(50);				/* ticks: the daemon checks its heaps */
+	for (int i = 0; i < U; i++)
+		CHECK_EQ(tl_put_end1(c, k[i], o[i].generation, VLEN), 0);
+	tl_sleep_ms(50);
+	CHECK_EQ(put_range(c, 2000, 2100), 0);		/* and after they ended */
+	tl_settle_evictions(node, c);
+	tl_sleep_ms(50);
+	struct tl_info info;
+	CHECK_EQ(tl_info(c, &info), 0);			/* the master is still up */
+	CHECK(info.evictions >= 400, "evictions %llu", (unsigned long long)info.evictions);
+	CHECK_EQ(count_exist(c, 0, 2 * U), 2 * U);	/* read, upserted or not: kept */
+	tl_conn_close(c);
+	tl_conn_close(node);
+	tl_stop_master(&m);
+	if (tl_failures)
+		tl_dump_log(m.log);
+}
+
 int main(void)
 {
 	test_lru();
@@ -299,5 +352,6 @@ int main(void)
 	test_evict_pinned();
 	test_put_evicts();
 	test_exact();
+	test_upsert_heap();
 	return tl_done();
 }
