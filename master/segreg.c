@@ -439,7 +439,6 @@ void seg_detach(struct seg *s, struct obj *o, unsigned ri)
 
 	if (last != o || i != s->nobjs) {
 		s->objs[i] = last;
-		seg_mark(s, i);
 		for (unsigned k = 0; k < last->nrep; k++)
 			if (obj_rep(last)[k].seg == s->id) {
 				obj_rep(last)[k].sidx = i;

@@ -5,19 +5,18 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* Room for one more of size sz in *v (capacity *cap, n used). */
-static int grow(void **v, size_t *cap, size_t n, size_t sz)
+/* v (capacity *cap, n used, elements of sz bytes) with room for one
+ * more: v itself, or a larger copy; NULL (v kept) without memory. */
+static void *grow(void *v, size_t *cap, size_t n, size_t sz)
 {
 	if (n < *cap)
-		return 0;
+		return v;
 	size_t c = *cap ? *cap * 2 : 256;
-	void *p = realloc(*v, c * sz);
+	void *p = realloc(v, c * sz);
 
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = c;
-	return 0;
+	if (p)
+		*cap = c;
+	return p;
 }
 
 void vheap_clear(struct vheap *h)
@@ -39,10 +38,13 @@ void vheap_mark(struct vheap *h, size_t slot, size_t limit)
 {
 	if (!h->on)
 		return;
-	if (h->nmark >= limit || grow((void **)&h->mark, &h->capmark, h->nmark, sizeof(*h->mark))) {
+	uint32_t *mk = h->nmark < limit ? grow(h->mark, &h->capmark, h->nmark, sizeof(*mk)) : NULL;
+
+	if (!mk) {
 		vheap_clear(h);
 		return;
 	}
+	h->mark = mk;
 	h->mark[h->nmark++] = (uint32_t)slot;
 }
 
@@ -66,8 +68,11 @@ static void sift_down(struct vheap *h, size_t i)
 
 int vheap_append(struct vheap *h, int32_t key, uint32_t slot)
 {
-	if (grow((void **)&h->v, &h->cap, h->n, sizeof(*h->v)))
+	struct vheap_ent *v = grow(h->v, &h->cap, h->n, sizeof(*v));
+
+	if (!v)
 		return -ENOMEM;
+	h->v = v;
 	h->v[h->n++] = (struct vheap_ent){ .key = key, .slot = slot };
 	return 0;
 }
@@ -110,8 +115,11 @@ void vheap_raise_top(struct vheap *h, int32_t key)
 
 int vheap_park(struct vheap *h, struct vheap_ent e)
 {
-	if (grow((void **)&h->park, &h->cappark, h->npark, sizeof(*h->park)))
+	struct vheap_ent *pk = grow(h->park, &h->cappark, h->npark, sizeof(*pk));
+
+	if (!pk)
 		return -ENOMEM;
+	h->park = pk;
 	h->park[h->npark++] = e;
 	return 0;
 }
