@@ -34,7 +34,7 @@
 #define SAMPLE_ROUNDS 2		/* rounds of SAMPLES compared for one victim */
 #define SAMPLE_TRIES 8		/* rounds at most while none qualifies */
 #define EVICT_FORCE_US 20	/* synchronous part of a PUT_START's eviction */
-#define HEAP_REBASE_MS (1ll << 29)	/* a victim heap's keys start again (6 days) */
+#define HEAP_REBASE (1ll << 29)	/* accesses: a victim heap's keys start again */
 #define HEAP_SKIPS 64		/* objects that cannot go passed over in a heap, at most */
 
 static size_t exact_max = EXACT_MAX;
@@ -100,10 +100,10 @@ static void consider(const struct master *m, struct pick *p, struct obj *o)
 	}
 }
 
-/* An object's place in a victim heap: its priority on the master's 64-bit
- * clock (the order victim_score gives at any time), from the heap's base,
- * in 32 bits (8-byte entries): heap_sync rebuilds before keys could pass
- * INT32_MAX; a key more than 24 days old is as low as any. An unfinished
+/* An object's place in a victim heap: its priority on the policy's 64-bit
+ * clock of accesses (the order victim_score gives at any time), from the
+ * heap's base, in 32 bits (8-byte entries): heap_sync rebuilds before keys
+ * could pass INT32_MAX; a key 2^31 accesses old is as low as any. An unfinished
  * put's priority is not final (an upsert's new value takes the old one's
  * at its PUT_END, and holds a version link in its place until then): the
  * lowest key, so that it surfaces, is parked and comes back complete. */
@@ -115,21 +115,21 @@ static int32_t heap_key(const struct master *m, const struct vheap *h, const str
 
 	if (sc == INT64_MIN)
 		return INT32_MIN;
-	int64_t k = (int64_t)(m->now_ms - m->start_ms) + sc - h->base;
+	int64_t k = (int64_t)m->pol.clk + sc - h->base;
 	return k <= INT32_MIN ? INT32_MIN + 1 : k > INT32_MAX ? INT32_MAX : (int32_t)k;
 }
 
 /* Brings h up to date with the region [lo, hi): rebuilt when it is off,
- * holds more than 1.5 times the region or its base is HEAP_REBASE_MS old;
+ * holds more than 1.5 times the region or its base is HEAP_REBASE old;
  * else the marked slots pushed and, every VHEAP_PARK_EVERY picks, the
  * parked entries whose objects may go now. -ENOMEM leaves it off. */
 static int heap_sync(const struct master *m, struct seg *s, const struct pick *p,
 		     struct vheap *h, size_t lo, size_t hi)
 {
-	int64_t now = (int64_t)(m->now_ms - m->start_ms);
+	int64_t now = (int64_t)m->pol.clk;
 
 	if (!h->on || h->n + h->nmark + h->npark > (hi - lo) + (hi - lo) / 2 + 64 ||
-	    now - h->base > HEAP_REBASE_MS) {
+	    now - h->base > HEAP_REBASE) {
 		vheap_clear(h);
 		h->base = now;
 		for (size_t i = lo; i < hi; i++)

@@ -461,6 +461,7 @@ int master_handle(struct master *m, struct master_client *c, const struct wire_h
 	case WIRE_OP_PUT_REVOKE: status = mput_revoke(m, &r, reply, st); break;
 	case WIRE_OP_GET: status = mkeys_get(m, c, &r, reply, st); break;
 	case WIRE_OP_EXISTS: status = mkeys_exists(m, &r, reply, st); break;
+	case WIRE_OP_TOUCH: status = mkeys_touch(m, &r, reply, st); break;
 	case WIRE_OP_SIZE: status = mkeys_size(m, &r, reply, st); break;
 	case WIRE_OP_REMOVE: status = mkeys_remove(m, &r, reply, st); break;
 	case WIRE_OP_LEASE_RELEASE: status = mkeys_lease_release(m, &r, reply, st); break;
@@ -527,6 +528,7 @@ static const uint8_t *first_key(const struct wire_hdr *h, const uint8_t *body, s
 	case WIRE_OP_PUT_REVOKE:
 	case WIRE_OP_GET:
 	case WIRE_OP_EXISTS:
+	case WIRE_OP_TOUCH:
 		break;
 	default:
 		return NULL;
@@ -603,6 +605,7 @@ void master_tick(struct master *m)
 	master_now(m);
 	observe_deferred(m, mono_ns());
 	mlease_sweep(m);
+	mpol_age(m);
 	mnode_tick(m);
 	mrecover_tick(m);
 	check_hello(m);

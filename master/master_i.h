@@ -182,10 +182,11 @@ static inline uint32_t m_now32(const struct master *m)
 }
 
 
-/* ms since the last access (GET, EXISTS or the put), modulo 2^32. */
+/* Accesses to the pool (the eviction policy's clock, mpolicy.h) since o's
+ * last (a read or the put), modulo 2^32: ages order as times do. */
 static inline uint32_t obj_age(const struct master *m, const struct obj *o)
 {
-	return m_now32(m) - o->atime;
+	return (uint32_t)m->pol.clk - o->atime;
 }
 
 #endif

@@ -202,11 +202,13 @@ void mhttp_metrics(struct master *m, struct sbuf *b)
 	counter(b, "kvpool_master_orphans_evicted_total",
 		"Objects evicted first because what they extend was gone (removed, its node "
 		"dead, replaced).", m->orphans_evicted);
-	head(b, "kvpool_master_eviction_half_life_seconds", "gauge",
-	     "Half-life of a read's weight in the reuse priority (eviction_half_life, or the "
-	     "90th percentile of the reuse intervals seen).");
-	sb_printf(b, "kvpool_master_eviction_half_life_seconds %.3f\n",
-		  (double)m->pol.half_ms / 1e3);
+	head(b, "kvpool_master_eviction_half_life_accesses", "gauge",
+	     "Half-life of a read's weight in the reuse priority, in block accesses "
+	     "(eviction_half_life, or the 90th percentile of the reuse intervals seen).");
+	sb_printf(b, "kvpool_master_eviction_half_life_accesses %u\n", m->pol.half);
+	counter(b, "kvpool_master_policy_accesses_total",
+		"Block accesses the eviction policy's clock counted (reads and first puts).",
+		m->pol.clk);
 	head(b, "kvpool_master_ghost_slots", "gauge", "Entries the ghost table can hold.");
 	sb_printf(b, "kvpool_master_ghost_slots %llu\n",
 		  (unsigned long long)mpol_ghost_slots(m));

@@ -134,7 +134,7 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 		if (!o) {
 			wb_bytes(b, (const uint8_t[33]){ 0 }, 33);	/* 4 x u64 + nrep */
 		} else {
-			mpol_touch(&m->pol, o, m_now32(m));
+			mpol_touch(&m->pol, o);
 			wb_u64(b, o->value_len);
 			wb_u64(b, o->generation);
 			wb_u64(b, o->checksum);
@@ -149,7 +149,10 @@ int mkeys_get(struct master *m, struct master_client *c, struct rbuf *r, struct 
 	return 0;
 }
 
-int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+/* EXISTS (a lookup) and TOUCH (reads done without the master: each key
+ * found counts one for eviction); the same reply. */
+static int exists_or_touch(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st,
+			   bool read)
 {
 	uint32_t n;
 	struct kref *keys;
@@ -162,9 +165,8 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 		int s;
 		struct obj *o = find_visible(m, &keys[i], false, &s);
 		if (o) {
-			/* A read as far as eviction goes: clients that read
-			 * optimistically report their reads this way. */
-			mpol_touch(&m->pol, o, m_now32(m));
+			if (read)
+				mpol_touch(&m->pol, o);
 			s = 1;
 			if (run == i)
 				run++;
@@ -175,6 +177,16 @@ int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_sta
 	}
 	prefix_count(m, keys, n, run);
 	return 0;
+}
+
+int mkeys_exists(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	return exists_or_touch(m, r, b, st, false);
+}
+
+int mkeys_touch(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
+{
+	return exists_or_touch(m, r, b, st, true);
 }
 
 int mkeys_size(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats *st)
@@ -215,7 +227,7 @@ int mkeys_stat(struct master *m, struct rbuf *r, struct wbuf *b, struct op_stats
 			wb_u64(b, o->generation);
 			wb_u64(b, o->checksum);
 			wb_u64(b, obj_put_ns(o));
-			wb_u64(b, now_rt - (uint64_t)obj_age(m, o) * 1000000ull);
+			wb_u64(b, now_rt - (uint64_t)(m_now32(m) - mpol_clk_ms(m, o->atime)) * 1000000ull);
 			wb_i64(b, obj_leased(m, o) ? (int32_t)(o->deadline - m_now32(m)) : 0);
 			wb_i64(b, obj_pinned(m, o) ? (int64_t)obj_pin_s(&m->objs, o) * 1000 -
 							   (int64_t)(m->now_ms - m->start_ms) : 0);

@@ -54,8 +54,8 @@ struct obj *mobj_new_complete(struct master *m, const uint8_t *key, size_t klen,
 	o->generation = gen;
 	o->checksum = csum;
 	obj_set_put_ns(o, put_ns);
-	o->atime = m_now32(m);
 	o->pkey = mpol_admit(m, o->hash);
+	o->atime = (uint32_t)m->pol.clk;
 	o->flags |= OBJ_COMPLETE;	/* objtab may have marked it (OBJ_KXWAIT) */
 	m->keys++;
 	mns_count(m, o, 1);

@@ -179,7 +179,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 		if (status == KVP_EEXIST) {
 			*self = old;
 			if (obj_complete(old))
-				mpol_touch(&m->pol, old, m_now32(m));	/* the engine needed it again */
+				mpol_touch(&m->pol, old);	/* the engine needed it again */
 		}
 		put_fail(b, status);
 		return status;
@@ -240,7 +240,7 @@ static int put_one(struct master *m, struct master_client *c, const struct put_a
 	if (old || (a->flags & WIRE_PUT_UPSERT))
 		o->flags |= OBJ_UPSERT;		/* replaces the key's object at PUT_END */
 	o->value_len = vlen;
-	o->atime = m_now32(m);
+	o->atime = (uint32_t)m->pol.clk;
 	o->deadline = m_now32(m) + (uint32_t)m->conf.master.put_timeout;
 	wb_status(b, 0);
 	wb_u64(b, o->generation);
@@ -526,7 +526,7 @@ static void commit(struct master *m, struct obj *o, uint64_t csum, uint64_t now_
 	o->flags |= OBJ_COMPLETE;
 	o->checksum = csum;
 	obj_set_put_ns(o, now_ns);
-	o->atime = m_now32(m);
+	o->atime = (uint32_t)m->pol.clk;
 	o->deadline = 0;
 	if (o->flags & OBJ_VERSION) {
 		struct obj *old = objtab_find(&m->objs, obj_key(o), o->key_len);

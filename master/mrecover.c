@@ -84,7 +84,8 @@ int mrecover_gate(struct master *m, const struct wire_hdr *h, const uint8_t *bod
 	if (!m->recovering)
 		return 0;
 	switch (h->opcode) {
-	case WIRE_OP_GET: case WIRE_OP_EXISTS: case WIRE_OP_SIZE: case WIRE_OP_STAT:
+	case WIRE_OP_GET: case WIRE_OP_EXISTS: case WIRE_OP_TOUCH: case WIRE_OP_SIZE:
+	case WIRE_OP_STAT:
 		break;
 	case WIRE_OP_PIN: skip = 8; break;
 	case WIRE_OP_REMOVE: skip = 1; break;

@@ -52,7 +52,7 @@ struct kvp_conf {
 		double eviction_high_watermark;
 		double eviction_ratio;
 		char eviction_policy[CONF_STR];	/* reuse | lru */
-		uint64_t eviction_half_life;	/* ms, 0: adapt to the reuse intervals seen */
+		uint64_t eviction_half_life;	/* block accesses, 0: adapt to the reuse intervals seen */
 		int64_t eviction_ghosts;	/* evicted keys remembered, 0: twice the objects */
 		char allocation_strategy[CONF_STR];	/* random | free_ratio */
 		int64_t max_connections;

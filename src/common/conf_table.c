@@ -125,10 +125,11 @@ const struct conf_key conf_table[] = {
 	    "before an eviction (ghosts), the tails of chains first; lru: the blocks read last "
 	    "(Mooncake's policy), the tails of chains first.",
 	    .choices = "reuse|lru", .live = true),
-	NUM("master", "eviction_half_life", CONF_T_DURATION, master.eviction_half_life, 0,
-	    6 * HOUR, "0",
-	    "How fast a read's weight in the reuse priority halves. 0: the 90th percentile of "
-	    "the reuse intervals the pool sees (it adapts to the traffic).", .live = true),
+	NUM("master", "eviction_half_life", CONF_T_INT, master.eviction_half_life, 0,
+	    1 << 27, "0",
+	    "How fast a read's weight in the reuse priority halves, in block accesses (the "
+	    "reads and first puts the pool serves, the policy's clock). 0: the 90th percentile "
+	    "of the reuse intervals the pool sees (it adapts to the traffic).", .live = true),
 	NUM("master", "eviction_ghosts", CONF_T_INT, master.eviction_ghosts, 0, 1 << 30, "0",
 	    "Evicted keys whose reuse priority the master remembers (12 bytes each), so a block "
 	    "that comes back resumes its count. 0: twice the objects held, at least 65536."),

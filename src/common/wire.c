@@ -32,6 +32,7 @@ static const char *const op_names[WIRE_OP_MAX] = {
 	[WIRE_OP_NS_DECLARE] = "ns_declare",
 	[WIRE_OP_NS_LIST] = "ns_list",
 	[WIRE_OP_CLIENT_STATS] = "client_stats",
+	[WIRE_OP_TOUCH] = "touch",
 	[WIRE_OP_READ] = "read",
 	[WIRE_OP_WRITE] = "write",
 	[WIRE_OP_DEMOTE] = "demote",

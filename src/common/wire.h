@@ -113,6 +113,12 @@
  *            evictable at once. Clients send it after the copy without
  *            waiting for the reply; KVP_ENOTFOUND: no such generation.
  * EXISTS     req: n x {str key}           rep: n x {i32 1|0|err}
+ *            A lookup: eviction does not count it as a read.
+ * TOUCH      req: n x {str key}           rep: n x {i32 1|0|err}
+ *            Keys the client read without the master (optimistic reads):
+ *            each one found counts one read for eviction. Clients send it
+ *            without waiting for the reply; a master from before TOUCH
+ *            answers a bad header (EPROTO), and those reads go uncounted.
  * SIZE       req: n x {str key}           rep: n x {i32 status u64 size}
  * REMOVE     req: u8 force, n x {str key} rep: n x {i32}
  * REMOVE_PREFIX req: str prefix u8 force  rep: u64 count   (empty prefix = all)
@@ -282,6 +288,7 @@ enum wire_op {
 	WIRE_OP_NS_DECLARE = 30,
 	WIRE_OP_NS_LIST = 31,
 	WIRE_OP_CLIENT_STATS = 32,	/* client -> master: bytes by data path */
+	WIRE_OP_TOUCH = 33,	/* client -> master: keys read without the master */
 	WIRE_OP_READ = 48,
 	WIRE_OP_WRITE = 49,
 	WIRE_OP_DEMOTE = 50,	/* master -> node (spill tier) */

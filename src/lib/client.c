@@ -345,7 +345,7 @@ static int batch_i32(struct kvp *kvp, uint16_t op, const void *prefix, size_t pl
 struct ex_item {
 	uint64_t h;
 	uint32_t klen;
-	bool valid, hit, touch;
+	bool valid, hit;
 	struct lc_loc l;
 };
 
@@ -371,8 +371,7 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 		if (x[i].valid)
 			lc_prefetch_way(kvp->lc, x[i].h);
 	for (size_t i = 0; i < n; i++) {
-		x[i].hit = x[i].valid && lc_lookup_h(kvp->lc, x[i].h, x[i].klen, now, &x[i].l,
-						     &x[i].touch);
+		x[i].hit = x[i].valid && lc_lookup_h(kvp->lc, x[i].h, x[i].klen, now, &x[i].l);
 		if (x[i].hit && (seg = lc_seg(&o, x[i].l.seg_id)))
 			xp_local_opt_prefetch(seg, &x[i].l, x[i].klen);
 	}
@@ -387,8 +386,6 @@ static int exists_optimistic(struct kvp *kvp, size_t n, const char *const *keys,
 			stale += !ok;
 			if (!ok)
 				lc_drop(kvp->lc, keys[i], x[i].klen, &x[i].l);
-			else if (x[i].touch)
-				lc_touch(kvp, keys[i], x[i].klen);
 		}
 		if (ok) {
 			results[i] = 1;

@@ -594,7 +594,7 @@ static void get_opt_tcp(struct kvp *kvp, struct get_item *it, const struct lc_lo
 static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 {
 	struct lcache *lc = kvp->lc;
-	struct { struct lc_loc l; uint64_t hash; bool hit, touch, tcp; } *h;
+	struct { struct lc_loc l; uint64_t hash; bool hit, tcp; } *h;
 	struct lc_segs o = { .kvp = kvp };
 	struct xp_run run = { .kvp = kvp, .deadline = gc->deadline };
 	uint64_t bytes = 0, now = clock_now_ms();
@@ -620,7 +620,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 
 		h[t].tcp = false;
 		h[t].hit = !it->dev &&
-			   lc_lookup_h(lc, h[t].hash, it->klen, now, &h[t].l, &h[t].touch) &&
+			   lc_lookup_h(lc, h[t].hash, it->klen, now, &h[t].l) &&
 			   (it->alloc || h[t].l.vlen <= it->cap);
 		if (!h[t].hit)
 			continue;
@@ -658,8 +658,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			client_count(kvp, gets, 1);
 			client_count(kvp, local_bytes, h[t].l.vlen);
 			lc_count(lc, 1, 0);
-			if (h[t].touch)
-				lc_touch(kvp, it->key, it->klen);
+			lc_touch(kvp, it->key, it->klen);
 			continue;
 		}
 		if (h[t].hit) {
@@ -684,8 +683,7 @@ static void get_optimistic(struct kvp *kvp, struct get_ctx *gc)
 			it->nrep = 0;
 			if (it->result > 0) {
 				lc_count(lc, 1, 0);
-				if (h[t].touch)
-					lc_touch(kvp, it->key, it->klen);
+				lc_touch(kvp, it->key, it->klen);
 				continue;
 			}
 			it->result = 0;

@@ -26,7 +26,6 @@
 #define LC_STRIPES 64
 #define LC_TOUCH_BATCH 64		/* keys per touch frame */
 #define LC_TOUCH_MS 200			/* the oldest queued touch waits at most this */
-#define LC_TOUCH_EVERY_MS 1000		/* a key is reported read at most this often */
 
 /* A way holds no key: the key's 64-bit hash (its tag) and length pick it,
  * and the extent header, which names the key, decides; a hash collision
@@ -57,7 +56,6 @@ static uint64_t born_age(uint64_t born, uint32_t epoch, uint64_t now)
 struct lc_way {
 	atomic_uint seq;
 	atomic_uint_fast64_t w[W_N];	/* the location, its key length, when stored */
-	atomic_uint_fast64_t touch_ms;	/* last reported to the master as read */
 };
 
 /* The tags first, in one cache line: a lookup reads that line and then
@@ -85,6 +83,7 @@ struct lcache {
 	size_t tn;
 	uint64_t tfirst_ms;
 	atomic_uint_fast64_t tdue_ms;	/* when the queue is due; 0: empty */
+	atomic_bool toff;		/* the master refused TOUCH */
 	atomic_uint_fast64_t hits, fallbacks, touches, raced;
 };
 
@@ -182,8 +181,7 @@ void lc_prefetch_way(struct lcache *c, uint64_t h)
 }
 
 /* Writers, under the stripe lock: way w of set (its words, or empty). */
-static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *words,
-		      uint64_t touch)
+static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *words)
 {
 	struct lc_way *e = &set->way[w];
 	unsigned seq = LD(e->seq);
@@ -193,7 +191,6 @@ static void way_write(struct lc_set *set, int w, uint64_t tag, const uint64_t *w
 	ST(set->tag[w], tag);
 	for (int i = 0; i < W_N; i++)
 		ST(e->w[i], words ? words[i] : 0);
-	ST(e->touch_ms, touch);
 	atomic_store_explicit(&e->seq, seq + 2, memory_order_release);
 }
 
@@ -247,7 +244,7 @@ static void lc_store_locked(struct lcache *c, struct lc_set *set, uint64_t tag, 
 		}
 	}
 	/* The master just answered for the key (or it was just put). */
-	way_write(set, e, tag, words, now);
+	way_write(set, e, tag, words);
 }
 
 void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
@@ -320,14 +317,13 @@ static bool way_read_loc(struct lc_set *set, int w, uint64_t tag, uint32_t klen,
 }
 
 bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
-		 struct lc_loc *loc, bool *touch)
+		 struct lc_loc *loc)
 {
 	uint64_t tag = h | 1;
 	uint32_t epoch;
 	struct lc_stripe *st;
 	struct lc_set *set;
 
-	*touch = false;
 	if (!c)
 		return false;
 	set = lc_set(c, h, &st);
@@ -336,20 +332,15 @@ bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
 		if (LD(set->tag[w]) != tag ||
 		    !way_read_loc(set, w, tag, klen, now, epoch, c->ttl_ms, loc))
 			continue;
-		/* One reader wins the right to report the read. */
-		uint64_t t = LD(set->way[w].touch_ms);
-		*touch = now - t >= LC_TOUCH_EVERY_MS &&
-			 atomic_compare_exchange_strong(&set->way[w].touch_ms, &t, now);
 		return true;
 	}
 	return false;
 }
 
 bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, uint64_t now,
-	       struct lc_loc *loc, bool *touch)
+	       struct lc_loc *loc)
 {
-	*touch = false;
-	return c && lc_lookup_h(c, lc_key_hash(key, klen), klen, now, loc, touch);
+	return c && lc_lookup_h(c, lc_key_hash(key, klen), klen, now, loc);
 }
 
 /* Empties the ways of key (all of them, or only one that says loc). */
@@ -372,7 +363,7 @@ static void lc_forget(struct lcache *c, const char *key, uint32_t klen, bool bum
 		if (loc && ((uint32_t)(sk >> 32) != loc->seg_id || LD(e->w[W_OFF]) != loc->off ||
 			    LD(e->w[W_GEN]) != loc->gen))
 			continue;
-		way_write(set, w, 0, NULL, 0);
+		way_write(set, w, 0, NULL);
 	}
 	pthread_mutex_unlock(&st->lock);
 }
@@ -470,14 +461,14 @@ static void lc_enc_key(struct wbuf *b, size_t i, void *arg)
 	wb_str(b, t->keys[i], t->lens[i]);
 }
 
-/* Sends n queued keys as one EXISTS batch; frees them. */
+/* Posts n queued keys as one TOUCH batch; frees them. */
 static void lc_touch_send(struct kvp *kvp, char **keys, uint32_t *lens, size_t n)
 {
 	struct lc_touch_batch t = { keys, lens };
 	struct mcall *m;
 	size_t nc = 0;
 
-	m = mc_batch(kvp, WIRE_OP_EXISTS, NULL, 0, n, lc_enc_key, &t, &nc);
+	m = mc_batch(kvp, WIRE_OP_TOUCH, NULL, 0, n, lc_enc_key, &t, &nc);
 	if (m) {
 		/* Posted: the reader that sends it does not wait a round trip. */
 		if (mc_post(kvp, m, nc, sock_deadline(kvp)) == 0)
@@ -510,7 +501,8 @@ void lc_touch(struct kvp *kvp, const char *key, uint32_t klen)
 	uint32_t lens[LC_TOUCH_BATCH];
 	size_t n;
 
-	if (!c || !(k = malloc(klen ? klen : 1)))
+	if (!c || atomic_load_explicit(&c->toff, memory_order_relaxed) ||
+	    !(k = malloc(klen ? klen : 1)))
 		return;
 	memcpy(k, key, klen);
 	pthread_mutex_lock(&c->tlock);
@@ -528,6 +520,12 @@ void lc_touch(struct kvp *kvp, const char *key, uint32_t klen)
 	pthread_mutex_unlock(&c->tlock);
 	if (n)
 		lc_touch_send(kvp, keys, lens, n);
+}
+
+void lc_touch_refused(struct kvp *kvp)
+{
+	if (kvp->lc)
+		atomic_store(&kvp->lc->toff, true);
 }
 
 void lc_touch_poll(struct kvp *kvp)

@@ -49,11 +49,10 @@ void lc_insert(struct lcache *c, const char *key, uint32_t klen, uint64_t token,
 	       const struct lc_loc *loc);
 /* True with *loc filled when key has a fresh entry (younger than
  * location_ttl at now, clock_now_ms()): a hint; the extent header, not the
- * cache, proves it is key's. *touch says the master has not heard of a read
- * of the key for a while: the caller passes it to lc_touch after a
- * verified read. Takes no lock. */
+ * cache, proves it is key's. A get passes each verified read to lc_touch.
+ * Takes no lock. */
 bool lc_lookup(struct lcache *c, const char *key, uint32_t klen, uint64_t now,
-	       struct lc_loc *loc, bool *touch);
+	       struct lc_loc *loc);
 /* The same in two steps, for a batch: the key's hash, a prefetch of its
  * set (so that the batch's cache misses overlap), the lookup by hash. */
 uint64_t lc_key_hash(const char *key, uint32_t klen);
@@ -62,7 +61,7 @@ void lc_prefetch(struct lcache *c, uint64_t h);
  * way that holds h, if one does. */
 void lc_prefetch_way(struct lcache *c, uint64_t h);
 bool lc_lookup_h(struct lcache *c, uint64_t h, uint32_t klen, uint64_t now,
-		 struct lc_loc *loc, bool *touch);
+		 struct lc_loc *loc);
 /* lc_invalidate, then lc_insert with the token that follows it, as one
  * step under the lock: the location of a value this handle just put. */
 void lc_replace(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc);
@@ -75,11 +74,14 @@ void lc_clear(struct lcache *c);
 /* Forgets key if its entry still says loc (a read found it stale). */
 void lc_drop(struct lcache *c, const char *key, uint32_t klen, const struct lc_loc *loc);
 
-/* Reads the master did not see: queued, and sent as one EXISTS batch (which
- * the master counts as a read for its LRU) once LC_TOUCH_BATCH keys are
+/* Reads the master did not see, every one (eviction counts each read):
+ * queued, and posted as one TOUCH batch once LC_TOUCH_BATCH keys are
  * waiting or the oldest waited LC_TOUCH_MS; lc_touch_flush sends them now.
- * Best effort: a failed batch only leaves the keys' LRU ages older. */
+ * An exists is a lookup and reports nothing. Best effort: a failed batch
+ * only leaves the keys' priorities lower; a master from before TOUCH
+ * refuses it, and lc_touch_refused stops the reports. */
 void lc_touch(struct kvp *kvp, const char *key, uint32_t klen);
+void lc_touch_refused(struct kvp *kvp);
 void lc_touch_flush(struct kvp *kvp);
 /* Sends the queue if it is due (cheap when not): once per get / exists. */
 void lc_touch_poll(struct kvp *kvp);

@@ -13,6 +13,7 @@
 #include "client_i.h"
 #include "clock.h"
 #include "kvpool.h"
+#include "lcache.h"
 #include "lns.h"
 #include "log.h"
 #include "mcall.h"
@@ -54,6 +55,7 @@ struct mconn {
 	uint64_t ns_gen;		/* kvp->ns_gen it declared (lns.c): older goes */
 	uint64_t stats_reqid;		/* the CLIENT_STATS posted, unanswered (one at most:
 					 * mc_post reads its reply first); 0: none */
+	bool touched;			/* a TOUCH was posted on it */
 };
 
 static void mconn_free(struct kvp *kvp, struct mconn *mc)
@@ -147,13 +149,14 @@ static int mc_recv_frame(struct kvp *kvp, struct mconn *mc, uint64_t deadline,
 }
 
 /* h is the reply to a frame mc_post sent (their opcodes), and one is owed.
- * A master from before CLIENT_STATS answers it as a bad header: opcode
- * HELLO, status EPROTO, the frame's reqid. */
+ * A master from before CLIENT_STATS or TOUCH answers it as a bad header:
+ * opcode HELLO, status EPROTO, the frame's reqid. */
 static bool owed_reply(const struct mconn *mc, const struct wire_hdr *h)
 {
 	return mc->owed && !h->payload_len &&
-	       (h->opcode == WIRE_OP_LEASE_RELEASE || h->opcode == WIRE_OP_EXISTS ||
-		(mc->stats_reqid && h->reqid == mc->stats_reqid));
+	       (h->opcode == WIRE_OP_LEASE_RELEASE || h->opcode == WIRE_OP_TOUCH ||
+		(mc->stats_reqid && h->reqid == mc->stats_reqid) ||
+		(mc->touched && h->opcode == WIRE_OP_HELLO && h->status == KVP_EPROTO));
 }
 
 /* An owed reply is dropped: false when the master closes the connection
@@ -161,6 +164,11 @@ static bool owed_reply(const struct mconn *mc, const struct wire_hdr *h)
 static bool owed_drop(struct kvp *kvp, struct mconn *mc, const struct wire_hdr *h)
 {
 	mc->owed--;
+	if ((!mc->stats_reqid || h->reqid != mc->stats_reqid) && h->opcode == WIRE_OP_HELLO) {
+		log_debug("master refused TOUCH: optimistic reads go unreported");
+		lc_touch_refused(kvp);
+		return false;
+	}
 	if (!mc->stats_reqid || h->reqid != mc->stats_reqid)
 		return true;
 	mc->stats_reqid = 0;
@@ -543,6 +551,8 @@ int mc_post(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline)
 		for (size_t i = 0; rc == 0 && i < w; i++)
 			if (win[i]->op == WIRE_OP_CLIENT_STATS)
 				mc->stats_reqid = win[i]->reqid;
+			else if (win[i]->op == WIRE_OP_TOUCH)
+				mc->touched = true;
 	}
 	mc_give(kvp, mc, rc == 0);
 	return rc;

@@ -44,7 +44,7 @@ struct mc_during {
 int mc_call_during(struct kvp *kvp, struct mcall *c, size_t n, uint64_t deadline,
 		   struct mc_during *during);
 /* Sends n frames on one master connection without waiting for their
- * replies (only WIRE_OP_LEASE_RELEASE, and WIRE_OP_EXISTS for the reads
+ * replies (only WIRE_OP_LEASE_RELEASE, and WIRE_OP_TOUCH for the reads
  * lcache reports: the connection drops those replies
  * before its next use, kvp_close waits for them): 0 or the KVP_E* that
  * stopped the sending. */
