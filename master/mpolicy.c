@@ -228,9 +228,9 @@ static void age_obj(struct obj *o, uint32_t now)
 		o->pkey = age_time(o->pkey, now);
 }
 
-/* One slice of the pass: up to budget slots of the segments' arrays (every
+/* One slice of the passes: budget slots of the segments' arrays (every
  * object with a replica; one with several is seen more than once), then
- * ghost buckets; the pass starts over when both are done. */
+ * ghost buckets, then the segments again. */
 static void age_slice(struct master *m, uint64_t budget)
 {
 	struct mpol *p = &m->pol;
@@ -260,21 +260,20 @@ static void age_slice(struct master *m, uint64_t budget)
 			budget--;
 			continue;
 		}
-		p->age_seg = p->age_i = p->age_g = 0;	/* the pass is done */
-		break;
+		p->age_seg = p->age_i = p->age_g = 0;	/* the pass is done: the next */
 	}
 }
 
 /* A sample of the clock against the ms clock, once every_ms; a full map
- * keeps every other sample and doubles the spacing. */
+ * keeps every other sample, the oldest included, and doubles the spacing. */
 static void tmap_sample(struct mpol_tmap *t, uint32_t clk, uint32_t ms)
 {
 	if (t->n && (ms - t->ms[t->n - 1] < t->every_ms || clk == t->clk[t->n - 1]))
 		return;
 	if (t->n == MPOL_TMAP_N) {
 		for (uint32_t i = 0; i < MPOL_TMAP_N / 2; i++) {
-			t->clk[i] = t->clk[2 * i + 1];
-			t->ms[i] = t->ms[2 * i + 1];
+			t->clk[i] = t->clk[2 * i];
+			t->ms[i] = t->ms[2 * i];
 		}
 		t->n = MPOL_TMAP_N / 2;
 		t->every_ms *= 2;

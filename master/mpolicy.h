@@ -116,9 +116,9 @@ uint64_t mpol_ghost_slots(const struct master *m);
 
 /* Periodic (master_tick): keeps every priority and access time the master
  * stores — objects' and ghosts' — within MPOL_KEY_BEHIND_MAX behind the
- * clock, a slice per call sized by the accesses since the last, so a full
- * pass ends before the clock moves 2^28; and samples the clock for
- * mpol_clk_ms. */
+ * clock (2^28 more at most between passes), a slice per call sized by the
+ * accesses since the last, so a full pass ends before the clock moves
+ * 2^28; and samples the clock for mpol_clk_ms. */
 void mpol_age(struct master *m);
 /* m_now32's ms at which the policy's clock read clk (an object's atime),
  * interpolated between samples; before the oldest sample: that sample's. */

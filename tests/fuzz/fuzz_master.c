@@ -28,7 +28,7 @@ static const uint16_t ops[] = {
 	WIRE_OP_LIST, WIRE_OP_STAT, WIRE_OP_PIN, WIRE_OP_INFO, WIRE_OP_READ, WIRE_OP_WRITE,
 	/* later opcodes go last: the seed corpus keeps its meaning */
 	WIRE_OP_REPLICA_CLEAR, WIRE_OP_LEASE_RELEASE, WIRE_OP_NS_DECLARE, WIRE_OP_NS_LIST,
-	WIRE_OP_CLIENT_STATS,
+	WIRE_OP_CLIENT_STATS, WIRE_OP_TOUCH,
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 

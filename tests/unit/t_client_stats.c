@@ -3,6 +3,8 @@
  * a bad header: opcode HELLO, status EPROTO, then closes, as ev.c's
  * conn_bad_header does). The client's calls go on working, and it stops
  * reporting after at most CSTATS_STRIKES tries instead of on every call.
+ * The same for TOUCH (the reports of optimistic reads): refused once, they
+ * stop.
  */
 #include <netinet/in.h>
 #include <pthread.h>
@@ -16,10 +18,11 @@
 #include "client_i.h"
 #include "cstats.h"
 #include "kvpool.h"
+#include "lcache.h"
 #include "testlib.h"
 #include "wire.h"
 
-static atomic_int stats_frames;
+static atomic_int stats_frames, touch_frames;
 
 static int read_all(int fd, void *p, size_t n)
 {
@@ -71,8 +74,8 @@ static void *old_master_conn(void *arg)
 		free(body);
 		struct wbuf b;
 		wb_init(&b);
-		if (op == WIRE_OP_CLIENT_STATS) {
-			atomic_fetch_add(&stats_frames, 1);
+		if (op == WIRE_OP_CLIENT_STATS || op == WIRE_OP_TOUCH) {
+			atomic_fetch_add(op == WIRE_OP_TOUCH ? &touch_frames : &stats_frames, 1);
 			reply(fd, WIRE_OP_HELLO, KVP_EPROTO, reqid, NULL);
 			wb_free(&b);
 			break;		/* as ev.c: reply, then close */
@@ -142,7 +145,17 @@ int main(void)
 	CHECK(n >= 1 && n <= CSTATS_STRIKES, "%d CLIENT_STATS frames sent (at most %d)", n,
 	      CSTATS_STRIKES);
 	CHECK(atomic_load(&kvp->cs.due_ms) == CSTATS_OFF, "reports are off");
+	REQUIRE(kvp->lc, "the location cache (optimistic reads) is on by default");
+	for (int i = 0; i < 5; i++) {
+		struct kvp_info info;
+		lc_touch(kvp, "k", 1);
+		lc_touch_flush(kvp);
+		CHECK_EQ(kvp_info(kvp, &info), 0);
+		kvp_info_free(&info);
+	}
+	CHECK_EQ(atomic_load(&touch_frames), 1);
 	kvp_close(kvp);
 	CHECK_EQ(atomic_load(&stats_frames), n);
+	CHECK_EQ(atomic_load(&touch_frames), 1);
 	return tl_done();
 }
