@@ -4,7 +4,8 @@
  * which a block read once would rank with it: a first put ranks at now,
  * each read adds H * log2(1 + 2^(-|p - now| / H)) to the larger of p and
  * now. H is the 90th percentile of the reuse intervals seen (one in 8, in
- * the master's histogram, rhist.h), from the first reads on.
+ * the master's histogram, rhist.h), from the first reads on, or the fixed
+ * eviction_half_life.
  */
 #include "polsim.h"
 
@@ -45,7 +46,7 @@ struct ps {
 
 static void ps_observe(struct ps *s, uint64_t iv)
 {
-	if (s->nobs++ % OBS_EVERY == 0 &&
+	if (s->nobs++ % OBS_EVERY == 0 && !s->c->half_life &&
 	    rhist_add(&s->hist, iv > UINT32_MAX ? UINT32_MAX : (uint32_t)iv))
 		s->h = fmax((double)rhist_quantile(&s->hist, H_QUANTILE), H_MIN);
 }
@@ -177,7 +178,7 @@ int polsim_run(const struct trace *t, size_t nreqs, uint64_t cap, const struct p
 	       struct trace_sim *out)
 {
 	size_t nd = t->ndistinct + 1;
-	struct ps s = { .c = pc, .h = H_MIN };
+	struct ps s = { .c = pc, .h = pc->half_life ? fmax((double)pc->half_life, H_MIN) : H_MIN };
 	uint64_t hit = 0, total = 0;
 
 	s.prio = malloc(nd * sizeof(*s.prio));

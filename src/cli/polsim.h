@@ -1,8 +1,7 @@
 /* polsim: kvpool's own eviction policy simulated over a trace, the model
  * the live pool is measured against in `kvpool replay` (docs/replay.md
  * "The policy's model"). It does what the master does (master/mpolicy.c,
- * mchain.c, evict.c) on a clock of block accesses instead of milliseconds:
- * a request reads the leading run of its blocks that is cached (each read
+ * mchain.c, evict.c), on the same clock of block accesses: a request reads the leading run of its blocks that is cached (each read
  * raises the block's decayed read count), then puts the rest in chain
  * order; a put resumes an evicted key's count from its ghost; a block is
  * evictable only while nothing cached extends it (a chain's tail leaves
@@ -20,15 +19,15 @@
 #include "trace.h"
 
 /* What the [master] section sets: eviction_policy = lru (recency alone,
- * chains kept), and the rounds: above high_watermark of the capacity a
- * round evicts ratio of it; a high_watermark of 0 or 1 and above evicts
- * only what a put needs. eviction_half_life is not modelled (a fixed H in
- * ms has no counterpart on this clock): H is always the 90th percentile of
- * the reuse intervals seen, as the master's default. */
+ * chains kept), the rounds (above high_watermark of the capacity a round
+ * evicts ratio of it; a high_watermark of 0 or 1 and above evicts only what
+ * a put needs) and eviction_half_life (H in accesses; 0: the 90th
+ * percentile of the reuse intervals seen, as the master's default). */
 struct polsim_conf {
 	bool lru;
 	double high_watermark;
 	double ratio;
+	uint64_t half_life;
 };
 
 /* The policy holding cap blocks over the first nreqs requests (0: all).

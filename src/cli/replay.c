@@ -593,6 +593,7 @@ static int replay_model_conf(const struct replay *rp, struct polsim_conf *pc)
 	pc->lru = strcmp(c->master.eviction_policy, "lru") == 0;
 	pc->high_watermark = c->master.eviction_high_watermark;
 	pc->ratio = c->master.eviction_ratio;
+	pc->half_life = c->master.eviction_half_life;
 	free(tmp);
 	return 0;
 }
@@ -1109,6 +1110,7 @@ static int replay_sweep(struct replay *rp)
 	uint64_t alloc = replay_alloc_estimate(rp);
 	bool failed = false;
 	char label[32];
+	const struct kvp_conf *caller = rp->conf;
 
 	qsort(cfg->sweep, cfg->nsweep, sizeof(cfg->sweep[0]), cmp_u64v);
 	for (size_t i = 0; i < cfg->nsweep && !replay_stop; i++) {
@@ -1145,10 +1147,14 @@ static int replay_sweep(struct replay *rp)
 		}
 		snprintf(label, sizeof(label), "cap %" PRIu64, cfg->sweep[i]);
 		rp->label = label;
+		/* the clients run the command's [client] section (-c, -o,
+		 * KVPOOL_CLIENT_*) against the private pool */
+		pconf.client = caller->client;
 		rp->conf = &pconf;
 		/* A run with errors still measured something: the sweep goes on. */
 		if (replay_run(rp, r, false) < 0 || replay_failed(r))
 			failed = true;
+		rp->conf = caller;
 		r->requested = cfg->sweep[i];
 		r->segment_size = seg;
 		localpool_stop(&lp);

@@ -1,7 +1,7 @@
 /* rhist: the histogram of reuse intervals the eviction policy's half-life
- * H follows (its 90th percentile), shared by the master (master/mpolicy.c,
- * intervals in ms) and the model of its policy in `kvpool replay`
- * (src/cli/polsim.c, in block accesses), so the two estimate H alike.
+ * H follows (its 90th percentile), shared by the master (master/mpolicy.c)
+ * and the model of its policy in `kvpool replay` (src/cli/polsim.c), both
+ * in block accesses, so the two estimate H alike.
  * Quarter-octave buckets; the quantile is recomputed every 128 intervals
  * while fewer than 4,096 were seen, then every 1,024; past 65,536 the
  * counts are halved, so older intervals weigh less. Not thread-safe.

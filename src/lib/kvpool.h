@@ -410,7 +410,7 @@ struct kvp_stats {
 					 * the value: the master was asked */
 	uint64_t optimistic_raced;	/* ... of which the extent changed during the copy
 					 * (freed or reused under the reader) */
-	uint64_t read_touches;		/* optimistic reads reported to the master (LRU) */
+	uint64_t read_touches;		/* optimistic reads reported to the master (TOUCH) */
 	uint64_t disk_gets;		/* objects read from a spill (disk tier) replica */
 	uint64_t disk_bytes;		/* value bytes of those reads */
 };
