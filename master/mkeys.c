@@ -175,7 +175,8 @@ static int exists_or_touch(struct master *m, struct rbuf *r, struct wbuf *b, str
 		wb_status(b, s);
 		mbatch_item(st, s);
 	}
-	prefix_count(m, keys, n, run);
+	if (!read)	/* a report of reads, not an engine asking */
+		prefix_count(m, keys, n, run);
 	return 0;
 }
 
