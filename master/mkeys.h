@@ -1,6 +1,7 @@
-/* mkeys: requests on existing keys — GET, EXISTS, TOUCH, SIZE, STAT, PIN, REMOVE,
- * LEASE_RELEASE, REPLICA_CLEAR, REMOVE_PREFIX, LIST, INFO. Each returns 0 or a KVP_E* frame status and
- * appends its reply body to b (layouts in wire.h); st counts the items.
+/* mkeys: requests on existing keys — GET, EXISTS, TOUCH, SIZE, STAT, PIN,
+ * REMOVE, LEASE_RELEASE, REPLICA_CLEAR, REMOVE_PREFIX, LIST, INFO. Each
+ * returns 0 or a KVP_E* frame status and appends its reply body to b
+ * (layouts in wire.h); st counts the items.
  * Loop thread only; no locks.
  */
 #ifndef KVP_MKEYS_H

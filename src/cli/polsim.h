@@ -1,7 +1,8 @@
 /* polsim: kvpool's own eviction policy simulated over a trace, the model
  * the live pool is measured against in `kvpool replay` (docs/replay.md
  * "The policy's model"). It does what the master does (master/mpolicy.c,
- * mchain.c, evict.c), on the same clock of block accesses: a request reads the leading run of its blocks that is cached (each read
+ * mchain.c, evict.c), on the same clock of block accesses: a request
+ * reads the leading run of its blocks that is cached (each read
  * raises the block's decayed read count), then puts the rest in chain
  * order; a put resumes an evicted key's count from its ghost; a block is
  * evictable only while nothing cached extends it (a chain's tail leaves
